@@ -1,0 +1,1 @@
+"""Real environments (LIBERO), scripted experts and the episode dataset."""

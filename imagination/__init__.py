@@ -1,0 +1,1 @@
+"""imagination package."""

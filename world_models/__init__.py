@@ -1,0 +1,1 @@
+"""world_models package."""
