@@ -1,0 +1,44 @@
+"""Episode dataset on disk, in the LeRobotDataset v3.0 layout (readable by lerobot).
+
+    meta/info.json              codebase_version "v3.0", fps, totals, features; the commit point
+    meta/stats.json             per-feature min/max/mean/std/count/q01..q99 over all frames
+    meta/tasks.parquet          task strings ("task") with their "task_index"
+    meta/episodes/chunk-CCC/file-FFF.parquet
+                                one row per episode: length, global index range, file locations,
+                                per-episode stats, sha256 of its files, and our metadata (instruction,
+                                suite, task_id, source, perturbation, seed, init_state_id, success,
+                                extra_json)
+    data/chunk-CCC/file-FFF.parquet
+                                frame rows: timestamp, frame_index, episode_index, index, task_index,
+                                observation.state [S], action [A], next.reward, next.success, next.done
+    videos/observation.images.<view>/chunk-CCC/file-FFF.mp4
+
+Each episode has its own data, video and episodes files (CCC = index // chunks_size,
+FFF = index % chunks_size), so appends never rewrite old files. `EpisodeWriter.append` writes them
+atomically and then rewrites meta/info.json, so an episode exists iff its index < total_episodes.
+Videos are lossless H.264 (libx264rgb, QP 0) by default; `video_codec="h264"` gives small lossy files.
+
+    with EpisodeWriter(root, DatasetConfig(views=("agentview", "wrist"))) as w:
+        w.append(episode)
+    ds = EpisodeDataset(root)          # verify=True: checksums of every file
+    ep = ds[ds.select(source="expert", success=True)[0]]
+"""
+from envs.dataset.episode import SOURCES, Episode
+from envs.dataset.layout import DatasetConfig
+from envs.dataset.reader import DatasetCorruptError, EpisodeDataset
+from envs.dataset.stats import aggregate_stats
+from envs.dataset.video import VIDEO_CODECS, decode_video, encode_video
+from envs.dataset.writer import EpisodeWriter
+
+__all__ = [
+    "SOURCES",
+    "VIDEO_CODECS",
+    "DatasetConfig",
+    "DatasetCorruptError",
+    "Episode",
+    "EpisodeDataset",
+    "EpisodeWriter",
+    "aggregate_stats",
+    "decode_video",
+    "encode_video",
+]

@@ -1,0 +1,205 @@
+"""Paths, config and meta files of the LeRobotDataset v3.0 layout, shared by writer and reader.
+
+    meta/info.json                       config, totals, features (commit point of every append)
+    meta/stats.json                      dataset-level feature stats
+    meta/tasks.parquet                   task strings, task_index = row
+    meta/episodes/chunk-CCC/file-FFF.parquet   one row per episode (indices, checksums, our metadata)
+    data/chunk-CCC/file-FFF.parquet      frame rows
+    videos/observation.images.<view>/chunk-CCC/file-FFF.mp4
+
+Here every episode has files of its own: chunk CCC = index // chunks_size, file FFF = index % chunks_size.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from envs.dataset.episode import VIEW_NAME_RE
+from envs.dataset.video import VIDEO_CODECS, check_video_codec
+
+CODEBASE_VERSION = "v3.0"
+INFO_PATH = "meta/info.json"
+STATS_PATH = "meta/stats.json"
+TASKS_PATH = "meta/tasks.parquet"
+DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
+EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+# lerobot's default size targets for its multi-episode files; recorded for compatibility only,
+# since this writer puts every episode in files of its own.
+DATA_FILES_SIZE_IN_MB = 100
+VIDEO_FILES_SIZE_IN_MB = 500
+
+_LIBERO_STATE_NAMES = ("eef_pos_x", "eef_pos_y", "eef_pos_z", "eef_axis_angle_x", "eef_axis_angle_y",
+                       "eef_axis_angle_z", "gripper_qpos_0", "gripper_qpos_1")
+_LIBERO_ACTION_NAMES = ("x", "y", "z", "roll", "pitch", "yaw", "gripper")
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """Dataset-wide settings, stored in (and on reopen read back from) meta/info.json.
+
+    image_size is (H, W). video_codec "libx264rgb" with crf 0 is lossless; "h264" is lossy yuv420p
+    (crf 0-51, needs even H and W). chunks_size episodes share one chunk-NNN directory.
+    """
+
+    fps: int = 20
+    views: tuple[str, ...] = ("agentview", "wrist")
+    image_size: tuple[int, int] = (64, 64)
+    state_dim: int = 8
+    action_dim: int = 7
+    video_codec: str = "libx264rgb"
+    crf: int = 0
+    robot_type: str = "panda"
+    chunks_size: int = 1000
+
+    def __post_init__(self) -> None:
+        # normalise lists (e.g. from JSON/YAML) so equality checks against info.json work
+        object.__setattr__(self, "views", tuple(self.views))
+        object.__setattr__(self, "image_size", tuple(int(x) for x in self.image_size))
+        if not self.fps > 0:
+            raise ValueError(f"fps: expected > 0, got {self.fps!r}")
+        if len(set(self.views)) != len(self.views) or not all(VIEW_NAME_RE.match(v) for v in self.views):
+            raise ValueError(f"views: expected distinct [A-Za-z0-9_] names, got {self.views!r}")
+        if len(self.image_size) != 2:
+            raise ValueError(f"image_size: expected (H, W), got {self.image_size!r}")
+        for name in ("state_dim", "action_dim", "chunks_size"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name}: expected >= 1, got {getattr(self, name)!r}")
+        check_video_codec(self.video_codec, *self.image_size, self.crf)
+
+
+def video_key(view: str) -> str:
+    """Feature key / videos/ subdirectory of a camera view."""
+    return f"observation.images.{view}"
+
+
+def episode_file_path(config: DatasetConfig, kind: str, index: int, view: str | None = None) -> str:
+    """Relative path of episode `index`'s file; kind is "data", "video" (needs view) or "episodes"."""
+    chunk_index, file_index = divmod(index, config.chunks_size)
+    if kind == "data":
+        return DATA_PATH.format(chunk_index=chunk_index, file_index=file_index)
+    if kind == "episodes":
+        return EPISODES_PATH.format(chunk_index=chunk_index, file_index=file_index)
+    if kind == "video" and view is not None:
+        return VIDEO_PATH.format(video_key=video_key(view), chunk_index=chunk_index, file_index=file_index)
+    raise ValueError(f"kind: expected 'data', 'episodes' or 'video' with a view, got {kind!r} (view={view!r})")
+
+
+def build_features(config: DatasetConfig) -> dict[str, dict[str, Any]]:
+    """The info.json "features" block (lerobot's schema: dtype, shape, names, video info)."""
+    height, width = config.image_size
+    encoder_pix_fmt = VIDEO_CODECS[config.video_codec]
+    features: dict[str, dict[str, Any]] = {}
+    for view in config.views:
+        features[video_key(view)] = {
+            "dtype": "video",
+            "shape": [height, width, 3],
+            "names": ["height", "width", "channels"],
+            "info": {
+                "video.height": height,
+                "video.width": width,
+                "video.codec": "h264",  # the bitstream format, which is what decoders need
+                "video.pix_fmt": encoder_pix_fmt[2],
+                "video.is_depth_map": False,
+                "video.fps": float(config.fps),
+                "video.channels": 3,
+                "has_audio": False,
+                # not lerobot keys: let a reopening writer encode new episodes the same way
+                "video.encoder": config.video_codec,
+                "video.crf": int(config.crf),
+            },
+        }
+    state_names = _LIBERO_STATE_NAMES if config.state_dim == 8 else [f"state_{i}" for i in range(config.state_dim)]
+    action_names = _LIBERO_ACTION_NAMES if config.action_dim == 7 else [f"action_{i}" for i in range(config.action_dim)]
+    features["observation.state"] = {"dtype": "float32", "shape": [config.state_dim], "names": list(state_names)}
+    features["action"] = {"dtype": "float32", "shape": [config.action_dim], "names": list(action_names)}
+    for name, dtype in (("timestamp", "float32"), ("frame_index", "int64"), ("episode_index", "int64"),
+                        ("index", "int64"), ("task_index", "int64"), ("next.reward", "float32"),
+                        ("next.success", "bool"), ("next.done", "bool")):
+        features[name] = {"dtype": dtype, "shape": [1], "names": None}
+    return features
+
+
+def build_info(config: DatasetConfig, total_episodes: int, total_frames: int, total_tasks: int) -> dict[str, Any]:
+    """Contents of meta/info.json for the given totals."""
+    return {
+        "codebase_version": CODEBASE_VERSION,
+        "robot_type": config.robot_type,
+        "total_episodes": total_episodes,
+        "total_frames": total_frames,
+        "total_tasks": total_tasks,
+        "chunks_size": config.chunks_size,
+        "data_files_size_in_mb": DATA_FILES_SIZE_IN_MB,
+        "video_files_size_in_mb": VIDEO_FILES_SIZE_IN_MB,
+        "fps": config.fps,
+        "splits": {"train": f"0:{total_episodes}"},
+        "data_path": DATA_PATH,
+        "video_path": VIDEO_PATH if config.views else None,
+        "features": build_features(config),
+    }
+
+
+def config_from_info(info: dict[str, Any]) -> DatasetConfig:
+    """Rebuild the DatasetConfig a dataset was written with from its info.json."""
+    features = info["features"]
+    videos = {k: v for k, v in features.items() if v.get("dtype") == "video"}
+    sizes = {tuple(v["shape"][:2]) for v in videos.values()}
+    if len(sizes) > 1:
+        raise ValueError(f"info.json: views have different image sizes {sorted(sizes)}; expected one (H, W)")
+    first = next(iter(videos.values()), {"shape": DatasetConfig.image_size, "info": {}})
+    video_info = first["info"]
+    try:
+        return DatasetConfig(
+            fps=info["fps"],
+            views=tuple(k[len("observation.images."):] for k in videos),
+            image_size=tuple(first["shape"][:2]),
+            state_dim=features["observation.state"]["shape"][0],
+            action_dim=features["action"]["shape"][0],
+            video_codec=video_info.get("video.encoder", DatasetConfig.video_codec),
+            crf=video_info.get("video.crf", DatasetConfig.crf),
+            robot_type=info.get("robot_type") or DatasetConfig.robot_type,
+            chunks_size=info["chunks_size"],
+        )
+    except KeyError as err:
+        raise ValueError(f"info.json: missing {err} needed to rebuild the dataset config") from err
+
+
+def read_json(path: Path) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def tasks_table(tasks: list[str]) -> pa.Table:
+    """meta/tasks.parquet: task strings (row i has task_index i).
+
+    lerobot reads this with pandas, expecting the task string as the index; pandas is not a
+    dependency here, so the pandas schema metadata that pyarrow would have written is added by hand.
+    """
+    table = pa.table({"task_index": pa.array(range(len(tasks)), pa.int64()), "task": pa.array(tasks, pa.string())})
+    pandas_meta = {
+        "index_columns": ["task"],
+        "column_indexes": [{"name": None, "field_name": None, "pandas_type": "unicode", "numpy_type": "object",
+                            "metadata": {"encoding": "UTF-8"}}],
+        "columns": [
+            {"name": "task_index", "field_name": "task_index", "pandas_type": "int64", "numpy_type": "int64",
+             "metadata": None},
+            {"name": "task", "field_name": "task", "pandas_type": "unicode", "numpy_type": "object", "metadata": None},
+        ],
+        "creator": {"library": "pyarrow", "version": pa.__version__},
+        "pandas_version": "2.2.3",
+    }
+    return table.replace_schema_metadata({b"pandas": json.dumps(pandas_meta).encode()})
+
+
+def read_tasks(path: Path) -> list[str]:
+    """Task strings ordered by task_index."""
+    table = pq.read_table(path, columns=["task", "task_index"])
+    order = np.argsort(table.column("task_index").to_numpy())
+    tasks = table.column("task").to_pylist()
+    return [tasks[i] for i in order]

@@ -1,0 +1,237 @@
+"""Read episodes written by `EpisodeWriter` (LeRobotDataset v3.0 layout) back into `Episode`s."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from envs.dataset.episode import Episode
+from envs.dataset.layout import (
+    CODEBASE_VERSION,
+    INFO_PATH,
+    STATS_PATH,
+    TASKS_PATH,
+    DatasetConfig,
+    config_from_info,
+    episode_file_path,
+    read_json,
+    read_tasks,
+    video_key,
+)
+from envs.dataset.stats import stats_from_json
+from envs.dataset.video import VideoDecodeError, decode_video, sha256_file
+
+_EXPECTED_LAYOUT = (
+    "a LeRobotDataset v3.0 directory with meta/info.json, meta/tasks.parquet, meta/episodes/chunk-*/file-*.parquet, "
+    "data/chunk-*/file-*.parquet and videos/observation.images.<view>/chunk-*/file-*.mp4"
+)
+# per-episode metadata kept in `meta` (cheap: no frames, no stats)
+_META_COLUMNS = ("episode_index", "length", "dataset_from_index", "dataset_to_index", "instruction", "suite",
+                 "task_id", "source", "perturbation", "seed", "init_state_id", "success")
+
+
+class DatasetCorruptError(ValueError):
+    """A committed episode's files are missing, unreadable, or do not match their recorded checksums."""
+
+
+class EpisodeDataset:
+    """Random access to the committed episodes of a dataset at `root`.
+
+    verify=True checks every committed episode on open: its data parquet and videos exist and match
+    their sha256, and the parquet holds `length` rows of that episode. That reads every byte once;
+    pass verify=False for a fast open of a trusted dataset (decoding still checks frame counts).
+    """
+
+    def __init__(self, root: str | os.PathLike, verify: bool = True):
+        self.root = Path(root)
+        info_path = self.root / INFO_PATH
+        if not info_path.is_file():
+            raise FileNotFoundError(
+                f"{info_path} not found: {self.root} is not a dataset; expected {_EXPECTED_LAYOUT}"
+            )
+        self.info: dict[str, Any] = read_json(info_path)
+        version = self.info.get("codebase_version")
+        if version != CODEBASE_VERSION:
+            raise ValueError(f"{info_path}: codebase_version {version!r} is not supported; expected {CODEBASE_VERSION!r}")
+        self._config = config_from_info(self.info)
+        self._rows = [self._read_episode_row(i) for i in range(int(self.info["total_episodes"]))]
+        self._meta = [self._meta_of(i, row) for i, row in enumerate(self._rows)]
+        if verify:
+            self.verify()
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def config(self) -> DatasetConfig:
+        return self._config
+
+    @property
+    def fps(self) -> float:
+        return self._config.fps
+
+    @property
+    def views(self) -> tuple[str, ...]:
+        return self._config.views
+
+    @property
+    def meta(self) -> list[dict[str, Any]]:
+        """Per-episode metadata dicts (no frames): the Episode fields plus length and global indices."""
+        return [dict(m, extra=dict(m["extra"])) for m in self._meta]
+
+    @property
+    def tasks(self) -> list[str]:
+        """Task strings, indexed by task_index."""
+        return read_tasks(self.root / TASKS_PATH)[: int(self.info["total_tasks"])]
+
+    @property
+    def stats(self) -> dict[str, dict[str, np.ndarray]]:
+        """Dataset-level feature stats from meta/stats.json (see envs.dataset.stats)."""
+        return stats_from_json(read_json(self.root / STATS_PATH))
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    # ------------------------------------------------------------------ access
+    def select(self, source: str | None = None, task_id: int | None = None,
+               success: bool | None = None) -> list[int]:
+        """Indices of the episodes matching every filter that is not None."""
+        return [
+            m["episode_index"] for m in self._meta
+            if (source is None or m["source"] == source)
+            and (task_id is None or m["task_id"] == task_id)
+            and (success is None or m["success"] == bool(success))
+        ]
+
+    def load_view(self, i: int, view: str) -> np.ndarray:
+        """Decoded frames of one camera view of episode i -> uint8 [T, H, W, 3]."""
+        i = self._check_index(i)
+        if view not in self.views:
+            raise KeyError(f"view {view!r} not in dataset views {self.views}")
+        rel = episode_file_path(self._config, "video", i, view=view)
+        try:
+            frames = decode_video(self.root / rel)
+        except (VideoDecodeError, OSError) as err:
+            raise DatasetCorruptError(f"episode {i}: {rel} is unreadable: {err}") from err
+        length = self._rows[i]["length"]
+        expected = (length, *self._config.image_size, 3)
+        if frames.shape != expected:
+            raise DatasetCorruptError(f"episode {i}: {rel} decodes to frames {frames.shape}, expected {expected}")
+        return frames
+
+    def __getitem__(self, i: int) -> Episode:
+        i = self._check_index(i)
+        m = self._meta[i]
+        table = self._read_frames(i)
+        state = _list_column(table, "observation.state", self._config.state_dim)
+        action = _list_column(table, "action", self._config.action_dim)
+        return Episode(
+            frames={view: self.load_view(i, view) for view in self.views},
+            state=state,
+            action=action,
+            reward=table.column("next.reward").to_numpy().astype(np.float32),
+            success=table.column("next.success").to_numpy(zero_copy_only=False).astype(bool),
+            instruction=m["instruction"],
+            suite=m["suite"],
+            task_id=m["task_id"],
+            source=m["source"],
+            perturbation=m["perturbation"],
+            seed=m["seed"],
+            init_state_id=m["init_state_id"],
+            extra=dict(m["extra"]),
+        )
+
+    def verify(self) -> None:
+        """Check files, checksums, row counts and index continuity of every committed episode."""
+        next_index = 0
+        for i, row in enumerate(self._rows):
+            rel = episode_file_path(self._config, "data", i)
+            self._check_file(i, rel, row["data/sha256"])
+            n_rows = len(self._read_frames(i, columns=["episode_index"]))
+            if n_rows != row["length"]:
+                raise DatasetCorruptError(f"episode {i}: {rel} has {n_rows} rows of this episode, "
+                                          f"expected length {row['length']} (wrong length)")
+            if row["dataset_from_index"] != next_index or row["dataset_to_index"] != next_index + row["length"]:
+                raise DatasetCorruptError(
+                    f"episode {i}: {episode_file_path(self._config, 'episodes', i)} has global indices "
+                    f"[{row['dataset_from_index']}, {row['dataset_to_index']}), expected starting at {next_index}"
+                )
+            next_index = row["dataset_to_index"]
+            for view in self.views:
+                key = video_key(view)
+                self._check_file(i, episode_file_path(self._config, "video", i, view=view), row[f"videos/{key}/sha256"])
+        if next_index != int(self.info["total_frames"]):
+            raise DatasetCorruptError(f"{INFO_PATH}: total_frames {self.info['total_frames']} but the episodes "
+                                      f"hold {next_index} frames")
+
+    # ------------------------------------------------------------------ internals
+    def _check_index(self, i: int) -> int:
+        n = len(self._rows)
+        if not -n <= i < n:
+            raise IndexError(f"episode index {i} out of range for a dataset of {n} episodes")
+        return i % n
+
+    def _check_file(self, i: int, rel: str, expected_sha: str) -> None:
+        path = self.root / rel
+        if not path.is_file():
+            raise DatasetCorruptError(f"episode {i}: {rel} is missing")
+        try:
+            actual = sha256_file(path)
+        except OSError as err:
+            raise DatasetCorruptError(f"episode {i}: {rel} is unreadable: {err}") from err
+        if actual != expected_sha:
+            raise DatasetCorruptError(f"episode {i}: {rel} checksum mismatch (sha256 {actual[:12]}…, "
+                                      f"recorded {expected_sha[:12]}…)")
+
+    def _read_episode_row(self, i: int) -> dict[str, Any]:
+        rel = episode_file_path(self._config, "episodes", i)
+        table = _read_parquet(i, self.root, rel)
+        rows = [r for r in table.to_pylist() if r.get("episode_index") == i]
+        if len(rows) != 1:
+            raise DatasetCorruptError(f"episode {i}: {rel} has {len(rows)} rows for this episode, expected 1")
+        return rows[0]
+
+    def _read_frames(self, i: int, columns: list[str] | None = None) -> pa.Table:
+        """Frame rows of episode i, sorted by frame_index (the file may in general hold others too)."""
+        rel = episode_file_path(self._config, "data", i)
+        wanted = None if columns is None else sorted(set(columns) | {"episode_index", "frame_index"})
+        table = _read_parquet(i, self.root, rel, columns=wanted)
+        table = table.filter(pc.equal(table.column("episode_index"), i))
+        table = table.take(np.argsort(table.column("frame_index").to_numpy(), kind="stable"))
+        if columns is None and len(table) != self._rows[i]["length"]:
+            raise DatasetCorruptError(f"episode {i}: {rel} has {len(table)} rows of this episode, "
+                                      f"expected length {self._rows[i]['length']} (wrong length)")
+        return table
+
+    def _meta_of(self, i: int, row: dict[str, Any]) -> dict[str, Any]:
+        missing = [k for k in (*_META_COLUMNS, "extra_json", "data/sha256") if k not in row]
+        if missing:
+            raise DatasetCorruptError(f"episode {i}: {episode_file_path(self._config, 'episodes', i)} lacks "
+                                      f"columns {missing} (not written by EpisodeWriter?)")
+        meta = {k: row[k] for k in _META_COLUMNS}
+        try:
+            meta["extra"] = json.loads(row["extra_json"])
+        except json.JSONDecodeError as err:
+            raise DatasetCorruptError(f"episode {i}: extra_json is not valid JSON: {err}") from err
+        return meta
+
+
+def _read_parquet(i: int, root: Path, rel: str, columns: list[str] | None = None) -> pa.Table:
+    path = root / rel
+    if not path.is_file():
+        raise DatasetCorruptError(f"episode {i}: {rel} is missing")
+    try:
+        # page checksums were written by EpisodeWriter; verifying them turns bit rot into an error
+        return pq.read_table(path, columns=columns, page_checksum_verification=True)
+    except (OSError, pa.ArrowException, ValueError) as err:
+        raise DatasetCorruptError(f"episode {i}: {rel} is unreadable: {err}") from err
+
+
+def _list_column(table: pa.Table, name: str, dim: int) -> np.ndarray:
+    """A (fixed-size) list<float32> column -> float32 [T, dim]."""
+    values = table.column(name).combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    return np.asarray(values, dtype=np.float32).reshape(len(table), dim)

@@ -1,0 +1,350 @@
+"""Append-only, crash-safe writer of episodes in the LeRobotDataset v3.0 layout.
+
+Every episode gets its own data parquet, one mp4 per view and its own meta/episodes parquet, at
+chunk_index = episode_index // chunks_size, file_index = episode_index % chunks_size. Files are written
+under temporary names and renamed into place; meta/info.json is rewritten last and is the commit point:
+an episode exists iff its index < info["total_episodes"]. Whatever a killed writer left behind beyond
+that is removed the next time a writer opens the dataset.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from envs.dataset.episode import Episode
+from envs.dataset.layout import (
+    CODEBASE_VERSION,
+    INFO_PATH,
+    STATS_PATH,
+    TASKS_PATH,
+    DatasetConfig,
+    build_info,
+    config_from_info,
+    episode_file_path,
+    read_json,
+    read_tasks,
+    tasks_table,
+    video_key,
+)
+from envs.dataset.stats import (
+    aggregate_stats,
+    flatten_stats,
+    image_stats,
+    lowdim_stats,
+    stats_from_json,
+    stats_to_json,
+    unflatten_stats,
+)
+from envs.dataset.video import encode_video, sha256_file, write_bytes_atomic
+
+try:  # advisory lock against two writers appending at once; POSIX only
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+logger = logging.getLogger(__name__)
+
+# chunk-NNN/file-NNN.<ext> anywhere below data/, videos/<key>/ or meta/episodes/
+_EPISODE_FILE = re.compile(r"chunk-(\d+)/file-(\d+)\.(parquet|mp4)$")
+
+
+class EpisodeWriter:
+    """Create a dataset at `root` (needs `config`, or uses the defaults) or append to an existing one.
+
+    Opening an existing dataset takes its config from meta/info.json; a passed `config` must match it.
+    Holds an advisory lock on meta/.writer.lock until `close()` (or the end of a `with` block).
+    """
+
+    def __init__(self, root: str | os.PathLike, config: DatasetConfig | None = None):
+        self.root = Path(root)
+        self._dirty = False  # True while (or after a failed) append has files beyond the commit point
+        info_path = self.root / INFO_PATH
+        if not info_path.exists():
+            _check_creatable(self.root)
+        (self.root / "meta").mkdir(parents=True, exist_ok=True)
+        self._lock_file = _acquire_lock(self.root / "meta" / ".writer.lock")
+        try:
+            if info_path.exists():
+                self._open_existing(config)
+            else:
+                self._create(config or DatasetConfig())
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def config(self) -> DatasetConfig:
+        return self._config
+
+    def __len__(self) -> int:
+        """Number of committed episodes."""
+        return self._total_episodes
+
+    def append(self, episode: Episode) -> int:
+        """Validate `episode` against the config, write all its files, commit; return its index."""
+        if self._lock_file is None:
+            raise ValueError(f"{self.root}: writer is closed")
+        episode.validate()
+        self._check_episode(episode)
+        if self._dirty:  # an earlier append failed part-way: drop its files before writing over them
+            self._recover(total_tasks=len(self._tasks))
+        self._dirty = True
+        cfg = self._config
+        index = self._total_episodes
+        chunk_index, file_index = divmod(index, cfg.chunks_size)
+        length = len(episode)
+        task = episode.instruction
+        task_index = self._tasks.index(task) if task in self._tasks else len(self._tasks)
+        tasks = self._tasks if task_index < len(self._tasks) else [*self._tasks, task]
+        from_index = self._total_frames
+
+        frame_table, frame_columns = _frame_table(episode, index, task_index, from_index, cfg.fps)
+        data_path = self.root / episode_file_path(cfg, "data", index)
+        data_sha = _write_parquet_atomic(frame_table, data_path)
+
+        row: dict[str, Any] = {
+            "episode_index": index,
+            "tasks": [task],
+            "length": length,
+            "dataset_from_index": from_index,
+            "dataset_to_index": from_index + length,
+            "data/chunk_index": chunk_index,
+            "data/file_index": file_index,
+        }
+        ep_stats = {key: lowdim_stats(values) for key, values in frame_columns.items()}
+        for view in cfg.views:
+            key = video_key(view)
+            video_path = self.root / episode_file_path(cfg, "video", index, view=view)
+            encode_video(video_path, episode.frames[view], cfg.fps, cfg.video_codec, cfg.crf)
+            ep_stats[key] = image_stats(episode.frames[view])
+            row.update({
+                f"videos/{key}/chunk_index": chunk_index,
+                f"videos/{key}/file_index": file_index,
+                # one video per episode, so every episode starts at t = 0 of its own file
+                f"videos/{key}/from_timestamp": 0.0,
+                f"videos/{key}/to_timestamp": length / cfg.fps,
+                f"videos/{key}/sha256": sha256_file(video_path),
+            })
+        row.update({
+            "meta/episodes/chunk_index": chunk_index,
+            "meta/episodes/file_index": file_index,
+            "data/sha256": data_sha,
+            **flatten_stats(ep_stats),
+            "instruction": task,
+            "suite": episode.suite,
+            "task_id": int(episode.task_id),
+            "source": episode.source,
+            "perturbation": episode.perturbation,
+            "seed": int(episode.seed),
+            "init_state_id": int(episode.init_state_id),
+            "success": episode.episode_success,
+            "extra_json": json.dumps(episode.extra, sort_keys=True, allow_nan=False),
+        })
+        _write_parquet_atomic(pa.Table.from_pylist([row]), self.root / episode_file_path(cfg, "episodes", index))
+
+        if tasks is not self._tasks:
+            _write_parquet_atomic(tasks_table(tasks), self.root / TASKS_PATH)
+        stats = aggregate_stats([self._stats, ep_stats] if self._stats else [ep_stats])
+        _write_json_atomic(self.root / STATS_PATH, stats_to_json(stats))
+        info = build_info(cfg, total_episodes=index + 1, total_frames=from_index + length, total_tasks=len(tasks))
+        self._write_info(info)  # commit point
+        # In-memory state moves only after the commit, so a failed append leaves the writer usable.
+        self._total_episodes, self._total_frames = index + 1, from_index + length
+        self._tasks, self._stats = tasks, stats
+        self._dirty = False
+        return index
+
+    def close(self) -> None:
+        """Release the writer lock; further appends raise."""
+        if getattr(self, "_lock_file", None) is not None:
+            self._lock_file.close()  # closing the descriptor drops the flock
+            self._lock_file = None
+
+    def __enter__(self) -> EpisodeWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ opening
+    def _create(self, config: DatasetConfig) -> None:
+        self._config = config
+        self._total_episodes = self._total_frames = 0
+        self._remove_uncommitted()  # temp files of an interrupted earlier creation
+        self._tasks: list[str] = []
+        self._stats: dict[str, dict[str, np.ndarray]] = {}
+        _write_parquet_atomic(tasks_table([]), self.root / TASKS_PATH)
+        _write_json_atomic(self.root / STATS_PATH, {})
+        self._write_info(build_info(config, total_episodes=0, total_frames=0, total_tasks=0))
+
+    def _open_existing(self, config: DatasetConfig | None) -> None:
+        info = read_json(self.root / INFO_PATH)
+        if info.get("codebase_version") != CODEBASE_VERSION:
+            raise ValueError(
+                f"{self.root / INFO_PATH}: codebase_version {info.get('codebase_version')!r}, "
+                f"this writer only appends to {CODEBASE_VERSION!r} datasets"
+            )
+        stored = config_from_info(info)
+        if config is not None:
+            for f in dataclasses.fields(DatasetConfig):
+                if getattr(config, f.name) != getattr(stored, f.name):
+                    raise ValueError(
+                        f"config mismatch for {self.root}: {f.name} is {getattr(stored, f.name)!r} in the "
+                        f"dataset but {getattr(config, f.name)!r} was passed"
+                    )
+        self._config = stored
+        self._total_episodes = int(info["total_episodes"])
+        self._total_frames = int(info["total_frames"])
+        self._recover(total_tasks=int(info["total_tasks"]))
+
+    def _recover(self, total_tasks: int) -> None:
+        """Bring files beyond the commit point back in line with the committed state."""
+        self._remove_uncommitted()
+        all_tasks = read_tasks(self.root / TASKS_PATH)
+        self._tasks = all_tasks[:total_tasks]
+        if len(all_tasks) != len(self._tasks):  # a task added by an uncommitted episode
+            _write_parquet_atomic(tasks_table(self._tasks), self.root / TASKS_PATH)
+
+        stats_path = self.root / STATS_PATH
+        try:
+            self._stats = stats_from_json(read_json(stats_path))
+        except (OSError, ValueError):
+            self._stats = {}
+        counted = {int(s["count"][0]) for s in self._stats.values()} or {0}
+        if counted != {self._total_frames}:
+            # stats.json is written just before the commit, so after a crash it may include an
+            # uncommitted episode: rebuild it from the committed episodes' own stats.
+            logger.warning("%s: stats.json does not match the committed episodes; recomputing it", self.root)
+            self._stats = self._recompute_stats()
+            _write_json_atomic(stats_path, stats_to_json(self._stats))
+
+    def _remove_uncommitted(self) -> None:
+        """Delete temp files and the files of episodes >= total_episodes (left by a killed append)."""
+        removed = []
+        for top in ("data", "videos", "meta"):
+            base = self.root / top
+            if not base.exists():
+                continue
+            for path in sorted(p for p in base.rglob("*") if p.is_file()):
+                rel = path.relative_to(self.root).as_posix()
+                match = _EPISODE_FILE.search(rel)
+                is_tmp = path.name.startswith(".") and path.name.endswith(".tmp")
+                is_episode_file = match is not None and (top != "meta" or rel.startswith("meta/episodes/"))
+                if is_episode_file:
+                    index = int(match.group(1)) * self._config.chunks_size + int(match.group(2))
+                    if index < self._total_episodes:
+                        continue
+                elif not is_tmp:
+                    continue
+                path.unlink()
+                removed.append(rel)
+        if removed:
+            logger.warning(
+                "%s: removed %d file(s) of an uncommitted episode / interrupted write: %s",
+                self.root, len(removed), ", ".join(removed),
+            )
+
+    def _recompute_stats(self) -> dict[str, dict[str, np.ndarray]]:
+        parts = []
+        for index in range(self._total_episodes):
+            rows = pq.read_table(self.root / episode_file_path(self._config, "episodes", index)).to_pylist()
+            parts.append(unflatten_stats(rows[0]))
+        return aggregate_stats(parts)
+
+    def _check_episode(self, episode: Episode) -> None:
+        cfg = self._config
+        if set(episode.frames) != set(cfg.views):
+            raise ValueError(f"frames: dataset views are {list(cfg.views)}, episode has {sorted(episode.frames)}")
+        T = len(episode)
+        for view in cfg.views:
+            expected = (T, *cfg.image_size, 3)
+            if episode.frames[view].shape != expected:
+                raise ValueError(f"frames[{view!r}]: expected shape {expected}, got {episode.frames[view].shape}")
+        if episode.state.shape[1] != cfg.state_dim:
+            raise ValueError(f"state: expected [T, {cfg.state_dim}], got {episode.state.shape}")
+        if episode.action.shape[1] != cfg.action_dim:
+            raise ValueError(f"action: expected [T, {cfg.action_dim}], got {episode.action.shape}")
+
+    def _write_info(self, info: dict[str, Any]) -> None:
+        """Atomically replace meta/info.json: the commit point of an append."""
+        _write_json_atomic(self.root / INFO_PATH, info)
+
+
+# ---------------------------------------------------------------------- helpers
+def _frame_table(episode: Episode, index: int, task_index: int, from_index: int,
+                 fps: float) -> tuple[pa.Table, dict[str, np.ndarray]]:
+    """Frame rows of one episode, and the same columns as arrays (for the stats)."""
+    T, S, A = len(episode), episode.state.shape[1], episode.action.shape[1]
+    done = np.zeros(T, dtype=bool)
+    done[-1] = True
+    columns = {
+        "observation.state": episode.state,
+        "action": episode.action,
+        "next.reward": episode.reward,
+        "next.success": episode.success,
+        "next.done": done,
+        "timestamp": (np.arange(T) / fps).astype(np.float32),
+        "frame_index": np.arange(T, dtype=np.int64),
+        "episode_index": np.full(T, index, dtype=np.int64),
+        "index": np.arange(from_index, from_index + T, dtype=np.int64),
+        "task_index": np.full(T, task_index, dtype=np.int64),
+    }
+    arrays = {
+        # fixed-size lists: what lerobot/HF datasets write for a feature of shape [S]
+        "observation.state": pa.FixedSizeListArray.from_arrays(pa.array(episode.state.reshape(-1)), S),
+        "action": pa.FixedSizeListArray.from_arrays(pa.array(episode.action.reshape(-1)), A),
+    }
+    order = ("timestamp", "frame_index", "episode_index", "index", "task_index", "observation.state", "action",
+             "next.reward", "next.success", "next.done")
+    table = pa.table({name: arrays[name] if name in arrays else pa.array(columns[name]) for name in order})
+    return table, columns
+
+
+def _write_parquet_atomic(table: pa.Table, path: Path) -> str:
+    """Write `table` to `path` atomically; return the sha256 of the bytes written."""
+    sink = pa.BufferOutputStream()
+    # page checksums let readers that verify them detect bit rot in the episodes parquet too
+    pq.write_table(table, sink, write_page_checksum=True)
+    data = sink.getvalue().to_pybytes()
+    write_bytes_atomic(path, data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def _write_json_atomic(path: Path, obj: Any) -> None:
+    write_bytes_atomic(path, (json.dumps(obj, indent=4) + "\n").encode())
+
+
+def _check_creatable(root: Path) -> None:
+    """Refuse to create a dataset over foreign files; tolerate what an interrupted creation leaves."""
+    # creation writes tasks.parquet and stats.json before info.json, so those may exist without it
+    allowed_meta = {Path(TASKS_PATH).name, Path(STATS_PATH).name, ".writer.lock"}
+    for sub in ("data", "videos", "meta"):
+        for path in (root / sub).iterdir() if (root / sub).is_dir() else ():
+            if sub == "meta" and (path.name in allowed_meta or path.name.endswith(".tmp")):
+                continue
+            raise FileExistsError(
+                f"{root}: has {path.relative_to(root)} but no {INFO_PATH}; refusing to create a dataset over "
+                "files that are not a committed LeRobot v3.0 dataset"
+            )
+
+
+def _acquire_lock(path: Path):
+    handle = open(path, "a+")
+    if fcntl is not None:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise RuntimeError(f"{path.parent.parent}: another EpisodeWriter has this dataset open") from None
+    return handle
