@@ -1,0 +1,58 @@
+"""N real LIBERO envs in subprocesses behind Gymnasium's `AsyncVectorEnv`.
+
+Gymnasium does the process management, batching and autoreset; this subclass only adds what LIBERO
+evaluation needs: per-env reset options (a different task or official init state in each worker).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Sequence
+
+import numpy as np
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode
+
+from envs.libero_env import LiberoEnvConfig, make_env_fn
+
+
+class LiberoVectorEnv(AsyncVectorEnv):
+    """`num_envs` LIBERO tasks stepped in parallel worker processes.
+
+    Observations are batched: image uint8 [B, V, H, W, 3], state float32 [B, 8], instruction a tuple of
+    B strings; actions float32 [B, K, 7]. `reset(options=...)` also accepts per-env lists, e.g.
+    ``{"init_state_id": [0, 1, 2], "task_id": [4, 4, 7]}``.
+    """
+
+    def __init__(
+        self,
+        config: LiberoEnvConfig,
+        num_envs: int = 2,
+        task_ids: Sequence[int] | None = None,
+        autoreset_mode: AutoresetMode = AutoresetMode.NEXT_STEP,
+        context: str = "spawn",
+    ):
+        if num_envs < 1:
+            raise ValueError(f"num_envs: expected an integer >= 1, got {num_envs}")
+        task_ids = list(task_ids) if task_ids is not None else [config.task_id] * num_envs
+        if len(task_ids) != num_envs:
+            raise ValueError(f"task_ids: expected {num_envs} task ids (one per env), got {len(task_ids)}")
+        fns = [make_env_fn(replace(config, task_id=int(t))) for t in task_ids]
+        # "spawn": each worker starts clean, without a copy of the parent's GL or OpenMP state.
+        # Text observations (instructions) are not shared-memory friendly, and frames are small at
+        # 64-128 px, so observations travel through the pipes.
+        super().__init__(fns, shared_memory=False, context=context, autoreset_mode=autoreset_mode)
+        self.config = config
+
+    def reset(self, *, seed: int | list[int] | None = None, options: dict | None = None):
+        if options:
+            self.set_attr("next_reset_options", self._split_options(options))
+        return super().reset(seed=seed)
+
+    def _split_options(self, options: dict) -> list[dict]:
+        per_env: list[dict] = [{} for _ in range(self.num_envs)]
+        for key, value in options.items():
+            values = list(value) if isinstance(value, (list, tuple, np.ndarray)) else [value] * self.num_envs
+            if len(values) != self.num_envs:
+                raise ValueError(f"reset options[{key!r}]: expected {self.num_envs} values (one per env), got {len(values)}")
+            for opts, v in zip(per_env, values):
+                opts[key] = int(v)
+        return per_env

@@ -1,0 +1,110 @@
+"""Real LIBERO env: Gymnasium contract, observation convention, chunking, horizon, input errors."""
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from envs import libero_suites
+from envs.libero_env import LiberoEnv, LiberoEnvConfig
+from envs.spaces import check_instruction
+
+pytestmark = [pytest.mark.libero, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def env():
+    e = LiberoEnv(LiberoEnvConfig(suite="libero_spatial", task_id=1, chunk_len=4, max_steps=10, fast_render=True))
+    yield e
+    e.close()
+
+
+def test_check_env_passes(env):
+    check_env(env, skip_render_check=True)
+
+
+def test_observation_convention(env):
+    obs, info = env.reset(seed=0, options={"init_state_id": 2})
+    assert info["init_state_id"] == 2 and info["task_id"] == 1
+    assert obs["image"].dtype == np.uint8 and obs["image"].shape == (2, 64, 64, 3)
+    assert obs["state"].dtype == np.float32 and obs["state"].shape == (8,)
+    assert obs["instruction"] == libero_suites.get_task("libero_spatial", 1).language
+    assert env.observation_space.contains(obs)
+    # Upright agentview: the bright table fills the bottom of the frame, the robot and the grey
+    # wall the top. An unflipped (upside-down) robosuite render has it the other way round.
+    agent = obs["image"][0].astype(np.float32)
+    assert agent[-16:].mean() > agent[:16].mean() + 20
+    # State: eef position is above the table (z ~ 1.0-1.2 m), gripper open after the settle steps.
+    assert 0.9 < obs["state"][2] < 1.4
+    assert obs["state"][6] > 0.02 and obs["state"][7] < -0.02
+
+
+def test_seeded_reset_is_reproducible(env):
+    a, _ = env.reset(seed=7)
+    b, _ = env.reset(seed=7)
+    np.testing.assert_array_equal(a["image"], b["image"])
+    np.testing.assert_array_equal(a["state"], b["state"])
+
+
+def test_chunked_and_single_steps_and_horizon(env):
+    env.reset(seed=0, options={"init_state_id": 0})
+    up = np.zeros((4, 7), np.float32)
+    up[:, 2] = 1.0  # move the gripper up: z must rise
+    obs0 = env._last_obs["state"].copy()
+    obs, r, term, trunc, info = env.step(up)
+    assert info["steps"] == 4 and env.t == 4 and not term and not trunc and r == 0.0
+    assert obs["state"][2] > obs0[2] + 0.01
+    obs, r, term, trunc, info = env.step_single(np.zeros(7, np.float32))
+    assert info["steps"] == 1 and env.t == 5
+    obs, r, term, trunc, info = env.step(np.zeros((4, 7), np.float32))
+    assert env.t == 9 and not trunc
+    # The horizon (10) falls inside the next chunk: only one of its 4 actions runs.
+    obs, r, term, trunc, info = env.step(np.zeros((4, 7), np.float32))
+    assert info["steps"] == 1 and env.t == 10 and trunc and not term
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(np.zeros((4, 7), np.float32))
+
+
+@pytest.mark.parametrize(
+    "action, match",
+    [
+        (np.zeros((3, 7), np.float32), "shape"),
+        (np.zeros((4, 6), np.float32), "shape"),
+        (np.full((4, 7), np.nan, np.float32), "NaN"),
+        (np.full((4, 7), np.inf, np.float32), "NaN or inf"),
+        (np.full((4, 7), 1.5, np.float32), r"\[-1, 1\]"),
+    ],
+)
+def test_bad_actions_are_rejected(env, action, match):
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=match):
+        env.step(action)
+    with pytest.raises(ValueError, match="action"):
+        env.step_single(np.array([0, 0, 0, 0, 0, 0, 2.0], np.float32))
+
+
+def test_bad_reset_options(env):
+    with pytest.raises(ValueError, match="init_state_id"):
+        env.reset(options={"init_state_id": 10_000})
+    with pytest.raises(ValueError, match="unknown keys"):
+        env.reset(options={"init_state": 1})
+
+
+def test_unknown_suite_and_task_ids():
+    with pytest.raises(ValueError, match="suite"):
+        LiberoEnv(LiberoEnvConfig(suite="libero_nonexistent"))
+    with pytest.raises(ValueError, match=r"task_id: expected an integer in \[0, 9\]"):
+        LiberoEnv(LiberoEnvConfig(suite="libero_spatial", task_id=10))
+    with pytest.raises(ValueError, match="views"):
+        LiberoEnv(LiberoEnvConfig(views=("top",)))
+
+
+def test_all_five_suites_resolve_tasks():
+    for suite, info in libero_suites.SUITES.items():
+        last = libero_suites.get_task(suite, info.num_tasks - 1)
+        assert last.init_states.ndim == 2 and len(last.init_states) >= 10
+        check_instruction(last.language)
+
+
+def test_fast_render_xml_keeps_geometry():
+    xml = '<mujoco><asset><material name="m" reflectance="0.5"/></asset><worldbody><geom size="1"/></worldbody></mujoco>'
+    out = libero_suites.fast_render_xml(xml)
+    assert 'offsamples="0"' in out and 'reflectance="0"' in out and '<geom size="1"' in out
