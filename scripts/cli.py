@@ -1,0 +1,95 @@
+"""Command-line parsing shared by the scripts: a config dataclass, an optional YAML preset, overrides.
+
+    python scripts/collect.py --config quick episodes_per_task=3 tasks=[0,1]
+
+OmegaConf merges dataclass defaults <- preset YAML <- `key=value` overrides and type-checks every
+value against the dataclass, so a bad value is reported with its field name. `--help` lists every
+field with its type and default, generated from the dataclass itself.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+from typing import Sequence, TypeVar
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = REPO_ROOT / "configs"
+
+T = TypeVar("T")
+
+
+def _fields_help(cls: type) -> str:
+    lines = ["config fields (set with key=value; lists as key=[a,b]):"]
+    for f in dataclasses.fields(cls):
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else "required"  # type: ignore[misc]
+        )
+        type_name = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+        doc = f.metadata.get("help", "")
+        lines.append(f"  {f.name:<22} {type_name:<18} default: {default!r}" + (f"  ({doc})" if doc else ""))
+    return "\n".join(lines)
+
+
+def _preset_path(name: str, group: str) -> Path:
+    p = Path(name)
+    if p.suffix in (".yaml", ".yml") and p.exists():
+        return p
+    candidate = CONFIGS / group / f"{name}.yaml"
+    if candidate.exists():
+        return candidate
+    available = sorted(x.stem for x in (CONFIGS / group).glob("*.yaml")) if (CONFIGS / group).is_dir() else []
+    raise FileNotFoundError(f"--config: no preset {name!r} (looked for {p} and {candidate}); available presets: {available}")
+
+
+def build_parser(cls: type, description: str, group: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=description,
+        epilog=_fields_help(cls),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--config", default=None, help=f"YAML preset: a path, or a name in configs/{group}/")
+    parser.add_argument("overrides", nargs="*", help="key=value overrides of config fields (OmegaConf dotlist)")
+    return parser
+
+
+def load_config(cls: type[T], preset: str | None = None, overrides: Sequence[str] = (), group: str = "") -> T:
+    """Merge `cls` defaults <- preset <- overrides into a validated `cls` instance."""
+    cfg = OmegaConf.structured(cls)
+    if preset:
+        cfg = OmegaConf.merge(cfg, OmegaConf.load(_preset_path(preset, group)))
+    bad = [o for o in overrides if "=" not in o]
+    if bad:
+        raise ValueError(f"overrides: expected key=value, got {bad}")
+    cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(overrides)))
+    return OmegaConf.to_object(cfg)  # type: ignore[return-value]
+
+
+def parse_config(cls: type[T], description: str, group: str, argv: Sequence[str] | None = None) -> T:
+    """Parse the command line into a `cls` config; one clear error message on bad input."""
+    parser = build_parser(cls, description, group)
+    args = parser.parse_args(argv)
+    try:
+        return load_config(cls, args.config, args.overrides, group)
+    except (OmegaConfBaseException, ValueError, FileNotFoundError) as e:
+        parser.error(str(e).strip().splitlines()[0] if isinstance(e, FileNotFoundError) else _omegaconf_message(e))
+    raise AssertionError("unreachable")  # parser.error exits
+
+
+def _omegaconf_message(e: Exception) -> str:
+    # OmegaConf messages carry the offending key as "full_key: x"; keep the first line and that key.
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    key = next((ln for ln in lines if ln.startswith("full_key:")), "")
+    return f"config: {lines[0] if lines else e}" + (f" ({key})" if key and key not in lines[0] else "")
+
+
+def save_config(cfg: object, path: Path) -> None:
+    """Write the resolved config next to a run's outputs (reproducibility)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+    tmp.replace(path)
+
