@@ -37,10 +37,10 @@ PHASES = (
 
 @dataclass
 class ExpertConfig:
-    """Geometry, gains and timings of the scripted expert (lengths in m, angles in rad)."""
+    """Geometry, gains and timings of the scripted expert (lengths in m, angles in rad, steps)."""
 
     rim_radius: float = 0.047  # radius of the bowl wall at the rim (bowl frame)
-    grasp_height: float = 0.037  # grip-site height above the bowl origin when pinching the rim
+    grasp_height: float = 0.037  # grip-site height above the bowl origin along the bowl axis
     hover_height: float = 0.08  # approach waypoint above the grasp point
     n_azimuths: int = 24  # rim azimuth candidates
     lift_z: float = 1.12  # world z of the grip site during the carry
@@ -48,20 +48,25 @@ class ExpertConfig:
     place_clearance: float = 0.012  # bowl origin above the plate origin at release
     pos_gain: float = 1.5  # action per (error / OSC_POS_SCALE); >1 shortens the controller tail
     rot_gain: float = 1.0  # action per (error / OSC_ROT_SCALE)
-    approach_tol: float = 0.012  # xy error that ends the approach
-    rot_tol: float = 0.12  # orientation error that ends the approach
+    approach_tol: float = 0.012  # xy distance to the grasp point that ends the approach
+    rot_tol: float = 0.12  # orientation error that ends the approach / carry
+    replan_shift: float = 0.01  # re-rank azimuths when the bowl moved this much since planning
+    replan_tilt: float = 0.09  # ... or tilted this much (rad); objects may still settle
     preclose_height: float = 0.012  # start closing this far above the grasp point (fingers are slow)
     min_close_steps: int = 5
     max_close_steps: int = 16  # the Panda fingers need ~10 steps to travel 4 cm
     close_settle: float = 4e-4  # finger motion per step (m) below which the grip is settled
+    empty_grip: float = 0.0015  # finger opening (m) below which nothing is between the fingers
+    stall_steps: int = 8  # steps without progress that end a descent / lowering
     lift_check_rise: float = 0.04  # grip site rise at which the lift is verified
     bowl_rise_ratio: float = 0.5  # the bowl must rise at least this fraction of the gripper rise
-    carry_tol: float = 0.015  # xy error (bowl vs plate) that starts the lowering
-    lower_tol: float = 0.01
-    release_steps: int = 6
+    carry_tol: float = 0.012  # xy error (bowl vs plate) that starts the lowering
+    lower_tol: float = 0.008
+    release_steps: int = 5
     max_regrasps: int = 3
     finger_reach: float = 0.045  # outer finger distance from the grip site when open
     clearance_cap: float = 0.06  # distances beyond this do not improve an azimuth's score
+    slope_penalty: float = 2.0  # score cost per unit |z| of the wall normal at the grasp point
 
 
 def quat_xyzw_to_mat(q: np.ndarray) -> np.ndarray:
@@ -91,11 +96,11 @@ def mat_to_rotvec(r: np.ndarray) -> np.ndarray:
     return angle * axis
 
 
-def grasp_rotation(radial: np.ndarray) -> np.ndarray:
-    """Grip-site rotation [3, 3]: x (closing axis) = ``radial`` (horizontal), z pointing down."""
-    x = np.array([radial[0], radial[1], 0.0])
+def grasp_rotation(closing: np.ndarray, down: np.ndarray) -> np.ndarray:
+    """Grip-site rotation [3, 3] with x (finger closing axis) ~ ``closing``, z (approach) = ``down``."""
+    z = down / np.linalg.norm(down)
+    x = closing - (closing @ z) * z
     x /= np.linalg.norm(x)
-    z = np.array([0.0, 0.0, -1.0])
     return np.stack([x, np.cross(z, x), z], axis=1)
 
 
@@ -103,32 +108,37 @@ class SpatialExpert:
     """Closed-loop state-machine expert for one LIBERO-Spatial episode.
 
     Contract: ``reset(raw_env, raw_obs)`` once per episode (after settling), then
-    ``act(raw_obs) -> float32 [7]`` once per control step. ``phase`` names the current state.
-    The ``rng`` is only consumed by subclasses that perturb the behaviour, so the plain expert
-    is deterministic given the simulator state.
+    ``act(raw_obs) -> float32 [7]`` once per control step. ``phase`` names the current state
+    (one of ``PHASES``). The ``rng`` is only consumed by subclasses that perturb the behaviour,
+    so the plain expert is deterministic given the simulator state.
     """
+
+    perturbation_label = "none"
 
     def __init__(self, config: ExpertConfig | None = None, rng: np.random.Generator | None = None):
         self.cfg = config or ExpertConfig()
         self.rng = rng if rng is not None else np.random.default_rng(0)
         self._phase = "done"
+        self._tried: list[float] = []
 
-    # ------------------------------------------------------------------ planning
     @property
     def phase(self) -> str:
         return self._phase
 
     @property
     def regrasps(self) -> int:
-        return self._attempt
+        """Number of failed grasps so far in this episode."""
+        return max(len(self._tried) - 1, 0)
 
+    # ------------------------------------------------------------------ planning
     def reset(self, raw_env, raw_obs: dict) -> None:
-        """Read object names and geometry from the raw LIBERO env, rank grasp azimuths."""
+        """Read object names and geometry from the raw LIBERO env, then plan the first grasp."""
         objs = list(raw_env.obj_of_interest)
         if len(objs) != 2:
             raise ValueError(f"expected (bowl, plate) objects of interest, got {objs}")
         self.bowl, self.plate = objs
-        for key in ("robot0_eef_pos", "robot0_eef_quat", f"{self.bowl}_pos", f"{self.plate}_pos"):
+        keys = ("robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos")
+        for key in keys + tuple(f"{o}_{k}" for o in objs for k in ("pos", "quat")):
             if key not in raw_obs:
                 raise ValueError(f"raw observation lacks {key!r}; is this a LIBERO env?")
         sim = raw_env.sim
@@ -137,188 +147,232 @@ class SpatialExpert:
         site = sim.model.site_name2id("gripper0_grip_site")
         r_site = np.array(sim.data.site_xmat[site]).reshape(3, 3)
         self._r_hand_to_site = quat_xyzw_to_mat(raw_obs["robot0_eef_quat"]).T @ r_site
-        self._azimuths = self._rank_azimuths(sim, raw_obs)
-        self._attempt = 0
-        self._phase = "approach"
-        self._t_phase = 0
-        self._bowl_z0 = float(raw_obs[f"{self.bowl}_pos"][2])
-        self._grasp_eef_z = 0.0
-        self._grip_x_sign = 1.0
-        self._lift_ok = False
+        self._boxes = self._obstacle_boxes(sim)
+        self._tried = []
+        self._phase, self._t_phase = "approach", 0
+        self._history: list[float] = []  # progress signal for stall detection
         self._finger = 0.0
-        self._select_grasp(raw_obs)
+        self._grasp_eef_z = float(raw_obs["robot0_eef_pos"][2])
+        self._bowl_z0 = float(raw_obs[f"{self.bowl}_pos"][2])
+        self._lift_ok = False
+        self._plan(raw_obs)
 
-    def _rim_point(self, obs: dict, azimuth: float) -> tuple[np.ndarray, np.ndarray]:
-        """World grasp point [3] and outward radial unit vector [3] for a bowl-frame azimuth."""
-        r_bowl = quat_xyzw_to_mat(obs[f"{self.bowl}_quat"])
-        local = np.array([self.cfg.rim_radius * np.cos(azimuth), self.cfg.rim_radius * np.sin(azimuth), 0.0])
-        point = obs[f"{self.bowl}_pos"] + r_bowl @ local
-        # Height is taken along world z so a tilted bowl is still pinched at its top.
-        point[2] = obs[f"{self.bowl}_pos"][2] + self.cfg.grasp_height + (r_bowl @ local)[2]
-        radial = r_bowl @ local
-        radial[2] = 0.0
-        return point, radial / np.linalg.norm(radial)
+    def _obstacle_boxes(self, sim) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Oriented boxes of all collision geoms except the robot and the bowl itself.
 
-    def _obstacle_boxes(self, sim) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Oriented boxes (centre [3], rotation [3,3], half sizes [3]) of obstacle collision geoms."""
+        Returns centres [N, 3], rotations [N, 3, 3] and half sizes [N, 3] (world frame). All
+        LIBERO objects are built from primitive collision geoms, so the boxes are tight.
+        """
         m, d = sim.model, sim.data
         bowl_body = m.body_name2id(f"{self.bowl}_main")
-        boxes = []
+        centres, rots, halves = [], [], []
         for g in range(m.ngeom):
             body = m.geom_bodyid[g]
             name = m.body_id2name(body) or ""
-            if body == bowl_body or name in ("world", "table") or name.startswith(("robot0", "gripper0", "mount0")):
+            if body == bowl_body or name == "world" or name.startswith(("robot0", "gripper0", "mount0")):
                 continue
             if m.geom_contype[g] == 0 and m.geom_conaffinity[g] == 0:
                 continue  # visual-only mesh
             rot = np.array(d.geom_xmat[g]).reshape(3, 3)
             aabb = np.array(m.geom_aabb[g])  # local centre (3) + half sizes (3)
-            boxes.append((np.array(d.geom_xpos[g]) + rot @ aabb[:3], rot, aabb[3:]))
-        return boxes
+            centres.append(np.array(d.geom_xpos[g]) + rot @ aabb[:3])
+            rots.append(rot)
+            halves.append(aabb[3:])
+        if not centres:
+            return np.zeros((0, 3)), np.zeros((0, 3, 3)), np.zeros((0, 3))
+        return np.stack(centres), np.stack(rots), np.stack(halves)
 
-    def _rank_azimuths(self, sim, obs: dict) -> list[float]:
-        """Bowl-frame azimuths sorted by decreasing clearance of the gripper at that rim point."""
+    def _grasp_frame(self, obs: dict, azimuth: float) -> tuple[np.ndarray, np.ndarray, float]:
+        """Grasp point [3] (world), horizontal outward unit [3] and wall slope for an azimuth.
+
+        The point lives in the bowl frame, so a tilted bowl (task 5 leaves it leaning on the
+        ramekin at ~50 deg) is pinched on its wall. The gripper always points straight down, so
+        the wall must be near vertical there: ``slope`` = |z component| of the bowl-frame radial
+        (0 for every azimuth of an upright bowl, 0 only at the two side points of a tilted one).
+        """
+        r_bowl = quat_xyzw_to_mat(obs[f"{self.bowl}_quat"])
+        radial = r_bowl @ np.array([np.cos(azimuth), np.sin(azimuth), 0.0])
+        point = obs[f"{self.bowl}_pos"] + self.cfg.rim_radius * radial + self.cfg.grasp_height * r_bowl[:, 2]
+        horizontal = np.array([radial[0], radial[1], 0.0])
+        return point, horizontal / max(np.linalg.norm(horizontal), 1e-6), float(abs(radial[2]))
+
+    def _clearance(self, obs: dict, azimuth: float) -> float:
+        """Soft clearance score of the gripper grasping at ``azimuth`` (higher is better)."""
         cfg = self.cfg
-        boxes = self._obstacle_boxes(sim)
-        centres = np.stack([b[0] for b in boxes]) if boxes else np.zeros((0, 3))
-        rots = np.stack([b[1] for b in boxes]) if boxes else np.zeros((0, 3, 3))
-        halves = np.stack([b[2] for b in boxes]) if boxes else np.zeros((0, 3))
-        scores = []
-        azimuths = np.arange(cfg.n_azimuths) * 2 * np.pi / cfg.n_azimuths
-        for az in azimuths:
-            point, radial = self._rim_point(obs, az)
-            tangent = np.array([-radial[1], radial[0], 0.0])
-            probes = []
-            # Outer finger along its whole descent path, then the hand (wider, ~10 cm higher).
-            for dz in np.linspace(-0.01, cfg.hover_height, 6):
-                probes.append(point + radial * cfg.finger_reach + [0, 0, dz])
-            for dz in (0.08, 0.12):
-                for dr in (-0.08, 0.0, 0.08):
-                    for dt in (-0.03, 0.03):
-                        probes.append(point + radial * dr + tangent * dt + [0, 0, dz])
-            probes = np.array(probes)
-            if len(boxes):
-                local = np.einsum("bji,pbj->pbi", rots, probes[:, None, :] - centres[None])
-                dist = np.linalg.norm(np.maximum(np.abs(local) - halves[None], 0.0), axis=-1).min(axis=1)
-            else:
-                dist = np.full(len(probes), cfg.clearance_cap)
-            # Capped sum: every probe close to an obstacle costs, far ones are all equal. The
-            # small term prefers rim points facing the robot (shorter reach, fewer wrist flips).
-            scores.append(np.minimum(dist, cfg.clearance_cap).sum() - 1e-3 * point[0])
-        order = np.argsort(-np.array(scores), kind="stable")
-        return [float(azimuths[i]) for i in order]
+        point, radial, slope = self._grasp_frame(obs, azimuth)
+        up = np.array([0.0, 0.0, 1.0])
+        tangent = np.cross(up, radial)
+        probes = [point + radial * cfg.finger_reach + up * h for h in np.linspace(-0.01, cfg.hover_height, 6)]
+        # The hand is ~10 cm above the fingertips and ~20 cm wide along the closing axis.
+        for h in (0.08, 0.12):
+            for dr in (-0.08, 0.0, 0.08):
+                for dt in (-0.03, 0.03):
+                    probes.append(point + radial * dr + tangent * dt + up * h)
+        probes = np.array(probes)
+        centres, rots, halves = self._boxes
+        if len(centres) == 0:
+            dist = np.full(len(probes), cfg.clearance_cap)
+        else:
+            local = np.einsum("bji,pbj->pbi", rots, probes[:, None, :] - centres[None])
+            dist = np.linalg.norm(np.maximum(np.abs(local) - halves[None], 0.0), axis=-1).min(axis=1)
+        # Capped sum: every probe near an obstacle costs, far ones are all equal. A slanted wall
+        # squeezes out of vertical fingers, and the small last term prefers rim points facing
+        # the robot (shorter reach, gentler wrist motion).
+        return float(np.minimum(dist, cfg.clearance_cap).sum() - cfg.slope_penalty * slope - 1e-3 * point[0])
 
-    def _select_grasp(self, obs: dict) -> None:
-        self._azimuth = self._azimuths[self._attempt % len(self._azimuths)]
-        _, radial = self._rim_point(obs, self._azimuth)
-        # The two fingers are interchangeable: pick the closing-axis sign nearer the current yaw.
-        r_cur = self._site_rotation(obs)
-        self._grip_x_sign = 1.0 if float(r_cur[:, 0] @ radial) >= 0 else -1.0
+    def _rank_azimuths(self, obs: dict) -> list[float]:
+        """Candidate bowl-frame azimuths (rad), best first, skipping those already tried."""
+        n = self.cfg.n_azimuths
+        azimuths = [2 * np.pi * i / n for i in range(n)]
+        fresh = [a for a in azimuths if all(abs(np.angle(np.exp(1j * (a - t)))) > 0.3 for t in self._tried)]
+        candidates = fresh or azimuths
+        scores = [self._clearance(obs, a) for a in candidates]
+        order = np.argsort(-np.array(scores), kind="stable")
+        return [candidates[i] for i in order]
+
+    def _plan(self, obs: dict) -> None:
+        """Choose the grasp azimuth and which finger goes inside (closing-axis sign)."""
+        self._azimuth = self._rank_azimuths(obs)[0]
+        self._plan_pos = np.array(obs[f"{self.bowl}_pos"])
+        self._plan_axis = quat_xyzw_to_mat(obs[f"{self.bowl}_quat"])[:, 2]
+        _, radial, _ = self._grasp_frame(obs, self._azimuth)
+        # The two fingers are interchangeable: take the closing-axis sign nearer the current one.
+        self._grip_x_sign = 1.0 if float(self._site_rotation(obs)[:, 0] @ radial) >= 0 else -1.0
+
+    def _bowl_moved(self, obs: dict) -> bool:
+        shift = np.linalg.norm(obs[f"{self.bowl}_pos"] - self._plan_pos)
+        axis = quat_xyzw_to_mat(obs[f"{self.bowl}_quat"])[:, 2]
+        tilt = np.arccos(np.clip(axis @ self._plan_axis, -1.0, 1.0))
+        return shift > self.cfg.replan_shift or tilt > self.cfg.replan_tilt
 
     # ------------------------------------------------------------------ control
     def _site_rotation(self, obs: dict) -> np.ndarray:
         return quat_xyzw_to_mat(obs["robot0_eef_quat"]) @ self._r_hand_to_site
 
-    def _goal_rotation(self, obs: dict) -> np.ndarray:
-        _, radial = self._rim_point(obs, self._azimuth)
-        return grasp_rotation(self._grip_x_sign * radial)
+    def _grasp_rotation(self, obs: dict) -> np.ndarray:
+        _, radial, _ = self._grasp_frame(obs, self._azimuth)
+        return grasp_rotation(self._grip_x_sign * radial, np.array([0.0, 0.0, -1.0]))
+
+    def _upright_rotation(self, obs: dict) -> np.ndarray:
+        """Gripper pointing straight down, current closing axis: holds a rim-grasped bowl upright."""
+        return grasp_rotation(self._site_rotation(obs)[:, 0], np.array([0.0, 0.0, -1.0]))
+
+    def _rot_error(self, obs: dict, r_goal: np.ndarray) -> np.ndarray:
+        return mat_to_rotvec(r_goal @ self._site_rotation(obs).T)
 
     def _servo(self, obs: dict, target: np.ndarray, r_goal: np.ndarray, gripper: float) -> np.ndarray:
-        """Proportional pose servo -> action [7] in [-1, 1]."""
-        pos_err = target - obs["robot0_eef_pos"]
-        rot_err = mat_to_rotvec(r_goal @ self._site_rotation(obs).T)
+        """Proportional pose servo -> action [7] in [-1, 1] (world-frame deltas, see module doc)."""
         action = np.zeros(7)
-        action[:3] = np.clip(self.cfg.pos_gain * pos_err / OSC_POS_SCALE, -1.0, 1.0)
-        action[3:6] = np.clip(self.cfg.rot_gain * rot_err / OSC_ROT_SCALE, -1.0, 1.0)
+        action[:3] = np.clip(self.cfg.pos_gain * (target - obs["robot0_eef_pos"]) / OSC_POS_SCALE, -1, 1)
+        action[3:6] = np.clip(self.cfg.rot_gain * self._rot_error(obs, r_goal) / OSC_ROT_SCALE, -1, 1)
         action[6] = gripper
         return action
 
     def _goto(self, phase: str) -> None:
-        self._phase = phase
-        self._t_phase = 0
+        self._phase, self._t_phase = phase, 0
+        self._history = []
+
+    def _stalled(self, progress: float) -> bool:
+        """True when ``progress`` (a distance still to go) stopped shrinking for stall_steps."""
+        self._history.append(progress)
+        n = self.cfg.stall_steps
+        return len(self._history) > n and self._history[-n - 1] - progress < 0.002
 
     def act(self, raw_obs: dict) -> np.ndarray:
-        """One control step: raw LIBERO observation -> action float32 [7]."""
+        """One control step: raw LIBERO observation -> action float32 [7] in [-1, 1]."""
         action = self._policy(raw_obs)
         self._t_phase += 1
-        return action.astype(np.float32)
+        return np.clip(action, -1.0, 1.0).astype(np.float32)
 
     def _policy(self, obs: dict) -> np.ndarray:
         cfg = self.cfg
-        eef = obs["robot0_eef_pos"]
-        bowl = obs[f"{self.bowl}_pos"]
-        plate = obs[f"{self.plate}_pos"]
-        grasp, _ = self._rim_point(obs, self._azimuth)
-        r_goal = self._goal_rotation(obs)
-        hover = grasp + [0.0, 0.0, cfg.hover_height]
+        eef = np.asarray(obs["robot0_eef_pos"], dtype=np.float64)
+        bowl = np.asarray(obs[f"{self.bowl}_pos"], dtype=np.float64)
+        plate = np.asarray(obs[f"{self.plate}_pos"], dtype=np.float64)
         carry_z = max(cfg.lift_z, self._grasp_eef_z + cfg.min_lift)
 
         if self._phase == "approach":
-            rot_err = np.linalg.norm(mat_to_rotvec(r_goal @ self._site_rotation(obs).T))
-            if np.linalg.norm((hover - eef)[:2]) < cfg.approach_tol and rot_err < cfg.rot_tol:
+            if self._bowl_moved(obs):
+                self._plan(obs)  # the bowl was still settling when we planned
+            grasp, _, _ = self._grasp_frame(obs, self._azimuth)
+            r_goal = self._grasp_rotation(obs)
+            off_axis = np.linalg.norm((eef - grasp)[:2])
+            aligned = np.linalg.norm(self._rot_error(obs, r_goal)) < cfg.rot_tol
+            if off_axis < cfg.approach_tol and eef[2] > grasp[2] and aligned:
                 self._goto("descend")
             else:
-                # Stay high until roughly above the rim so the fingers never sweep through objects.
-                target = hover.copy()
-                target[2] = max(hover[2], eef[2]) if np.linalg.norm((hover - eef)[:2]) > 0.05 else hover[2]
+                target = grasp + [0.0, 0.0, cfg.hover_height]
+                if off_axis > 0.05:
+                    # Stay high until roughly above the rim so the fingers never sweep objects.
+                    target[2] = max(target[2], eef[2])
                 return self._servo(obs, target, r_goal, -1.0)
         if self._phase == "descend":
-            if eef[2] - grasp[2] < cfg.preclose_height:
+            grasp, _, _ = self._grasp_frame(obs, self._azimuth)
+            to_go = float(eef[2] - grasp[2])
+            if to_go < cfg.preclose_height or self._stalled(to_go):
                 self._finger = float(obs["robot0_gripper_qpos"][0])
+                self._tried.append(self._azimuth)
                 self._goto("close")
             else:
-                return self._servo(obs, grasp, r_goal, -1.0)
+                return self._servo(obs, grasp, self._grasp_rotation(obs), -1.0)
         if self._phase == "close":
+            grasp, _, _ = self._grasp_frame(obs, self._azimuth)
             finger = float(obs["robot0_gripper_qpos"][0])
             settled = abs(finger - self._finger) < cfg.close_settle
             self._finger = finger
             if (self._t_phase >= cfg.min_close_steps and settled) or self._t_phase >= cfg.max_close_steps:
-                self._grasp_eef_z = float(eef[2])
-                self._bowl_z0 = float(bowl[2])
-                self._goto("lift")
-            else:
-                return self._servo(obs, grasp, r_goal, 1.0)
+                self._grasp_eef_z, self._bowl_z0 = float(eef[2]), float(bowl[2])
+                self._r_grasp = self._site_rotation(obs)
+                empty = finger < cfg.empty_grip
+                self._goto("regrasp" if empty and self._can_retry() else "lift")
+                return self._policy(obs)
+            return self._servo(obs, grasp, self._grasp_rotation(obs), 1.0)
         if self._phase == "lift":
             rise = eef[2] - self._grasp_eef_z
-            if rise >= cfg.lift_check_rise and self._t_phase > 0 and not self._lift_ok:
-                if bowl[2] - self._bowl_z0 < cfg.bowl_rise_ratio * rise and self._attempt < cfg.max_regrasps:
-                    self._attempt += 1
+            if not self._lift_ok and rise >= cfg.lift_check_rise:
+                if bowl[2] - self._bowl_z0 < cfg.bowl_rise_ratio * rise and self._can_retry():
                     self._goto("regrasp")
-                    return self._servo(obs, eef + [0, 0, 0.05], self._site_rotation(obs), -1.0)
+                    return self._policy(obs)
                 self._lift_ok = True
             if self._lift_ok and eef[2] > carry_z - 0.03:
                 self._goto("carry")
             else:
-                target = np.array([eef[0], eef[1], carry_z])
-                return self._servo(obs, target, self._site_rotation(obs), 1.0)
+                # Keep the grasp orientation until the bowl is clear, then swing it upright.
+                r_goal = self._upright_rotation(obs) if self._lift_ok else self._r_grasp
+                return self._servo(obs, np.array([eef[0], eef[1], carry_z]), r_goal, 1.0)
         if self._phase == "regrasp":
             if self._t_phase >= 6:
                 self._lift_ok = False
-                self._select_grasp(obs)
+                self._plan(obs)
                 self._goto("approach")
                 return self._policy(obs)
-            return self._servo(obs, eef + [0, 0, 0.05], self._site_rotation(obs), -1.0)
+            return self._servo(obs, eef + [0.0, 0.0, 0.05], self._site_rotation(obs), -1.0)
         offset = eef - bowl  # keep the grasp offset while moving the bowl
         if self._phase == "carry":
-            target = np.array([plate[0] + offset[0], plate[1] + offset[1], carry_z])
-            if np.linalg.norm((plate - bowl)[:2]) < cfg.carry_tol:
+            r_goal = self._upright_rotation(obs)
+            upright = np.linalg.norm(self._rot_error(obs, r_goal)) < cfg.rot_tol
+            if np.linalg.norm((plate - bowl)[:2]) < cfg.carry_tol and upright:
                 self._goto("lower")
             else:
-                return self._servo(obs, target, self._site_rotation(obs), 1.0)
+                target = np.array([plate[0] + offset[0], plate[1] + offset[1], carry_z])
+                return self._servo(obs, target, r_goal, 1.0)
         if self._phase == "lower":
-            target = plate + offset + [0.0, 0.0, cfg.place_clearance]
-            if eef[2] - target[2] < cfg.lower_tol:
+            height = float(bowl[2] - plate[2])
+            if height < cfg.place_clearance + cfg.lower_tol or self._stalled(height):
                 self._goto("release")
             else:
-                return self._servo(obs, target, self._site_rotation(obs), 1.0)
+                target = plate + offset + [0.0, 0.0, cfg.place_clearance]
+                return self._servo(obs, target, self._upright_rotation(obs), 1.0)
         if self._phase == "release":
             if self._t_phase >= cfg.release_steps:
                 self._goto("retreat")
             else:
-                return self._servo(obs, eef, self._site_rotation(obs), -1.0)
+                return self._servo(obs, eef, self._upright_rotation(obs), -1.0)
         if self._phase in ("retreat", "done"):
             if eef[2] > carry_z - 0.02:
                 self._phase = "done"
-            target = np.array([eef[0], eef[1], carry_z])
-            return self._servo(obs, target, self._site_rotation(obs), -1.0)
+            return self._servo(obs, np.array([eef[0], eef[1], carry_z]), self._upright_rotation(obs), -1.0)
         raise RuntimeError(f"unknown phase {self._phase!r}")
+
+    def _can_retry(self) -> bool:
+        return len(self._tried) <= self.cfg.max_regrasps
