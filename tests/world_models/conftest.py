@@ -1,0 +1,81 @@
+"""Tiny synthetic datasets and models for the world-model tests.
+
+The "moving square" world: a bright square on a dark background, moved by the action's first two
+components (dx, dy) by up to `speed` pixels per step; success once it reaches the right quarter.
+A model that follows actions must move its predicted square the same way.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from envs.dataset import DatasetConfig, Episode, EpisodeWriter
+from world_models.denoiser import DenoiserConfig
+from world_models.heads import HeadConfig
+from world_models.model import WorldModelConfig
+
+SIZE = 16  # image side in pixels
+SQ = 4  # square side
+SPEED = 2.0  # pixels per step at |action| = 1
+
+
+def render(pos: np.ndarray, size: int = SIZE) -> np.ndarray:
+    """uint8 [size, size, 3] with the square's top-left corner at pos = (x, y) (rounded)."""
+    img = np.full((size, size, 3), (20, 30, 40), np.uint8)
+    x, y = (int(round(v)) for v in pos)
+    img[y:y + SQ, x:x + SQ] = (230, 200, 60)
+    return img
+
+
+def square_episode(rng: np.random.Generator, T: int, size: int = SIZE) -> Episode:
+    pos = rng.uniform(0, size - SQ, size=2)
+    frames, actions, success = [], [], []
+    a = rng.uniform(-1, 1, size=2)
+    for _ in range(T):
+        if rng.random() < 0.3:  # actions persist for a few steps, like a real controller's
+            a = rng.uniform(-1, 1, size=2)
+        frames.append(render(pos, size))
+        act = np.zeros(7, np.float32)
+        act[:2] = a
+        actions.append(act)
+        pos = np.clip(pos + SPEED * a, 0, size - SQ)
+        success.append(pos[0] >= size - SQ - 1)
+    return Episode(
+        frames={"agentview": np.stack(frames)}, state=np.zeros((T, 8), np.float32), action=np.stack(actions),
+        reward=np.array(success, np.float32), success=np.array(success, bool), instruction="move the square",
+        suite="synthetic", task_id=0, source="expert",
+    )
+
+
+def write_square_dataset(root: Path, episodes: int = 6, T: int = 24, seed: int = 0) -> Path:
+    rng = np.random.default_rng(seed)
+    with EpisodeWriter(root, DatasetConfig(views=("agentview",), image_size=(SIZE, SIZE), fps=10)) as w:
+        for _ in range(episodes):
+            w.append(square_episode(rng, T))
+    return root
+
+
+def tiny_model_config(context_frames: int = 2, chunk_len: int = 4, size: int = SIZE) -> WorldModelConfig:
+    return WorldModelConfig(
+        views=["agentview"],
+        denoiser=DenoiserConfig(image_size=size, channels=3, context_frames=context_frames, chunk_len=chunk_len,
+                                block_out_channels=[16, 32], layers_per_block=1, norm_num_groups=8),
+        head=HeadConfig(channels=[8, 16]),
+    )
+
+
+@pytest.fixture(scope="session")
+def square_data(tmp_path_factory) -> Path:
+    return write_square_dataset(tmp_path_factory.mktemp("squares") / "data", episodes=8, T=32)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # the machine is shared: keep each test on one core
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

@@ -1,0 +1,173 @@
+"""Training clips for the world model, sampled from episodes preloaded in memory.
+
+A clip is anchored at an action step t of an episode (row t = observation before action t):
+
+    history   frames t-K-C+1 .. t-K      [C, ch, H, W]  context of the *previous* chunk (bootstrapping)
+    context   frames t-C+1 .. t          [C, ch, H, W]  what the model sees
+    target    frames t+1 .. t+K          [K, ch, H, W]  what it must predict
+    anchor    frame 0 of the episode     [ch, H, W]     (WoVR: keeps the scene from drifting)
+    prev_actions  actions t-K .. t-1     [K, 7]         lead from history to the context
+    actions       actions t .. t+K-1     [K, 7]         lead from the context to the target
+    success   success after action t+k   [K]            (the frame t+k+1 shows a solved task)
+    done      the episode stops at t+k   [K]            success or end of the recording
+
+Frames before the episode start repeat frame 0 and their actions are zero (a rollout starts from a
+context of C copies of the first frame); frames past the end repeat the last frame with zero actions
+and done=1, so the model also learns that nothing moves once an episode is over. Frames are float
+in [-1, 1]; with several views (`views=["agentview", "wrist"]`) each frame stacks them as channels,
+ch = 3 * len(views). Batches add a leading B: context [B, C, ch, H, W].
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from envs.dataset import EpisodeDataset
+
+
+@dataclass
+class ClipConfig:
+    data_dir: str = "outputs/data/libero_spatial_quick"
+    views: list[str] = field(default_factory=lambda: ["agentview"])
+    context_frames: int = 4  # C
+    chunk_len: int = 8  # K, the policy's action-chunk length
+    holdout_fraction: float = 0.15  # share of episodes kept out of training (split by episode)
+    holdout_min: int = 1  # at least this many held-out episodes when the dataset has 2 or more
+    split_seed: int = 0
+    max_episodes: int = 0  # 0 = all; a cap for quick experiments
+
+
+def split_episodes(n: int, holdout_fraction: float, seed: int, holdout_min: int = 1) -> tuple[list[int], list[int]]:
+    """Deterministic (train, held_out) split of episode indices 0..n-1."""
+    if n < 1:
+        raise ValueError("split_episodes: the dataset has no episodes")
+    if not 0.0 <= holdout_fraction < 1.0:
+        raise ValueError(f"holdout_fraction: expected a value in [0, 1), got {holdout_fraction}")
+    n_hold = int(round(n * holdout_fraction))
+    if n >= 2:
+        n_hold = min(max(n_hold, holdout_min), n - 1)
+    else:
+        n_hold = 0
+    perm = np.random.default_rng(seed).permutation(n)
+    return sorted(perm[n_hold:].tolist()), sorted(perm[:n_hold].tolist())
+
+
+@dataclass
+class EpisodeArrays:
+    """One episode in memory: frames uint8 [T, H, W, ch] (views stacked), actions float32 [T, 7]."""
+
+    frames: np.ndarray
+    actions: np.ndarray
+    success: np.ndarray  # bool [T]
+    index: int
+    task_id: int
+    instruction: str
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+
+def load_episodes(root: str | os.PathLike, views: list[str], indices: list[int] | None = None) -> list[EpisodeArrays]:
+    """Decode the given episodes (all by default) of the dataset at `root` into memory."""
+    ds = EpisodeDataset(root, verify=False)
+    missing = [v for v in views if v not in ds.views]
+    if missing:
+        raise ValueError(f"views {missing} not in the dataset at {root} (it has {list(ds.views)})")
+    out = []
+    for i in range(len(ds)) if indices is None else indices:
+        ep = ds[i]
+        frames = np.concatenate([ep.frames[v] for v in views], axis=-1)
+        out.append(EpisodeArrays(frames, ep.action.astype(np.float32), ep.success.astype(bool), i,
+                                 ep.task_id, ep.instruction))
+    return out
+
+
+def to_model_frames(frames_uint8: np.ndarray | torch.Tensor) -> torch.Tensor:
+    """uint8 [..., H, W, ch] -> float32 [..., ch, H, W] in [-1, 1]."""
+    x = torch.as_tensor(frames_uint8)
+    return x.movedim(-1, -3).float().div(127.5).sub(1.0)
+
+
+def to_uint8(frames: torch.Tensor) -> np.ndarray:
+    """float [..., ch, H, W] in [-1, 1] -> uint8 [..., H, W, ch]."""
+    x = frames.detach().float().clamp(-1, 1).add(1).mul(127.5).round().to(torch.uint8)
+    return x.movedim(-3, -1).cpu().numpy()
+
+
+def make_clip(ep: EpisodeArrays, t: int, context_frames: int, chunk_len: int) -> dict[str, np.ndarray]:
+    """The clip of `ep` at action step t (see the module docstring), as uint8/float32 numpy arrays."""
+    C, K, T = context_frames, chunk_len, len(ep)
+    frame_idx = np.arange(t - K - C + 1, t + K + 1)  # history | prev chunk | target, C + 2K frames
+    frames = ep.frames[np.clip(frame_idx, 0, T - 1)]
+    act_idx = np.arange(t - K, t + K)
+    valid = (act_idx >= 0) & (act_idx < T)
+    actions = np.where(valid[:, None], ep.actions[np.clip(act_idx, 0, T - 1)], 0.0).astype(np.float32)
+    steps = np.arange(t, t + K)
+    # once solved, an episode stays solved: the padded steps past the end carry the final label
+    success = ep.success[np.clip(steps, 0, T - 1)] | (ep.success.any() & (steps >= T - 1))
+    done = success | (steps >= T - 1)
+    return {
+        "history": frames[:C],
+        "context": frames[K: K + C],
+        "target": frames[C + K:],
+        "anchor": ep.frames[0],
+        "prev_actions": actions[:K],
+        "actions": actions[K:],
+        "success": success.astype(np.float32),
+        "done": done.astype(np.float32),
+    }
+
+
+class ClipSampler:
+    """Random clips from in-memory episodes, with a resumable random state.
+
+    Every (episode, step) pair of the given episodes is equally likely, so long episodes weigh more.
+    `state_dict()` / `load_state_dict()` capture the generator, so a resumed run draws the very
+    clips the interrupted run would have drawn next.
+    """
+
+    def __init__(self, episodes: list[EpisodeArrays], context_frames: int, chunk_len: int, seed: int = 0):
+        if not episodes:
+            raise ValueError("ClipSampler: no episodes to sample from")
+        if context_frames < 1 or chunk_len < 1:
+            raise ValueError(f"context_frames and chunk_len must be >= 1, got {context_frames}, {chunk_len}")
+        self.episodes = episodes
+        self.context_frames = context_frames
+        self.chunk_len = chunk_len
+        lengths = np.array([len(ep) for ep in episodes])
+        self._starts = np.concatenate([[0], np.cumsum(lengths)])
+        self.rng = np.random.default_rng(seed)
+
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def clip(self, flat_index: int) -> dict[str, np.ndarray]:
+        e = int(np.searchsorted(self._starts, flat_index, side="right") - 1)
+        return make_clip(self.episodes[e], int(flat_index - self._starts[e]), self.context_frames, self.chunk_len)
+
+    def sample(self, batch_size: int, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+        """A batch: history/context [B, C, ch, H, W], target [B, K, ch, H, W], anchor [B, ch, H, W],
+        prev_actions/actions [B, K, 7], success/done [B, K]; frames float in [-1, 1]."""
+        idx = self.rng.integers(0, len(self), size=batch_size)
+        return collate([self.clip(int(i)) for i in idx], device)
+
+    def state_dict(self) -> dict:
+        return {"bit_generator": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["bit_generator"]
+
+
+_FRAME_KEYS = ("history", "context", "target", "anchor")
+
+
+def collate(clips: list[dict[str, np.ndarray]], device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """Stack clips from `make_clip` into a batch of tensors (frames converted to float [-1, 1])."""
+    out = {}
+    for key in clips[0]:
+        arr = np.stack([c[key] for c in clips])
+        out[key] = (to_model_frames(arr) if key in _FRAME_KEYS else torch.from_numpy(arr)).to(device)
+    return out

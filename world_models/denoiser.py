@@ -1,0 +1,115 @@
+"""Action-conditioned EDM denoiser predicting the next K frames jointly (DIAMOND-style, pixel space).
+
+    D(x_sigma; sigma, context, anchor, actions) = c_skip(sigma) x_sigma + c_out(sigma) F(c_in(sigma) x_sigma, c_noise(sigma), ...)
+
+F is a `diffusers.UNet2DModel`. Its input stacks, along channels, for a batch of B clips:
+
+    noisy target frames, scaled by c_in     [B, K * ch, H, W]
+    clean context frames                    [B, C * ch, H, W]
+    the episode's anchor frame (frame 0)    [B, ch, H, W]
+    action planes: a_k as 7 constant maps   [B, K * 7, H, W]  (frame-level conditioning: the
+                   placed next to frame k                      convolution sees which action moved which frame)
+
+and an MLP embedding of all K actions is added to the noise-level embedding through UNet2DModel's
+`class_embed_type="identity"`, so every ResNet block is modulated by the actions as well. The output
+[B, K * ch, H, W] is read as K frames [B, K, ch, H, W]. Frames are float in [-1, 1].
+
+The preconditioning (c_skip, c_out, c_in, c_noise) lives here and not in the sampler, so the
+denoiser always returns a clean estimate x0 and any sampler (EDM Euler, flow-match Euler) can use it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from diffusers import UNet2DModel
+from torch import nn
+
+
+@dataclass
+class DenoiserConfig:
+    image_size: int = 64
+    channels: int = 3  # per frame: 3 x number of views
+    context_frames: int = 4  # C
+    chunk_len: int = 8  # K
+    action_dim: int = 7
+    block_out_channels: list[int] = field(default_factory=lambda: [32, 64, 64])
+    layers_per_block: int = 1
+    attention: bool = False  # self-attention in the lowest-resolution blocks (costly on CPU)
+    norm_num_groups: int = 8
+    sigma_data: float = 0.5
+    sigma_min: float = 0.002
+    sigma_max: float = 5.0  # DIAMOND's value: enough for 1-3 step sampling from a strong context
+    p_mean: float = -0.4  # training noise levels: ln(sigma) ~ N(p_mean, p_std^2) (EDM / DIAMOND)
+    p_std: float = 1.2
+    noise_embed_scale: float = 100.0  # c_noise = 0.25 ln(sigma) spans ~2 units: scaled so the
+    # sinusoidal timestep embedding uses more than its lowest frequencies
+
+
+class Denoiser(nn.Module):
+    """EDM-preconditioned joint K-frame denoiser built on `diffusers.UNet2DModel`."""
+
+    def __init__(self, cfg: DenoiserConfig):
+        super().__init__()
+        self.cfg = cfg
+        C, K, ch, A = cfg.context_frames, cfg.chunk_len, cfg.channels, cfg.action_dim
+        n = len(cfg.block_out_channels)
+        down = ["AttnDownBlock2D" if cfg.attention and i == n - 1 else "DownBlock2D" for i in range(n)]
+        up = ["AttnUpBlock2D" if cfg.attention and i == 0 else "UpBlock2D" for i in range(n)]
+        self.unet = UNet2DModel(
+            sample_size=cfg.image_size,
+            in_channels=K * ch + C * ch + ch + K * A,
+            out_channels=K * ch,
+            block_out_channels=tuple(cfg.block_out_channels),
+            down_block_types=tuple(down),
+            up_block_types=tuple(up),
+            layers_per_block=cfg.layers_per_block,
+            norm_num_groups=cfg.norm_num_groups,
+            add_attention=cfg.attention,
+            class_embed_type="identity",
+        )
+        emb_dim = cfg.block_out_channels[0] * 4  # UNet2DModel's time-embedding width
+        self.action_mlp = nn.Sequential(nn.Linear(K * A, emb_dim), nn.SiLU(), nn.Linear(emb_dim, emb_dim))
+
+    # ---------------------------------------------------------------- EDM preconditioning
+    def c_skip(self, sigma: torch.Tensor) -> torch.Tensor:
+        return self.cfg.sigma_data ** 2 / (sigma ** 2 + self.cfg.sigma_data ** 2)
+
+    def c_out(self, sigma: torch.Tensor) -> torch.Tensor:
+        return sigma * self.cfg.sigma_data / (sigma ** 2 + self.cfg.sigma_data ** 2).sqrt()
+
+    def c_in(self, sigma: torch.Tensor) -> torch.Tensor:
+        return 1.0 / (sigma ** 2 + self.cfg.sigma_data ** 2).sqrt()
+
+    def c_noise(self, sigma: torch.Tensor) -> torch.Tensor:
+        return 0.25 * sigma.log()
+
+    def forward(self, noisy: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor, anchor: torch.Tensor,
+                actions: torch.Tensor) -> torch.Tensor:
+        """Clean estimate x0 [B, K, ch, H, W] of `noisy` [B, K, ch, H, W] at noise level sigma [B].
+
+        context [B, C, ch, H, W], anchor [B, ch, H, W], actions [B, K, 7]; all float.
+        """
+        B, K, ch, H, W = noisy.shape
+        sigma = sigma.to(noisy).reshape(B)
+        s = sigma[:, None, None, None]
+        planes = actions.to(noisy).reshape(B, -1, 1, 1).expand(B, actions.shape[1] * actions.shape[2], H, W)
+        x = torch.cat([
+            (self.c_in(s) * noisy.reshape(B, K * ch, H, W)),
+            context.reshape(B, -1, H, W),
+            anchor,
+            planes,
+        ], dim=1)
+        emb = self.action_mlp(actions.reshape(B, -1).to(noisy))
+        f = self.unet(x, self.c_noise(sigma) * self.cfg.noise_embed_scale, class_labels=emb).sample
+        x0 = self.c_skip(s) * noisy.reshape(B, K * ch, H, W) + self.c_out(s) * f
+        return x0.reshape(B, K, ch, H, W)
+
+    def loss_weight(self, sigma: torch.Tensor) -> torch.Tensor:
+        """EDM weighting lambda(sigma) = 1 / c_out^2: every noise level contributes a unit-variance target."""
+        return (sigma ** 2 + self.cfg.sigma_data ** 2) / (sigma * self.cfg.sigma_data) ** 2
+
+    def sample_sigma(self, batch: int, generator: torch.Generator | None = None, device=None) -> torch.Tensor:
+        """Training noise levels: log-normal (p_mean, p_std), clipped to [sigma_min, sigma_max]."""
+        z = torch.randn(batch, generator=generator).to(device or "cpu")
+        return (self.cfg.p_mean + self.cfg.p_std * z).exp().clamp(self.cfg.sigma_min, self.cfg.sigma_max)

@@ -1,0 +1,155 @@
+"""`WorldModel`: the one interface the rest of the project uses (imagination env, evaluation, benches).
+
+    wm = WorldModel(WorldModelConfig())
+    frames, success_logits, done_logits = wm.predict(context, anchor, actions, steps=2)
+    #   context [B, C, ch, H, W], anchor [B, ch, H, W] float in [-1, 1]; actions [B, K, 7] in [-1, 1]
+    #   -> frames [B, K, ch, H, W] in [-1, 1] (the observations after each action), logits [B, K]
+    wm.save("wm.pt"); wm = WorldModel.load("wm.pt")
+
+ch = 3 x views (agentview only by default). Frame k of the output is what the camera shows after
+action k, i.e. the observation the policy sees before choosing action k+1.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from world_models.denoiser import Denoiser, DenoiserConfig
+from world_models.heads import HeadConfig, SuccessDoneHead
+from world_models.sampler import Sampler, SamplerConfig
+
+_FORMAT = "wm-vla-rl/world_model"
+_VERSION = 1
+
+
+@dataclass
+class WorldModelConfig:
+    views: list[str] = field(default_factory=lambda: ["agentview"])  # stacked as channels, 3 per view
+    denoiser: DenoiserConfig = field(default_factory=DenoiserConfig)
+    head: HeadConfig = field(default_factory=HeadConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+
+    @staticmethod
+    def from_dict(d: dict) -> "WorldModelConfig":
+        return WorldModelConfig(views=list(d["views"]), denoiser=DenoiserConfig(**d["denoiser"]),
+                                head=HeadConfig(**d["head"]), sampler=SamplerConfig(**d["sampler"]))
+
+
+class WorldModel(nn.Module):
+    """Denoiser + sampler + success/done head behind `predict` and `rollout`."""
+
+    def __init__(self, cfg: WorldModelConfig):
+        super().__init__()
+        if cfg.denoiser.channels != 3 * len(cfg.views):
+            raise ValueError(f"denoiser.channels = {cfg.denoiser.channels} but views {cfg.views} give "
+                             f"{3 * len(cfg.views)} channels (3 per view)")
+        self.cfg = cfg
+        self.denoiser = Denoiser(cfg.denoiser)
+        self.head = SuccessDoneHead(cfg.head, cfg.denoiser.channels)
+        self.sampler = Sampler(cfg.sampler)
+
+    @property
+    def context_frames(self) -> int:
+        return self.cfg.denoiser.context_frames
+
+    @property
+    def chunk_len(self) -> int:
+        return self.cfg.denoiser.chunk_len
+
+    def set_scheduler(self, scheduler: str, steps: int | None = None) -> None:
+        """Swap the sampling scheduler (see world_models.sampler.SCHEDULERS) without touching weights."""
+        sc = dataclasses.replace(self.cfg.sampler, scheduler=scheduler, steps=self.cfg.sampler.steps if steps is None else steps)
+        self.sampler = Sampler(sc)
+        self.cfg = dataclasses.replace(self.cfg, sampler=sc)
+
+    # ---------------------------------------------------------------- input checks
+    def check_inputs(self, context: torch.Tensor, anchor: torch.Tensor, actions: torch.Tensor) -> None:
+        d = self.cfg.denoiser
+        frame = (d.channels, d.image_size, d.image_size)
+        for name, x in (("context", context), ("anchor", anchor), ("actions", actions)):
+            if not isinstance(x, torch.Tensor):
+                raise ValueError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
+            if not x.is_floating_point():
+                raise ValueError(f"{name}: expected a float tensor (frames in [-1, 1]; uint8 images go through "
+                                 f"world_models.clips.to_model_frames), got dtype {x.dtype}")
+        if context.ndim != 5 or tuple(context.shape[2:]) != frame:
+            raise ValueError(f"context: expected [B, C={d.context_frames}, {frame[0]}, {frame[1]}, {frame[2]}] "
+                             f"(image size {d.image_size}, {frame[0]} channels for views {self.cfg.views}), "
+                             f"got {tuple(context.shape)}")
+        if context.shape[1] != d.context_frames:
+            raise ValueError(f"context: expected C = {d.context_frames} context frames, got {context.shape[1]} "
+                             f"(shape {tuple(context.shape)}); pad a short history by repeating the first frame")
+        B = context.shape[0]
+        if tuple(anchor.shape) != (B, *frame):
+            raise ValueError(f"anchor: expected [B={B}, {frame[0]}, {frame[1]}, {frame[2]}], got {tuple(anchor.shape)}")
+        if actions.ndim != 3 or actions.shape[0] != B or actions.shape[2] != d.action_dim:
+            raise ValueError(f"actions: expected [B={B}, K={d.chunk_len}, {d.action_dim}] (action dim {d.action_dim}), "
+                             f"got {tuple(actions.shape)}")
+        if actions.shape[1] != d.chunk_len:
+            raise ValueError(f"actions: expected a chunk of K = {d.chunk_len} actions, got {actions.shape[1]}")
+
+    # ---------------------------------------------------------------- prediction
+    @torch.no_grad()
+    def predict(self, context: torch.Tensor, anchor: torch.Tensor, actions: torch.Tensor, steps: int | None = None,
+                generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Next K frames [B, K, ch, H, W] in [-1, 1], success_logits [B, K], done_logits [B, K]."""
+        self.check_inputs(context, anchor, actions)
+        dtype = next(self.parameters()).dtype
+        context, anchor, actions = context.to(dtype), anchor.to(dtype), actions.to(dtype)
+        frames = self.sampler.sample(self.denoiser, context, anchor, actions, steps, generator)
+        success, done = self.head(frames, anchor)
+        return frames, success, done
+
+    @torch.no_grad()
+    def rollout(self, first: torch.Tensor, anchor: torch.Tensor | None, actions: torch.Tensor, steps: int | None = None,
+                generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Open-loop prediction of a whole episode from its first frame(s) and its actions.
+
+        first: the first observation [B, ch, H, W] (repeated C times, as clips pad the episode start)
+        or a context [B, C, ch, H, W]; anchor defaults to the first frame; actions [B, T, 7], any T.
+        Returns frames [B, T, ch, H, W] (observation after each action), success/done logits [B, T].
+        The context window slides over the model's own predictions, never over real frames.
+        """
+        C, K = self.context_frames, self.chunk_len
+        context = first[:, None].expand(-1, C, -1, -1, -1) if first.ndim == 4 else first
+        anchor = context[:, 0] if anchor is None else anchor
+        B, T = actions.shape[:2]
+        pad = (-T) % K  # zero actions complete the last chunk; their frames are dropped
+        acts = torch.cat([actions, actions.new_zeros(B, pad, actions.shape[2])], dim=1) if pad else actions
+        frames, succ, done = [], [], []
+        for start in range(0, T + pad, K):
+            f, s, d = self.predict(context, anchor, acts[:, start:start + K], steps, generator)
+            frames.append(f)
+            succ.append(s)
+            done.append(d)
+            context = torch.cat([context, f], dim=1)[:, -C:]
+        return torch.cat(frames, 1)[:, :T], torch.cat(succ, 1)[:, :T], torch.cat(done, 1)[:, :T]
+
+    # ---------------------------------------------------------------- persistence
+    def save(self, path: str | os.PathLike) -> None:
+        """Write config + weights atomically (temporary file, then os.replace)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        state = {k: v.detach().cpu() for k, v in self.state_dict().items()}
+        torch.save({"format": _FORMAT, "version": _VERSION, "config": asdict(self.cfg), "state_dict": state}, tmp)
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, map_location: str | torch.device = "cpu") -> "WorldModel":
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"world model checkpoint {path} not found")
+        blob = torch.load(path, map_location=map_location, weights_only=True)
+        if not isinstance(blob, dict) or blob.get("format") != _FORMAT:
+            raise ValueError(f"{path} is not a world model checkpoint written by WorldModel.save")
+        if blob.get("version") != _VERSION:
+            raise ValueError(f"{path}: checkpoint version {blob.get('version')} is not supported (expected {_VERSION})")
+        model = cls(WorldModelConfig.from_dict(blob["config"]))
+        model.load_state_dict(blob["state_dict"])
+        return model.eval()

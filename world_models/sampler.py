@@ -1,0 +1,90 @@
+"""Sampling the next K frames from a `Denoiser` with diffusers schedulers, kept apart from the denoiser.
+
+Two schedulers, chosen by `SamplerConfig.scheduler`:
+
+* "edm_euler": `diffusers.EDMEulerScheduler`, Karras sigmas from sigma_max to 0 (DIAMOND's sampler).
+  The denoiser's clean estimate is handed to `step` as `pred_original_sample`, so the scheduler does
+  no preconditioning of its own.
+* "flow_match_euler": `diffusers.FlowMatchEulerDiscreteScheduler` over the rectified-flow path
+  x_s = (1 - s) x0 + s n, s in [0, 1]. No velocity-trained model is needed: that path is the EDM
+  path rescaled, x_s = (1 - s) * (x0 + sigma n) with sigma = s / (1 - s), so the same EDM denoiser
+  gives x0 = D(x_s / (1 - s), sigma) and the velocity v = (x_s - x0) / s that `step` expects.
+  s starts at sigma_max / (1 + sigma_max) rather than 1 (sigma = inf), as EDM starts at sigma_max.
+
+With one step both start from pure noise at sigma_max and return the denoiser's single estimate, so
+they agree exactly; with more steps they differ only in where the intermediate noise levels lie.
+All tensors: noisy/returned frames [B, K, ch, H, W], context [B, C, ch, H, W], anchor [B, ch, H, W],
+actions [B, K, 7].
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from diffusers import EDMEulerScheduler, FlowMatchEulerDiscreteScheduler
+
+from world_models.denoiser import Denoiser
+
+SCHEDULERS = ("edm_euler", "flow_match_euler")
+
+
+@dataclass
+class SamplerConfig:
+    scheduler: str = "edm_euler"  # one of SCHEDULERS
+    steps: int = 2  # default denoising steps at rollout (1-3); evaluation may ask for more
+    rho: float = 7.0  # Karras schedule curvature (edm_euler)
+    flow_shift: float = 1.0  # FlowMatchEulerDiscreteScheduler `shift` (> 1: more steps at high noise)
+
+
+class Sampler:
+    """Draws K frames jointly: `sample(denoiser, context, anchor, actions, steps, generator)`."""
+
+    def __init__(self, cfg: SamplerConfig):
+        if cfg.scheduler not in SCHEDULERS:
+            raise ValueError(f"sampler.scheduler: expected one of {SCHEDULERS}, got {cfg.scheduler!r}")
+        if cfg.steps < 1:
+            raise ValueError(f"sampler.steps: expected >= 1, got {cfg.steps}")
+        self.cfg = cfg
+
+    def make_scheduler(self, denoiser: Denoiser):
+        d = denoiser.cfg
+        if self.cfg.scheduler == "edm_euler":
+            return EDMEulerScheduler(sigma_min=d.sigma_min, sigma_max=d.sigma_max, sigma_data=d.sigma_data,
+                                     sigma_schedule="karras", rho=self.cfg.rho, final_sigmas_type="zero")
+        return FlowMatchEulerDiscreteScheduler(num_train_timesteps=1000, shift=self.cfg.flow_shift)
+
+    @torch.no_grad()
+    def sample(self, denoiser: Denoiser, context: torch.Tensor, anchor: torch.Tensor, actions: torch.Tensor,
+               steps: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+        steps = self.cfg.steps if steps is None else int(steps)
+        if steps < 1:
+            raise ValueError(f"steps: expected >= 1, got {steps}")
+        d = denoiser.cfg
+        B, _, ch, H, W = context.shape
+        shape = (B, actions.shape[1], ch, H, W)
+        # noise drawn on the CPU generator and moved: the same seed gives the same frames on any device
+        noise = torch.randn(shape, generator=generator, dtype=torch.float32).to(context)
+        scheduler = self.make_scheduler(denoiser)
+        if self.cfg.scheduler == "edm_euler":
+            scheduler.set_timesteps(steps)
+            sigmas = scheduler.sigmas
+            x = noise * sigmas[0]
+            # the denoiser applies c_in itself; tell the scheduler so it does not warn about scale_model_input
+            scheduler.is_scale_input_called = True
+            for i, t in enumerate(scheduler.timesteps):
+                sigma = torch.full((B,), float(sigmas[i]), device=x.device)
+                x0 = denoiser(x, sigma, context, anchor, actions)
+                x = scheduler.step(x0, t, x, pred_original_sample=x0).prev_sample
+            return x.clamp(-1, 1)
+        s_max = d.sigma_max / (1.0 + d.sigma_max)
+        s_min = d.sigma_min / (1.0 + d.sigma_min)
+        s_grid = torch.linspace(s_max, s_min, steps).tolist() if steps > 1 else [s_max]
+        scheduler.set_timesteps(sigmas=s_grid)
+        x = noise * float(scheduler.sigmas[0])
+        for i, t in enumerate(scheduler.timesteps):
+            s = float(scheduler.sigmas[i])
+            sigma = torch.full((B,), s / (1.0 - s), device=x.device)
+            x0 = denoiser(x / (1.0 - s), sigma, context, anchor, actions)
+            v = (x - x0) / s
+            x = scheduler.step(v, t, x).prev_sample
+        return x.clamp(-1, 1)
