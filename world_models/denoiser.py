@@ -14,6 +14,9 @@ and an MLP embedding of all K actions is added to the noise-level embedding thro
 `class_embed_type="identity"`, so every ResNet block is modulated by the actions as well. The output
 [B, K * ch, H, W] is read as K frames [B, K, ch, H, W]. Frames are float in [-1, 1].
 
+With `residual=True` (default) the diffused variable is the change from the last context frame,
+x = frames - context[:, -1:], and frames = x + context[:, -1:] after sampling (`reference`).
+
 The preconditioning (c_skip, c_out, c_in, c_noise) lives here and not in the sampler, so the
 denoiser always returns a clean estimate x0 and any sampler (EDM Euler, flow-match Euler) can use it.
 """
@@ -42,6 +45,9 @@ class DenoiserConfig:
     sigma_max: float = 5.0  # DIAMOND's value: enough for 1-3 step sampling from a strong context
     p_mean: float = -0.4  # training noise levels: ln(sigma) ~ N(p_mean, p_std^2) (EDM / DIAMOND)
     p_std: float = 1.2
+    residual: bool = True  # diffuse the change from the last context frame instead of the frame itself:
+    # most of a robot scene is static, so the residual is mostly zero and the model spends its
+    # capacity on what moves (the sampler adds the last context frame back)
     noise_embed_scale: float = 100.0  # c_noise = 0.25 ln(sigma) spans ~2 units: scaled so the
     # sinusoidal timestep embedding uses more than its lowest frequencies
 
@@ -88,6 +94,8 @@ class Denoiser(nn.Module):
                 actions: torch.Tensor) -> torch.Tensor:
         """Clean estimate x0 [B, K, ch, H, W] of `noisy` [B, K, ch, H, W] at noise level sigma [B].
 
+        Both are in the diffused space: residuals from `reference(context)` when cfg.residual.
+
         context [B, C, ch, H, W], anchor [B, ch, H, W], actions [B, K, 7]; all float.
         """
         B, K, ch, H, W = noisy.shape
@@ -104,6 +112,11 @@ class Denoiser(nn.Module):
         f = self.unet(x, self.c_noise(sigma) * self.cfg.noise_embed_scale, class_labels=emb).sample
         x0 = self.c_skip(s) * noisy.reshape(B, K * ch, H, W) + self.c_out(s) * f
         return x0.reshape(B, K, ch, H, W)
+
+    def reference(self, context: torch.Tensor) -> torch.Tensor:
+        """What the diffused variable is relative to: the last context frame [B, 1, ch, H, W], or 0."""
+        last = context[:, -1:]
+        return last if self.cfg.residual else torch.zeros_like(last)
 
     def loss_weight(self, sigma: torch.Tensor) -> torch.Tensor:
         """EDM weighting lambda(sigma) = 1 / c_out^2: every noise level contributes a unit-variance target."""

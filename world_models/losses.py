@@ -79,11 +79,13 @@ class WorldModelObjective(nn.Module):
     def forward(self, batch: dict[str, torch.Tensor], sigma: torch.Tensor, noise: torch.Tensor,
                 degraded_target: torch.Tensor) -> dict[str, torch.Tensor]:
         den, head = self.model.denoiser, self.model.head
-        target = batch["target"]
+        ref = den.reference(batch["context"])
+        target = batch["target"] - ref  # the diffused variable (residual from the last context frame)
         s = sigma.to(target)
         x0 = den(target + s[:, None, None, None, None] * noise.to(target), s, batch["context"], batch["anchor"],
                  batch["actions"])
         per_clip = (x0 - target).pow(2).flatten(1).mean(1)
+        x0 = x0 + ref  # back to frames, for the heads
         denoise = (den.loss_weight(s) * per_clip).mean()
         hc = head.cfg
         pw_s = torch.tensor(hc.success_pos_weight, device=target.device)
