@@ -104,19 +104,27 @@ class LiberoEnv(gym.Env):
         self._raw = libero_suites.make_raw_env(
             task, self.cfg.image_size, [CAMERAS[v] for v in self.cfg.views]
         )
-        processors = [p for p in (libero_suites.fast_render_xml if self.cfg.fast_render else None, self._user_xml_processor) if p]
-        if processors:
-            # robosuite's public hook: applied to the scene XML at every (hard) reset, before the sim is built.
-            def process(xml: str) -> str:
-                for p in processors:
-                    xml = p(xml)
-                return xml
-
-            self._raw.env.set_xml_processor(process)
+        self._install_xml_processors()
         self.task = task
         self.task_id = task_id
         self.init_states = task.init_states
         self.instruction = task.language
+
+    def _install_xml_processors(self) -> None:
+        processors = [p for p in (libero_suites.fast_render_xml if self.cfg.fast_render else None, self._user_xml_processor) if p]
+
+        # robosuite's public hook: applied to the scene XML at every (hard) reset, before the sim is built.
+        def process(xml: str) -> str:
+            for p in processors:
+                xml = p(xml)
+            return xml
+
+        self._raw.env.set_xml_processor(process if processors else None)
+
+    def set_xml_processor(self, processor: Callable[[str], str] | None) -> None:
+        """Change the scene-XML processor (e.g. a visual style from `envs.style`); applies from the next reset."""
+        self._user_xml_processor = processor
+        self._install_xml_processors()
 
     @property
     def raw(self):
@@ -166,7 +174,7 @@ class LiberoEnv(gym.Env):
         global_state = np.random.get_state()
         np.random.seed(int(self.np_random.integers(2**31)))
         try:
-            self._raw.reset()
+            libero_suites.reset_scene(self._raw)
         finally:
             np.random.set_state(global_state)
         raw_obs = self._raw.set_init_state(self.init_states[self.init_state_id])

@@ -101,6 +101,25 @@ def make_raw_env(task: LiberoTask, image_size: int, camera_names: list[str]):
     )
 
 
+MAX_PLACEMENT_TRIES = 50
+
+
+def reset_scene(raw_env) -> dict:
+    """Reload the scene of a LIBERO env, retrying only when object placement fails.
+
+    LIBERO's own `reset` retries in a loop whose `finally: continue` swallows *every* exception,
+    so any error while building the scene (say, in a scene-XML processor) would spin forever.
+    """
+    from robosuite.utils.errors import RandomizationError
+
+    for _ in range(MAX_PLACEMENT_TRIES):
+        try:
+            return raw_env.env.reset()
+        except RandomizationError:
+            continue
+    raise RuntimeError(f"LIBERO could not place the scene's objects in {MAX_PLACEMENT_TRIES} tries")
+
+
 def fast_render_xml(xml: str) -> str:
     """Scene XML with multisampling and mirror reflections turned off.
 

@@ -108,3 +108,16 @@ def test_fast_render_xml_keeps_geometry():
     xml = '<mujoco><asset><material name="m" reflectance="0.5"/></asset><worldbody><geom size="1"/></worldbody></mujoco>'
     out = libero_suites.fast_render_xml(xml)
     assert 'offsamples="0"' in out and 'reflectance="0"' in out and '<geom size="1"' in out
+
+
+def test_scene_errors_surface_instead_of_hanging():
+    # LIBERO's own reset retries forever on any exception; ours must raise it.
+    def broken(xml: str) -> str:
+        raise KeyError("broken scene processor")
+
+    env = LiberoEnv(LiberoEnvConfig(task_id=0, settle_steps=0), xml_processor=broken)
+    try:
+        with pytest.raises(KeyError, match="broken scene processor"):
+            env.reset(seed=0)
+    finally:
+        env.close()
