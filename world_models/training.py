@@ -149,7 +149,7 @@ class Trainer:
         self.lr_sched.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.state.step += 1
-        out = {k: float(v) for k, v in losses.items()}
+        out = {k: float(v.detach()) for k, v in losses.items()}
         out.update(lr=self.lr_sched.get_last_lr()[0], bootstrap_prob=prob, bootstrapped=float(mask.float().mean()))
         return out
 

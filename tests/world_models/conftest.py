@@ -79,3 +79,37 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+def tiny_train_config(data: Path, out: Path, steps: int, **overrides):
+    """A TrainWorldModelConfig for the square world: tiny model, C=2, K=4, one thread."""
+    from world_models.clips import ClipConfig
+    from world_models.training import TrainWorldModelConfig
+
+    cfg = TrainWorldModelConfig(
+        out_dir=str(out), clips=ClipConfig(data_dir=str(data), context_frames=2, chunk_len=4),
+        model=tiny_model_config(), steps=steps, batch_size=16, lr=5e-3, lr_schedule="constant_with_warmup",
+        warmup_steps=20, log_every=50, sample_every=0, checkpoint_every=10_000, num_threads=1,
+    )
+    for k, v in overrides.items():
+        setattr(cfg, k, v)
+    return cfg
+
+
+@pytest.fixture(scope="session")
+def trained_square(square_data, tmp_path_factory):
+    """A tiny world model trained 500 steps on the square world (~1 min on one core), with its losses.
+
+    Style augmentation and bootstrapping are off here: this model checks that the denoiser learns
+    the action-conditioned dynamics; those two features have tests of their own.
+    """
+    from world_models.training import Trainer
+
+    torch.set_num_threads(1)
+    cfg = tiny_train_config(square_data, tmp_path_factory.mktemp("square_run"), steps=500)
+    cfg.augment.enabled = False
+    cfg.bootstrap.enabled = False
+    trainer = Trainer(cfg)
+    losses = [trainer.step()["denoise"] for _ in range(cfg.steps)]
+    trainer.save_checkpoint()
+    return trainer.unwrapped().eval(), losses, cfg
