@@ -64,17 +64,30 @@ def run_expert_episode(
     max_steps: int = 220,
     settle_steps: int = 10,
     on_step: StepCallback | None = None,
+    reset_seed: int | None = None,
 ) -> ExpertEpisodeResult:
     """Run one episode of ``expert`` from ``init_state`` (flat MuJoCo state, e.g. [92] floats).
 
     ``on_step(raw_obs, action, reward, done)`` is called after every expert step with the
     observation that step produced, so a recorder sees (obs_t+1, a_t) pairs; settle steps are
     not reported. Returns an ``ExpertEpisodeResult``.
+
+    ``reset_seed``: LIBERO re-samples the placement of fixed fixtures (cabinet, stove: ~1 cm,
+    a few degrees) from the global NumPy RNG at every ``reset()``, and the init state does not
+    cover them. Passing a seed makes that draw reproducible (the global RNG state is restored).
     """
     state = _validate(raw_env, init_state, max_steps, settle_steps)
     if on_step is not None and not callable(on_step):
         raise ValueError("on_step must be callable or None")
-    raw_env.reset()
+    if reset_seed is None:
+        raw_env.reset()
+    else:
+        saved = np.random.get_state()
+        np.random.seed(int(reset_seed))
+        try:
+            raw_env.reset()
+        finally:
+            np.random.set_state(saved)
     obs = raw_env.set_init_state(state)
     for _ in range(settle_steps):
         obs, _, _, _ = raw_env.step(SETTLE_ACTION.copy())
@@ -95,5 +108,5 @@ def run_expert_episode(
         actions=np.asarray(actions, dtype=np.float32).reshape(-1, 7),
         phases=phases,
         perturbation=getattr(expert, "perturbation_label", "none"),
-        info={"regrasps": getattr(expert, "regrasps", 0)},
+        info={"regrasps": getattr(expert, "regrasps", 0), **dict(getattr(expert, "perturbation_info", {}))},
     )

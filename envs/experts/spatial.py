@@ -67,6 +67,9 @@ class ExpertConfig:
     finger_reach: float = 0.045  # outer finger distance from the grip site when open
     clearance_cap: float = 0.06  # distances beyond this do not improve an azimuth's score
     slope_penalty: float = 2.0  # score cost per unit |z| of the wall normal at the grasp point
+    reach_limit: float = 0.75  # comfortable shoulder-to-wrist distance of the Panda
+    reach_penalty: float = 10.0  # score cost per metre beyond reach_limit
+    wrist_height: float = 0.21  # wrist centre above the grip site when pointing down
 
 
 def quat_xyzw_to_mat(q: np.ndarray) -> np.ndarray:
@@ -148,6 +151,9 @@ class SpatialExpert:
         r_site = np.array(sim.data.site_xmat[site]).reshape(3, 3)
         self._r_hand_to_site = quat_xyzw_to_mat(raw_obs["robot0_eef_quat"]).T @ r_site
         self._boxes = self._obstacle_boxes(sim)
+        self._grasp_shift = np.zeros(2)  # (radial, height) offset of the grasp point; perturbations
+        # Panda shoulder (joint 2 axis); grasps far from it end at the workspace boundary.
+        self._shoulder = np.array(sim.data.body_xpos[sim.model.body_name2id("robot0_link2")])
         self._tried = []
         self._phase, self._t_phase = "approach", 0
         self._history: list[float] = []  # progress signal for stall detection
@@ -192,7 +198,9 @@ class SpatialExpert:
         """
         r_bowl = quat_xyzw_to_mat(obs[f"{self.bowl}_quat"])
         radial = r_bowl @ np.array([np.cos(azimuth), np.sin(azimuth), 0.0])
-        point = obs[f"{self.bowl}_pos"] + self.cfg.rim_radius * radial + self.cfg.grasp_height * r_bowl[:, 2]
+        radius = self.cfg.rim_radius + self._grasp_shift[0]
+        height = self.cfg.grasp_height + self._grasp_shift[1]
+        point = obs[f"{self.bowl}_pos"] + radius * radial + height * r_bowl[:, 2]
         horizontal = np.array([radial[0], radial[1], 0.0])
         return point, horizontal / max(np.linalg.norm(horizontal), 1e-6), float(abs(radial[2]))
 
@@ -216,9 +224,11 @@ class SpatialExpert:
             local = np.einsum("bji,pbj->pbi", rots, probes[:, None, :] - centres[None])
             dist = np.linalg.norm(np.maximum(np.abs(local) - halves[None], 0.0), axis=-1).min(axis=1)
         # Capped sum: every probe near an obstacle costs, far ones are all equal. A slanted wall
-        # squeezes out of vertical fingers, and the small last term prefers rim points facing
-        # the robot (shorter reach, gentler wrist motion).
-        return float(np.minimum(dist, cfg.clearance_cap).sum() - cfg.slope_penalty * slope - 1e-3 * point[0])
+        # squeezes out of vertical fingers, and rim points beyond the arm's comfortable reach
+        # stall the approach at the workspace boundary.
+        reach = np.linalg.norm(point + [0.0, 0.0, cfg.wrist_height] - self._shoulder)
+        penalty = cfg.slope_penalty * slope + cfg.reach_penalty * max(0.0, reach - cfg.reach_limit)
+        return float(np.minimum(dist, cfg.clearance_cap).sum() - penalty - 1e-3 * point[0])
 
     def _rank_azimuths(self, obs: dict) -> list[float]:
         """Candidate bowl-frame azimuths (rad), best first, skipping those already tried."""
@@ -272,10 +282,10 @@ class SpatialExpert:
         self._phase, self._t_phase = phase, 0
         self._history = []
 
-    def _stalled(self, progress: float) -> bool:
-        """True when ``progress`` (a distance still to go) stopped shrinking for stall_steps."""
+    def _stalled(self, progress: float, steps: int | None = None) -> bool:
+        """True when ``progress`` (a distance still to go) stopped shrinking for ``steps``."""
         self._history.append(progress)
-        n = self.cfg.stall_steps
+        n = steps or self.cfg.stall_steps
         return len(self._history) > n and self._history[-n - 1] - progress < 0.002
 
     def act(self, raw_obs: dict) -> np.ndarray:
@@ -288,7 +298,7 @@ class SpatialExpert:
         cfg = self.cfg
         eef = np.asarray(obs["robot0_eef_pos"], dtype=np.float64)
         bowl = np.asarray(obs[f"{self.bowl}_pos"], dtype=np.float64)
-        plate = np.asarray(obs[f"{self.plate}_pos"], dtype=np.float64)
+        plate = self._place_point(obs)
         carry_z = max(cfg.lift_z, self._grasp_eef_z + cfg.min_lift)
 
         if self._phase == "approach":
@@ -297,11 +307,19 @@ class SpatialExpert:
             grasp, _, _ = self._grasp_frame(obs, self._azimuth)
             r_goal = self._grasp_rotation(obs)
             off_axis = np.linalg.norm((eef - grasp)[:2])
-            aligned = np.linalg.norm(self._rot_error(obs, r_goal)) < cfg.rot_tol
-            if off_axis < cfg.approach_tol and eef[2] > grasp[2] and aligned:
+            target = grasp + [0.0, 0.0, cfg.hover_height]
+            rot_err = np.linalg.norm(self._rot_error(obs, r_goal))
+            progress = np.linalg.norm(target - eef) + 0.01 * rot_err  # 1 rad counts as 1 cm
+            stalled = self._stalled(float(progress), 2 * cfg.stall_steps)
+            if off_axis < cfg.approach_tol and eef[2] > grasp[2] and rot_err < cfg.rot_tol:
                 self._goto("descend")
+            elif stalled:
+                # Stuck at the workspace boundary or against an obstacle: try the next azimuth.
+                self._tried.append(self._azimuth)
+                self._plan(obs)
+                self._goto("approach")
+                return self._servo(obs, eef + [0.0, 0.0, 0.02], self._site_rotation(obs), -1.0)
             else:
-                target = grasp + [0.0, 0.0, cfg.hover_height]
                 if off_axis > 0.05:
                     # Stay high until roughly above the rim so the fingers never sweep objects.
                     target[2] = max(target[2], eef[2])
@@ -373,6 +391,10 @@ class SpatialExpert:
                 self._phase = "done"
             return self._servo(obs, np.array([eef[0], eef[1], carry_z]), self._upright_rotation(obs), -1.0)
         raise RuntimeError(f"unknown phase {self._phase!r}")
+
+    def _place_point(self, obs: dict) -> np.ndarray:
+        """Where the bowl origin should end up [3] (world): the plate origin."""
+        return np.asarray(obs[f"{self.plate}_pos"], dtype=np.float64)
 
     def _can_retry(self) -> bool:
         return len(self._tried) <= self.cfg.max_regrasps

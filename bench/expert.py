@@ -1,0 +1,107 @@
+"""Benchmark the scripted LIBERO-Spatial expert over tasks x official init states.
+
+    MUJOCO_GL=egl python bench/expert.py            # 10 tasks x 10 inits = 100 episodes
+    MUJOCO_GL=egl python bench/expert.py --quick    # 10 tasks x 2 inits
+
+Prints a per-task table and a final machine-readable line
+``BENCH expert suite=... episodes=N success_rate=x.xxx mean_steps=y.y threshold=0.90 PASS|FAIL``;
+exits with status 1 on FAIL. Runs without cameras (the expert reads privileged state only).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import argparse  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+from envs.experts import SpatialExpert, run_expert_episode  # noqa: E402
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--suite", default="libero_spatial", choices=["libero_spatial"])
+    p.add_argument("--inits", type=int, default=10, help="init states per task (first N official ones)")
+    p.add_argument("--quick", action="store_true", help="2 init states per task")
+    p.add_argument("--tasks", type=int, nargs="+", default=None, help="task ids (default: all)")
+    p.add_argument("--threshold", type=float, default=0.90, help="minimum success rate to PASS")
+    p.add_argument("--max-steps", type=int, default=220, help="steps after the 10 settle steps")
+    p.add_argument("--seed", type=int, default=0, help="seeds the fixture placement at reset")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.inits = 2
+    if args.inits < 1:
+        p.error("--inits must be >= 1")
+    if not 0.0 <= args.threshold <= 1.0:
+        p.error("--threshold must be in [0, 1]")
+    return args
+
+
+def make_env(suite, task_id: int):
+    """Raw LIBERO env without cameras: the expert only needs simulator state."""
+    from libero.libero import get_libero_path
+    from libero.libero.envs import OffScreenRenderEnv
+
+    task = suite.get_task(task_id)
+    bddl = os.path.join(get_libero_path("bddl_files"), task.problem_folder, task.bddl_file)
+    return OffScreenRenderEnv(
+        bddl_file_name=bddl, use_camera_obs=False, has_offscreen_renderer=False, camera_names=[]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from libero.libero import benchmark
+
+    suite = benchmark.get_benchmark_dict()[args.suite]()
+    tasks = args.tasks if args.tasks is not None else list(range(suite.get_num_tasks()))
+    bad = [t for t in tasks if not 0 <= t < suite.get_num_tasks()]
+    if bad:
+        raise SystemExit(f"unknown task ids {bad} (suite has {suite.get_num_tasks()})")
+
+    rows = []  # (task id, successes, n, mean steps)
+    all_success, all_steps = [], []
+    t0 = time.time()
+    bar = tqdm(total=len(tasks) * args.inits, desc="expert", unit="ep")
+    for task_id in tasks:
+        env = make_env(suite, task_id)
+        states = suite.get_task_init_states(task_id)
+        n = min(args.inits, len(states))
+        succ, steps = [], []
+        for k in range(n):
+            expert = SpatialExpert(rng=np.random.default_rng(args.seed))
+            res = run_expert_episode(
+                env, states[k], expert, max_steps=args.max_steps, reset_seed=args.seed * 100_000 + task_id * 1000 + k
+            )
+            succ.append(res.success)
+            steps.append(res.steps)
+            bar.update(1)
+            bar.set_postfix(task=task_id, sr=f"{np.mean(all_success + succ):.2f}")
+        env.close()
+        rows.append((task_id, int(sum(succ)), n, float(np.mean(steps))))
+        all_success += succ
+        all_steps += steps
+    bar.close()
+
+    print(f"\n{'task':>4}  {'success':>9}  {'mean_steps':>10}  language")
+    for task_id, s, n, ms in rows:
+        print(f"{task_id:>4}  {s:>4d} / {n:<2d}  {ms:>10.1f}  {suite.get_task(task_id).language}")
+    rate = float(np.mean(all_success))
+    verdict = "PASS" if rate >= args.threshold else "FAIL"
+    print(f"({time.time() - t0:.0f} s)")
+    print(
+        f"BENCH expert suite={args.suite} episodes={len(all_success)} success_rate={rate:.3f} "
+        f"mean_steps={np.mean(all_steps):.1f} threshold={args.threshold:.2f} {verdict}"
+    )
+    return 0 if verdict == "PASS" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
