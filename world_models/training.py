@@ -4,7 +4,8 @@
     result = train(cfg)      # or: python scripts/train_world_model.py --config quick
 
 Out dir layout:
-    config.yaml                      the resolved config
+    config.yaml                      the resolved config (written by scripts/train_world_model.py)
+    split.json                       dataset episode indices used for training and held out
     world_model.pt                   latest weights + config (WorldModel.load), rewritten at each checkpoint
     checkpoints/step_NNNNNNN/        accelerate state: model, optimizer, LR scheduler, RNG states and
                                      the sampler/generator state (exact resume); written to a temporary
@@ -19,6 +20,7 @@ the checkpoint, so a resumed run computes the same next-step loss as an uninterr
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -108,6 +110,11 @@ class Trainer:
                                              cfg.clips.holdout_min)
         self.train_episodes = [episodes[i] for i in train_idx]
         self.held_out = [episodes[i] for i in held_idx]
+        if self.acc.is_main_process:  # which episodes evaluation must keep away from (eval_world_model.py)
+            self.out.mkdir(parents=True, exist_ok=True)
+            (self.out / "split.json").write_text(json.dumps({
+                "data_dir": str(cfg.clips.data_dir), "train": [episodes[i].index for i in train_idx],
+                "held_out": [episodes[i].index for i in held_idx]}, indent=1))
         image_size = episodes[0].frames.shape[1]
         if episodes[0].frames.shape[2] != image_size:
             raise ValueError(f"frames must be square, got {episodes[0].frames.shape[1:3]}")

@@ -1,0 +1,51 @@
+"""scripts/train_world_model.py and scripts/eval_world_model.py end to end on the square world."""
+import json
+
+import pytest
+
+from scripts.cli import build_parser, load_config
+from tests.world_models.conftest import tiny_model_config, tiny_train_config
+
+pytestmark = pytest.mark.slow
+
+
+def test_train_then_eval(square_data, tmp_path):
+    from scripts import eval_world_model, train_world_model
+
+    out = tmp_path / "run"
+    cfg = tiny_train_config(square_data, out, steps=4, batch_size=4, sample_every=2, checkpoint_every=2,
+                            keep_checkpoints=1, log_every=1, sample_horizon=6)
+    cfg.model = tiny_model_config()
+    result = train_world_model.main(cfg)
+    assert result["steps"] == 4
+    assert (out / "config.yaml").is_file() and (out / "world_model.pt").is_file()
+    assert [p.name for p in (out / "checkpoints").iterdir()] == ["step_0000004"]  # keep_checkpoints=1
+    assert sorted(p.name for p in (out / "samples").iterdir()) == ["step_0000002.mp4", "step_0000004.mp4"]
+    assert list((out / "logs").rglob("events.out.tfevents*")), "no tensorboard event file"
+    split = json.loads((out / "split.json").read_text())
+    assert split["held_out"] and not set(split["held_out"]) & set(split["train"])
+    # re-running the finished run resumes at its last checkpoint and does no more steps
+    assert train_world_model.main(cfg)["steps"] == 4
+
+    ecfg = eval_world_model.EvalWorldModelConfig(checkpoint=str(out / "world_model.pt"), max_steps=10, steps=1,
+                                                 videos=1, out_dir=str(tmp_path / "eval"))
+    res = eval_world_model.main(ecfg)
+    assert res["episodes"] == split["held_out"]
+    assert len(res["psnr_per_step"]) == 10 and len(res["ssim_per_step"]) == 10
+    assert 0 < res["psnr"] < 100 and -1 <= res["ssim"] <= 1 and 0 <= res["success_f1"] <= 1
+    assert json.loads((tmp_path / "eval" / "eval.json").read_text())["psnr"] == res["psnr"]
+    assert (tmp_path / "eval" / "psnr_vs_horizon.png").stat().st_size > 0
+    assert len(list((tmp_path / "eval" / "videos").glob("*.mp4"))) == 1
+
+
+def test_cli_presets_and_help():
+    from scripts.eval_world_model import EvalWorldModelConfig
+    from world_models.training import TrainWorldModelConfig
+
+    for preset in ("quick", "full"):
+        cfg = load_config(TrainWorldModelConfig, preset, ["steps=7", "model.sampler.scheduler=flow_match_euler"],
+                          group="world_model")
+        assert cfg.steps == 7 and cfg.model.sampler.scheduler == "flow_match_euler"
+        assert cfg.clips.chunk_len == 8 and cfg.clips.context_frames == 4
+    assert "checkpoint" in build_parser(EvalWorldModelConfig, "eval", "eval_world_model").format_help()
+    assert "bootstrap" in build_parser(TrainWorldModelConfig, "train", "world_model").format_help()
