@@ -1,0 +1,153 @@
+"""Perturbed experts: scripted episodes that nearly succeed or fail on purpose, labelled.
+
+A world model trained only on expert successes never sees a bowl slip, drop or land beside the
+plate, so it cannot tell a policy that those outcomes exist. ``PerturbedExpert`` runs the same
+state machine as ``SpatialExpert`` with one controlled defect:
+
+    noise          Gaussian noise on the arm action (std = 0.3 * strength, action units) that
+                   persists for a few steps (an AR(1) process), so it is not averaged away.
+    wrong_azimuth  grasp at a poorly ranked rim azimuth, too far out and too high on the wall,
+                   without retrying: the fingers miss the wall or pinch only its edge and slip.
+    early_release  open the gripper during the carry, once the bowl has covered
+                   (1 - 0.5 * strength) ... i.e. half of the way at strength 1: it drops beside.
+    offset_target  place the bowl at 0.06 * strength m (random direction) from the plate centre:
+                   it lands half on / beside the plate (near-success).
+
+Each episode's label is ``expert.perturbation_label`` (the kind string), which
+``run_expert_episode`` copies into ``ExpertEpisodeResult.perturbation``; details (strength,
+offsets) are in ``expert.perturbation_info``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+from envs.experts.spatial import ExpertConfig, SpatialExpert
+
+
+class PerturbationKind(str, Enum):
+    NONE = "none"
+    NOISE = "noise"
+    WRONG_AZIMUTH = "wrong_azimuth"
+    EARLY_RELEASE = "early_release"
+    OFFSET_TARGET = "offset_target"
+
+
+# The perturbation kinds a dataset can request (everything but "none").
+PERTURBATION_KINDS: tuple[str, ...] = tuple(k.value for k in PerturbationKind if k is not PerturbationKind.NONE)
+
+
+@dataclass
+class Perturbation:
+    """One perturbation: ``kind`` and a dimensionless ``strength`` (1.0 = default, 0 = none).
+
+    The base magnitudes below are what strength 1.0 means for each kind.
+    """
+
+    kind: PerturbationKind | str = PerturbationKind.NOISE
+    strength: float = 1.0
+    noise_std: float = 0.3  # action units (1.0 == 5 cm / 0.5 rad per step)
+    noise_corr: float = 0.7  # AR(1) coefficient: noise persists over ~3 steps
+    radial_shift: float = 0.05  # m outward from the rim wall (wrong_azimuth)
+    height_shift: float = 0.015  # m up along the bowl axis (wrong_azimuth)
+    release_fraction: float = 0.5  # fraction of the carry left when releasing (early_release)
+    release_min_dist: float = 0.10  # m; never release closer than this to the plate centre
+    place_offset: float = 0.06  # m from the plate centre (offset_target)
+
+    def __post_init__(self) -> None:
+        try:
+            self.kind = PerturbationKind(self.kind)
+        except ValueError:
+            valid = [k.value for k in PerturbationKind]
+            raise ValueError(f"unknown perturbation kind {self.kind!r}; expected one of {valid}") from None
+        if not np.isfinite(self.strength) or self.strength < 0:
+            raise ValueError(f"strength must be a finite number >= 0, got {self.strength!r}")
+
+    @property
+    def label(self) -> str:
+        return self.kind.value
+
+
+class PerturbedExpert(SpatialExpert):
+    """``SpatialExpert`` with one deliberate defect (see module docstring); rng drives it."""
+
+    def __init__(
+        self,
+        perturbation: Perturbation | str,
+        config: ExpertConfig | None = None,
+        rng: np.random.Generator | None = None,
+    ):
+        if isinstance(perturbation, (str, PerturbationKind)):
+            perturbation = Perturbation(kind=perturbation)
+        self.perturbation = perturbation
+        cfg = config or ExpertConfig()
+        if perturbation.kind == PerturbationKind.WRONG_AZIMUTH:
+            # A retry would simply fix the bad grasp; the point is to record the failure.
+            cfg = dataclasses.replace(cfg, max_regrasps=0)
+        super().__init__(cfg, rng)
+        self.perturbation_info: dict = {}
+
+    @property
+    def perturbation_label(self) -> str:
+        return self.perturbation.label
+
+    def reset(self, raw_env, raw_obs: dict) -> None:
+        p, s = self.perturbation, self.perturbation.strength
+        self._noise = np.zeros(6)
+        self._carry_start: float | None = None
+        # Draw everything episode-specific up front so the rng stream does not depend on timing.
+        angle = float(self.rng.uniform(0.0, 2.0 * np.pi))
+        self._place_offset = p.place_offset * s * np.array([np.cos(angle), np.sin(angle), 0.0])
+        self._bad_pick = float(self.rng.uniform())
+        self.perturbation_info = {"perturbation": p.label, "strength": float(s)}
+        super().reset(raw_env, raw_obs)
+        if p.kind == PerturbationKind.WRONG_AZIMUTH:
+            self._grasp_shift = np.array([p.radial_shift * s, p.height_shift * s])
+            self._plan(raw_obs)
+        if p.kind == PerturbationKind.OFFSET_TARGET:
+            self.perturbation_info["place_offset_m"] = self._place_offset[:2].round(4).tolist()
+
+    def _plan(self, obs: dict) -> None:
+        super()._plan(obs)
+        if self.perturbation.kind == PerturbationKind.WRONG_AZIMUTH and self.perturbation.strength > 0:
+            # A random pick from the worse half of the ranking: cluttered or hard-to-reach side.
+            ranked = self._rank_azimuths(obs)
+            worse = ranked[len(ranked) // 2 :]
+            self._azimuth = worse[int(self._bad_pick * len(worse)) % len(worse)]
+            self.perturbation_info["azimuth_rad"] = round(self._azimuth, 4)
+
+    def _place_point(self, obs: dict) -> np.ndarray:
+        point = super()._place_point(obs)
+        if self.perturbation.kind == PerturbationKind.OFFSET_TARGET:
+            return point + self._place_offset
+        return point
+
+    def _policy(self, obs: dict) -> np.ndarray:
+        p = self.perturbation
+        if p.kind == PerturbationKind.EARLY_RELEASE and self._phase == "carry" and p.strength > 0:
+            bowl, plate = obs[f"{self.bowl}_pos"], obs[f"{self.plate}_pos"]
+            dist = float(np.linalg.norm((plate - bowl)[:2]))
+            if self._carry_start is None:
+                self._carry_start = dist
+            # Release once the remaining distance falls to a fraction of the carry, but never over
+            # the plate (radius ~7 cm): a bowl dropped there can still slide to the centre.
+            left = max(self._carry_start * (1.0 - p.release_fraction * p.strength), p.release_min_dist)
+            if dist <= left:
+                self.perturbation_info["release_dist_m"] = round(dist, 4)
+                self._goto("release")
+        return super()._policy(obs)
+
+    def act(self, raw_obs: dict) -> np.ndarray:
+        action = super().act(raw_obs)
+        p = self.perturbation
+        if p.kind == PerturbationKind.NOISE and p.strength > 0:
+            std = p.noise_std * p.strength
+            innovation = self.rng.normal(0.0, std * np.sqrt(1.0 - p.noise_corr**2), size=6)
+            self._noise = p.noise_corr * self._noise + innovation
+            action = action.copy()
+            action[:6] = np.clip(action[:6] + self._noise, -1.0, 1.0)
+        return action.astype(np.float32)

@@ -1,0 +1,124 @@
+"""Scripted LIBERO-Spatial experts in real LIBERO: clean successes, labelled failures, input checks.
+
+Runs without cameras (the experts read privileged state only): two env builds (~8 s each) and
+five short episodes, well under a minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+pytest.importorskip("libero.libero")
+
+from envs.experts import (  # noqa: E402
+    PERTURBATION_KINDS,
+    Perturbation,
+    PerturbedExpert,
+    SpatialExpert,
+    run_expert_episode,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.libero]
+
+SUITE = "libero_spatial"
+
+
+def _make_env(task_id: int):
+    from libero.libero import benchmark, get_libero_path
+    from libero.libero.envs import OffScreenRenderEnv
+
+    suite = benchmark.get_benchmark_dict()[SUITE]()
+    task = suite.get_task(task_id)
+    bddl = os.path.join(get_libero_path("bddl_files"), task.problem_folder, task.bddl_file)
+    env = OffScreenRenderEnv(
+        bddl_file_name=bddl, use_camera_obs=False, has_offscreen_renderer=False, camera_names=[]
+    )
+    return env, suite.get_task_init_states(task_id)
+
+
+@pytest.fixture(scope="module")
+def task0():
+    env, states = _make_env(0)
+    yield env, states
+    env.close()
+
+
+@pytest.fixture(scope="module")
+def task8():
+    env, states = _make_env(8)
+    yield env, states
+    env.close()
+
+
+def _bowl_plate_xy(obs: dict) -> float:
+    return float(np.linalg.norm(obs["akita_black_bowl_1_pos"][:2] - obs["plate_1_pos"][:2]))
+
+
+@pytest.mark.parametrize("fixture, init_id", [("task0", 3), ("task8", 1)])
+def test_expert_succeeds(request, fixture, init_id):
+    env, states = request.getfixturevalue(fixture)
+    expert = SpatialExpert(rng=np.random.default_rng(0))
+    seen = []
+    res = run_expert_episode(
+        env, states[init_id], expert, reset_seed=init_id, on_step=lambda o, a, r, d: seen.append((a, d))
+    )
+    assert res.success and env.check_success()
+    assert res.steps <= 220 and res.perturbation == "none"
+    assert res.actions.shape == (res.steps, 7) and res.actions.dtype == np.float32
+    assert np.all(np.abs(res.actions) <= 1.0)
+    assert len(res.phases) == res.steps == len(seen) and seen[-1][1]  # done reported at success
+    assert {"approach", "descend", "close", "lift", "carry", "lower"} <= set(res.phases)
+
+
+def test_early_release_fails(task0):
+    env, states = task0
+    expert = PerturbedExpert(Perturbation("early_release"), rng=np.random.default_rng(1))
+    res = run_expert_episode(env, states[0], expert, max_steps=160, reset_seed=0)
+    assert res.perturbation == "early_release" and res.info["perturbation"] == "early_release"
+    assert "release_dist_m" in res.info  # it did let go during the carry
+    assert not res.success and not env.check_success()
+    assert res.steps == 160
+
+
+def test_offset_target_misses_plate(task0):
+    env, states = task0
+    expert = PerturbedExpert(Perturbation("offset_target", strength=1.0), rng=np.random.default_rng(2))
+    last = {}
+    res = run_expert_episode(
+        env, states[1], expert, max_steps=160, reset_seed=1, on_step=lambda o, a, r, d: last.update(obs=o)
+    )
+    assert res.perturbation == "offset_target" and "release" in res.phases
+    assert not res.success
+    assert _bowl_plate_xy(last["obs"]) > 0.03  # LIBERO's On(bowl, plate) needs < 3 cm
+
+
+def test_perturbation_validation():
+    assert set(PERTURBATION_KINDS) == {"noise", "wrong_azimuth", "early_release", "offset_target"}
+    with pytest.raises(ValueError):
+        Perturbation("teleport")
+    with pytest.raises(ValueError):
+        Perturbation("noise", strength=-1.0)
+
+
+def test_bad_inputs_raise(task0):
+    env, states = task0
+    expert = SpatialExpert()
+    for bad in (0, -5, 2.5, True):
+        with pytest.raises(ValueError, match="max_steps"):
+            run_expert_episode(env, states[0], expert, max_steps=bad)
+    with pytest.raises(ValueError, match="settle_steps"):
+        run_expert_episode(env, states[0], expert, settle_steps=-1)
+    with pytest.raises(ValueError, match="init_state"):
+        run_expert_episode(env, states[0][:50], expert)
+    with pytest.raises(ValueError, match="init_state"):
+        run_expert_episode(env, states[:2], expert)
+    with pytest.raises(ValueError, match="non-finite"):
+        run_expert_episode(env, np.full_like(states[0], np.nan), expert)
+    with pytest.raises(ValueError, match="raw_env"):
+        run_expert_episode(object(), states[0], expert)
+    with pytest.raises(ValueError, match="on_step"):
+        run_expert_episode(env, states[0], expert, on_step="not callable")
