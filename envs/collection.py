@@ -1,0 +1,227 @@
+"""Collect scripted-expert and perturbed-expert episodes from real LIBERO into an episode dataset.
+
+The plan (which task, init state, expert or perturbation, seed) is a pure function of the config,
+so a collection that was stopped resumes by skipping the plan items already in the dataset.
+"""
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+
+from envs.dataset import DatasetConfig, Episode, EpisodeDataset, EpisodeWriter
+from envs.experts import PERTURBATION_KINDS, Perturbation, PerturbedExpert, SpatialExpert
+from envs.libero_env import LiberoEnv, LiberoEnvConfig
+from envs.libero_suites import suite_info
+from envs.style import style_processor
+
+log = logging.getLogger(__name__)
+SCRIPTED_SUITES = ("libero_spatial",)  # suites with a scripted expert
+
+
+@dataclass
+class CollectConfig:
+    """What to collect, and where."""
+
+    out_dir: str = "outputs/data/libero_spatial"
+    suite: str = "libero_spatial"
+    tasks: list[int] = field(default_factory=list)  # empty = every task of the suite
+    episodes_per_task: int = 10
+    init_state_offset: int = 0  # episode j of a task starts from init state (offset + j) % num_init_states
+    perturbed_fraction: float = 0.3  # share of episodes run by a perturbed expert
+    perturbations: list[str] = field(default_factory=lambda: list(PERTURBATION_KINDS))
+    perturbation_strength: float = 1.0
+    image_size: int = 64
+    views: list[str] = field(default_factory=lambda: ["agentview", "wrist"])
+    fast_render: bool = True  # see LiberoEnvConfig.fast_render; recorded in every episode's metadata
+    max_steps: int = 0  # 0 = the suite's standard horizon
+    seed: int = 0
+    num_workers: int = 1  # simulator processes (rendering is the bottleneck: use one per core)
+    video_codec: str = "libx264rgb"  # lossless; "h264" for small lossy files
+    preview_videos: int = 4  # side-by-side mp4s of the first episodes, for a human to look at
+    # Extra copies of every episode re-rendered in random visual styles (same trajectory, other look).
+    style_variants: int = 0
+
+
+@dataclass(frozen=True)
+class PlanItem:
+    task_id: int
+    index: int  # episode number within the task
+    init_state_id: int
+    perturbation: str  # "" = clean expert
+    seed: int
+    style: int = 0  # 0 = LIBERO's own look; k > 0 = the k-th style variant of this episode
+
+    @property
+    def key(self) -> tuple[int, int, str, int]:
+        return (self.task_id, self.index, self.perturbation, self.style)
+
+    @property
+    def style_seed(self) -> int:
+        # Distinct per episode and variant, reproducible from the plan.
+        return (self.seed * 7919 + self.style) % 2**31 if self.style else 0
+
+
+def validate(cfg: CollectConfig) -> None:
+    info = suite_info(cfg.suite)
+    if cfg.suite not in SCRIPTED_SUITES:
+        raise ValueError(f"suite: scripted experts exist for {list(SCRIPTED_SUITES)}, got {cfg.suite!r}")
+    bad = [t for t in cfg.tasks if not 0 <= t < info.num_tasks]
+    if bad:
+        raise ValueError(f"tasks: expected task ids in [0, {info.num_tasks - 1}], got {bad}")
+    if cfg.episodes_per_task < 1:
+        raise ValueError(f"episodes_per_task: expected an integer >= 1, got {cfg.episodes_per_task}")
+    if not 0.0 <= cfg.perturbed_fraction <= 1.0:
+        raise ValueError(f"perturbed_fraction: expected a number in [0, 1], got {cfg.perturbed_fraction}")
+    unknown = [p for p in cfg.perturbations if p not in PERTURBATION_KINDS]
+    if unknown or (cfg.perturbed_fraction > 0 and not cfg.perturbations):
+        raise ValueError(f"perturbations: expected a non-empty subset of {list(PERTURBATION_KINDS)}, got {cfg.perturbations}")
+    if cfg.style_variants < 0:
+        raise ValueError(f"style_variants: expected an integer >= 0, got {cfg.style_variants}")
+    if cfg.num_workers < 1:
+        raise ValueError(f"num_workers: expected an integer >= 1, got {cfg.num_workers}")
+
+
+def make_plan(cfg: CollectConfig, num_init_states: int = 50) -> list[PlanItem]:
+    """Deterministic episode plan: per task, a fixed share of perturbed episodes cycling the kinds."""
+    tasks = cfg.tasks or list(range(suite_info(cfg.suite).num_tasks))
+    rng = np.random.default_rng(cfg.seed)
+    plan = []
+    n_pert = int(round(cfg.perturbed_fraction * cfg.episodes_per_task))
+    for task_id in tasks:
+        perturbed = set(rng.permutation(cfg.episodes_per_task)[:n_pert].tolist())
+        k = 0
+        for j in range(cfg.episodes_per_task):
+            kind = ""
+            if j in perturbed:
+                kind = cfg.perturbations[(task_id + k) % len(cfg.perturbations)]
+                k += 1
+            item = PlanItem(task_id, j, (cfg.init_state_offset + j) % num_init_states, kind, int(rng.integers(2**31)))
+            plan += [replace(item, style=k) for k in range(1 + cfg.style_variants)]
+    return plan
+
+
+def record_episode(env: LiberoEnv, item: PlanItem, strength: float = 1.0) -> Episode:
+    """Run the (perturbed) expert for one plan item in `env` and record every control step.
+
+    Row t holds the observation before action t, action t, and the reward/success after it.
+    A style variant replays the same plan item in a restyled scene: the expert acts on privileged
+    state, not pixels, and the seeded reset is reproducible, so the trajectory is the same.
+    """
+    env.set_xml_processor(style_processor(item.style_seed) if item.style else None)
+    rng = np.random.default_rng(item.seed)
+    expert = (
+        PerturbedExpert(Perturbation(item.perturbation, strength), rng=rng) if item.perturbation else SpatialExpert(rng=rng)
+    )
+    obs, _ = env.reset(seed=item.seed, options={"task_id": item.task_id, "init_state_id": item.init_state_id})
+    expert.reset(env.raw, env.raw_obs)
+    frames, states, actions, rewards, successes = [], [], [], [], []
+    done = False
+    while not done:
+        action = np.clip(expert.act(env.raw_obs), -1.0, 1.0).astype(np.float32)
+        frames.append(obs["image"])
+        states.append(obs["state"])
+        obs, reward, terminated, truncated, info = env.step_single(action)
+        actions.append(action)
+        rewards.append(reward)
+        successes.append(info["success"])
+        done = terminated or truncated
+    images = np.stack(frames)  # [T, V, H, W, 3]
+    return Episode(
+        frames={v: images[:, i] for i, v in enumerate(env.cfg.views)},
+        state=np.stack(states),
+        action=np.stack(actions),
+        reward=np.asarray(rewards, np.float32),
+        success=np.asarray(successes, bool),
+        instruction=env.instruction,
+        suite=env.cfg.suite,
+        task_id=item.task_id,
+        source="perturbed" if item.perturbation else "expert",
+        perturbation=item.perturbation,
+        seed=item.seed,
+        init_state_id=item.init_state_id,
+        extra={
+            "plan_index": item.index,
+            "style": item.style,
+            "style_seed": item.style_seed,
+            "fast_render": env.cfg.fast_render,
+            "strength": strength if item.perturbation else 0.0,
+        },
+    )
+
+
+def env_config(cfg: CollectConfig, task_id: int) -> LiberoEnvConfig:
+    return LiberoEnvConfig(
+        suite=cfg.suite,
+        task_id=task_id,
+        views=tuple(cfg.views),
+        image_size=cfg.image_size,
+        chunk_len=1,
+        max_steps=cfg.max_steps or None,
+        fast_render=cfg.fast_render,
+    )
+
+
+# One simulator per worker process, built on first use and reused across that worker's episodes.
+_WORKER_ENV: LiberoEnv | None = None
+
+
+def _worker_record(cfg: CollectConfig, item: PlanItem) -> Episode:
+    global _WORKER_ENV
+    if _WORKER_ENV is None:
+        _WORKER_ENV = LiberoEnv(env_config(cfg, item.task_id))
+    return record_episode(_WORKER_ENV, item, cfg.perturbation_strength)
+
+
+def _iter_episodes(cfg: CollectConfig, todo: list[PlanItem]) -> Iterator[Episode]:
+    if cfg.num_workers == 1 or len(todo) == 1:
+        env = LiberoEnv(env_config(cfg, todo[0].task_id))
+        try:
+            for item in todo:
+                yield record_episode(env, item, cfg.perturbation_strength)
+        finally:
+            env.close()
+        return
+    import multiprocessing as mp
+
+    # spawn: workers start without the parent's GL/OpenMP state; items are ordered by task so each
+    # worker rebuilds its simulator rarely. map() keeps plan order, so resumes stay predictable.
+    with ProcessPoolExecutor(cfg.num_workers, mp_context=mp.get_context("spawn")) as pool:
+        yield from pool.map(_worker_record, [cfg] * len(todo), todo, chunksize=1)
+
+
+def collect(cfg: CollectConfig, progress: Callable[[Episode], None] | None = None) -> Path:
+    """Collect the plan of `cfg` into `cfg.out_dir` (resuming), return the dataset root."""
+    validate(cfg)
+    root = Path(cfg.out_dir)
+    ds_cfg = DatasetConfig(
+        views=tuple(cfg.views), image_size=(cfg.image_size, cfg.image_size), video_codec=cfg.video_codec
+    )
+    with EpisodeWriter(root, ds_cfg) as writer:
+        done_keys = _done_keys(root) if len(writer) else set()
+        plan = make_plan(cfg)
+        todo = [it for it in plan if it.key not in done_keys]
+        if len(plan) != len(todo):
+            log.info("resuming: %d of %d planned episodes already in %s", len(plan) - len(todo), len(plan), root)
+        if todo:
+            for episode in _iter_episodes(cfg, todo):
+                writer.append(episode)
+                if progress:
+                    progress(episode)
+    return root
+
+
+def _done_keys(root: Path) -> set[tuple[int, int, str, int]]:
+    meta = EpisodeDataset(root, verify=False).meta
+    return {(m["task_id"], int(m["extra"].get("plan_index", -1)), m["perturbation"], int(m["extra"].get("style", 0))) for m in meta}
+
+
+def plan_size(cfg: CollectConfig) -> int:
+    return len(cfg.tasks or range(suite_info(cfg.suite).num_tasks)) * cfg.episodes_per_task * (1 + cfg.style_variants)
+
+
+__all__ = ["CollectConfig", "PlanItem", "collect", "make_plan", "plan_size", "record_episode"]
