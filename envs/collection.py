@@ -5,6 +5,7 @@ so a collection that was stopped resumes by skipping the plan items already in t
 """
 from __future__ import annotations
 
+import atexit
 import logging
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -174,6 +175,9 @@ def _worker_record(cfg: CollectConfig, item: PlanItem) -> Episode:
     global _WORKER_ENV
     if _WORKER_ENV is None:
         _WORKER_ENV = LiberoEnv(env_config(cfg, item.task_id))
+        # Free the GL context while the interpreter is intact: left to garbage collection at exit,
+        # EGL teardown fails noisily after the display is gone.
+        atexit.register(_WORKER_ENV.close)
     return record_episode(_WORKER_ENV, item, cfg.perturbation_strength)
 
 
