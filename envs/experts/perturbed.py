@@ -8,8 +8,8 @@ state machine as ``SpatialExpert`` with one controlled defect:
                    persists for a few steps (an AR(1) process), so it is not averaged away.
     wrong_azimuth  grasp at a poorly ranked rim azimuth, too far out and too high on the wall,
                    without retrying: the fingers miss the wall or pinch only its edge and slip.
-    early_release  open the gripper during the carry, once the bowl has covered
-                   (1 - 0.5 * strength) ... i.e. half of the way at strength 1: it drops beside.
+    early_release  open the gripper during the carry once the bowl has covered 0.5 * strength of
+                   the way to the plate, and always >= 10 cm from its centre: it drops beside.
     offset_target  place the bowl at 0.06 * strength m (random direction) from the plate centre:
                    it lands half on / beside the plate (near-success).
 
@@ -105,20 +105,25 @@ class PerturbedExpert(SpatialExpert):
         self._bad_pick = float(self.rng.uniform())
         self.perturbation_info = {"perturbation": p.label, "strength": float(s)}
         super().reset(raw_env, raw_obs)
-        if p.kind == PerturbationKind.WRONG_AZIMUTH:
-            self._grasp_shift = np.array([p.radial_shift * s, p.height_shift * s])
-            self._plan(raw_obs)
         if p.kind == PerturbationKind.OFFSET_TARGET:
             self.perturbation_info["place_offset_m"] = self._place_offset[:2].round(4).tolist()
 
-    def _plan(self, obs: dict) -> None:
-        super()._plan(obs)
+    def _grasp_offset(self) -> np.ndarray:
+        p = self.perturbation
+        if p.kind == PerturbationKind.WRONG_AZIMUTH:
+            # Too far out (the wall ends up outside the finger gap) and too high on the wall.
+            return np.array([p.radial_shift * p.strength, p.height_shift * p.strength])
+        return super()._grasp_offset()
+
+    def _choose_azimuth(self, obs: dict) -> float:
+        azimuth = super()._choose_azimuth(obs)
         if self.perturbation.kind == PerturbationKind.WRONG_AZIMUTH and self.perturbation.strength > 0:
-            # A random pick from the worse half of the ranking: cluttered or hard-to-reach side.
+            # A fixed random pick from the worse half of the ranking: cluttered or far side.
             ranked = self._rank_azimuths(obs)
             worse = ranked[len(ranked) // 2 :]
-            self._azimuth = worse[int(self._bad_pick * len(worse)) % len(worse)]
-            self.perturbation_info["azimuth_rad"] = round(self._azimuth, 4)
+            azimuth = worse[int(self._bad_pick * len(worse)) % len(worse)]
+            self.perturbation_info["azimuth_rad"] = round(azimuth, 4)
+        return azimuth
 
     def _place_point(self, obs: dict) -> np.ndarray:
         point = super()._place_point(obs)
