@@ -22,6 +22,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
+from envs import libero_suites  # noqa: E402
 from envs.experts import SpatialExpert, run_expert_episode  # noqa: E402
 
 
@@ -44,35 +45,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def make_env(suite, task_id: int):
-    """Raw LIBERO env without cameras: the expert only needs simulator state."""
-    from libero.libero import get_libero_path
-    from libero.libero.envs import OffScreenRenderEnv
-
-    task = suite.get_task(task_id)
-    bddl = os.path.join(get_libero_path("bddl_files"), task.problem_folder, task.bddl_file)
-    return OffScreenRenderEnv(
-        bddl_file_name=bddl, use_camera_obs=False, has_offscreen_renderer=False, camera_names=[]
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from libero.libero import benchmark
-
-    suite = benchmark.get_benchmark_dict()[args.suite]()
-    tasks = args.tasks if args.tasks is not None else list(range(suite.get_num_tasks()))
-    bad = [t for t in tasks if not 0 <= t < suite.get_num_tasks()]
+    num_tasks = libero_suites.suite_info(args.suite).num_tasks
+    tasks = args.tasks if args.tasks is not None else list(range(num_tasks))
+    bad = [t for t in tasks if not 0 <= t < num_tasks]
     if bad:
-        raise SystemExit(f"unknown task ids {bad} (suite has {suite.get_num_tasks()})")
+        raise SystemExit(f"--tasks: unknown task ids {bad} ({args.suite} has tasks 0-{num_tasks - 1})")
 
     rows = []  # (task id, successes, n, mean steps)
     all_success, all_steps = [], []
     t0 = time.time()
     bar = tqdm(total=len(tasks) * args.inits, desc="expert", unit="ep")
     for task_id in tasks:
-        env = make_env(suite, task_id)
-        states = suite.get_task_init_states(task_id)
+        task = libero_suites.get_task(args.suite, task_id)
+        env = libero_suites.make_raw_env(task)  # no cameras: the expert reads simulator state
+        states = task.init_states
         n = min(args.inits, len(states))
         succ, steps = [], []
         for k in range(n):
@@ -92,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\n{'task':>4}  {'success':>9}  {'mean_steps':>10}  language")
     for task_id, s, n, ms in rows:
-        print(f"{task_id:>4}  {s:>4d} / {n:<2d}  {ms:>10.1f}  {suite.get_task(task_id).language}")
+        print(f"{task_id:>4}  {s:>4d} / {n:<2d}  {ms:>10.1f}  {libero_suites.get_task(args.suite, task_id).language}")
     rate = float(np.mean(all_success))
     verdict = "PASS" if rate >= args.threshold else "FAIL"
     print(f"({time.time() - t0:.0f} s)")

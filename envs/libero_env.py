@@ -25,7 +25,6 @@ from envs.spaces import ACTION_DIM, STATE_DIM, action_space, check_action_chunk,
 
 # Our view names -> robosuite camera names.
 CAMERAS = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
-SETTLE_ACTION = np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float32)
 
 
 @dataclass
@@ -168,18 +167,13 @@ class LiberoEnv(gym.Env):
                 f"for {self.cfg.suite} task {self.task_id}, got {init_id}"
             )
         self.init_state_id = int(init_id)
-        # reset() reloads the scene and LIBERO re-samples the placement of fixed fixtures (cabinet, stove)
-        # from numpy's global RNG; the official init states cover only free bodies. Seeding that RNG from
-        # the env's own generator makes a seeded reset reproducible; the caller's global state is restored.
-        global_state = np.random.get_state()
-        np.random.seed(int(self.np_random.integers(2**31)))
-        try:
-            libero_suites.reset_scene(self._raw)
-        finally:
-            np.random.set_state(global_state)
-        raw_obs = self._raw.set_init_state(self.init_states[self.init_state_id])
-        for _ in range(self.cfg.settle_steps):
-            raw_obs, _, _, _ = self._raw.step(SETTLE_ACTION)
+        # A seed drawn from the env's own generator makes a seeded reset exactly reproducible.
+        raw_obs = libero_suites.start_episode(
+            self._raw,
+            self.init_states[self.init_state_id],
+            self.cfg.settle_steps,
+            reset_seed=int(self.np_random.integers(2**31)),
+        )
         self.raw_obs = raw_obs
         self._t, self._done = 0, False
         info = {"task_id": self.task_id, "init_state_id": self.init_state_id, "success": False}

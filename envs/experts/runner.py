@@ -13,9 +13,9 @@ from typing import Callable
 import numpy as np
 
 from envs.experts.spatial import SpatialExpert
+from envs.libero_suites import start_episode
 
 # The LIBERO settle action: no motion, gripper open.
-SETTLE_ACTION = np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float32)
 
 StepCallback = Callable[[dict, np.ndarray, float, bool], None]
 
@@ -79,18 +79,7 @@ def run_expert_episode(
     state = _validate(raw_env, init_state, max_steps, settle_steps)
     if on_step is not None and not callable(on_step):
         raise ValueError("on_step must be callable or None")
-    if reset_seed is None:
-        raw_env.reset()
-    else:
-        saved = np.random.get_state()
-        np.random.seed(int(reset_seed))
-        try:
-            raw_env.reset()
-        finally:
-            np.random.set_state(saved)
-    obs = raw_env.set_init_state(state)
-    for _ in range(settle_steps):
-        obs, _, _, _ = raw_env.step(SETTLE_ACTION.copy())
+    obs = start_episode(raw_env, state, settle_steps, reset_seed)
     expert.reset(raw_env, obs)
     actions, phases = [], []
     success = bool(raw_env.check_success())

@@ -11,6 +11,8 @@ import os
 import numpy as np
 import pytest
 
+from envs import libero_suites
+
 os.environ.setdefault("MUJOCO_GL", "egl")
 pytest.importorskip("libero.libero")
 
@@ -28,16 +30,9 @@ SUITE = "libero_spatial"
 
 
 def _make_env(task_id: int):
-    from libero.libero import benchmark, get_libero_path
-    from libero.libero.envs import OffScreenRenderEnv
-
-    suite = benchmark.get_benchmark_dict()[SUITE]()
-    task = suite.get_task(task_id)
-    bddl = os.path.join(get_libero_path("bddl_files"), task.problem_folder, task.bddl_file)
-    env = OffScreenRenderEnv(
-        bddl_file_name=bddl, use_camera_obs=False, has_offscreen_renderer=False, camera_names=[]
-    )
-    return env, suite.get_task_init_states(task_id)
+    """State-only raw LIBERO env (no cameras): the expert reads simulator state."""
+    task = libero_suites.get_task(SUITE, task_id)
+    return libero_suites.make_raw_env(task), task.init_states
 
 
 @pytest.fixture(scope="module")
