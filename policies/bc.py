@@ -1,0 +1,239 @@
+"""Behaviour cloning of the built-in VLA on expert episodes (chunks of K future actions per step).
+
+Every step t of a selected episode is one sample: the observation at t and the actions t..t+K-1.
+Near the episode end the chunk runs past the last action; those entries are masked out of the loss
+(the episode is over: there is no right action to imitate). Images get a random shift (replicate
+padding, DrQ-style), the usual cure for a conv encoder overfitting a few demonstrations.
+
+Checkpoints (`out_dir/checkpoint.pt`, atomic) hold model, optimizer, LR schedule, RNG states and step,
+so a stopped run resumed with the same config continues bit for bit. `out_dir/policy.pt` is the
+final policy (`Policy.load`), `out_dir/loss.csv` and `out_dir/logs/` (tensorboard) the loss curve.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.tensorboard import SummaryWriter
+from tqdm import tqdm
+
+from policies.vla import VLAConfig, VLAPolicy
+
+
+@dataclass
+class BCConfig:
+    """Behaviour cloning run: data, model, optimisation, bookkeeping."""
+
+    data_dir: str = "outputs/data/libero_spatial_quick"  # an EpisodeDataset (LeRobot v3 layout)
+    out_dir: str = "outputs/bc/quick"
+    tasks: list[int] = field(default_factory=list)  # empty = every task in the dataset
+    sources: list[str] = field(default_factory=lambda: ["expert"])  # episode sources to imitate
+    success_only: bool = True  # imitate only episodes that reached success
+    max_episodes: int = 0  # 0 = all selected episodes
+    policy: VLAConfig = field(default_factory=VLAConfig)
+    steps: int = 2000
+    batch_size: int = 32
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    grad_clip: float = 1.0
+    loss: str = "mse"  # "mse" on the chunk mean, or "nll" (Gaussian NLL, also fits the policy's log-std)
+    augment_shift: int = 4  # max random image shift in pixels (0 = off)
+    checkpoint_every: int = 500
+    log_every: int = 50
+    seed: int = 0
+    num_threads: int = 1  # torch CPU threads (2 threads on a busy 2-core machine run ~10x slower than 1)
+    device: str = "cpu"
+    resume: bool = True  # continue from out_dir/checkpoint.pt when it exists
+
+
+class ChunkData:
+    """Selected episodes in memory as tensors; index n = one (episode, t) sample.
+
+    image uint8 [N, V, H, W, 3], state float32 [N, 8], target float32 [N, K, 7], mask bool [N, K],
+    text_id long [N] into `instructions`.
+    """
+
+    def __init__(self, episodes: Sequence[Any], views: Sequence[str], chunk_len: int, image_size: int):
+        if not episodes:
+            raise ValueError("BC: no episodes selected (check data_dir, tasks, sources, success_only)")
+        images, states, targets, masks, text_ids = [], [], [], [], []
+        self.instructions: list[str] = []
+        for ep in episodes:
+            missing = [v for v in views if v not in ep.frames]
+            if missing:
+                raise ValueError(f"BC: episode lacks views {missing}; dataset views are {sorted(ep.frames)}")
+            T = len(ep)
+            img = torch.from_numpy(np.stack([ep.frames[v] for v in views], axis=1))  # [T, V, H, W, 3]
+            images.append(_resize_uint8(img, image_size))
+            states.append(torch.as_tensor(np.array(ep.state, dtype=np.float32)))
+            action = torch.as_tensor(np.array(ep.action, dtype=np.float32))
+            idx = torch.arange(T)[:, None] + torch.arange(chunk_len)[None, :]  # [T, K]
+            masks.append(idx < T)
+            targets.append(action[idx.clamp(max=T - 1)])
+            if ep.instruction not in self.instructions:
+                self.instructions.append(ep.instruction)
+            text_ids.append(torch.full((T,), self.instructions.index(ep.instruction)))
+        self.image, self.state = torch.cat(images), torch.cat(states)
+        self.target, self.mask, self.text_id = torch.cat(targets), torch.cat(masks), torch.cat(text_ids)
+
+    def __len__(self) -> int:
+        return self.state.shape[0]
+
+    def batch(self, idx: torch.Tensor, shift: int, generator: torch.Generator) -> tuple[dict, torch.Tensor, torch.Tensor]:
+        image = self.image[idx]
+        if shift > 0:
+            image = random_shift(image, shift, generator)
+        obs = {"image": image, "state": self.state[idx], "instruction": [self.instructions[i] for i in self.text_id[idx]]}
+        return obs, self.target[idx], self.mask[idx]
+
+
+def _resize_uint8(img: torch.Tensor, size: int) -> torch.Tensor:
+    """uint8 [T, V, H, W, 3] -> uint8 [T, V, size, size, 3] (area resize; no-op at the right size)."""
+    T, V, H, W, _ = img.shape
+    if (H, W) == (size, size):
+        return img
+    x = img.reshape(T * V, H, W, 3).permute(0, 3, 1, 2).float()
+    x = F.interpolate(x, size=(size, size), mode="area").round().clamp(0, 255).to(torch.uint8)
+    return x.permute(0, 2, 3, 1).reshape(T, V, size, size, 3)
+
+
+def random_shift(image: torch.Tensor, pad: int, generator: torch.Generator) -> torch.Tensor:
+    """Shift each image of uint8 [B, V, H, W, 3] by up to `pad` pixels, edges replicated.
+
+    Clamped index grids do the replicate padding and the crop in one gather, staying in uint8.
+    """
+    B, V, H, W, C = image.shape
+    flat = image.reshape(B * V, H, W, C)
+    off = torch.randint(0, 2 * pad + 1, (B * V, 2), generator=generator) - pad
+    rows = (torch.arange(H)[None, :] + off[:, :1]).clamp(0, H - 1)  # [N, H]
+    cols = (torch.arange(W)[None, :] + off[:, 1:]).clamp(0, W - 1)  # [N, W]
+    n = torch.arange(B * V)[:, None, None]
+    return flat[n, rows[:, :, None], cols[:, None, :]].reshape(B, V, H, W, C)
+
+
+def bc_loss(policy: VLAPolicy, obs: dict, target: torch.Tensor, mask: torch.Tensor, kind: str) -> tuple[torch.Tensor, float]:
+    """Masked loss over the chunk -> (loss to minimise, plain MSE of the mean for logging)."""
+    out = policy(obs)
+    m = mask[..., None].to(out.mean.dtype)  # [B, K, 1]
+    denom = m.sum() * target.shape[-1]
+    mse = ((out.mean - target) ** 2 * m).sum() / denom
+    if kind == "mse":
+        return mse, mse.item()
+    if kind == "nll":
+        var = (2 * out.log_std).exp().expand_as(out.mean)
+        nll = F.gaussian_nll_loss(out.mean, target, var, reduction="none", full=True)
+        return (nll * m).sum() / denom, mse.item()
+    raise ValueError(f"loss: expected 'mse' or 'nll', got {kind!r}")
+
+
+def _read_log(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _save_atomic(obj: dict, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = None,
+             progress: bool = True, on_log: Callable[[dict], None] | None = None) -> dict:
+    """Train (or resume) a VLA by BC on `episodes`; returns {"policy_path", "steps", "final_loss", ...}.
+
+    episodes: objects with frames {view: uint8 [T, H, W, 3]}, state float32 [T, 8], action float32
+    [T, 7] and instruction str (e.g. `envs.dataset.Episode`; selecting them is the caller's job, see
+    scripts/train_bc.py). state_stats: {"mean": [8], "std": [8]} (default: over these episodes).
+    """
+    torch.set_num_threads(cfg.num_threads)
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(cfg.seed)
+    policy = VLAPolicy(cfg.policy).to(cfg.device)
+    data = ChunkData(episodes, cfg.policy.views, cfg.policy.chunk_len, cfg.policy.image_size)
+    if state_stats is None:
+        state_stats = {"mean": data.state.mean(0), "std": data.state.std(0)}
+    policy.set_state_stats(state_stats["mean"], state_stats["std"])
+    policy.instruction_embeddings(data.instructions)  # encode once, stored in the checkpoint
+    opt = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(cfg.steps, 1), eta_min=cfg.lr * 0.05)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    step, ckpt_path = 0, out / "checkpoint.pt"
+    if cfg.resume and ckpt_path.is_file():
+        ck = torch.load(ckpt_path, map_location=cfg.device, weights_only=True)
+        if ck["policy_config"] != asdict(cfg.policy):
+            raise ValueError(f"{ckpt_path}: saved with another policy config; use a new out_dir or resume=false")
+        policy.load_state_dict(ck["policy"])
+        opt.load_state_dict(ck["optimizer"])
+        sched.load_state_dict(ck["scheduler"])
+        gen.set_state(ck["generator"])
+        torch.set_rng_state(ck["torch_rng"])
+        step = int(ck["step"])
+
+    def checkpoint() -> None:
+        _save_atomic({"policy": policy.state_dict(), "policy_config": asdict(cfg.policy), "optimizer": opt.state_dict(),
+                      "scheduler": sched.state_dict(), "generator": gen.get_state(),
+                      "torch_rng": torch.get_rng_state(), "step": step}, ckpt_path)
+
+    log_path, columns = out / "loss.csv", ["step", "loss", "mse", "lr", "seconds"]
+    # rows logged after the checkpoint we resume from will be logged again: drop them
+    rows = [r for r in _read_log(log_path) if int(r["step"]) <= step] if step else []
+    log_file = open(log_path, "w", newline="")
+    writer = csv.writer(log_file)
+    writer.writerow(columns)
+    writer.writerows([[r[k] for k in columns] for r in rows])
+    last = {k: float(v) for k, v in rows[-1].items()} if rows else None
+    tb = SummaryWriter(str(out / "logs"))
+    policy.train()
+    bar = tqdm(total=cfg.steps, initial=step, desc="bc", unit="step", disable=not progress)
+    t0, run_loss, run_mse, n, first_loss = time.time(), 0.0, 0.0, 0, None
+    try:
+        while step < cfg.steps:
+            idx = torch.randint(0, len(data), (cfg.batch_size,), generator=gen)
+            obs, target, mask = data.batch(idx, cfg.augment_shift, gen)
+            loss, mse = bc_loss(policy, obs, target.to(cfg.device), mask.to(cfg.device), cfg.loss)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip)
+            opt.step()
+            sched.step()
+            step += 1
+            run_loss, run_mse, n = run_loss + float(loss), run_mse + mse, n + 1
+            first_loss = float(loss) if first_loss is None else first_loss
+            if step % cfg.log_every == 0 or step == cfg.steps:
+                row = {"step": step, "loss": run_loss / n, "mse": run_mse / n, "lr": sched.get_last_lr()[0],
+                       "seconds": time.time() - t0}
+                writer.writerow([row[k] for k in columns])
+                log_file.flush()
+                for k in ("loss", "mse", "lr"):
+                    tb.add_scalar(f"bc/{k}", row[k], step)
+                bar.set_postfix(loss=f"{row['loss']:.4f}", mse=f"{row['mse']:.4f}")
+                if on_log:
+                    on_log(row)
+                last, run_loss, run_mse, n = row, 0.0, 0.0, 0
+            if step % cfg.checkpoint_every == 0 or step == cfg.steps:
+                checkpoint()
+            bar.update(1)
+    finally:
+        bar.close()
+        log_file.close()
+        tb.close()
+    policy.eval()
+    policy.save(out / "policy.pt")
+    seconds = time.time() - t0
+    final = last or {"loss": float("nan"), "mse": float("nan")}
+    return {"policy_path": str(out / "policy.pt"), "steps": step, "final_loss": final["loss"], "final_mse": final["mse"],
+            "first_loss": first_loss, "seconds": seconds, "samples": len(data), "episodes": len(episodes),
+            "instructions": data.instructions}
+
+
+__all__ = ["BCConfig", "ChunkData", "bc_loss", "random_shift", "train_bc"]
