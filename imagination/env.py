@@ -1,0 +1,249 @@
+"""`ImaginationVectorEnv`: a Gymnasium `VectorEnv` whose dynamics are a learned world model.
+
+Same observation and action spaces as the real LIBERO env with the world model's views (built by
+`envs.spaces`), so a policy cannot tell which one it runs in:
+
+    obs["image"] uint8 [B, V, H, W, 3], obs["state"] float32 [B, 8], obs["instruction"] B strings
+    action float32 [B, K, 7] chunk in [-1, 1]
+
+One `step` imagines the K frames of the chunk in one batched `WorldModel.predict` call; the proprio
+model gives the states. Reward 1.0 and `terminated` when the success head's probability passes the
+threshold (the chunk stops there, as the real env stops on success); `truncated` at the horizon.
+Episodes start from keyframes of real episodes (see `imagination.keyframes`). With uncertainty on,
+each chunk is imagined twice with different noise; the per-env disagreement (mean absolute pixel
+difference, frames in [-1, 1]) is reported in info["uncertainty"] and can truncate or penalize.
+Autoreset: next-step (an env that ended is reset by the following `step`, which ignores its action).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from envs.dataset import EpisodeDataset
+from envs.spaces import action_space, check_action_chunk, observation_space
+from imagination.keyframes import KeyframeConfig, KeyframeSampler
+from world_models.clips import to_model_frames, to_uint8
+from world_models.model import WorldModel
+from world_models.proprio import ProprioModel
+
+UNCERTAINTY_MODES = ("off", "report", "truncate", "penalize")
+
+
+@dataclass
+class ImaginationConfig:
+    max_steps: int = 220  # control steps of an episode, counted from the real episode's start
+    success_threshold: float = 0.5  # on sigmoid(success logit)
+    sampling_steps: int | None = None  # denoising steps per chunk; None = the world model's default
+    keyframes: KeyframeConfig = field(default_factory=KeyframeConfig)
+    uncertainty: str = "off"  # off | report | truncate | penalize
+    uncertainty_threshold: float = 0.08
+    uncertainty_penalty: float = 0.5
+    device: str = "cpu"
+
+
+@dataclass
+class StartEpisode:
+    """A real episode to start imagined ones from: frames uint8 [T, V, H, W, 3], state [T, S], action [T, 7]."""
+
+    frames: np.ndarray
+    state: np.ndarray
+    action: np.ndarray
+    instruction: str
+    task_id: int
+
+
+def load_start_episodes(root: str, views: list[str], indices: list[int] | None = None) -> list[StartEpisode]:
+    """Real episodes (all, or `indices`) of the dataset at `root` with the world model's views."""
+    ds = EpisodeDataset(root, verify=False)
+    missing = [v for v in views if v not in ds.views]
+    if missing:
+        raise ValueError(f"views {missing} are not in the dataset at {root} (it has {list(ds.views)})")
+    out = []
+    for i in range(len(ds)) if indices is None else indices:
+        ep = ds[i]
+        out.append(StartEpisode(np.stack([ep.frames[v] for v in views], axis=1), ep.state, ep.action, ep.instruction, ep.task_id))
+    return out
+
+
+class ImaginationVectorEnv(VectorEnv):
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["rgb_array"], "render_fps": 20}
+
+    def __init__(
+        self,
+        world_model: WorldModel,
+        proprio: ProprioModel,
+        episodes: list[StartEpisode],
+        num_envs: int = 1,
+        config: ImaginationConfig | None = None,
+    ):
+        self.cfg = cfg = config or ImaginationConfig()
+        if cfg.uncertainty not in UNCERTAINTY_MODES:
+            raise ValueError(f"uncertainty: expected one of {list(UNCERTAINTY_MODES)}, got {cfg.uncertainty!r}")
+        if num_envs < 1:
+            raise ValueError(f"num_envs: expected an integer >= 1, got {num_envs}")
+        if not episodes:
+            raise ValueError("episodes: need at least one real episode to start imagined episodes from")
+        self.wm = world_model.to(cfg.device).eval()
+        self.proprio = proprio.to(cfg.device).eval()
+        if proprio.cfg.chunk_len != world_model.chunk_len:
+            raise ValueError(f"proprio chunk_len {proprio.cfg.chunk_len} != world model chunk_len {world_model.chunk_len}")
+        T0, V, H, W, _ = episodes[0].frames.shape
+        d = world_model.cfg.denoiser
+        if V != len(world_model.cfg.views) or H != d.image_size or W != d.image_size:
+            raise ValueError(
+                f"episodes: frames {episodes[0].frames.shape[1:]} do not match the world model "
+                f"({len(world_model.cfg.views)} views {world_model.cfg.views}, {d.image_size} px)"
+            )
+        self.episodes = episodes
+        self.keyframes = KeyframeSampler([e.action for e in episodes], cfg.keyframes)
+        self.num_envs = num_envs
+        self.K, self.C, self.V = world_model.chunk_len, world_model.context_frames, V
+        self.single_observation_space = observation_space(V, H, W, episodes[0].state.shape[1])
+        self.single_action_space = action_space(self.K)
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self.device = torch.device(cfg.device)
+        self._rng = np.random.default_rng()
+        self._gen = torch.Generator(device=self.device)
+        B, ch = num_envs, 3 * V
+        self._context = torch.zeros(B, self.C, ch, H, W, device=self.device)
+        self._anchor = torch.zeros(B, ch, H, W, device=self.device)
+        self._state = torch.zeros(B, episodes[0].state.shape[1], device=self.device)
+        self._image = np.zeros((B, V, H, W, 3), np.uint8)
+        self._instruction = [""] * B
+        self._t = np.zeros(B, np.int64)
+        self._start = np.zeros((B, 2), np.int64)  # (episode, t) of each env's keyframe
+        self._needs_reset = np.zeros(B, bool)
+
+    # ------------------------------------------------------------------------------------------
+    def _obs(self) -> dict:
+        return {"image": self._image.copy(), "state": self._state.cpu().numpy().astype(np.float32),
+                "instruction": tuple(self._instruction)}
+
+    def _start_envs(self, mask: np.ndarray, keyframes=None) -> None:
+        """Put the envs in `mask` at keyframes of real episodes: context frames, anchor, state."""
+        idx = np.flatnonzero(mask)
+        for i, kf in zip(idx, keyframes or self.keyframes.sample(len(idx), self._rng)):
+            ep = self.episodes[kf.episode]
+            ctx = ep.frames[np.clip(np.arange(kf.t - self.C + 1, kf.t + 1), 0, None)]  # [C, V, H, W, 3]
+            self._context[i] = to_model_frames(_views_to_channels(ctx)).to(self.device)
+            self._anchor[i] = to_model_frames(_views_to_channels(ep.frames[0])).to(self.device)
+            self._state[i] = torch.as_tensor(ep.state[kf.t], device=self.device)
+            self._image[i] = ep.frames[kf.t]
+            self._instruction[i] = ep.instruction
+            self._t[i] = kf.t
+            self._start[i] = (kf.episode, kf.t)
+        self._needs_reset[idx] = False
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """options: {"keyframes": [Keyframe, ...]} to start each env at a given real frame."""
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+            self._gen.manual_seed(seed)
+        keyframes = (options or {}).get("keyframes")
+        if keyframes is not None and len(keyframes) != self.num_envs:
+            raise ValueError(f"reset options['keyframes']: expected {self.num_envs} keyframes (one per env), got {len(keyframes)}")
+        self._start_envs(np.ones(self.num_envs, bool), keyframes)
+        return self._obs(), self._info(np.zeros(self.num_envs, bool))
+
+    def _info(self, success: np.ndarray, **extra) -> dict:
+        return {"success": success, "t": self._t.copy(), "keyframe_episode": self._start[:, 0].copy(),
+                "keyframe_t": self._start[:, 1].copy(), **extra}
+
+    @torch.no_grad()
+    def step(self, actions: np.ndarray):
+        actions = np.asarray(actions, dtype=np.float32)
+        if actions.shape != (self.num_envs, self.K, 7):
+            raise ValueError(f"actions: expected float array [B={self.num_envs}, K={self.K}, 7], got shape {actions.shape}")
+        B = self.num_envs
+        reward = np.zeros(B, np.float32)
+        terminated, truncated, success = np.zeros(B, bool), np.zeros(B, bool), np.zeros(B, bool)
+        uncertainty, success_prob, executed = np.zeros(B, np.float32), np.zeros(B, np.float32), np.zeros(B, np.int64)
+        resetting = self._needs_reset.copy()
+        if resetting.any():
+            self._start_envs(resetting)
+        active = np.flatnonzero(~resetting)
+        if len(active):
+            acts = torch.as_tensor(np.stack([check_action_chunk(actions[i], self.K) for i in active]), device=self.device)
+            a = torch.as_tensor(active, device=self.device)
+            frames, s_logits, _ = self.wm.predict(self._context[a], self._anchor[a], acts, self.cfg.sampling_steps, self._gen)
+            states = self.proprio.predict(self._state[a], acts)  # [b, K, S]
+            if self.cfg.uncertainty != "off":
+                again, _, _ = self.wm.predict(self._context[a], self._anchor[a], acts, self.cfg.sampling_steps, self._gen)
+                disagreement = (frames - again).abs().mean(dim=(2, 3, 4))  # [b, K]
+            prob = torch.sigmoid(s_logits).cpu().numpy()  # [b, K]
+            for j, i in enumerate(active):
+                hit = np.flatnonzero(prob[j] >= self.cfg.success_threshold)
+                n = min(self.K, self.cfg.max_steps - int(self._t[i]))
+                if len(hit) and hit[0] < n:
+                    n, success[i] = int(hit[0]) + 1, True
+                executed[i], success_prob[i] = n, prob[j, :n].max()
+                self._context[i] = torch.cat([self._context[i], frames[j, :n]], 0)[-self.C:]
+                self._state[i] = states[j, n - 1]
+                self._image[i] = _channels_to_views(to_uint8(frames[j, n - 1]), self.V)
+                self._t[i] += n
+                if self.cfg.uncertainty != "off":
+                    uncertainty[i] = float(disagreement[j, :n].mean())
+            terminated[active] = success[active]
+            reward[active] = success[active].astype(np.float32)
+            truncated[active] = ~success[active] & (self._t[active] >= self.cfg.max_steps)
+            uncertain = uncertainty > self.cfg.uncertainty_threshold
+            if self.cfg.uncertainty == "truncate":
+                truncated |= uncertain & ~terminated & ~resetting
+            elif self.cfg.uncertainty == "penalize":
+                reward -= self.cfg.uncertainty_penalty * (uncertain & ~resetting)
+        self._needs_reset = terminated | truncated
+        info = self._info(success, steps=executed, success_prob=success_prob, uncertainty=uncertainty, reset=resetting)
+        return self._obs(), reward, terminated, truncated, info
+
+    def render(self) -> np.ndarray:
+        """uint8 [B, H, V*W, 3]: every env's current views side by side."""
+        return np.concatenate(list(self._image.transpose(1, 0, 2, 3, 4)), axis=2)
+
+
+def _views_to_channels(frames: np.ndarray) -> np.ndarray:
+    """uint8 [..., V, H, W, 3] -> [..., H, W, 3V] (the world model stacks views as channels)."""
+    x = np.moveaxis(frames, -4, -2)  # [..., H, W, V, 3]
+    return x.reshape(*x.shape[:-2], -1)
+
+
+def _channels_to_views(frames: np.ndarray, views: int) -> np.ndarray:
+    """uint8 [..., H, W, 3V] -> [..., V, H, W, 3]."""
+    x = frames.reshape(*frames.shape[:-1], views, 3)
+    return np.moveaxis(x, -2, -4)
+
+
+class ImaginationEnv(gym.Env):
+    """Single-env view of `ImaginationVectorEnv` (num_envs = 1): `check_env`, step-by-step use."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
+
+    def __init__(self, world_model: WorldModel, proprio: ProprioModel, episodes: list[StartEpisode],
+                 config: ImaginationConfig | None = None):
+        self.vec = ImaginationVectorEnv(world_model, proprio, episodes, 1, config)
+        self.observation_space = self.vec.single_observation_space
+        self.action_space = self.vec.single_action_space
+        self.render_mode = "rgb_array"
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        obs, info = self.vec.reset(seed=seed, options=options)
+        return _first(obs), _first(info)
+
+    def step(self, action: np.ndarray):
+        if self.vec._needs_reset[0]:
+            raise RuntimeError("step() called on a finished episode: call reset() first")
+        obs, reward, terminated, truncated, info = self.vec.step(np.asarray(action, np.float32)[None])
+        return _first(obs), float(reward[0]), bool(terminated[0]), bool(truncated[0]), _first(info)
+
+    def render(self) -> np.ndarray:
+        return self.vec.render()[0]
+
+
+def _first(batch: dict) -> dict:
+    return {k: v[0] for k, v in batch.items()}

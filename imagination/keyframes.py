@@ -1,0 +1,68 @@
+"""Keyframe-initialized starts (WoVR): imagined episodes begin at frames of real episodes.
+
+Starting only at t=0 spends most of the imagination budget on the easy approach; starting along
+real trajectories puts the policy right before the grasp or the placement, where it fails.
+
+    mode "start"    t = 0 only (the real env's distribution)
+    mode "uniform"  any step of the episode
+    mode "hard"     weighted toward the grasp and the release (gripper command flips), where
+                    policies fail most; a floor weight keeps every step possible
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+KEYFRAME_MODES = ("start", "uniform", "hard")
+
+
+@dataclass
+class KeyframeConfig:
+    mode: str = "uniform"
+    hard_width: float = 10.0  # steps: std of the Gaussian bumps around grasp/release events
+    hard_floor: float = 0.1  # relative weight of steps far from any event
+    max_start_fraction: float = 0.8  # never start in the last 20% of an episode (nothing left to do)
+
+
+@dataclass(frozen=True)
+class Keyframe:
+    episode: int  # index into the episode list the sampler was built on
+    t: int  # step: the policy acts first at row t (its observation is frame t)
+
+
+def step_weights(actions: np.ndarray, cfg: KeyframeConfig) -> np.ndarray:
+    """Unnormalized start weights [T] of one episode (actions [T, 7]) under `cfg.mode`."""
+    T = len(actions)
+    last = max(1, int(np.ceil(T * cfg.max_start_fraction)))
+    w = np.zeros(T)
+    if cfg.mode == "start":
+        w[0] = 1.0
+    elif cfg.mode == "uniform":
+        w[:last] = 1.0
+    elif cfg.mode == "hard":
+        grip = np.sign(actions[:, 6])
+        events = np.flatnonzero(np.diff(grip) != 0) + 1  # grasp (close) and release (open) steps
+        t = np.arange(T)
+        bumps = sum((np.exp(-0.5 * ((t - e) / cfg.hard_width) ** 2) for e in events), np.zeros(T))
+        w[:last] = (cfg.hard_floor + bumps)[:last]
+    else:
+        raise ValueError(f"keyframe mode: expected one of {list(KEYFRAME_MODES)}, got {cfg.mode!r}")
+    return w
+
+
+class KeyframeSampler:
+    """Draws `Keyframe`s over a list of episodes' action arrays, each step by its weight."""
+
+    def __init__(self, episode_actions: list[np.ndarray], cfg: KeyframeConfig | None = None):
+        self.cfg = cfg or KeyframeConfig()
+        if not episode_actions:
+            raise ValueError("keyframes: no episodes to start from")
+        weights = [step_weights(a, self.cfg) for a in episode_actions]
+        self._pairs = np.array([(e, t) for e, w in enumerate(weights) for t in np.flatnonzero(w)])
+        p = np.concatenate([w[w > 0] for w in weights])
+        self._p = p / p.sum()
+
+    def sample(self, n: int, rng: np.random.Generator) -> list[Keyframe]:
+        idx = rng.choice(len(self._pairs), size=n, p=self._p)
+        return [Keyframe(int(e), int(t)) for e, t in self._pairs[idx]]

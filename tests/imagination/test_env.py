@@ -1,0 +1,140 @@
+"""ImaginationVectorEnv: Gymnasium contract, spaces equal to the real env's, keyframe resets,
+success-head termination, horizon, uncertainty truncation, autoreset."""
+import numpy as np
+import pytest
+import torch
+from gymnasium.utils.env_checker import check_env
+
+from imagination.env import ImaginationConfig, ImaginationEnv, ImaginationVectorEnv, StartEpisode
+from imagination.keyframes import Keyframe, KeyframeConfig, KeyframeSampler, step_weights
+from world_models.denoiser import DenoiserConfig
+from world_models.model import WorldModel, WorldModelConfig
+from world_models.proprio import ProprioConfig, ProprioModel, fit_proprio
+
+H = 16
+
+
+def _episodes(n=3, T=30, seed=0):
+    rng = np.random.default_rng(seed)
+    eps = []
+    for e in range(n):
+        frames = rng.integers(0, 255, (T, 1, H, H, 3), dtype=np.uint8)
+        action = rng.uniform(-1, 1, (T, 7)).astype(np.float32)
+        action[:, 6] = np.where(np.arange(T) < T // 2, -1.0, 1.0)  # one grasp event at T/2
+        state = np.cumsum(rng.normal(0, 0.01, (T, 8)), 0).astype(np.float32)
+        eps.append(StartEpisode(frames, state, action, f"pick up bowl {e}", e))
+    return eps
+
+
+@pytest.fixture(scope="module")
+def models():
+    torch.manual_seed(0)
+    d = DenoiserConfig(image_size=H, channels=3, context_frames=2, chunk_len=4, block_out_channels=[8, 16], norm_num_groups=4)
+    wm = WorldModel(WorldModelConfig(views=["agentview"], denoiser=d))
+    prop = ProprioModel(ProprioConfig(chunk_len=4, hidden=32, layers=1))
+    return wm, prop
+
+
+def _bias_success(wm, value: float):
+    """Force the success head's output: its last layer's bias decides every logit."""
+    last = [m for m in wm.head.modules() if isinstance(m, torch.nn.Linear) or isinstance(m, torch.nn.Conv2d)][-1]
+    with torch.no_grad():
+        last.weight.zero_()
+        last.bias.fill_(value)
+
+
+def test_check_env_and_real_env_spaces(models):
+    from envs.spaces import action_space, observation_space
+
+    wm, prop = models
+    env = ImaginationEnv(wm, prop, _episodes(), ImaginationConfig(max_steps=20))
+    check_env(env, skip_render_check=True)
+    assert env.observation_space == observation_space(1, H, H, 8)
+    assert env.action_space == action_space(4)
+
+
+def test_keyframe_reset_starts_from_requested_frames(models):
+    wm, prop = models
+    eps = _episodes()
+    venv = ImaginationVectorEnv(wm, prop, eps, num_envs=2)
+    obs, info = venv.reset(seed=0, options={"keyframes": [Keyframe(1, 7), Keyframe(2, 0)]})
+    np.testing.assert_array_equal(obs["image"][0], eps[1].frames[7])
+    np.testing.assert_array_equal(obs["image"][1], eps[2].frames[0])
+    np.testing.assert_allclose(obs["state"][0], eps[1].state[7])
+    assert obs["instruction"] == ("pick up bowl 1", "pick up bowl 2")
+    assert list(info["t"]) == [7, 0]
+    with pytest.raises(ValueError, match="one per env"):
+        venv.reset(options={"keyframes": [Keyframe(0, 0)]})
+
+
+def test_keyframe_modes():
+    action = np.zeros((100, 7), np.float32)
+    action[:, 6] = np.where(np.arange(100) < 40, -1.0, 1.0)
+    assert np.flatnonzero(step_weights(action, KeyframeConfig(mode="start"))).tolist() == [0]
+    hard = step_weights(action, KeyframeConfig(mode="hard"))
+    assert hard.argmax() == 40 and hard[40] > 5 * hard[5] and hard[90] == 0  # last 20% excluded
+    ts = [k.t for k in KeyframeSampler([action], KeyframeConfig(mode="hard")).sample(500, np.random.default_rng(0))]
+    assert abs(np.median(ts) - 40) < 10
+    with pytest.raises(ValueError, match="keyframe mode"):
+        step_weights(action, KeyframeConfig(mode="random"))
+
+
+def test_success_head_terminates_and_autoresets(models):
+    wm, prop = models
+    _bias_success(wm, 10.0)  # the head says "success" on every frame
+    venv = ImaginationVectorEnv(wm, prop, _episodes(), num_envs=2, config=ImaginationConfig(success_threshold=0.9))
+    venv.reset(seed=1)
+    obs, reward, term, trunc, info = venv.step(np.zeros((2, 4, 7), np.float32))
+    assert term.all() and not trunc.any() and (reward == 1.0).all() and list(info["steps"]) == [1, 1]
+    obs, reward, term, trunc, info = venv.step(np.zeros((2, 4, 7), np.float32))
+    assert info["reset"].all() and not term.any() and (reward == 0).all()
+    _bias_success(wm, -10.0)
+    venv = ImaginationVectorEnv(wm, prop, _episodes(), num_envs=1, config=ImaginationConfig(max_steps=10))
+    venv.reset(seed=0, options={"keyframes": [Keyframe(0, 0)]})
+    steps = []
+    for _ in range(3):
+        obs, reward, term, trunc, info = venv.step(np.zeros((1, 4, 7), np.float32))
+        steps.append(int(info["steps"][0]))
+    assert steps == [4, 4, 2] and trunc[0] and not term[0] and info["t"][0] == 10
+
+
+def test_uncertainty_truncates(models):
+    wm, prop = models
+    _bias_success(wm, -10.0)
+    cfg = ImaginationConfig(uncertainty="truncate", uncertainty_threshold=0.0, sampling_steps=1)
+    venv = ImaginationVectorEnv(wm, prop, _episodes(), num_envs=2, config=cfg)
+    venv.reset(seed=0)
+    _, reward, term, trunc, info = venv.step(np.zeros((2, 4, 7), np.float32))
+    assert (info["uncertainty"] > 0).all() and trunc.all()
+    cfg.uncertainty_threshold = 1e9
+    venv = ImaginationVectorEnv(wm, prop, _episodes(), num_envs=2, config=cfg)
+    venv.reset(seed=0)
+    _, _, _, trunc, _ = venv.step(np.zeros((2, 4, 7), np.float32))
+    assert not trunc.any()
+
+
+def test_bad_actions_and_config(models):
+    wm, prop = models
+    venv = ImaginationVectorEnv(wm, prop, _episodes(), num_envs=2)
+    venv.reset(seed=0)
+    with pytest.raises(ValueError, match="actions"):
+        venv.step(np.zeros((2, 3, 7), np.float32))
+    with pytest.raises(ValueError, match=r"\[-1, 1\]"):
+        venv.step(np.full((2, 4, 7), 3.0, np.float32))
+    with pytest.raises(ValueError, match="uncertainty"):
+        ImaginationVectorEnv(wm, prop, _episodes(), config=ImaginationConfig(uncertainty="maybe"))
+
+
+def test_proprio_model_learns_integrator():
+    from world_models.proprio import chunk_pairs
+
+    rng = np.random.default_rng(0)
+    actions = [rng.uniform(-1, 1, (60, 7)).astype(np.float32) for _ in range(7)]
+    # state_{t+1} = state_t + 0.05 * action_t (first 7 dims), like the OSC controller's delta commands
+    states = [np.concatenate([np.zeros((1, 8)), np.cumsum(np.pad(0.05 * a[:-1], ((0, 0), (0, 1))), 0)]).astype(np.float32) for a in actions]
+    model, losses = fit_proprio(states[:6], actions[:6], ProprioConfig(chunk_len=4, steps=600, hidden=64))
+    assert losses[-1] < 0.25 * losses[0]
+    s0, a, target, mask = (torch.from_numpy(x) for x in chunk_pairs(states[6:], actions[6:], 4))
+    model_err = ((model.predict(s0, a) - target).abs().mean(-1) * mask).sum() / mask.sum()
+    still_err = ((s0[:, None] - target).abs().mean(-1) * mask).sum() / mask.sum()
+    assert model_err < 0.5 * still_err  # held-out episode: far better than "the robot does not move"

@@ -1,0 +1,133 @@
+"""Proprioception dynamics: the robot state after each action of a chunk, learned from episodes.
+
+The video model imagines what the cameras see; a policy also reads proprio state (eef pose, gripper
+fingers). The OSC controller makes the state a simple function of the previous state and the
+commanded deltas, so a small MLP predicts it well without looking at pixels:
+
+    states [B, K, S] = state [B, S] + cumsum(deltas),  deltas = MLP(normalized state, actions [B, K, 7])
+
+Trained on consecutive rows of real episodes (row t = state before action t).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+_FORMAT = "wm-vla-rl/proprio_model"
+
+
+@dataclass
+class ProprioConfig:
+    state_dim: int = 8
+    action_dim: int = 7
+    chunk_len: int = 8  # K
+    hidden: int = 256
+    layers: int = 3
+    steps: int = 2000  # training steps of `fit`
+    batch_size: int = 256
+    lr: float = 1e-3
+    seed: int = 0
+
+
+class ProprioModel(nn.Module):
+    """state [B, S] + actions [B, K, A] -> states after each action [B, K, S]."""
+
+    def __init__(self, cfg: ProprioConfig):
+        super().__init__()
+        self.cfg = cfg
+        S, A, K, H = cfg.state_dim, cfg.action_dim, cfg.chunk_len, cfg.hidden
+        dims = [S + K * A] + [H] * cfg.layers
+        blocks: list[nn.Module] = []
+        for i, o in zip(dims[:-1], dims[1:]):
+            blocks += [nn.Linear(i, o), nn.SiLU()]
+        self.net = nn.Sequential(*blocks, nn.Linear(H, K * S))
+        # Normalization statistics, set by `fit` from the data (identity until then).
+        self.register_buffer("state_mean", torch.zeros(S))
+        self.register_buffer("state_std", torch.ones(S))
+        self.register_buffer("delta_std", torch.ones(S))
+
+    def forward(self, state: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        B, K, S = state.shape[0], self.cfg.chunk_len, self.cfg.state_dim
+        if state.shape != (B, S) or actions.shape != (B, K, self.cfg.action_dim):
+            raise ValueError(
+                f"proprio: expected state [B, {S}] and actions [B, {K}, {self.cfg.action_dim}], "
+                f"got {tuple(state.shape)} and {tuple(actions.shape)}"
+            )
+        x = torch.cat([(state - self.state_mean) / self.state_std, actions.flatten(1)], dim=1)
+        deltas = self.net(x).view(B, K, S) * self.delta_std
+        return state[:, None] + deltas.cumsum(dim=1)
+
+    @torch.no_grad()
+    def predict(self, state: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        return self.forward(state.float(), actions.float())
+
+    def save(self, path: str | os.PathLike) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        torch.save({"format": _FORMAT, "config": asdict(self.cfg), "state_dict": self.state_dict()}, tmp)
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "ProprioModel":
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(blob, dict) or blob.get("format") != _FORMAT:
+            raise ValueError(f"{path} is not a proprio model checkpoint written by ProprioModel.save")
+        model = cls(ProprioConfig(**blob["config"]))
+        model.load_state_dict(blob["state_dict"])
+        return model.eval()
+
+
+def chunk_pairs(states: list[np.ndarray], actions: list[np.ndarray], K: int) -> tuple[np.ndarray, ...]:
+    """(state_t [N, S], actions t..t+K-1 [N, K, A], states t+1..t+K [N, K, S], mask [N, K]) over episodes.
+
+    Steps past an episode's end are masked: the last recorded row has no successor state.
+    """
+    s0, acts, targets, masks = [], [], [], []
+    for st, ac in zip(states, actions):
+        T = len(ac)
+        for t in range(T - 1):
+            idx = np.arange(t, t + K)
+            valid = idx + 1 < T
+            s0.append(st[t])
+            acts.append(np.where(valid[:, None], ac[np.minimum(idx, T - 1)], 0.0))
+            targets.append(st[np.minimum(idx + 1, T - 1)])
+            masks.append(valid)
+    if not s0:
+        raise ValueError("proprio: the episodes need at least 2 steps each to form training pairs")
+    return (np.asarray(s0, np.float32), np.asarray(acts, np.float32), np.asarray(targets, np.float32),
+            np.asarray(masks, np.float32))
+
+
+def fit_proprio(states: list[np.ndarray], actions: list[np.ndarray], cfg: ProprioConfig | None = None) -> tuple[ProprioModel, list[float]]:
+    """Train a `ProprioModel` on episodes (state [T, S], action [T, A] each); returns (model, losses)."""
+    cfg = cfg or ProprioConfig()
+    s0, acts, targets, masks = (torch.from_numpy(a) for a in chunk_pairs(states, actions, cfg.chunk_len))
+    model = ProprioModel(cfg)
+    model.state_mean.copy_(s0.mean(0))
+    model.state_std.copy_(s0.std(0).clamp_min(1e-3))
+    step_deltas = (targets[:, 0] - s0)
+    model.delta_std.copy_(step_deltas.std(0).clamp_min(1e-4))
+    gen = torch.Generator().manual_seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, cfg.steps)
+    losses = []
+    model.train()
+    for _ in range(cfg.steps):
+        idx = torch.randint(0, len(s0), (min(cfg.batch_size, len(s0)),), generator=gen)
+        pred = model(s0[idx], acts[idx])
+        # Error in units of a typical one-step change, so every state dimension counts alike.
+        err = ((pred - targets[idx]) / model.delta_std).pow(2).mean(-1)
+        loss = (err * masks[idx]).sum() / masks[idx].sum().clamp_min(1.0)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        losses.append(float(loss.detach()))
+    return model.eval(), losses
