@@ -6,7 +6,8 @@
 Each episode is replayed from its first frame with its real actions, the whole episode (or
 max_steps) autoregressively: the model's context only ever holds its own predictions. Predicted
 frame t is compared with the real frame after action t: PSNR and SSIM per step and averaged, and
-F1 of the success head against the simulator's labels. The held-out episodes are those of the
+F1 of the success head against the simulator's labels (on imagined frames, and on the real
+frames for reference; with no success step within the horizon F1 is 0 by convention). The held-out episodes are those of the
 run's split.json (next to the checkpoint) unless `episodes` names others. Writes to out_dir:
 eval.json (all figures), psnr_vs_horizon.png, and videos/ep*.mp4 (real | imagined | abs diff x2).
 """
@@ -86,7 +87,7 @@ def main(cfg: EvalWorldModelConfig) -> dict:
     save_config(cfg, out / "eval_config.yaml")
     steps = cfg.steps or None
     per_ep, psnr_rows, ssim_rows, base_rows = [], [], [], []
-    succ_logits, succ_labels, done_logits, done_labels = [], [], [], []
+    succ_logits, succ_labels, done_logits, done_labels, succ_real = [], [], [], [], []
     for n, ep in enumerate(load_episodes(data_dir, model.cfg.views, indices)):
         T = len(ep) - 1 if cfg.max_steps <= 0 else min(cfg.max_steps, len(ep) - 1)
         if T < 1:
@@ -96,6 +97,9 @@ def main(cfg: EvalWorldModelConfig) -> dict:
         gen = torch.Generator().manual_seed(cfg.seed + n)
         pred, s_log, d_log = model.rollout(real[0][None], None, actions, steps=steps, generator=gen)
         pred = pred[0]
+        with torch.no_grad():  # the head on the real frames: tells head errors from imagination errors
+            s_real, _ = model.head(real[1:][None], real[0][None])
+        succ_real.append(s_real[0])
         psnr, ssim = psnr_per_frame(pred, real[1:]), ssim_per_frame(pred, real[1:])
         base = psnr_per_frame(real[:1].expand(T, -1, -1, -1), real[1:])  # "nothing moves" reference
         steps_idx = np.arange(T)
@@ -136,6 +140,8 @@ def main(cfg: EvalWorldModelConfig) -> dict:
         "static_psnr": float(np.concatenate(base_rows).mean()),
         "success_f1": f1(torch.cat(succ_logits), torch.cat(succ_labels)),
         "done_f1": f1(torch.cat(done_logits), torch.cat(done_labels)),
+        "success_f1_real_frames": f1(torch.cat(succ_real), torch.cat(succ_labels)),
+        "success_labels": int(torch.cat(succ_labels).sum()),
         "psnr_per_step": psnr_s.tolist(), "ssim_per_step": ssim_s.tolist(), "static_psnr_per_step": base_s.tolist(),
         "per_episode": per_ep,
     }
@@ -146,7 +152,8 @@ def main(cfg: EvalWorldModelConfig) -> dict:
     tmp.replace(out / "eval.json")
     print(f"open loop over {len(per_ep)} episodes ({sum(e['steps'] for e in per_ep)} steps): "
           f"PSNR {result['psnr']:.2f} dB (first frame held still: {result['static_psnr']:.2f}), SSIM {result['ssim']:.3f}, "
-          f"success F1 {result['success_f1']:.2f}, done F1 {result['done_f1']:.2f}")
+          f"success F1 {result['success_f1']:.2f} (on real frames {result['success_f1_real_frames']:.2f}; "
+          f"{result['success_labels']} success steps), done F1 {result['done_f1']:.2f}")
     print(f"  {out / 'eval.json'}  {out / 'psnr_vs_horizon.png'}")
     return result
 
