@@ -46,6 +46,12 @@ class PolicyConfig:
     n_action_steps: int = 0  # actions `select_action` executes per predicted chunk; 0 = chunk_len
 
 
+def _tensor(x: Any) -> torch.Tensor:
+    if isinstance(x, np.ndarray) and not (x.flags.writeable and x.flags.c_contiguous):
+        x = np.array(x)  # torch cannot wrap read-only arrays (e.g. decoded video frames) without a copy
+    return torch.as_tensor(x)
+
+
 def batch_obs(obs: Mapping[str, Any], device: torch.device | str = "cpu") -> dict[str, Any]:
     """Validate a batched observation and convert it to tensors on `device`.
 
@@ -57,13 +63,13 @@ def batch_obs(obs: Mapping[str, Any], device: torch.device | str = "cpu") -> dic
     missing = [k for k in ("image", "state", "instruction") if k not in obs]
     if missing:
         raise ObservationError(f"obs: missing key(s) {missing}; {_OBS_HELP}")
-    image = torch.as_tensor(np.ascontiguousarray(obs["image"]) if isinstance(obs["image"], np.ndarray) else obs["image"])
+    image = _tensor(obs["image"])
     if image.ndim != 5 or image.shape[-1] != 3:
         hint = " (a single env's observation: add a batch dimension)" if image.ndim == 4 else ""
         raise ObservationError(f"obs['image']: expected uint8 [B, V, H, W, 3], got shape {tuple(image.shape)}{hint}")
     if image.dtype != torch.uint8:
         raise ObservationError(f"obs['image']: expected dtype uint8 (0-255 pixels), got {image.dtype}")
-    state = torch.as_tensor(obs["state"]).to(torch.float32)
+    state = _tensor(obs["state"]).to(torch.float32)
     batch = image.shape[0]
     if state.ndim != 2 or state.shape[0] != batch:
         raise ObservationError(f"obs['state']: expected float32 [B={batch}, S], got shape {tuple(state.shape)}")

@@ -207,8 +207,8 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
             opt.step()
             sched.step()
             step += 1
-            run_loss, run_mse, n = run_loss + float(loss), run_mse + mse, n + 1
-            first_loss = float(loss) if first_loss is None else first_loss
+            run_loss, run_mse, n = run_loss + loss.item(), run_mse + mse, n + 1
+            first_loss = run_loss if first_loss is None else first_loss
             if step % cfg.log_every == 0 or step == cfg.steps:
                 row = {"step": step, "loss": run_loss / n, "mse": run_mse / n, "lr": sched.get_last_lr()[0],
                        "seconds": time.time() - t0}

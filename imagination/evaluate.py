@@ -1,0 +1,306 @@
+"""Evaluate a policy checkpoint in an environment: success rate per task with 95% Wilson intervals.
+
+The loop knows two things only: a `Policy` (policies.base) and an `EvalEnv`, built by the factory
+registered for `EvalConfig.env`. The real LIBERO suites are registered here; another env (e.g. the
+imagination env over a world model) plugs in with `register_env(name, factory)` without touching
+the loop (a factory gets the EvalConfig, the EnvSpec the policy needs and the first task of each env,
+and returns an object with the `EvalEnv` methods). Every episode is a `Job` (task, official init state, seed): its seed depends on (seed, task,
+episode number) only, so results do not depend on how many envs run in parallel or in what order
+episodes finish.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+import numpy as np
+import torch
+from scipy.stats import binomtest
+from tqdm import tqdm
+
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode
+
+from envs import libero_suites
+from envs.dataset import encode_video
+from envs.libero_env import LiberoEnvConfig
+from envs.vector_env import LiberoVectorEnv
+from policies.base import Policy, RandomPolicy, RandomPolicyConfig
+
+
+@dataclass
+class EvalConfig:
+    """What to evaluate, where, and how many episodes."""
+
+    checkpoint: str = ""  # a Policy.save file, or "random" for the uniform random baseline
+    env: str = "libero_spatial"  # a registered env: the LIBERO suites (see registered_envs())
+    tasks: list[int] = field(default_factory=list)  # empty = every task of the env
+    episodes_per_task: int = 10
+    init_state_offset: int = 0  # episode j of a task starts from init state (offset + j) % num_init_states
+    seed: int = 0  # episode seeds derive from (seed, task, j); also seeds sampled actions
+    num_envs: int = 2  # parallel simulator processes
+    action_steps: int = 0  # actions executed per predicted chunk (receding horizon); 0 = the whole chunk
+    deterministic: bool = True  # the policy's chunk (mean) if True, else policy.sample
+    max_steps: int = 0  # control steps per episode; 0 = the env's standard horizon
+    fast_render: bool = True  # see LiberoEnvConfig.fast_render: evaluate as the training data was rendered
+    image_size: int = 0  # rendered size; 0 = the policy's image_size (64 if it has none)
+    videos: int = 4  # mp4s (views side by side) of the first N episodes
+    out_dir: str = "outputs/eval/run"
+    num_threads: int = 1  # torch threads for the policy (simulators use the other cores)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One evaluation episode."""
+
+    index: int  # position in the plan (videos go to the first ones)
+    task_id: int
+    episode: int  # j-th episode of this task
+    init_state_id: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What the policy needs from the env."""
+
+    views: tuple[str, ...]
+    image_size: int
+    chunk_len: int  # actions per env step
+
+
+class EvalEnv(Protocol):
+    """A batched env the loop can drive. Observations follow envs/spaces (batched)."""
+
+    num_envs: int
+
+    def num_tasks(self) -> int: ...
+
+    def num_init_states(self, task_id: int) -> int: ...
+
+    def instruction(self, task_id: int) -> str: ...
+
+    def reset_envs(self, jobs: list[Job | None]) -> dict[str, Any]:
+        """Start job i in env i where jobs[i] is not None (others untouched); returns the batched obs."""
+
+    def step(self, actions: np.ndarray) -> tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray, dict]:
+        """actions float32 [B, K, 7] -> (obs, reward [B], terminated [B], truncated [B], info).
+
+        info["frames"] (when recording) is a list of B uint8 arrays [n, V, H, W, 3], the views after
+        each low-level step; info["t"] [B] the control steps of each episode so far.
+        """
+
+    def close(self) -> None: ...
+
+
+class LiberoEvalEnv:
+    """EvalEnv over `LiberoVectorEnv` with autoreset disabled: the loop starts every episode itself,
+    with its job's task, init state and seed (gymnasium's masked reset restarts only finished envs)."""
+
+    def __init__(self, cfg: EvalConfig, spec: EnvSpec, first_tasks: list[int]):
+        self.suite, self.num_envs, self.record = cfg.env, len(first_tasks), cfg.videos > 0
+        config = LiberoEnvConfig(suite=cfg.env, task_id=first_tasks[0], views=spec.views, image_size=spec.image_size,
+                                 chunk_len=spec.chunk_len, max_steps=cfg.max_steps or None,
+                                 fast_render=cfg.fast_render, chunk_info=self.record)
+        self._tasks: dict[int, libero_suites.LiberoTask] = {}
+        self.venv = LiberoVectorEnv(config, self.num_envs, first_tasks, autoreset_mode=AutoresetMode.DISABLED)
+
+    def num_tasks(self) -> int:
+        return libero_suites.suite_info(self.suite).num_tasks
+
+    def _task(self, task_id: int) -> libero_suites.LiberoTask:
+        if task_id not in self._tasks:
+            self._tasks[task_id] = libero_suites.get_task(self.suite, task_id)
+        return self._tasks[task_id]
+
+    def num_init_states(self, task_id: int) -> int:
+        return len(self._task(task_id).init_states)
+
+    def instruction(self, task_id: int) -> str:
+        return self._task(task_id).language
+
+    def reset_envs(self, jobs: list[Job | None]) -> dict[str, Any]:
+        self.venv.set_attr("next_reset_options", [
+            {"task_id": j.task_id, "init_state_id": j.init_state_id} if j is not None else None for j in jobs])
+        mask = np.array([j is not None for j in jobs])
+        # LiberoVectorEnv.reset always restarts every env; the masked reset is AsyncVectorEnv's own.
+        obs, _ = AsyncVectorEnv.reset(self.venv, seed=[j.seed if j else None for j in jobs], options={"reset_mask": mask})
+        return obs
+
+    def step(self, actions: np.ndarray):
+        obs, reward, terminated, truncated, info = self.venv.step(actions)
+        out = {"t": np.asarray(info["t"])}
+        if self.record:
+            out["frames"] = [np.stack([o["image"] for o in chunk]) for chunk in info["chunk_obs"]]
+        return obs, reward, terminated, truncated, out
+
+    def close(self) -> None:
+        self.venv.close()
+
+
+EnvFactory = Callable[[EvalConfig, EnvSpec, list[int]], EvalEnv]  # (config, spec, first task per env) -> env
+_ENV_FACTORIES: dict[str, EnvFactory] = {suite: LiberoEvalEnv for suite in libero_suites.SUITES}
+
+
+def register_env(name: str, factory: EnvFactory) -> None:
+    """Make `EvalConfig.env = name` build its env with `factory` (e.g. an imagination env)."""
+    _ENV_FACTORIES[name] = factory
+
+
+def registered_envs() -> list[str]:
+    return sorted(_ENV_FACTORIES)
+
+
+def load_policy(cfg: EvalConfig) -> Policy:
+    if cfg.checkpoint == "random":
+        return RandomPolicy(RandomPolicyConfig(chunk_len=cfg.action_steps or 8, seed=cfg.seed))
+    if not cfg.checkpoint or not Path(cfg.checkpoint).is_file():
+        raise FileNotFoundError(f"checkpoint: {cfg.checkpoint!r} is not a file (a Policy.save checkpoint, or 'random')")
+    return Policy.load(cfg.checkpoint)
+
+
+def plan_jobs(cfg: EvalConfig, tasks: list[int], num_init_states: Callable[[int], int]) -> list[Job]:
+    """Episodes in task order; seeds from (seed, task, j) so they do not depend on scheduling."""
+    jobs = []
+    for task in tasks:
+        n = num_init_states(task)
+        for j in range(cfg.episodes_per_task):
+            seed = int(np.random.SeedSequence([cfg.seed, task, j]).generate_state(1)[0] % 2**31)
+            jobs.append(Job(len(jobs), task, j, (cfg.init_state_offset + j) % n, seed))
+    return jobs
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a success rate (sensible at 0/n and n/n, unlike the normal one)."""
+    if n == 0:
+        return 0.0, 1.0
+    ci = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def _next_job(pending: list[Job], current_task: int | None) -> Job | None:
+    # Keep an env on its task when possible: switching tasks rebuilds the simulator (~8 s).
+    for k, job in enumerate(pending):
+        if job.task_id == current_task:
+            return pending.pop(k)
+    return pending.pop(0) if pending else None
+
+
+def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig, progress: bool = True) -> list[dict]:
+    """Run every job to its end; returns one record per job (in job order) and writes videos."""
+    pending, B = list(jobs), env.num_envs
+    frames: dict[int, list[np.ndarray]] = {}
+    records: dict[int, dict] = {}
+    gen = torch.Generator().manual_seed(cfg.seed)
+    k = cfg.action_steps or policy.chunk_len
+    policy.reset()
+    start = [_next_job(pending, None) for _ in range(B)]
+    running: list[Job] = [j or jobs[0] for j in start]
+    padding = [j is None for j in start]  # env i runs a throw-away episode: no job left, but every env steps
+    obs = env.reset_envs(running)
+    t_start = [time.time()] * B
+    for i, job in enumerate(running):
+        if not padding[i] and job.index < cfg.videos:
+            frames[job.index] = [obs["image"][i]]
+    bar = tqdm(total=len(jobs), desc=f"eval {cfg.env}", unit="ep", disable=not progress)
+    while len(records) < len(jobs):
+        with torch.no_grad():
+            chunk = policy.predict_action_chunk(obs) if cfg.deterministic else policy.sample(obs, generator=gen)[0]
+        actions = chunk[:, :k].cpu().numpy().astype(np.float32)
+        obs, reward, terminated, truncated, info = env.step(actions)
+        restart: list[Job | None] = [None] * B
+        for i, job in enumerate(running):
+            if job.index in frames and not padding[i] and "frames" in info:
+                frames[job.index].extend(info["frames"][i])
+            if not (terminated[i] or truncated[i]):
+                continue
+            if not padding[i]:
+                records[job.index] = {**asdict(job), "success": bool(terminated[i]), "steps": int(info["t"][i]),
+                                      "seconds": round(time.time() - t_start[i], 2)}
+                bar.update(1)
+                bar.set_postfix(success=f"{sum(r['success'] for r in records.values())}/{len(records)}")
+            nxt = _next_job(pending, job.task_id)
+            padding[i] = nxt is None
+            restart[i] = running[i] = nxt or job
+        if len(records) < len(jobs) and any(r is not None for r in restart):
+            obs = env.reset_envs(restart)
+            for i, job in enumerate(restart):
+                if job is not None:
+                    t_start[i] = time.time()
+                    if not padding[i] and job.index < cfg.videos:
+                        frames[job.index] = [obs["image"][i]]
+    bar.close()
+    for index, seq in frames.items():
+        r = records[index]
+        r["video"] = str(_write_video(Path(cfg.out_dir) / "videos", r, np.stack(seq)))
+    return [records[j.index] for j in jobs]
+
+
+def _write_video(folder: Path, record: dict, images: np.ndarray) -> Path:
+    tiled = np.concatenate(list(images.transpose(1, 0, 2, 3, 4)), axis=2)  # [T, H, V*W, 3]
+    tiled = tiled.repeat(2, axis=1).repeat(2, axis=2)  # 2x: 64 px is small on a screen
+    tag = "success" if record["success"] else "fail"
+    path = folder / f"ep{record['index']:03d}_task{record['task_id']}_init{record['init_state_id']}_{tag}.mp4"
+    folder.mkdir(parents=True, exist_ok=True)
+    encode_video(path, tiled, fps=20, codec="h264", crf=20)
+    return path
+
+
+def summarize(records: list[dict], instructions: dict[int, str]) -> dict:
+    """Success per task and overall, with 95% Wilson intervals."""
+    def block(rs: list[dict]) -> dict:
+        s, n = sum(r["success"] for r in rs), len(rs)
+        lo, hi = wilson_interval(s, n)
+        return {"successes": s, "episodes": n, "success_rate": s / n if n else 0.0, "ci95": [lo, hi],
+                "mean_steps": float(np.mean([r["steps"] for r in rs])) if rs else 0.0}
+
+    tasks = sorted({r["task_id"] for r in records})
+    per_task = {str(t): {"instruction": instructions[t], **block([r for r in records if r["task_id"] == t])} for t in tasks}
+    return {"overall": block(records), "per_task": per_task}
+
+
+def evaluate(cfg: EvalConfig, policy: Policy | None = None, progress: bool = True) -> dict:
+    """Evaluate `policy` (default: cfg.checkpoint) in cfg.env; writes out_dir/results.json and videos."""
+    if cfg.env not in _ENV_FACTORIES:
+        raise ValueError(f"env: {cfg.env!r} is not available; registered envs: {registered_envs()}")
+    if cfg.episodes_per_task < 1 or cfg.num_envs < 1:
+        raise ValueError(f"episodes_per_task and num_envs must be >= 1, got {cfg.episodes_per_task}, {cfg.num_envs}")
+    torch.set_num_threads(cfg.num_threads)
+    policy = (policy or load_policy(cfg)).eval()
+    if not 0 <= cfg.action_steps <= policy.chunk_len:
+        raise ValueError(f"action_steps: expected 0..{policy.chunk_len} (the policy's chunk_len), got {cfg.action_steps}")
+    pcfg = policy.config
+    spec = EnvSpec(tuple(getattr(pcfg, "views", ("agentview", "wrist"))),
+                   cfg.image_size or int(getattr(pcfg, "image_size", 64)), cfg.action_steps or policy.chunk_len)
+    probe_tasks = cfg.tasks or [0]
+    env = _ENV_FACTORIES[cfg.env](cfg, spec, [probe_tasks[i % len(probe_tasks)] for i in range(cfg.num_envs)])
+    try:
+        bad = [t for t in cfg.tasks if not 0 <= t < env.num_tasks()]
+        if bad:
+            raise ValueError(f"tasks: expected task ids in [0, {env.num_tasks() - 1}] for {cfg.env}, got {bad}")
+        tasks = cfg.tasks or list(range(env.num_tasks()))
+        jobs = plan_jobs(cfg, tasks, env.num_init_states)
+        t0 = time.time()
+        records = run_episodes(policy, env, jobs, cfg, progress)
+        seconds = time.time() - t0
+        instructions = {t: env.instruction(t) for t in tasks}
+    finally:
+        env.close()
+    steps = sum(r["steps"] for r in records)
+    result = {"env": cfg.env, "checkpoint": cfg.checkpoint, "policy": type(policy).__name__, **summarize(records, instructions),
+              "timing": {"seconds": seconds, "env_steps": steps, "env_steps_per_second": steps / seconds,
+                         "episodes_per_minute": 60 * len(records) / seconds},
+              "episodes": records, "config": asdict(cfg)}
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / "results.json.tmp"
+    tmp.write_text(json.dumps(result, indent=2))
+    os.replace(tmp, out / "results.json")
+    return result
+
+
+__all__ = ["EnvSpec", "EvalConfig", "EvalEnv", "Job", "evaluate", "load_policy", "plan_jobs", "register_env",
+           "registered_envs", "run_episodes", "summarize", "wilson_interval"]

@@ -1,0 +1,128 @@
+"""Behaviour cloning: chunk targets, augmentation, loss falls, exact resume, the script."""
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from envs.dataset import EpisodeDataset
+from policies.base import Policy
+from policies.bc import BCConfig, ChunkData, random_shift, train_bc
+from scripts.train_bc import load_episodes, main
+from tests.policies.conftest import square_episode, tiny_config
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def bc_config(data: str, out: Path, **kw) -> BCConfig:
+    base = dict(data_dir=data, out_dir=str(out), policy=tiny_config(), steps=150, batch_size=16, lr=3e-3,
+                log_every=10, checkpoint_every=50, augment_shift=2, num_threads=1)
+    base.update(kw)
+    return BCConfig(**base)
+
+
+def test_chunk_targets_are_future_actions_masked_past_the_end():
+    ep = square_episode(np.random.default_rng(0), T=6)
+    data = ChunkData([ep], ["agentview", "wrist"], chunk_len=4, image_size=16)
+    assert len(data) == 6 and data.image.shape == (6, 2, 16, 16, 3) and data.image.dtype == torch.uint8
+    torch.testing.assert_close(data.target[1], torch.from_numpy(ep.action[1:5]))
+    assert data.mask[2].all() and data.mask[3].tolist() == [True, True, True, False]
+    assert data.mask[5].tolist() == [True, False, False, False]
+    with pytest.raises(ValueError, match="lacks views"):
+        ChunkData([ep], ["agentview", "side"], 4, 16)
+    with pytest.raises(ValueError, match="no episodes"):
+        ChunkData([], ["agentview"], 4, 16)
+
+
+def test_random_shift_moves_images_with_replicated_edges():
+    rng = np.random.default_rng(0)
+    image = torch.from_numpy(rng.integers(0, 256, (3, 2, 10, 12, 3), dtype=np.uint8))
+    g = torch.Generator().manual_seed(0)
+    assert torch.equal(random_shift(image, 0, g), image)
+    out = random_shift(image, 3, g).numpy()
+    assert out.shape == image.shape and out.dtype == np.uint8
+    padded = np.pad(image.numpy(), ((0, 0), (0, 0), (3, 3), (3, 3), (0, 0)), mode="edge")
+    for b in range(3):
+        for v in range(2):  # each output is some crop of the edge-padded image
+            crops = [padded[b, v, y:y + 10, x:x + 12] for y in range(7) for x in range(7)]
+            assert any(np.array_equal(out[b, v], c) for c in crops)
+    assert not np.array_equal(out, image.numpy())
+
+
+def test_bc_loss_decreases_and_script_writes_a_loadable_policy(square_dataset, tmp_path):
+    result = main(bc_config(square_dataset, tmp_path / "run"))
+    rows = list(csv.DictReader(open(tmp_path / "run" / "loss.csv")))
+    losses = [float(r["loss"]) for r in rows]
+    assert len(rows) == 15 and losses[-1] < 0.4 * losses[0], losses
+    assert result["steps"] == 150 and result["episodes"] == 8
+    for name in ("config.yaml", "checkpoint.pt", "policy.pt", "result.json"):
+        assert (tmp_path / "run" / name).is_file(), name
+    assert list((tmp_path / "run" / "logs").iterdir())  # tensorboard events
+    policy = Policy.load(tmp_path / "run" / "policy.pt")
+    ep = EpisodeDataset(square_dataset)[0]
+    obs = {"image": np.stack([ep.frames["agentview"], ep.frames["wrist"]], 1)[:8], "state": ep.state[:8],
+           "instruction": [ep.instruction] * 8}
+    err = ((policy.predict_action_chunk(obs)[:, 0] - torch.from_numpy(ep.action[:8])) ** 2).mean()
+    assert err < 0.1, err  # it imitates the expert on its training data
+    torch.testing.assert_close(policy.state_mean, torch.from_numpy(EpisodeDataset(square_dataset).stats[
+        "observation.state"]["mean"]).float())
+
+
+def test_interrupted_run_resumes_exactly(square_dataset, tmp_path):
+    episodes, stats = load_episodes(bc_config(square_dataset, tmp_path))
+    full = train_bc(bc_config(square_dataset, tmp_path / "full", steps=60, checkpoint_every=20), episodes, stats,
+                    progress=False)
+
+    def crash(row: dict) -> None:
+        if row["step"] == 30:  # after the checkpoint at step 20
+            raise KeyboardInterrupt
+
+    cfg = bc_config(square_dataset, tmp_path / "resumed", steps=60, checkpoint_every=20)
+    with pytest.raises(KeyboardInterrupt):
+        train_bc(cfg, episodes, stats, progress=False, on_log=crash)
+    resumed = train_bc(cfg, episodes, stats, progress=False)
+    a, b = Policy.load(full["policy_path"]).state_dict(), Policy.load(resumed["policy_path"]).state_dict()
+    for key in a:
+        if key != "_extra_state":
+            assert torch.equal(a[key], b[key]), key
+    steps = [int(r["step"]) for r in csv.DictReader(open(tmp_path / "resumed" / "loss.csv"))]
+    assert steps == list(range(10, 61, 10))  # rows after the checkpoint were not duplicated
+    assert resumed["final_loss"] == pytest.approx(full["final_loss"])
+
+
+def test_resume_refuses_another_policy_config(square_dataset, tmp_path):
+    episodes, stats = load_episodes(bc_config(square_dataset, tmp_path))
+    train_bc(bc_config(square_dataset, tmp_path, steps=10), episodes, stats, progress=False)
+    with pytest.raises(ValueError, match="another policy config"):
+        train_bc(bc_config(square_dataset, tmp_path, steps=20, policy=tiny_config(hidden=32)), episodes, stats,
+                 progress=False)
+
+
+def test_nll_loss_fits_the_log_std(square_dataset, tmp_path):
+    episodes, stats = load_episodes(bc_config(square_dataset, tmp_path))
+    cfg = bc_config(square_dataset, tmp_path, steps=60, loss="nll", policy=tiny_config(init_log_std=0.0))
+    policy = Policy.load(train_bc(cfg, episodes, stats, progress=False)["policy_path"])
+    assert policy.log_std.mean() < -0.05  # the expert is far more precise than std 1
+    with pytest.raises(ValueError, match="loss"):
+        train_bc(replace(cfg, loss="l1", out_dir=str(tmp_path / "x")), episodes, stats, progress=False)
+
+
+def test_episode_selection(square_dataset, tmp_path):
+    with pytest.raises(ValueError, match="no episodes match"):
+        load_episodes(bc_config(square_dataset, tmp_path, sources=["perturbed"]))
+    eps, _ = load_episodes(bc_config(square_dataset, tmp_path, max_episodes=3))
+    assert len(eps) == 3
+
+
+@pytest.mark.parametrize("script", ["train_bc.py", "eval_policy.py"])
+def test_scripts_help(script):
+    out = subprocess.run([sys.executable, str(REPO / "scripts" / script), "--help"], capture_output=True, text=True,
+                         cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "checkpoint" in out.stdout and ("steps" in out.stdout or "episodes_per_task" in out.stdout)
