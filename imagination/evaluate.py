@@ -43,7 +43,8 @@ class EvalConfig:
     seed: int = 0  # episode seeds derive from (seed, task, j); also seeds sampled actions
     num_envs: int = 2  # parallel simulator processes
     action_steps: int = 0  # actions executed per predicted chunk (receding horizon); 0 = the whole chunk
-    deterministic: bool = True  # the policy's chunk (mean) if True, else policy.sample
+    # the policy's chunk (mean) if True; else policy.sample, whose noise also depends on the batch layout
+    deterministic: bool = True
     max_steps: int = 0  # control steps per episode; 0 = the env's standard horizon
     fast_render: bool = True  # see LiberoEnvConfig.fast_render: evaluate as the training data was rendered
     image_size: int = 0  # rendered size; 0 = the policy's image_size (64 if it has none)

@@ -31,6 +31,7 @@ from policies.vla import VLAConfig, VLAPolicy
 class BCConfig:
     """Behaviour cloning run: data, model, optimisation, bookkeeping."""
 
+    # data_dir .. max_episodes select the episodes; scripts/train_bc.py reads them (policies/ knows no dataset format)
     data_dir: str = "outputs/data/libero_spatial_quick"  # an EpisodeDataset (LeRobot v3 layout)
     out_dir: str = "outputs/bc/quick"
     tasks: list[int] = field(default_factory=list)  # empty = every task in the dataset
