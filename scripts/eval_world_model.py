@@ -87,25 +87,28 @@ def main(cfg: EvalWorldModelConfig) -> dict:
     save_config(cfg, out / "eval_config.yaml")
     steps = cfg.steps or None
     per_ep, psnr_rows, ssim_rows, base_rows = [], [], [], []
-    succ_logits, succ_labels, done_logits, done_labels, succ_real = [], [], [], [], []
+    succ_logits, succ_labels, done_logits, done_labels, succ_real, succ_real_labels = [], [], [], [], [], []
     for n, ep in enumerate(load_episodes(data_dir, model.cfg.views, indices)):
-        T = len(ep) - 1 if cfg.max_steps <= 0 else min(cfg.max_steps, len(ep) - 1)
+        # replay A actions; the frame after the last recorded action is not in the dataset, so frames
+        # are compared for the first T = min(A, len - 1) steps while the heads are scored on all A
+        A = len(ep) if cfg.max_steps <= 0 else min(cfg.max_steps, len(ep))
+        T = min(A, len(ep) - 1)
         if T < 1:
             continue
         real = to_model_frames(ep.frames[: T + 1])
-        actions = torch.from_numpy(ep.actions[:T])[None]
+        actions = torch.from_numpy(ep.actions[:A])[None]
         gen = torch.Generator().manual_seed(cfg.seed + n)
-        pred, s_log, d_log = model.rollout(real[0][None], None, actions, steps=steps, generator=gen)
-        pred = pred[0]
+        pred_all, s_log, d_log = model.rollout(real[0][None], None, actions, steps=steps, generator=gen)
+        pred = pred_all[0, :T]
         with torch.no_grad():  # the head on the real frames: tells head errors from imagination errors
             s_real, _ = model.head(real[1:][None], real[0][None])
         succ_real.append(s_real[0])
+        succ_real_labels.append(torch.from_numpy(ep.success[:T].astype(np.float32)))
         psnr, ssim = psnr_per_frame(pred, real[1:]), ssim_per_frame(pred, real[1:])
         base = psnr_per_frame(real[:1].expand(T, -1, -1, -1), real[1:])  # "nothing moves" reference
-        steps_idx = np.arange(T)
-        done = ep.success[:T] | (steps_idx >= len(ep) - 1)
+        done = ep.success[:A] | (np.arange(A) >= len(ep) - 1)
         succ_logits.append(s_log[0])
-        succ_labels.append(torch.from_numpy(ep.success[:T].astype(np.float32)))
+        succ_labels.append(torch.from_numpy(ep.success[:A].astype(np.float32)))
         done_logits.append(d_log[0])
         done_labels.append(torch.from_numpy(done.astype(np.float32)))
         psnr_rows.append(psnr.numpy())
@@ -113,7 +116,7 @@ def main(cfg: EvalWorldModelConfig) -> dict:
         base_rows.append(base.numpy())
         per_ep.append({"episode": ep.index, "task_id": ep.task_id, "steps": T, "psnr": float(psnr.mean()),
                        "ssim": float(ssim.mean()), "static_psnr": float(base.mean()),
-                       "success": bool(ep.success.any()), "predicted_success": bool((s_log[0] > 0).any())})
+                       "success": bool(ep.success[:A].any()), "predicted_success": bool((s_log[0] > 0).any())})
         if n < cfg.videos:
             r, p = to_uint8(real[1:]), to_uint8(pred)
             diff = np.clip(np.abs(r.astype(np.int16) - p.astype(np.int16)) * 2, 0, 255).astype(np.uint8)
@@ -140,7 +143,7 @@ def main(cfg: EvalWorldModelConfig) -> dict:
         "static_psnr": float(np.concatenate(base_rows).mean()),
         "success_f1": f1(torch.cat(succ_logits), torch.cat(succ_labels)),
         "done_f1": f1(torch.cat(done_logits), torch.cat(done_labels)),
-        "success_f1_real_frames": f1(torch.cat(succ_real), torch.cat(succ_labels)),
+        "success_f1_real_frames": f1(torch.cat(succ_real), torch.cat(succ_real_labels)),
         "success_labels": int(torch.cat(succ_labels).sum()),
         "psnr_per_step": psnr_s.tolist(), "ssim_per_step": ssim_s.tolist(), "static_psnr_per_step": base_s.tolist(),
         "per_episode": per_ep,
