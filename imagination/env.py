@@ -133,7 +133,7 @@ class ImaginationVectorEnv(VectorEnv):
             ctx = ep.frames[np.clip(np.arange(kf.t - self.C + 1, kf.t + 1), 0, None)]  # [C, V, H, W, 3]
             self._context[i] = to_model_frames(_views_to_channels(ctx)).to(self.device)
             self._anchor[i] = to_model_frames(_views_to_channels(ep.frames[0])).to(self.device)
-            self._state[i] = torch.as_tensor(ep.state[kf.t], device=self.device)
+            self._state[i] = torch.tensor(ep.state[kf.t], device=self.device)  # copy: dataset arrays are read-only
             self._image[i] = ep.frames[kf.t]
             self._instruction[i] = ep.instruction
             self._t[i] = kf.t
@@ -141,14 +141,22 @@ class ImaginationVectorEnv(VectorEnv):
         self._needs_reset[idx] = False
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        """options: {"keyframes": [Keyframe, ...]} to start each env at a given real frame."""
+        """options: {"keyframes": [Keyframe | None, ...]} starts env i at a given real frame (None: drawn);
+        {"reset_mask": bool [B]} restarts only those envs (the others keep their episode)."""
         if seed is not None:
             self._rng = np.random.default_rng(seed)
             self._gen.manual_seed(seed)
-        keyframes = (options or {}).get("keyframes")
+        options = options or {}
+        mask = np.asarray(options.get("reset_mask", np.ones(self.num_envs, bool)), dtype=bool)
+        keyframes = options.get("keyframes")
+        if mask.shape != (self.num_envs,):
+            raise ValueError(f"reset options['reset_mask']: expected {self.num_envs} booleans (one per env), got shape {mask.shape}")
         if keyframes is not None and len(keyframes) != self.num_envs:
             raise ValueError(f"reset options['keyframes']: expected {self.num_envs} keyframes (one per env), got {len(keyframes)}")
-        self._start_envs(np.ones(self.num_envs, bool), keyframes)
+        drawn = iter(self.keyframes.sample(self.num_envs, self._rng))
+        chosen = [(keyframes[i] if keyframes is not None and keyframes[i] is not None else next(drawn))
+                  for i in np.flatnonzero(mask)]
+        self._start_envs(mask, chosen)
         return self._obs(), self._info(np.zeros(self.num_envs, bool))
 
     def _info(self, success: np.ndarray, **extra) -> dict:

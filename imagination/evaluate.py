@@ -1,10 +1,9 @@
 """Evaluate a policy checkpoint in an environment: success rate per task with 95% Wilson intervals.
 
-The loop knows two things only: a `Policy` (policies.base) and an `EvalEnv`, built by the factory
-registered for `EvalConfig.env`. The real LIBERO suites are registered here; another env (e.g. the
-imagination env over a world model) plugs in with `register_env(name, factory)` without touching
-the loop (a factory gets the EvalConfig, the EnvSpec the policy needs and the first task of each env,
-and returns an object with the `EvalEnv` methods). Every episode is a `Job` (task, official init state, seed): its seed depends on (seed, task,
+The loop knows two things only: a `Policy` (policies.base) and an `EvalEnv`, built by
+`make_eval_env` from `EvalConfig.env`: a LIBERO suite (real simulation) or "imagination" (the
+world model, started from the same tasks and official init states as the real env). Callers with
+another env pass their own factory to `evaluate(..., env_factory=...)`. Every episode is a `Job` (task, official init state, seed): its seed depends on (seed, task,
 episode number) only, so results do not depend on how many envs run in parallel or in what order
 episodes finish.
 """
@@ -36,7 +35,7 @@ class EvalConfig:
     """What to evaluate, where, and how many episodes."""
 
     checkpoint: str = ""  # a Policy.save file, or "random" for the uniform random baseline
-    env: str = "libero_spatial"  # a registered env: the LIBERO suites (see registered_envs())
+    env: str = "libero_spatial"  # a LIBERO suite, or "imagination" (needs world_model and start_data)
     tasks: list[int] = field(default_factory=list)  # empty = every task of the env
     episodes_per_task: int = 10
     init_state_offset: int = 0  # episode j of a task starts from init state (offset + j) % num_init_states
@@ -51,6 +50,13 @@ class EvalConfig:
     videos: int = 4  # mp4s (views side by side) of the first N episodes
     out_dir: str = "outputs/eval/run"
     num_threads: int = 1  # torch threads for the policy (simulators use the other cores)
+    # env=imagination: the world model, the real episodes whose first frames start imagined ones
+    # (matched by task and init state), and the proprio model (empty: fit one on start_data, ~15 s).
+    world_model: str = ""
+    start_data: str = ""
+    proprio: str = ""
+    sampling_steps: int = 0  # denoising steps per chunk; 0 = the world model's default
+    success_threshold: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -143,16 +149,18 @@ class LiberoEvalEnv:
 
 
 EnvFactory = Callable[[EvalConfig, EnvSpec, list[int]], EvalEnv]  # (config, spec, first task per env) -> env
-_ENV_FACTORIES: dict[str, EnvFactory] = {suite: LiberoEvalEnv for suite in libero_suites.SUITES}
+IMAGINATION = "imagination"
 
 
-def register_env(name: str, factory: EnvFactory) -> None:
-    """Make `EvalConfig.env = name` build its env with `factory` (e.g. an imagination env)."""
-    _ENV_FACTORIES[name] = factory
+def make_eval_env(cfg: EvalConfig, spec: EnvSpec, first_tasks: list[int]) -> EvalEnv:
+    """The env named by `cfg.env`: a real LIBERO suite, or the imagination env over a world model."""
+    if cfg.env in libero_suites.SUITES:
+        return LiberoEvalEnv(cfg, spec, first_tasks)
+    if cfg.env == IMAGINATION:
+        from imagination.imagined_eval import ImaginationEvalEnv  # torch/world-model imports only when used
 
-
-def registered_envs() -> list[str]:
-    return sorted(_ENV_FACTORIES)
+        return ImaginationEvalEnv(cfg, spec, first_tasks)
+    raise ValueError(f"env: {cfg.env!r} is not available; expected one of {sorted(libero_suites.SUITES) + [IMAGINATION]}")
 
 
 def load_policy(cfg: EvalConfig) -> Policy:
@@ -263,10 +271,9 @@ def summarize(records: list[dict], instructions: dict[int, str]) -> dict:
     return {"overall": block(records), "per_task": per_task}
 
 
-def evaluate(cfg: EvalConfig, policy: Policy | None = None, progress: bool = True) -> dict:
+def evaluate(cfg: EvalConfig, policy: Policy | None = None, progress: bool = True,
+             env_factory: EnvFactory = make_eval_env) -> dict:
     """Evaluate `policy` (default: cfg.checkpoint) in cfg.env; writes out_dir/results.json and videos."""
-    if cfg.env not in _ENV_FACTORIES:
-        raise ValueError(f"env: {cfg.env!r} is not available; registered envs: {registered_envs()}")
     if cfg.episodes_per_task < 1 or cfg.num_envs < 1:
         raise ValueError(f"episodes_per_task and num_envs must be >= 1, got {cfg.episodes_per_task}, {cfg.num_envs}")
     torch.set_num_threads(cfg.num_threads)
@@ -277,7 +284,7 @@ def evaluate(cfg: EvalConfig, policy: Policy | None = None, progress: bool = Tru
     spec = EnvSpec(tuple(getattr(pcfg, "views", ("agentview", "wrist"))),
                    cfg.image_size or int(getattr(pcfg, "image_size", 64)), cfg.action_steps or policy.chunk_len)
     probe_tasks = cfg.tasks or [0]
-    env = _ENV_FACTORIES[cfg.env](cfg, spec, [probe_tasks[i % len(probe_tasks)] for i in range(cfg.num_envs)])
+    env = env_factory(cfg, spec, [probe_tasks[i % len(probe_tasks)] for i in range(cfg.num_envs)])
     try:
         bad = [t for t in cfg.tasks if not 0 <= t < env.num_tasks()]
         if bad:
@@ -303,5 +310,5 @@ def evaluate(cfg: EvalConfig, policy: Policy | None = None, progress: bool = Tru
     return result
 
 
-__all__ = ["EnvSpec", "EvalConfig", "EvalEnv", "Job", "evaluate", "load_policy", "plan_jobs", "register_env",
-           "registered_envs", "run_episodes", "summarize", "wilson_interval"]
+__all__ = ["EnvSpec", "EvalConfig", "EvalEnv", "Job", "evaluate", "load_policy", "make_eval_env", "plan_jobs",
+           "run_episodes", "summarize", "wilson_interval"]

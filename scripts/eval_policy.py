@@ -1,10 +1,15 @@
-"""Evaluate a policy checkpoint in real LIBERO: success rate per task with 95% Wilson intervals.
+"""Evaluate a policy checkpoint in real LIBERO or in imagination: success per task with 95% Wilson intervals.
 
     python scripts/eval_policy.py checkpoint=outputs/bc/quick/policy.pt tasks=[0,1,2] episodes_per_task=10
     python scripts/eval_policy.py checkpoint=random env=libero_spatial tasks=[0]   # random baseline
     python scripts/eval_policy.py checkpoint=policy.pt env=libero_goal num_envs=4 max_steps=300
 
-env is one of the LIBERO suites (libero_spatial, libero_object, libero_goal, libero_10, libero_90).
+env is one of the LIBERO suites (libero_spatial, libero_object, libero_goal, libero_10, libero_90),
+or `imagination`: the same jobs run inside a world model, each starting at frame 0 of a real episode
+of the same task and init state (policy ranking compares the two):
+
+    python scripts/eval_policy.py checkpoint=policy.pt env=imagination \
+        world_model=outputs/world_model/quick/world_model.pt start_data=outputs/data/libero_spatial_quick
 Episode j of a task starts from official init state (init_state_offset + j) with a seed fixed by
 (seed, task, j), so two checkpoints evaluated with the same command face the same episodes.
 Render as the training data was rendered (fast_render, image size; the policy's views and size are
@@ -13,10 +18,7 @@ read from its checkpoint).
 Writes out_dir/results.json (per-task and overall success, 95% Wilson interval, per-episode records,
 timing) and out_dir/videos/*.mp4 (the first `videos` episodes, views side by side).
 
-Other envs: the loop in imagination/evaluate.py drives any env registered with
-imagination.evaluate.register_env(name, factory); an imagination env over a learned world model is
-meant to plug in there (env=imagination plus its own fields such as a world-model checkpoint). It is
-not available yet: only the LIBERO suites are accepted today.
+Other envs: pass your own factory to imagination.evaluate.evaluate(..., env_factory=...).
 """
 from __future__ import annotations
 

@@ -138,3 +138,15 @@ def test_proprio_model_learns_integrator():
     model_err = ((model.predict(s0, a) - target).abs().mean(-1) * mask).sum() / mask.sum()
     still_err = ((s0[:, None] - target).abs().mean(-1) * mask).sum() / mask.sum()
     assert model_err < 0.5 * still_err  # held-out episode: far better than "the robot does not move"
+
+
+def test_masked_reset_keeps_other_envs(models):
+    wm, prop = models
+    eps = _episodes()
+    venv = ImaginationVectorEnv(wm, prop, eps, num_envs=2, config=ImaginationConfig(success_threshold=1.01))
+    venv.reset(seed=0, options={"keyframes": [Keyframe(0, 3), Keyframe(1, 3)]})
+    obs, *_ = venv.step(np.zeros((2, 4, 7), np.float32))
+    obs2, info = venv.reset(options={"reset_mask": [False, True], "keyframes": [None, Keyframe(2, 5)]})
+    np.testing.assert_array_equal(obs2["image"][0], obs["image"][0])  # env 0 untouched
+    np.testing.assert_array_equal(obs2["image"][1], eps[2].frames[5])
+    assert list(info["t"]) == [7, 5]

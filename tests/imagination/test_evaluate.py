@@ -10,7 +10,7 @@ import torch
 
 import imagination.evaluate as ev
 from envs.dataset import decode_video
-from imagination.evaluate import EvalConfig, evaluate, plan_jobs, register_env, wilson_interval
+from imagination.evaluate import EvalConfig, evaluate, plan_jobs, wilson_interval
 from policies.base import Policy, PolicyConfig, batch_obs
 
 
@@ -85,8 +85,7 @@ class FakeEnv:
 
 
 @pytest.fixture
-def fake(monkeypatch):
-    monkeypatch.setitem(ev._ENV_FACTORIES, "fake", FakeEnv)
+def fake():
     FakeEnv.instances.clear()
     return FakeEnv
 
@@ -95,7 +94,7 @@ def run(tmp_path, num_envs=2, **kw) -> dict:
     policy = SignPolicy(PolicyConfig(chunk_len=4))
     cfg = EvalConfig(env="fake", tasks=[0, 1, 2], episodes_per_task=3, num_envs=num_envs, videos=2, image_size=8,
                      out_dir=str(tmp_path / f"eval{num_envs}"), **kw)
-    return evaluate(cfg, policy=policy, progress=False)
+    return evaluate(cfg, policy=policy, progress=False, env_factory=FakeEnv)
 
 
 def test_wilson_interval_known_values():
@@ -145,22 +144,21 @@ def test_action_steps_shortens_the_executed_chunk(fake, tmp_path):
 
 
 def test_bad_configs_raise(fake, tmp_path):
-    with pytest.raises(ValueError, match=r"not available; registered envs: \[.*'libero_spatial'"):
+    with pytest.raises(ValueError, match="world_model"):
         evaluate(EvalConfig(env="imagination", out_dir=str(tmp_path)), policy=SignPolicy(PolicyConfig()))
     with pytest.raises(ValueError, match=r"task ids in \[0, 2\]"):
         evaluate(EvalConfig(env="fake", tasks=[5], out_dir=str(tmp_path)), policy=SignPolicy(PolicyConfig()),
-                 progress=False)
+                 progress=False, env_factory=FakeEnv)
     assert fake.instances[-1].closed  # the env is closed on errors too
     with pytest.raises(ValueError, match="action_steps"):
         run(tmp_path, action_steps=9)
     with pytest.raises(FileNotFoundError, match="checkpoint"):
-        evaluate(EvalConfig(env="fake", checkpoint=str(tmp_path / "missing.pt"), out_dir=str(tmp_path)))
+        evaluate(EvalConfig(env="fake", checkpoint=str(tmp_path / "missing.pt"), out_dir=str(tmp_path)), env_factory=FakeEnv)
 
 
-def test_register_env_adds_a_factory(monkeypatch):
-    monkeypatch.setattr(ev, "_ENV_FACTORIES", dict(ev._ENV_FACTORIES))
-    register_env("my_env", FakeEnv)
-    assert "my_env" in ev.registered_envs() and "libero_spatial" in ev.registered_envs()
+def test_unknown_env_is_rejected(tmp_path):
+    with pytest.raises(ValueError, match="imagination"):
+        evaluate(EvalConfig(env="mars", out_dir=str(tmp_path)), policy=SignPolicy(PolicyConfig()), progress=False)
 
 
 @pytest.mark.slow
