@@ -60,9 +60,7 @@ class StartEpisode:
 def load_start_episodes(root: str, views: list[str], indices: list[int] | None = None) -> list[StartEpisode]:
     """Real episodes (all, or `indices`) of the dataset at `root` with the world model's views."""
     ds = EpisodeDataset(root, verify=False)
-    missing = [v for v in views if v not in ds.views]
-    if missing:
-        raise ValueError(f"views {missing} are not in the dataset at {root} (it has {list(ds.views)})")
+    ds.require_views(views)
     out = []
     for i in range(len(ds)) if indices is None else indices:
         ep = ds[i]

@@ -73,9 +73,7 @@ class EpisodeArrays:
 def load_episodes(root: str | os.PathLike, views: list[str], indices: list[int] | None = None) -> list[EpisodeArrays]:
     """Decode the given episodes (all by default) of the dataset at `root` into memory."""
     ds = EpisodeDataset(root, verify=False)
-    missing = [v for v in views if v not in ds.views]
-    if missing:
-        raise ValueError(f"views {missing} not in the dataset at {root} (it has {list(ds.views)})")
+    ds.require_views(views)
     out = []
     for i in range(len(ds)) if indices is None else indices:
         ep = ds[i]

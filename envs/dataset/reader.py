@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -97,6 +97,12 @@ class EpisodeDataset:
         return len(self._rows)
 
     # ------------------------------------------------------------------ access
+    def require_views(self, views: Sequence[str]) -> None:
+        """Raise ValueError unless every view in `views` is recorded in this dataset."""
+        missing = [v for v in views if v not in self.views]
+        if missing:
+            raise ValueError(f"views {missing} are not in the dataset at {self.root} (it has {list(self.views)})")
+
     def select(self, source: str | None = None, task_id: int | None = None,
                success: bool | None = None) -> list[int]:
         """Indices of the episodes matching every filter that is not None."""
