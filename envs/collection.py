@@ -46,6 +46,9 @@ class CollectConfig:
     preview_videos: int = 4  # side-by-side mp4s of the first episodes, for a human to look at
     # Extra copies of every episode re-rendered in random visual styles (same trajectory, other look).
     style_variants: int = 0
+    # Steps recorded after the first success: without them no recorded frame shows the solved scene
+    # (row t is the observation *before* action t), and a success head has nothing to learn from.
+    post_success_steps: int = 8
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,8 @@ def validate(cfg: CollectConfig) -> None:
     unknown = [p for p in cfg.perturbations if p not in PERTURBATION_KINDS]
     if unknown or (cfg.perturbed_fraction > 0 and not cfg.perturbations):
         raise ValueError(f"perturbations: expected a non-empty subset of {list(PERTURBATION_KINDS)}, got {cfg.perturbations}")
+    if cfg.post_success_steps < 0:
+        raise ValueError(f"post_success_steps: expected an integer >= 0, got {cfg.post_success_steps}")
     if cfg.style_variants < 0:
         raise ValueError(f"style_variants: expected an integer >= 0, got {cfg.style_variants}")
     if cfg.num_workers < 1:
@@ -106,10 +111,11 @@ def make_plan(cfg: CollectConfig, num_init_states: int = 50) -> list[PlanItem]:
     return plan
 
 
-def record_episode(env: LiberoEnv, item: PlanItem, strength: float = 1.0) -> Episode:
+def record_episode(env: LiberoEnv, item: PlanItem, strength: float = 1.0, post_success_steps: int = 0) -> Episode:
     """Run the (perturbed) expert for one plan item in `env` and record every control step.
 
-    Row t holds the observation before action t, action t, and the reward/success after it.
+    Row t holds the observation before action t, action t, and the reward/success after it. After the
+    first success, `post_success_steps` more steps are recorded (`env` must not terminate on success).
     A style variant replays the same plan item in a restyled scene: the expert acts on privileged
     state, not pixels, and the seeded reset is reproducible, so the trajectory is the same.
     """
@@ -121,7 +127,7 @@ def record_episode(env: LiberoEnv, item: PlanItem, strength: float = 1.0) -> Epi
     obs, _ = env.reset(seed=item.seed, options={"task_id": item.task_id, "init_state_id": item.init_state_id})
     expert.reset(env.raw, env.raw_obs)
     frames, states, actions, rewards, successes = [], [], [], [], []
-    done = False
+    done, post_success = False, post_success_steps
     while not done:
         action = np.clip(expert.act(env.raw_obs), -1.0, 1.0).astype(np.float32)
         frames.append(obs["image"])
@@ -130,7 +136,9 @@ def record_episode(env: LiberoEnv, item: PlanItem, strength: float = 1.0) -> Epi
         actions.append(action)
         rewards.append(reward)
         successes.append(info["success"])
-        done = terminated or truncated
+        if any(successes):
+            post_success -= 1  # the env keeps going after success (terminate_on_success=False)
+        done = terminated or truncated or post_success < 0
     images = np.stack(frames)  # [T, V, H, W, 3]
     return Episode(
         frames={v: images[:, i] for i, v in enumerate(env.cfg.views)},
@@ -164,6 +172,7 @@ def env_config(cfg: CollectConfig, task_id: int) -> LiberoEnvConfig:
         chunk_len=1,
         max_steps=cfg.max_steps or None,
         fast_render=cfg.fast_render,
+        terminate_on_success=cfg.post_success_steps == 0,
     )
 
 
@@ -178,7 +187,7 @@ def _worker_record(cfg: CollectConfig, item: PlanItem) -> Episode:
         # Free the GL context while the interpreter is intact: left to garbage collection at exit,
         # EGL teardown fails noisily after the display is gone.
         atexit.register(_WORKER_ENV.close)
-    return record_episode(_WORKER_ENV, item, cfg.perturbation_strength)
+    return record_episode(_WORKER_ENV, item, cfg.perturbation_strength, cfg.post_success_steps)
 
 
 def _iter_episodes(cfg: CollectConfig, todo: list[PlanItem]) -> Iterator[Episode]:
@@ -186,7 +195,7 @@ def _iter_episodes(cfg: CollectConfig, todo: list[PlanItem]) -> Iterator[Episode
         env = LiberoEnv(env_config(cfg, todo[0].task_id))
         try:
             for item in todo:
-                yield record_episode(env, item, cfg.perturbation_strength)
+                yield record_episode(env, item, cfg.perturbation_strength, cfg.post_success_steps)
         finally:
             env.close()
         return

@@ -42,6 +42,9 @@ class LiberoEnvConfig:
     fast_render: bool = False
     # Return the observation after every low-level step of a chunk in info["chunk_obs"] (for recording).
     chunk_info: bool = False
+    # False: keep stepping after success (reward and info["success"] stay on, only the horizon ends the
+    # episode). For recording what a solved scene looks like; evaluation keeps the default.
+    terminate_on_success: bool = True
 
 
 def _raw_state(raw_obs: dict) -> np.ndarray:
@@ -199,11 +202,11 @@ class LiberoEnv(gym.Env):
             success = bool(self._raw.check_success())
             if self.cfg.chunk_info:
                 chunk_obs.append(self._obs(raw_obs))
-            if success or self._t >= self.max_steps:
+            if (success and self.cfg.terminate_on_success) or self._t >= self.max_steps:
                 break
         self.raw_obs = raw_obs
-        terminated = success
-        truncated = (not success) and self._t >= self.max_steps
+        terminated = success and self.cfg.terminate_on_success
+        truncated = (not terminated) and self._t >= self.max_steps
         self._done = terminated or truncated
         info = {"success": success, "steps": executed, "t": self._t, "task_id": self.task_id}
         if self.cfg.chunk_info:

@@ -27,6 +27,7 @@ def test_plan_is_deterministic_and_mixes_perturbations():
         ({"suite": "libero_goal"}, "suite"),
         ({"perturbed_fraction": 1.5}, "perturbed_fraction"),
         ({"episodes_per_task": 0}, "episodes_per_task"),
+        ({"post_success_steps": -1}, "post_success_steps"),
     ],
 )
 def test_bad_config_names_the_field(changes, field):
@@ -50,7 +51,11 @@ def test_collect_real_episodes_and_resume(tmp_path):
     assert by_source["expert"]["success"] and by_source["expert"]["perturbation"] == ""
     assert not by_source["perturbed"]["success"] and by_source["perturbed"]["perturbation"] == "early_release"
     ep = ds[by_source["expert"]["episode_index"]]
-    assert ep.frames["agentview"].shape[1:] == (64, 64, 3) and ep.success[-1] and not ep.success[:-1].any()
+    assert ep.frames["agentview"].shape[1:] == (64, 64, 3)
+    # The first success is followed by post_success_steps recorded steps of the solved scene.
+    first = int(np.argmax(ep.success))
+    assert not ep.success[:first].any() and ep.success[first:].all()
+    assert len(ep) - first == 1 + cfg.post_success_steps
     assert np.abs(ep.action).max() <= 1.0 and ep.state.shape == (len(ep), 8)
     assert summary["0"]["expert"] == {"success": 1, "episodes": 1}
     assert json.loads((tmp_path / "data" / "summary.json").read_text()) == summary
