@@ -13,8 +13,10 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from contextlib import contextmanager
 from fractions import Fraction
 from pathlib import Path
+from typing import Iterator
 
 import av
 import numpy as np
@@ -72,11 +74,7 @@ def encode_video(path: str | os.PathLike, frames: np.ndarray, fps: float, codec:
     else:
         options = {"crf": str(int(crf))}
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_file(path) as tmp_name:
         # format="mp4" explicitly: the temporary name does not end in .mp4.
         with av.open(tmp_name, mode="w", format="mp4") as container:
             stream = container.add_stream(encoder, rate=rate)
@@ -90,14 +88,6 @@ def encode_video(path: str | os.PathLike, frames: np.ndarray, fps: float, codec:
                     container.mux(packet)
             for packet in stream.encode():  # flush delayed (B-)frames
                 container.mux(packet)
-        os.chmod(tmp_name, FILE_MODE)
-        fsync_file(tmp_name)
-        os.replace(tmp_name, path)
-    except BaseException:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
-        raise
-    fsync_dir(path.parent)
 
 
 def decode_video(path: str | os.PathLike) -> np.ndarray:
@@ -142,23 +132,33 @@ def fsync_dir(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
-    """tmp file in the same directory + fsync + os.replace: `path` holds either the old or the new bytes."""
+@contextmanager
+def atomic_file(path: str | os.PathLike) -> Iterator[str]:
+    """Yield a temporary name beside `path`; on success it is fsynced and renamed onto `path`.
+
+    `path` holds either its old content or the complete new one, never a partial file; on an
+    exception the temporary file is removed and `path` is untouched.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fchmod(f.fileno(), FILE_MODE)
-            os.fsync(f.fileno())
+        yield tmp
+        os.chmod(tmp, FILE_MODE)
+        fsync_file(tmp)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
     fsync_dir(path.parent)
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """`path` holds either the old or the new bytes (see `atomic_file`)."""
+    with atomic_file(path) as tmp:
+        Path(tmp).write_bytes(data)
 
 
 def sha256_file(path: str | os.PathLike) -> str:
