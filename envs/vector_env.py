@@ -42,10 +42,14 @@ class LiberoVectorEnv(AsyncVectorEnv):
         super().__init__(fns, shared_memory=False, context=context, autoreset_mode=autoreset_mode)
         self.config = config
 
-    def reset(self, *, seed: int | list[int] | None = None, options: dict | None = None):
+    def reset(self, *, seed: int | list[int | None] | None = None, options: dict | None = None):
+        """options: per-env lists (or one value for all) of "init_state_id" / "task_id", and Gymnasium's
+        "reset_mask" (bool [B]) to restart only some envs; None entries leave an env's option unset."""
+        options = dict(options or {})
+        mask = options.pop("reset_mask", None)
         if options:
             self.set_attr("next_reset_options", self._split_options(options))
-        return super().reset(seed=seed)
+        return super().reset(seed=seed, options=None if mask is None else {"reset_mask": np.asarray(mask, bool)})
 
     def _split_options(self, options: dict) -> list[dict]:
         per_env: list[dict] = [{} for _ in range(self.num_envs)]
@@ -54,5 +58,6 @@ class LiberoVectorEnv(AsyncVectorEnv):
             if len(values) != self.num_envs:
                 raise ValueError(f"reset options[{key!r}]: expected {self.num_envs} values (one per env), got {len(values)}")
             for opts, v in zip(per_env, values):
-                opts[key] = int(v)
+                if v is not None:
+                    opts[key] = int(v)
         return per_env

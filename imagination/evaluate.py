@@ -21,7 +21,7 @@ import torch
 from scipy.stats import binomtest
 from tqdm import tqdm
 
-from gymnasium.vector import AsyncVectorEnv, AutoresetMode
+from gymnasium.vector import AutoresetMode
 
 from envs import libero_suites
 from envs.dataset import encode_video
@@ -130,11 +130,10 @@ class LiberoEvalEnv:
         return self._task(task_id).language
 
     def reset_envs(self, jobs: list[Job | None]) -> dict[str, Any]:
-        self.venv.set_attr("next_reset_options", [
-            {"task_id": j.task_id, "init_state_id": j.init_state_id} if j is not None else None for j in jobs])
-        mask = np.array([j is not None for j in jobs])
-        # LiberoVectorEnv.reset always restarts every env; the masked reset is AsyncVectorEnv's own.
-        obs, _ = AsyncVectorEnv.reset(self.venv, seed=[j.seed if j else None for j in jobs], options={"reset_mask": mask})
+        obs, _ = self.venv.reset(seed=[j.seed if j else None for j in jobs], options={
+            "task_id": [j.task_id if j else None for j in jobs],
+            "init_state_id": [j.init_state_id if j else None for j in jobs],
+            "reset_mask": [j is not None for j in jobs]})
         return obs
 
     def step(self, actions: np.ndarray):
