@@ -85,11 +85,6 @@ def get_task(suite: str, task_id: int) -> LiberoTask:
     )
 
 
-def task_languages(suite: str) -> list[str]:
-    """Language instruction of every task of `suite`, in task-id order."""
-    return [get_task(suite, i).language for i in range(suite_info(suite).num_tasks)]
-
-
 def make_raw_env(task: LiberoTask, image_size: int = 64, camera_names: list[str] | tuple = ()):
     """LIBERO's `OffScreenRenderEnv` for `task` rendering `camera_names` at `image_size` px.
 
