@@ -7,7 +7,8 @@ padding, DrQ-style), the usual cure for a conv encoder overfitting a few demonst
 
 Checkpoints (`out_dir/checkpoint.pt`, atomic) hold model, optimizer, LR schedule, RNG states and step,
 so a stopped run resumed with the same config continues bit for bit. `out_dir/policy.pt` is the
-final policy (`Policy.load`), `out_dir/loss.csv` and `out_dir/logs/` (tensorboard) the loss curve.
+final policy (`Policy.load`), `out_dir/policy_step{N}.pt` the policy at each of `snapshot_steps`,
+`out_dir/loss.csv` and `out_dir/logs/` (tensorboard) the loss curve.
 """
 from __future__ import annotations
 
@@ -47,6 +48,8 @@ class BCConfig:
     loss: str = "mse"  # "mse" on the chunk mean, or "nll" (Gaussian NLL, also fits the policy's log-std)
     augment_shift: int = 4  # max random image shift in pixels (0 = off)
     checkpoint_every: int = 500
+    # also save the policy as it was at these steps: out_dir/policy_step{N}.pt (e.g. to compare training stages)
+    snapshot_steps: list[int] = field(default_factory=list)
     log_every: int = 50
     seed: int = 0
     num_threads: int = 1  # torch CPU threads (2 threads on a busy 2-core machine run ~10x slower than 1)
@@ -155,6 +158,9 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
     [T, 7] and instruction str (e.g. `envs.dataset.Episode`; selecting them is the caller's job, see
     scripts/train_bc.py). state_stats: {"mean": [8], "std": [8]} (default: over these episodes).
     """
+    bad = [n for n in cfg.snapshot_steps if not 1 <= n <= cfg.steps]
+    if bad:
+        raise ValueError(f"snapshot_steps: expected steps in [1, {cfg.steps}] (steps), got {bad}")
     torch.set_num_threads(cfg.num_threads)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -221,6 +227,8 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
                 if on_log:
                     on_log(row)
                 last, run_loss, run_mse, n = row, 0.0, 0.0, 0
+            if step in cfg.snapshot_steps:
+                policy.save(out / f"policy_step{step}.pt")
             if step % cfg.checkpoint_every == 0 or step == cfg.steps:
                 checkpoint()
             bar.update(1)
@@ -232,9 +240,11 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
     policy.save(out / "policy.pt")
     seconds = time.time() - t0
     final = last or {"loss": float("nan"), "mse": float("nan")}
-    return {"policy_path": str(out / "policy.pt"), "steps": step, "final_loss": final["loss"], "final_mse": final["mse"],
-            "first_loss": first_loss, "seconds": seconds, "samples": len(data), "episodes": len(episodes),
-            "instructions": data.instructions}
+    snapshots = {n: str(out / f"policy_step{n}.pt") for n in sorted(cfg.snapshot_steps)
+                 if (out / f"policy_step{n}.pt").is_file()}
+    return {"policy_path": str(out / "policy.pt"), "snapshots": snapshots, "steps": step, "final_loss": final["loss"],
+            "final_mse": final["mse"], "first_loss": first_loss, "seconds": seconds, "samples": len(data),
+            "episodes": len(episodes), "instructions": data.instructions}
 
 
 __all__ = ["BCConfig", "ChunkData", "bc_loss", "random_shift", "train_bc"]

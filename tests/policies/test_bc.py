@@ -99,6 +99,31 @@ def test_interrupted_run_resumes_exactly(square_dataset, tmp_path):
     assert resumed["final_loss"] == pytest.approx(full["final_loss"])
 
 
+def test_snapshot_steps_save_the_policy_at_those_steps(square_dataset, tmp_path):
+    episodes, stats = load_episodes(bc_config(square_dataset, tmp_path))
+    cfg = bc_config(square_dataset, tmp_path / "run", steps=40, checkpoint_every=20, snapshot_steps=[10, 30, 40])
+
+    def crash(row: dict) -> None:
+        if row["step"] == 30:  # before the step-30 snapshot is written: the resumed run writes it
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train_bc(cfg, episodes, stats, progress=False, on_log=crash)
+    result = train_bc(cfg, episodes, stats, progress=False)  # resumes from step 20
+    assert sorted(result["snapshots"]) == [10, 30, 40]
+    final = Policy.load(result["policy_path"]).state_dict()
+    at = {n: Policy.load(path).state_dict() for n, path in result["snapshots"].items()}
+    keys = [k for k in final if k != "_extra_state"]
+    assert all(torch.equal(at[40][k], final[k]) for k in keys)
+    assert not all(torch.equal(at[10][k], final[k]) for k in keys)
+    assert not all(torch.equal(at[30][k], final[k]) for k in keys)
+    uninterrupted = train_bc(replace(cfg, out_dir=str(tmp_path / "ref")), episodes, stats, progress=False)
+    ref = Policy.load(uninterrupted["snapshots"][30]).state_dict()
+    assert all(torch.equal(at[30][k], ref[k]) for k in keys)  # the snapshot survives an interrupted run exactly
+    with pytest.raises(ValueError, match="snapshot_steps"):
+        train_bc(replace(cfg, snapshot_steps=[50], out_dir=str(tmp_path / "x")), episodes, stats, progress=False)
+
+
 def test_resume_refuses_another_policy_config(square_dataset, tmp_path):
     episodes, stats = load_episodes(bc_config(square_dataset, tmp_path))
     train_bc(bc_config(square_dataset, tmp_path, steps=10), episodes, stats, progress=False)
