@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from pathlib import Path
 from typing import Sequence, TypeVar
 
@@ -23,7 +24,7 @@ T = TypeVar("T")
 
 
 def _fields_help(cls: type) -> str:
-    lines = ["config fields (set with key=value; lists as key=[a,b]):"]
+    lines = ["config fields (set with key=value; lists as key=[a,b], dicts as 'key={a:1,b:2}' or key.a=1):"]
     for f in dataclasses.fields(cls):
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else "required"  # type: ignore[misc]
@@ -64,8 +65,24 @@ def load_config(cls: type[T], preset: str | None = None, overrides: Sequence[str
     bad = [o for o in overrides if "=" not in o]
     if bad:
         raise ValueError(f"overrides: expected key=value, got {bad}")
-    cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(overrides)))
+    cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([_spaced_mapping(o) for o in overrides]))
     return OmegaConf.to_object(cfg)  # type: ignore[return-value]
+
+
+# `key:value` right after `{` or `,` in a flow mapping; not `http://`-like values
+_TIGHT_KEY = re.compile(r"([{,]\s*)([A-Za-z_][\w.-]*):(?=[^\s/])")
+
+
+def _spaced_mapping(override: str) -> str:
+    """`a.b={x:1,y:2}` -> `a.b={x: 1,y: 2}`.
+
+    Override values are read as YAML, where `{x:1}` is the one key "x:1" with no value; a dict field
+    set from a shell is almost always written that way, so add the space YAML needs after each key.
+    """
+    key, value = override.split("=", 1)
+    if not value.lstrip().startswith("{"):
+        return override
+    return key + "=" + _TIGHT_KEY.sub(r"\1\2: ", value)
 
 
 def parse_config(cls: type[T], description: str, group: str, argv: Sequence[str] | None = None) -> T:

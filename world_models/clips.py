@@ -16,16 +16,23 @@ context of C copies of the first frame); frames past the end repeat the last fra
 and done=1, so the model also learns that nothing moves once an episode is over. Frames are float
 in [-1, 1]; with several views (`views=["agentview", "wrist"]`) each frame stacks them as channels,
 ch = 3 * len(views). Batches add a leading B: context [B, C, ch, H, W].
+
+Episode weighting (fine-tuning on a grown dataset): `ClipConfig.source_weights` and
+`failure_weight` give each training episode a weight w; a clip's episode is drawn with probability
+proportional to w x episode length and its step uniformly within the episode, so with equal weights
+sampling is exactly the plain (episode, step) uniform draw it is without weighting.
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
 
-from envs.dataset import EpisodeDataset
+from envs.dataset import SOURCES, EpisodeDataset
 
 
 @dataclass
@@ -38,6 +45,33 @@ class ClipConfig:
     holdout_min: int = 1  # at least this many held-out episodes when the dataset has 2 or more
     split_seed: int = 0
     max_episodes: int = 0  # 0 = all; a cap for quick experiments
+    # episode weights for clip sampling, by episode source (envs.dataset.SOURCES), e.g. {"policy": 3.0};
+    # sources not listed weigh 1. Empty = every (episode, step) equally likely.
+    source_weights: dict[str, float] = field(default_factory=dict)
+    failure_weight: float = 1.0  # multiplies the weight of episodes that never succeed (dataset meta `success`)
+
+    def __post_init__(self) -> None:
+        check_weights(self.source_weights, self.failure_weight)  # a bad command line fails before any loading
+
+
+def check_weights(source_weights: Mapping[str, float], failure_weight: float) -> None:
+    """Raise ValueError naming the config field unless every weight is a finite number >= 0 for a known source."""
+    if not isinstance(source_weights, Mapping):
+        raise ValueError(f"clips.source_weights: expected a mapping source -> weight such as {{policy: 3.0}}, "
+                         f"got {type(source_weights).__name__}")
+    for source, w in source_weights.items():
+        if source not in SOURCES:
+            raise ValueError(f"clips.source_weights: unknown episode source {source!r}; expected one of {SOURCES}")
+        if not _is_weight(w):
+            raise ValueError(f"clips.source_weights: the weight of {source!r} must be a finite number >= 0, got {w!r}")
+    if not _is_weight(failure_weight):
+        raise ValueError(f"clips.failure_weight: expected a finite number >= 0, got {failure_weight!r}")
+
+
+def _is_weight(w: object) -> bool:
+    # bool is an int subclass; `policy: true` is a typo, not a weight
+    return isinstance(w, (int, float, np.integer, np.floating)) and not isinstance(w, (bool, np.bool_)) \
+        and math.isfinite(w) and w >= 0
 
 
 def split_episodes(n: int, holdout_fraction: float, seed: int, holdout_min: int = 1) -> tuple[list[int], list[int]]:
@@ -65,6 +99,12 @@ class EpisodeArrays:
     index: int
     task_id: int
     instruction: str
+    source: str = "expert"  # envs.dataset.SOURCES
+    episode_success: bool | None = None  # the dataset's episode-level flag; None = any(success)
+
+    def __post_init__(self) -> None:
+        if self.episode_success is None:
+            self.episode_success = bool(np.asarray(self.success).any())
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -74,13 +114,24 @@ def load_episodes(root: str | os.PathLike, views: list[str], indices: list[int] 
     """Decode the given episodes (all by default) of the dataset at `root` into memory."""
     ds = EpisodeDataset(root, verify=False)
     ds.require_views(views)
+    meta = ds.meta
     out = []
     for i in range(len(ds)) if indices is None else indices:
         ep = ds[i]
         frames = np.concatenate([ep.frames[v] for v in views], axis=-1)
         out.append(EpisodeArrays(frames, ep.action.astype(np.float32), ep.success.astype(bool), i,
-                                 ep.task_id, ep.instruction))
+                                 ep.task_id, ep.instruction, source=ep.source,
+                                 episode_success=bool(meta[i]["success"])))
     return out
+
+
+def episode_weights(episodes: Sequence[EpisodeArrays], source_weights: Mapping[str, float],
+                    failure_weight: float = 1.0) -> np.ndarray:
+    """Sampling weight of each episode, float64 [N]: source_weights[source] (1 if absent), times
+    failure_weight for an episode whose episode-level success is False."""
+    check_weights(source_weights, failure_weight)
+    return np.array([float(source_weights.get(ep.source, 1.0)) * (1.0 if ep.episode_success else float(failure_weight))
+                     for ep in episodes], dtype=np.float64)
 
 
 def to_model_frames(frames_uint8: np.ndarray | torch.Tensor) -> torch.Tensor:
@@ -122,12 +173,16 @@ def make_clip(ep: EpisodeArrays, t: int, context_frames: int, chunk_len: int) ->
 class ClipSampler:
     """Random clips from in-memory episodes, with a resumable random state.
 
-    Every (episode, step) pair of the given episodes is equally likely, so long episodes weigh more.
+    Without weights every (episode, step) pair of the given episodes is equally likely, so long
+    episodes weigh more. With `weights` [N] (see `episode_weights`) a step of episode e is drawn with
+    probability proportional to weights[e]: episode e supplies a share weights[e] x T_e / sum_j
+    weights[j] x T_j of the clips. Equal weights take the unweighted path, draw for draw.
     `state_dict()` / `load_state_dict()` capture the generator, so a resumed run draws the very
     clips the interrupted run would have drawn next.
     """
 
-    def __init__(self, episodes: list[EpisodeArrays], context_frames: int, chunk_len: int, seed: int = 0):
+    def __init__(self, episodes: list[EpisodeArrays], context_frames: int, chunk_len: int, seed: int = 0,
+                 weights: Sequence[float] | np.ndarray | None = None):
         if not episodes:
             raise ValueError("ClipSampler: no episodes to sample from")
         if context_frames < 1 or chunk_len < 1:
@@ -135,9 +190,29 @@ class ClipSampler:
         self.episodes = episodes
         self.context_frames = context_frames
         self.chunk_len = chunk_len
-        lengths = np.array([len(ep) for ep in episodes])
-        self._starts = np.concatenate([[0], np.cumsum(lengths)])
+        self._lengths = np.array([len(ep) for ep in episodes])
+        self._starts = np.concatenate([[0], np.cumsum(self._lengths)])
         self.rng = np.random.default_rng(seed)
+        self._cum_mass: np.ndarray | None = None  # cumulative weight x length per episode; None = unweighted
+        if weights is not None:
+            w = np.asarray(weights, dtype=np.float64)
+            if w.shape != (len(episodes),):
+                raise ValueError(f"ClipSampler: weights must have one entry per episode ({len(episodes)}), "
+                                 f"got shape {w.shape}")
+            if not np.isfinite(w).all() or (w < 0).any():
+                raise ValueError("ClipSampler: weights must be finite and >= 0 (clips.source_weights, "
+                                 "clips.failure_weight)")
+            if not (w > 0).any():
+                raise ValueError("clips.source_weights / clips.failure_weight give every training episode weight 0: "
+                                 "there is nothing to sample")
+            if not np.all(w == w[0]):
+                self._cum_mass = np.cumsum(w * self._lengths)
+                self._last_drawable = int(np.flatnonzero(w > 0)[-1])
+
+    def episode_probabilities(self) -> np.ndarray:
+        """Probability that a clip comes from each episode, float64 [N] (sums to 1)."""
+        mass = self._lengths.astype(np.float64) if self._cum_mass is None else np.diff(self._cum_mass, prepend=0.0)
+        return mass / mass.sum()
 
     def __len__(self) -> int:
         return int(self._starts[-1])
@@ -149,8 +224,16 @@ class ClipSampler:
     def sample(self, batch_size: int, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
         """A batch: history/context [B, C, ch, H, W], target [B, K, ch, H, W], anchor [B, ch, H, W],
         prev_actions/actions [B, K, 7], success/done [B, K]; frames float in [-1, 1]."""
-        idx = self.rng.integers(0, len(self), size=batch_size)
-        return collate([self.clip(int(i)) for i in idx], device)
+        return collate([self.clip(int(i)) for i in self.draw(batch_size)], device)
+
+    def draw(self, n: int) -> np.ndarray:
+        """n flat (episode, step) indices into the concatenated episodes, int64 [n]; advances the generator."""
+        if self._cum_mass is None:  # the original draw: keep it bit-identical for unweighted runs and resumes
+            return self.rng.integers(0, len(self), size=n)
+        # episode by inverse CDF of weight x length, then a uniform step within it
+        u = self.rng.random(n) * self._cum_mass[-1]
+        e = np.minimum(np.searchsorted(self._cum_mass, u, side="right"), self._last_drawable)  # u*total may round up
+        return self._starts[e] + self.rng.integers(0, self._lengths[e])
 
     def state_dict(self) -> dict:
         return {"bit_generator": self.rng.bit_generator.state}

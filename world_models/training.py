@@ -13,6 +13,18 @@ Out dir layout:
     samples/step_NNNNNNN.mp4         real | predicted open-loop replay of a held-out episode
     logs/                            tensorboard scalars
 
+Fine-tuning (e.g. on a dataset grown with policy episodes):
+
+    python scripts/train_world_model.py --config quick init_from=outputs/world_model/quick/world_model.pt \\
+        out_dir=outputs/world_model/ft1 clips.data_dir=outputs/data/grown steps=500 \\
+        'clips.source_weights={policy:3.0}' clips.failure_weight=2.0
+
+init_from takes the weights *and* the model config (architecture, views, C, K, image size) from
+that file; `model` is ignored. Optimizer and LR schedule start fresh and `steps` counts the
+fine-tune's own steps. The weights are only a starting point: once out_dir holds a checkpoint,
+re-running the command resumes it exactly, as any run does. source_weights / failure_weight
+(world_models.clips.ClipConfig) draw clips more often from the new or failed episodes.
+
 Exact resume: every random draw of a step (clips, style, bootstrapping, noise levels, noise, head
 augmentation) comes from the clip sampler's numpy generator and one torch generator, both saved in
 the checkpoint, so a resumed run computes the same next-step loss as an uninterrupted one.
@@ -35,7 +47,8 @@ from tqdm import tqdm
 
 from envs.dataset import encode_video
 from world_models.augment import StyleAugConfig, augment_clip
-from world_models.clips import ClipConfig, ClipSampler, load_episodes, split_episodes, to_model_frames, to_uint8
+from world_models.clips import (ClipConfig, ClipSampler, episode_weights, load_episodes, split_episodes,
+                                to_model_frames, to_uint8)
 from world_models.losses import BootstrapConfig, WorldModelObjective, bootstrap_context, draw_noise
 from world_models.metrics import psnr_per_frame
 from world_models.model import WorldModel, WorldModelConfig
@@ -45,7 +58,7 @@ from world_models.model import WorldModel, WorldModelConfig
 class TrainWorldModelConfig:
     out_dir: str = "outputs/world_model/quick"
     clips: ClipConfig = field(default_factory=ClipConfig)
-    model: WorldModelConfig = field(default_factory=WorldModelConfig)
+    model: WorldModelConfig = field(default_factory=WorldModelConfig)  # ignored with init_from
     augment: StyleAugConfig = field(default_factory=StyleAugConfig)
     bootstrap: BootstrapConfig = field(default_factory=BootstrapConfig)
     steps: int = 2000
@@ -66,6 +79,9 @@ class TrainWorldModelConfig:
     checkpoint_every: int = 500
     keep_checkpoints: int = 2
     resume: bool = True  # continue from the newest checkpoint in out_dir if there is one
+    # a world_model.pt (WorldModel.save) to fine-tune: its weights and model config start a run that has
+    # no checkpoint in out_dir yet; "" = train from scratch
+    init_from: str = ""
 
 
 class TrainState:
@@ -92,6 +108,54 @@ def model_config_for_data(cfg: TrainWorldModelConfig, image_size: int) -> WorldM
     return dataclasses.replace(cfg.model, views=list(cfg.clips.views), denoiser=den)
 
 
+def load_init_model(cfg: TrainWorldModelConfig) -> WorldModel:
+    """The model named by cfg.init_from (weights and config), in train mode; one clear error if unusable."""
+    path = Path(cfg.init_from)
+    if path.is_dir():
+        raise FileNotFoundError(f"init_from: {path} is a folder; give the world model file in it, "
+                                f"e.g. {path / 'world_model.pt'}")
+    if not path.is_file():
+        raise FileNotFoundError(f"init_from: {path} not found (expected the world_model.pt of a world-model "
+                                f"training run)")
+    if path.resolve() == (Path(cfg.out_dir) / "world_model.pt").resolve():
+        # that run's own checkpoints would be resumed instead: nothing would be fine-tuned
+        raise ValueError(f"init_from: {path} is this run's own output (out_dir={cfg.out_dir}); "
+                         f"fine-tune into a new out_dir")
+    try:
+        model = WorldModel.load(path)
+    except Exception as e:  # torch.load raises many kinds on a file that is not a checkpoint at all
+        raise ValueError(f"init_from: {path} is not a world model written by WorldModel.save "
+                         f"({type(e).__name__}: {e})") from e
+    return model.train()
+
+
+def check_model_fits_data(model_cfg: WorldModelConfig, cfg: TrainWorldModelConfig, image_size: int) -> None:
+    """Raise ValueError naming the clips fields that disagree with the data-dependent model config fields."""
+    den = model_cfg.denoiser
+    wrong = [f"clips.{name}={mine} but the model has {theirs}" for name, mine, theirs in (
+        ("views", list(cfg.clips.views), list(model_cfg.views)),
+        ("context_frames", cfg.clips.context_frames, den.context_frames),
+        ("chunk_len", cfg.clips.chunk_len, den.chunk_len)) if mine != theirs]
+    if image_size != den.image_size:
+        wrong.append(f"the data in clips.data_dir has {image_size} px frames but the model takes {den.image_size} px")
+    if wrong:
+        raise ValueError(f"init_from: {cfg.init_from} does not fit this run: " + "; ".join(wrong))
+
+
+def weighting_summary(sampler: ClipSampler) -> str:
+    """One line: each source's share of training steps and, under the episode weights, of clips."""
+    eps = sampler.episodes
+    lengths = np.array([len(ep) for ep in eps], dtype=np.float64)
+    steps, clips = lengths / lengths.sum(), sampler.episode_probabilities()
+    parts = []
+    for source in sorted({ep.source for ep in eps}):
+        m = np.array([ep.source == source for ep in eps])
+        parts.append(f"{source} {steps[m].sum():.0%} of steps -> {clips[m].sum():.0%} of clips")
+    failed = np.array([not ep.episode_success for ep in eps])
+    parts.append(f"failed episodes {steps[failed].sum():.0%} -> {clips[failed].sum():.0%}")
+    return "clip sampling: " + ", ".join(parts)
+
+
 class Trainer:
     """Owns data, model, optimizer and the accelerate state; `step()` runs one optimisation step."""
 
@@ -103,6 +167,8 @@ class Trainer:
         self.acc = accelerator or Accelerator(mixed_precision=cfg.mixed_precision, log_with="tensorboard",
                                               project_dir=str(self.out / "logs"))
         set_seed(cfg.seed)
+        # before the (slow) episode loading, so a wrong path fails at once
+        init_model = load_init_model(cfg) if cfg.init_from else None
         episodes = load_episodes(cfg.clips.data_dir, cfg.clips.views)
         if cfg.clips.max_episodes > 0:
             episodes = episodes[: cfg.clips.max_episodes]
@@ -118,7 +184,11 @@ class Trainer:
         image_size = episodes[0].frames.shape[1]
         if episodes[0].frames.shape[2] != image_size:
             raise ValueError(f"frames must be square, got {episodes[0].frames.shape[1:3]}")
-        self.model = WorldModel(model_config_for_data(cfg, image_size))
+        if init_model is not None:  # a checkpoint in out_dir, if any, replaces these weights in train()
+            check_model_fits_data(init_model.cfg, cfg, image_size)
+            self.model = init_model
+        else:
+            self.model = WorldModel(model_config_for_data(cfg, image_size))
         objective = WorldModelObjective(self.model, cfg.head_weight, cfg.head_on_predictions)
         optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         lr_sched = get_scheduler(cfg.lr_schedule, optimizer, num_warmup_steps=cfg.warmup_steps * self.acc.num_processes,
@@ -126,8 +196,11 @@ class Trainer:
         self.objective, self.optimizer, self.lr_sched = self.acc.prepare(objective, optimizer, lr_sched)
         # each process draws its own clips; the torch generator drives every other random choice
         seed = cfg.seed + 1000 * self.acc.process_index
-        self.state = TrainState(ClipSampler(self.train_episodes, cfg.clips.context_frames, cfg.clips.chunk_len, seed),
-                                torch.Generator().manual_seed(seed + 1))
+        weights = episode_weights(self.train_episodes, cfg.clips.source_weights, cfg.clips.failure_weight)
+        sampler = ClipSampler(self.train_episodes, cfg.clips.context_frames, cfg.clips.chunk_len, seed, weights)
+        if cfg.clips.source_weights or cfg.clips.failure_weight != 1.0:
+            self.acc.print(weighting_summary(sampler))
+        self.state = TrainState(sampler, torch.Generator().manual_seed(seed + 1))
         self.acc.register_for_checkpointing(self.state)
 
     @property
@@ -220,6 +293,8 @@ def train(cfg: TrainWorldModelConfig, trainer: Trainer | None = None) -> dict:
     acc = trainer.acc
     if cfg.resume and trainer.load_checkpoint():
         acc.print(f"resumed from step {trainer.step_count}")
+    elif cfg.init_from:
+        acc.print(f"fine-tuning {cfg.init_from}")
     hparams = {k: v for k, v in dataclasses.asdict(cfg).items() if isinstance(v, (int, float, str, bool))}
     acc.init_trackers("world_model", config=hparams)
     bar = tqdm(total=cfg.steps, initial=trainer.step_count, desc="world model", disable=not acc.is_main_process)
