@@ -1,0 +1,355 @@
+"""Policy ranking: does the world model order policies as real LIBERO does?
+
+    python bench/rank.py                     # quick preset: outputs/demo world model and data
+    python bench/rank.py --world-model outputs/world_model/quick/world_model.pt \
+        --data outputs/data/libero_spatial_quick --out-dir outputs/bench/rank_quick
+
+Trains its own policies on the expert episodes of --data, reading the views the world model
+imagines (the quick world model imagines agentview only), at the world model's image size and chunk
+length:
+
+    bc_s{N}    one BC run (--bc-steps), snapshots at each of --snapshots
+    bc         the same run at its end
+    bc_few     BC on --few-episodes expert episodes per task (same steps)
+    bc_noisy   bc with sampled actions, its log-std set to log(--noise-std)
+    random     uniform random actions (--no-random drops it)
+
+Then evaluates every policy on the same jobs twice: in real LIBERO (fast render, as the data was
+recorded) and in imagination, each imagined episode starting at frame 0 of the real episode of
+--data with the same task and official init state (see imagination.imagined_eval). Jobs are keyed
+by (task, init state, seed), with --episodes-per-task init states per task from --init-offset.
+Prints a table of real and imagined success per policy, the Spearman rank correlation of the two
+success-rate vectors, and `BENCH rank ... PASS|FAIL`; exits 1 when the correlation is below
+--threshold (0.8 on the quick preset) or undefined (a constant vector, e.g. every policy at 0).
+
+Everything is cached in --out-dir (trained policies, per-policy results keyed by checkpoint hash
+and evaluation settings): a rerun skips finished parts, a changed setting redoes only what it
+touches. On 2 busy CPU cores the defaults take ~30-40 minutes, most of it in real LIBERO.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import torch
+from scipy.stats import spearmanr
+
+from envs.dataset import EpisodeDataset
+from imagination.evaluate import EnvSpec, EvalConfig, evaluate, make_eval_env
+from policies.base import Policy, RandomPolicy, RandomPolicyConfig
+from policies.bc import BCConfig, train_bc
+from scripts.cli import load_config
+from world_models.model import WorldModel
+from world_models.proprio import fit_proprio
+
+
+@dataclass
+class Candidate:
+    name: str
+    checkpoint: str  # a Policy.save file or "random"
+    deterministic: bool
+    about: str
+
+
+@dataclass
+class RandomOnViewsConfig(RandomPolicyConfig):
+    views: list[str] = field(default_factory=lambda: ["agentview"])  # what the evaluation renders
+    image_size: int = 64
+
+
+class RandomOnViews(RandomPolicy):
+    """The uniform random baseline, declaring the views to render (the world model's, not both cameras)."""
+
+    config_class = RandomOnViewsConfig
+
+
+class SharedEnvs:
+    """An env factory for evaluate() that keeps real LIBERO vector envs open across policies.
+
+    Starting the worker processes and loading LIBERO costs ~30-60 s on a busy 2-core machine, per
+    policy otherwise. Every job resets its env with its own task, init state and seed, so reuse does
+    not change results. Imagined envs are built fresh (cheap), so their noise does not depend on the
+    order policies are evaluated in.
+    """
+
+    def __init__(self):
+        self._open: dict[tuple, object] = {}
+
+    def __call__(self, cfg: EvalConfig, spec: EnvSpec, first_tasks: list[int]):
+        if cfg.env == "imagination":
+            return make_eval_env(cfg, spec, first_tasks)
+        key = (cfg.env, spec, len(first_tasks), cfg.max_steps, cfg.fast_render, cfg.videos > 0)
+        if key not in self._open:
+            self._open[key] = make_eval_env(cfg, spec, first_tasks)
+        return _KeepOpen(self._open[key])
+
+    def close(self) -> None:
+        for env in self._open.values():
+            env.close()
+        self._open.clear()
+
+
+class _KeepOpen:
+    def __init__(self, env):
+        self._env, self.num_envs = env, env.num_envs
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
+
+    def close(self) -> None:  # SharedEnvs.close does it
+        pass
+
+
+def _digest(obj) -> str:
+    return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _file_digest(path: str) -> str:
+    if path == "random":
+        return "random"
+    return hashlib.sha1(Path(path).read_bytes()).hexdigest()[:12]
+
+
+def expert_episodes(ds: EpisodeDataset, tasks: list[int], per_task: int = 0) -> list[int]:
+    """Successful expert episodes of `tasks` (the first `per_task` of each task; 0 = all), dataset order."""
+    picked: list[int] = []
+    for task in tasks:
+        ids = [m["episode_index"] for m in ds.meta
+               if m["task_id"] == task and m["source"] == "expert" and m["success"]]
+        picked += ids[:per_task] if per_task else ids
+    return picked
+
+
+def train_run(name: str, cfg: BCConfig, ds: EpisodeDataset, episodes: list[int]) -> dict:
+    """Train (or reuse) one BC run in cfg.out_dir; a run made with other settings is started over."""
+    out = Path(cfg.out_dir)
+    key = {"config": asdict(cfg), "episodes": episodes, "data": str(Path(cfg.data_dir).resolve())}
+    key_path, result_path = out / "key.json", out / "result.json"
+    if key_path.is_file() and json.loads(key_path.read_text()) != key:
+        print(f"  {name}: settings changed, training again", flush=True)
+        shutil.rmtree(out)
+    if result_path.is_file():
+        print(f"  {name}: cached ({out})", flush=True)
+        return json.loads(result_path.read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    key_path.write_text(json.dumps(key, indent=2))
+    print(f"  {name}: BC on {len(episodes)} expert episodes, {cfg.steps} steps -> {out}", flush=True)
+    result = train_bc(cfg, [ds[i] for i in episodes], ds.stats["observation.state"], progress=False)
+    result["snapshots"] = {str(k): v for k, v in result["snapshots"].items()}
+    result_path.write_text(json.dumps(result, indent=2))
+    print(f"  {name}: {result['seconds']:.0f} s, loss {result['first_loss']:.4f} -> {result['final_loss']:.4f}",
+          flush=True)
+    return result
+
+
+def make_candidates(args, wm: WorldModel) -> list[Candidate]:
+    ds = EpisodeDataset(args.data, verify=False)
+    views = list(wm.cfg.views)
+    missing = [v for v in views if v not in ds.views]
+    if missing:
+        raise SystemExit(f"--data: the world model imagines {views} but {args.data} has views {list(ds.views)}")
+    d = wm.cfg.denoiser
+    base = load_config(BCConfig, "quick", group="bc")
+    base = replace(base, data_dir=args.data, tasks=list(args.tasks), steps=args.bc_steps, seed=args.seed,
+                   policy=replace(base.policy, views=views, image_size=d.image_size, chunk_len=wm.chunk_len),
+                   checkpoint_every=max(100, args.bc_steps // 4), num_threads=args.threads)
+    out = Path(args.out_dir) / "policies"
+    full_eps = expert_episodes(ds, args.tasks)
+    few_eps = expert_episodes(ds, args.tasks, args.few_episodes)
+    if not full_eps:
+        raise SystemExit(f"--data: no successful expert episodes of tasks {args.tasks} in {args.data}")
+    snaps = sorted({s for s in args.snapshots if 0 < s < args.bc_steps})
+    full = train_run("bc", replace(base, out_dir=str(out / "bc"), snapshot_steps=snaps), ds, full_eps)
+    few = train_run("bc_few", replace(base, out_dir=str(out / "bc_few")), ds, few_eps)
+    n = len(full_eps)
+    cands = [Candidate(f"bc_s{s}", full["snapshots"][str(s)], True, f"BC, {n} episodes, step {s}") for s in snaps]
+    cands.append(Candidate("bc", full["policy_path"], True, f"BC, {n} episodes, step {args.bc_steps}"))
+    cands.append(Candidate("bc_few", few["policy_path"], True,
+                           f"BC, {len(few_eps)} episodes, step {args.bc_steps}"))
+    noisy = out / f"bc_noisy_std{args.noise_std:g}.pt"
+    if not noisy.is_file() or noisy.stat().st_mtime < Path(full["policy_path"]).stat().st_mtime:
+        policy = Policy.load(full["policy_path"])
+        with torch.no_grad():
+            policy.log_std.fill_(math.log(args.noise_std))
+        policy.save(noisy)
+    cands.append(Candidate("bc_noisy", str(noisy), False, f"bc, sampled, action std {args.noise_std:g}"))
+    if not args.no_random:
+        cands.append(Candidate("random", "random", True, "uniform random actions"))
+    return cands
+
+
+def run_eval(cand: Candidate, cfg: EvalConfig, label: str, extra_key: dict, wm: WorldModel, envs: SharedEnvs) -> dict:
+    """evaluate() with a cache: out_dir/results.json is reused when the key (checkpoint bytes, settings) matches."""
+    out = Path(cfg.out_dir)
+    cfg_key = {k: v for k, v in asdict(cfg).items() if k not in ("out_dir", "num_envs", "num_threads")}
+    key = {"checkpoint": _file_digest(cand.checkpoint), "config": cfg_key, **extra_key}
+    key_path, res_path = out / "key.json", out / "results.json"
+    if res_path.is_file() and key_path.is_file() and json.loads(key_path.read_text()) == key:
+        result = json.loads(res_path.read_text())
+        result["cached"] = True
+    else:
+        print(f"  {label:>8} {cand.name}: evaluating ...", flush=True)
+        if key_path.is_file():
+            key_path.unlink()
+        policy = None
+        if cand.checkpoint == "random":
+            policy = RandomOnViews(RandomOnViewsConfig(chunk_len=wm.chunk_len, seed=cfg.seed, views=list(wm.cfg.views),
+                                                       image_size=wm.cfg.denoiser.image_size))
+        result = evaluate(cfg, policy=policy, progress=False, env_factory=envs)
+        key_path.write_text(json.dumps(key, indent=2))
+        result["cached"] = False
+    o = result["overall"]
+    print(f"  {label:>8} {cand.name}: {o['successes']}/{o['episodes']} ({result['timing']['seconds']:.0f} s"
+          f"{', cached' if result['cached'] else ''})", flush=True)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--world-model", default="outputs/demo/world_model/world_model.pt", help="a WorldModel file")
+    p.add_argument("--data", default="outputs/demo/data",
+                   help="real episodes: BC training data and the starts of imagined episodes")
+    p.add_argument("--out-dir", default="outputs/bench/rank", help="cache of policies and results (resumable)")
+    p.add_argument("--tasks", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--episodes-per-task", type=int, default=4)
+    p.add_argument("--init-offset", type=int, default=0, help="first official init state of each task")
+    p.add_argument("--max-steps", type=int, default=160,
+                   help="control steps per episode, real and imagined (expert episodes take ~85-110)")
+    p.add_argument("--seed", type=int, default=0, help="BC seed and evaluation job seeds")
+    p.add_argument("--bc-steps", type=int, default=2000)
+    p.add_argument("--snapshots", type=int, nargs="*", default=[100, 300, 1000], help="BC steps kept as policies")
+    p.add_argument("--few-episodes", type=int, default=1, help="expert episodes per task for bc_few")
+    p.add_argument("--noise-std", type=float, default=0.5, help="action std of bc_noisy")
+    p.add_argument("--no-random", action="store_true", help="leave the uniform random policy out")
+    p.add_argument("--num-envs", type=int, default=2, help="real LIBERO worker processes")
+    p.add_argument("--imagined-envs", type=int, default=6, help="imagined episodes run as one batch")
+    p.add_argument("--sampling-steps", type=int, default=0, help="denoising steps per chunk; 0 = the model's")
+    p.add_argument("--threads", type=int, default=1, help="torch threads for BC training and real-env policies")
+    p.add_argument("--only", choices=["both", "imagined", "real"], default="both",
+                   help="evaluate one side only (no correlation; for splitting a run)")
+    p.add_argument("--threshold", type=float, default=0.8, help="minimum Spearman correlation")
+    args = p.parse_args(argv)
+    if not Path(args.world_model).is_file():
+        p.error(f"--world-model: {args.world_model} is not a file (scripts/train_world_model.py writes one)")
+    if not (Path(args.data) / "meta" / "info.json").is_file():
+        p.error(f"--data: no dataset at {args.data}; run `make demo` (or scripts/collect.py) first")
+    if args.noise_std <= 0:
+        p.error("--noise-std: expected > 0")
+    t0 = time.time()
+    torch.set_num_threads(args.threads)
+    out = Path(args.out_dir)
+    wm = WorldModel.load(args.world_model)
+    print(f"rank: world model {args.world_model} (views {list(wm.cfg.views)}, {wm.cfg.denoiser.image_size} px), "
+          f"data {args.data}, tasks {args.tasks} x {args.episodes_per_task} episodes, max {args.max_steps} steps",
+          flush=True)
+    print("policies:", flush=True)
+    cands = make_candidates(args, wm)
+    t_train = time.time() - t0
+
+    # One proprio model for every imagined evaluation (imagined_eval would fit it again per policy).
+    proprio_path = out / "proprio.pt"
+    proprio_key = out / "proprio.key"
+    pkey = _digest([str(Path(args.data).resolve()), EpisodeDataset(args.data, verify=False).meta])
+    if not proprio_path.is_file() or not proprio_key.is_file() or proprio_key.read_text() != pkey:
+        ds = EpisodeDataset(args.data, verify=False)
+        eps = [ds[i] for i in range(len(ds))]
+        model, _ = fit_proprio([e.state for e in eps], [e.action for e in eps])
+        model.save(proprio_path)
+        proprio_key.write_text(pkey)
+
+    common = dict(tasks=list(args.tasks), episodes_per_task=args.episodes_per_task,
+                  init_state_offset=args.init_offset, seed=args.seed, max_steps=args.max_steps, videos=0,
+                  fast_render=True)
+    sides = {"imagined": args.only in ("both", "imagined"), "real": args.only in ("both", "real")}
+    results: dict[str, dict[str, dict]] = {"real": {}, "imagined": {}}
+    seconds = {"real": 0.0, "imagined": 0.0}
+    wm_key = {"world_model": _file_digest(args.world_model), "start_data": pkey}
+
+    def eval_config(side: str, c: Candidate) -> EvalConfig:
+        if side == "real":
+            return EvalConfig(checkpoint=c.checkpoint, env="libero_spatial", num_envs=args.num_envs,
+                              deterministic=c.deterministic, num_threads=args.threads,
+                              out_dir=str(out / "eval" / "real" / c.name), **common)
+        return EvalConfig(checkpoint=c.checkpoint, env="imagination", world_model=args.world_model,
+                          start_data=args.data, proprio=str(proprio_path), sampling_steps=args.sampling_steps,
+                          num_envs=args.imagined_envs, deterministic=c.deterministic,
+                          num_threads=max(args.threads, 2), out_dir=str(out / "eval" / "imagined" / c.name), **common)
+
+    envs = SharedEnvs()
+    try:
+        for side in ("imagined", "real"):
+            if sides[side]:
+                print(f"{side}:", flush=True)
+                for c in cands:
+                    t = time.time()
+                    extra = wm_key if side == "imagined" else {}
+                    results[side][c.name] = run_eval(c, eval_config(side, c), side, extra, wm, envs)
+                    seconds[side] += time.time() - t
+    finally:
+        envs.close()
+
+    # Imagined starts must match the real ones: the start data needs an episode per (task, init state).
+    starts = {(m["task_id"], m["init_state_id"]) for m in EpisodeDataset(args.data, verify=False).meta}
+    exact = inexact = 0
+    for r in results["imagined"].values():
+        for e in r["episodes"]:
+            if (e["task_id"], e["init_state_id"]) in starts:
+                exact += 1
+            else:
+                inexact += 1
+
+    def rate(side: str, name: str) -> float | None:
+        r = results[side].get(name)
+        return r["overall"]["success_rate"] if r else None
+
+    def cell(side: str, name: str) -> str:
+        r = results[side].get(name)
+        if not r:
+            return f"{'-':>16}"
+        o = r["overall"]
+        return f"{o['successes']:>3}/{o['episodes']:<3} = {o['success_rate']:.2f}  "
+
+    print()
+    print(f"{'policy':<11} {'real':>16} {'imagined':>16}   what")
+    for c in cands:
+        print(f"{c.name:<11} {cell('real', c.name)} {cell('imagined', c.name)}   {c.about}")
+    wall = time.time() - t0
+    timing = (f"train_s={t_train:.0f} real_s={seconds['real']:.0f} imagined_s={seconds['imagined']:.0f} "
+              f"wall_s={wall:.0f}")
+    n_eps = len(args.tasks) * args.episodes_per_task
+    head = f"BENCH rank policies={len(cands)} episodes_per_policy={n_eps} tasks={','.join(map(str, args.tasks))}"
+    if inexact:
+        print(f"warning: {inexact} imagined episodes started from another init state of the same task "
+              f"({args.data} has no episode from theirs): real and imagined starts differ there")
+    if args.only != "both":
+        print(f"{head} only={args.only} {timing} (no correlation: one side evaluated)")
+        return 0
+    real = [rate("real", c.name) for c in cands]
+    imag = [rate("imagined", c.name) for c in cands]
+    rho = float(spearmanr(real, imag).statistic) if len(set(real)) > 1 and len(set(imag)) > 1 else float("nan")
+    exact_field = f"exact_starts={exact}/{exact + inexact}"
+    if math.isnan(rho):
+        which = [side for side, v in (("real", real), ("imagined", imag)) if len(set(v)) <= 1]
+        print(f"Spearman undefined: every policy has the same {' and '.join(which)} success rate "
+              f"({', '.join(f'{v[0]:.2f}' for s, v in (('real', real), ('imagined', imag)) if s in which)}): "
+              f"nothing to rank; more episodes or more distinct policies are needed")
+        print(f"{head} spearman=nan threshold={args.threshold} {exact_field} {timing} FAIL")
+        return 1
+    ok = rho >= args.threshold
+    print(f"{head} spearman={rho:.3f} threshold={args.threshold} {exact_field} {timing} {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
