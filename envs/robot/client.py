@@ -63,8 +63,10 @@ class PolicyClient:
         headers = {"Authorization": f"Bearer {token}"} if token else None
         try:
             # proxy=None: a loopback connection must never be routed through an HTTP proxy from the environment.
+            # entered as a context manager (websockets' supported form); close() exits it
             self._ws: ClientConnection = connect(url, additional_headers=headers, open_timeout=open_timeout,
-                                                 max_size=max_reply_bytes, compression=None, proxy=None)
+                                                 max_size=max_reply_bytes, compression=None, proxy=None,
+                                                 close_timeout=1.0).__enter__()  # a stalled server must not block close()
         except InvalidStatus as e:
             code = e.response.status_code
             raise ServerUnavailable(f"{url} refused the connection: HTTP {code}"
@@ -78,23 +80,27 @@ class PolicyClient:
         if self.metadata.get("type") != "metadata":
             raise ServerUnavailable(f"{url} did not start with a metadata message: {self.metadata!r:.200}")
 
+    def _closed(self, e: ConnectionClosed) -> Exception:
+        if e.rcvd is not None and e.rcvd.code == 1009:  # the server refused a frame above its size limit
+            return ServerError("too_large", e.rcvd.reason or "message too big")
+        return ServerUnavailable(f"connection to {self.url} lost: {e}")
+
+    def _send(self, data: bytes | str) -> None:
+        try:
+            self._ws.send(data)
+        except ConnectionClosed as e:
+            raise self._closed(e) from None
+
     def _recv(self, timeout: float | None) -> Any:
         try:
             data = self._ws.recv(timeout=timeout)
-        except TimeoutError:
-            raise
         except ConnectionClosed as e:
-            if e.rcvd is not None and e.rcvd.code == 1009:  # the server refused a frame above its size limit
-                raise ServerError("too_large", e.rcvd.reason or "message too big") from None
-            raise ServerUnavailable(f"connection to {self.url} lost: {e}") from None
+            raise self._closed(e) from None
         return unpack(data, self._limits)
 
     def send_raw(self, data: bytes | str, timeout: float | None = 10.0) -> dict[str, Any]:
         """Send any frame (for tests and tools) and return the decoded reply; ServerError on an error reply."""
-        try:
-            self._ws.send(data)
-        except ConnectionClosed as e:
-            raise ServerUnavailable(f"connection to {self.url} lost: {e}") from None
+        self._send(data)
         reply = self._recv(timeout)
         if isinstance(reply, dict) and "error" in reply:
             err = reply["error"]
@@ -108,15 +114,15 @@ class PolicyClient:
         request["id"] = rid
         t0 = time.perf_counter()
         deadline = None if timeout is None else t0 + timeout
-        try:
-            self._ws.send(pack(request))
-        except ConnectionClosed as e:
-            raise ServerUnavailable(f"connection to {self.url} lost: {e}") from None
+        self._send(pack(request))
         while True:
             left = None if deadline is None else deadline - time.perf_counter()
-            if left is not None and left <= 0:
-                raise TimeoutError(f"no reply from {self.url} within {timeout:.3f} s")
-            reply = self._recv(left)
+            try:
+                if left is not None and left <= 0:
+                    raise TimeoutError
+                reply = self._recv(left)
+            except TimeoutError:
+                raise TimeoutError(f"no reply from {self.url} within {timeout:g} s") from None
             if isinstance(reply, dict) and reply.get("id") not in (None, rid) and reply["id"] < rid:
                 continue  # a late answer to a request that already timed out: never execute stale actions
             break

@@ -99,11 +99,11 @@ def clamp_action(action: np.ndarray, state: np.ndarray, limits: SafetyLimits) ->
     pos = s[:3]
     delta = a[:3] * limits.pos_scale
     target = np.clip(pos + delta, limits.workspace_min, limits.workspace_max)
-    report.workspace = not np.allclose(target, pos + delta, atol=1e-9)
+    report.workspace = not bool(np.allclose(target, pos + delta, atol=1e-9))
     delta, report.translation = _cap_norm(target - pos, limits.max_translation)
     rot, report.rotation = _cap_norm(a[3:6] * limits.rot_scale, limits.max_rotation)
     grip = float(np.clip(a[6], limits.gripper_min, limits.gripper_max))
-    report.gripper = grip != a[6]
+    report.gripper = bool(grip != a[6])
     out = np.concatenate([delta / limits.pos_scale, rot / limits.rot_scale, [grip]])
     # Normalized commands stay in [-1, 1] whatever the limits (the controller saturates there anyway).
     return np.clip(out, -1.0, 1.0).astype(np.float32), report
