@@ -76,7 +76,11 @@ def make_arm(cfg: RunRobotConfig, metadata: dict[str, Any]) -> RobotArm:
         module, _, name = cfg.lerobot_factory.partition(":")
         if not module or not name:
             raise ValueError(f"lerobot_factory: expected 'module:function', got {cfg.lerobot_factory!r}")
-        arm = getattr(importlib.import_module(module), name)()
+        try:
+            factory = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError) as e:
+            raise ImportError(f"lerobot_factory: cannot load {cfg.lerobot_factory!r} ({e})") from e
+        arm = factory()
         if not isinstance(arm, RobotArm):
             raise TypeError(f"lerobot_factory: {cfg.lerobot_factory} returned a {type(arm).__name__}, not a RobotArm")
         return arm
@@ -95,6 +99,10 @@ def write_video(path: Path, result: EpisodeResult, fps: float) -> str:
 def main(cfg: RunRobotConfig, arm: RobotArm | None = None) -> dict[str, Any]:
     """Run cfg.episodes episodes; `arm` replaces the one cfg.robot would build (tests reuse one simulator)."""
     check_limits(cfg.safety)
+    if cfg.robot not in ROBOTS:
+        raise ValueError(f"robot: expected one of {list(ROBOTS)}, got {cfg.robot!r}")
+    if cfg.robot != "sim" and cfg.control.max_steps < 1:
+        raise ValueError("control.max_steps: a real arm needs a bound on the episode length (e.g. 400)")
     if cfg.episodes < 1:
         raise ValueError(f"episodes: expected >= 1, got {cfg.episodes}")
     out = Path(cfg.out_dir)

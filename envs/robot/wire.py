@@ -111,9 +111,11 @@ def unpack(data: bytes, limits: WireLimits | None = None) -> Any:
         raise RequestError("", f"message of {len(data)} bytes exceeds the limit of {limits.max_request_bytes}",
                            code="too_large")
     try:
-        # Lengths bounded by the message size itself; unknown ext types stay inert ExtType objects.
+        # Strings and bins bounded by the message itself; maps and lists of this protocol are small (a
+        # request has 4 keys, a shape 8 entries, a batch of instructions max_batch), so bound them too;
+        # ext types (pickles, timestamps) are refused.
         obj = msgpack.unpackb(bytes(data), raw=False, strict_map_key=True, max_str_len=len(data),
-                              max_bin_len=len(data), max_array_len=65536, max_map_len=1024, max_ext_len=0)
+                              max_bin_len=len(data), max_array_len=1024, max_map_len=64, max_ext_len=0)
     except Exception as e:  # msgpack raises several unrelated types (ValueError, FormatError, StackError, ...)
         raise RequestError("", f"not a valid msgpack message ({type(e).__name__}: {e})") from None
     return _arrays(obj, "", 0, limits.max_depth)

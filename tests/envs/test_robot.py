@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -163,7 +164,8 @@ def served_subprocess(tmp_path):
     proc = subprocess.Popen([sys.executable, str(ROOT / "scripts/serve_policy.py"), "checkpoint=random", "port=0"],
                             stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT)
     try:
-        line = proc.stdout.readline()  # "serving ... at ws://127.0.0.1:PORT; ..."
+        ready, _, _ = select.select([proc.stdout], [], [], 120)  # never hang the suite on a server that stays silent
+        line = proc.stdout.readline() if ready else ""  # "serving ... at ws://127.0.0.1:PORT; ..."
         match = re.search(r"ws://[\d.]+:\d+", line)
         assert match, f"server did not start: {line!r} {(tmp_path / 'server.log').read_text()[-2000:]}"
         yield proc, match.group(0)
