@@ -68,17 +68,14 @@ class Watchdog:
             return self._fired
 
     def _run(self) -> None:
-        with self._cond:
-            while not self._closed:
-                if self._deadline is None:
-                    self._cond.wait()
-                    continue
-                left = self._deadline - time.monotonic()
-                if left > 0:
-                    self._cond.wait(left)
-                    continue
-                self._deadline, self._fired = None, True
-                self._on_expire(self._what)
+        while True:
+            with self._cond:
+                while not self._closed and (self._deadline is None or self._deadline > time.monotonic()):
+                    self._cond.wait(None if self._deadline is None else self._deadline - time.monotonic())
+                if self._closed:
+                    return
+                self._deadline, self._fired, what = None, True, self._what
+            self._on_expire(what)  # outside the lock: stopping real hardware may take a while
 
     def close(self) -> None:
         with self._cond:
