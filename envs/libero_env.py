@@ -65,6 +65,9 @@ class LiberoEnv(gym.Env):
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
+    # Control steps simulated by every LiberoEnv of this process: lets a caller prove that a phase
+    # (imagined RL) used no real interaction, by reading it before and after.
+    process_steps: int = 0
 
     def __init__(
         self,
@@ -199,6 +202,7 @@ class LiberoEnv(gym.Env):
             raw_obs, _, _, _ = self._raw.step(a.astype(np.float64))
             self._t += 1
             executed += 1
+            LiberoEnv.process_steps += 1
             success = bool(self._raw.check_success())
             if self.cfg.chunk_info:
                 chunk_obs.append(self._obs(raw_obs))

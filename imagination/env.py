@@ -117,6 +117,7 @@ class ImaginationVectorEnv(VectorEnv):
         self._t = np.zeros(B, np.int64)
         self._start = np.zeros((B, 2), np.int64)  # (episode, t) of each env's keyframe
         self._needs_reset = np.zeros(B, bool)
+        self._frozen = np.zeros(B, bool)
 
     # ------------------------------------------------------------------------------------------
     def _obs(self) -> dict:
@@ -137,6 +138,17 @@ class ImaginationVectorEnv(VectorEnv):
             self._t[i] = kf.t
             self._start[i] = (kf.episode, kf.t)
         self._needs_reset[idx] = False
+        self._frozen[idx] = False
+
+    def freeze(self, mask: np.ndarray) -> None:
+        """Idle the envs in `mask` (bool [B]) until they are reset: `step` skips the world model for them
+        and returns their last observation with reward 0, neither terminated nor truncated, and no
+        autoreset. Why: a batch of episodes collected to their ends (GRPO groups) would otherwise keep
+        imagining new episodes in the envs that finished first, at full cost, only to throw them away."""
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != (self.num_envs,):
+            raise ValueError(f"freeze mask: expected {self.num_envs} booleans (one per env), got shape {mask.shape}")
+        self._frozen |= mask
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         """options: {"keyframes": [Keyframe | None, ...]} starts env i at a given real frame (None: drawn);
@@ -170,10 +182,11 @@ class ImaginationVectorEnv(VectorEnv):
         reward = np.zeros(B, np.float32)
         terminated, truncated, success = np.zeros(B, bool), np.zeros(B, bool), np.zeros(B, bool)
         uncertainty, success_prob, executed = np.zeros(B, np.float32), np.zeros(B, np.float32), np.zeros(B, np.int64)
-        resetting = self._needs_reset.copy()
+        frozen = self._frozen.copy()
+        resetting = self._needs_reset & ~frozen
         if resetting.any():
             self._start_envs(resetting)
-        active = np.flatnonzero(~resetting)
+        active = np.flatnonzero(~resetting & ~frozen)
         if len(active):
             acts = torch.as_tensor(np.stack([check_action_chunk(actions[i], self.K) for i in active]), device=self.device)
             a = torch.as_tensor(active, device=self.device)
@@ -200,10 +213,10 @@ class ImaginationVectorEnv(VectorEnv):
             truncated[active] = ~success[active] & (self._t[active] >= self.cfg.max_steps)
             uncertain = uncertainty > self.cfg.uncertainty_threshold
             if self.cfg.uncertainty == "truncate":
-                truncated |= uncertain & ~terminated & ~resetting
+                truncated |= uncertain & ~terminated & ~resetting & ~frozen
             elif self.cfg.uncertainty == "penalize":
-                reward -= self.cfg.uncertainty_penalty * (uncertain & ~resetting)
-        self._needs_reset = terminated | truncated
+                reward -= self.cfg.uncertainty_penalty * (uncertain & ~resetting & ~frozen)
+        self._needs_reset = (terminated | truncated) | (self._needs_reset & frozen)
         info = self._info(success, steps=executed, success_prob=success_prob, uncertainty=uncertainty, reset=resetting)
         return self._obs(), reward, terminated, truncated, info
 

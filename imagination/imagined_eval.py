@@ -18,7 +18,7 @@ from imagination.env import ImaginationConfig, ImaginationVectorEnv, load_start_
 from imagination.evaluate import EnvSpec, EvalConfig, Job
 from imagination.keyframes import Keyframe, KeyframeConfig
 from world_models.model import WorldModel
-from world_models.proprio import ProprioModel, fit_proprio
+from world_models.proprio import ProprioConfig, ProprioModel, fit_proprio
 
 
 class ImaginationEvalEnv:
@@ -40,7 +40,8 @@ class ImaginationEvalEnv:
         if cfg.proprio:
             proprio = ProprioModel.load(cfg.proprio)
         else:
-            proprio, _ = fit_proprio([e.state for e in episodes], [e.action for e in episodes])
+            proprio, _ = fit_proprio([e.state for e in episodes], [e.action for e in episodes],
+                                     ProprioConfig(chunk_len=wm.chunk_len))
         suites = {m["suite"] for m in meta}
         if len(suites) != 1:
             raise ValueError(f"start_data: expected episodes of one LIBERO suite, got {sorted(suites)}")

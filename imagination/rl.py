@@ -1,0 +1,179 @@
+"""GRPO and PPO for chunked Gaussian policies, as plain functions plus one update step.
+
+One decision = one action chunk [K, 7]; its log-probability is the sum over the K*7 dimensions
+(`Policy.evaluate`). Both algorithms share the clipped surrogate and differ in the advantage:
+
+    GRPO  episodes come in groups that start from the same keyframe; an episode's advantage is its
+          outcome (return) normalized within the group, (R - mean_g) / (std_g + eps), given to every
+          chunk of the episode. No value function; an optional KL penalty to a frozen reference
+          (the BC policy) keeps the policy near the behaviour the world model has seen.
+    PPO   per-chunk advantages from GAE over the value head; value loss on the returns.
+
+The KL penalty uses the k3 estimator exp(q) - q - 1 with q = log pi_ref(a) - log pi(a): unbiased for
+KL(pi || pi_ref) on samples of pi, and never negative (GRPO, DeepSeekMath).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+
+ALGOS = ("grpo", "ppo")
+
+
+@dataclass
+class RLConfig:
+    """Update hyper-parameters shared by GRPO and PPO (cleanrl's defaults where they apply)."""
+
+    algo: str = "grpo"  # grpo | ppo
+    clip: float = 0.2  # ratio clipping of the surrogate
+    kl_coef: float = 0.05  # weight of the KL to the reference policy (0 = off)
+    entropy_coef: float = 0.0
+    value_coef: float = 0.5  # PPO only
+    gamma: float = 0.99  # PPO only: discount per chunk
+    gae_lambda: float = 0.95  # PPO only
+    group_eps: float = 1e-6  # GRPO: added to the group std
+    normalize_advantages: bool = True  # PPO: per-batch advantage normalization
+    epochs: int = 2  # passes over a batch of rollouts
+    minibatch_size: int = 64
+    lr: float = 1e-4
+    max_grad_norm: float = 1.0
+
+    def validate(self) -> None:
+        if self.algo not in ALGOS:
+            raise ValueError(f"rl.algo: expected one of {list(ALGOS)}, got {self.algo!r}")
+        for name in ("clip", "lr", "max_grad_norm", "group_eps"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"rl.{name}: expected a number > 0, got {getattr(self, name)}")
+        for name in ("kl_coef", "entropy_coef", "value_coef"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"rl.{name}: expected a number >= 0, got {getattr(self, name)}")
+        if not (0 <= self.gamma <= 1 and 0 <= self.gae_lambda <= 1):
+            raise ValueError(f"rl.gamma and rl.gae_lambda: expected values in [0, 1], got {self.gamma}, {self.gae_lambda}")
+        if self.epochs < 1 or self.minibatch_size < 1:
+            raise ValueError(f"rl.epochs and rl.minibatch_size: expected integers >= 1, got {self.epochs}, {self.minibatch_size}")
+
+
+def group_advantages(returns: torch.Tensor, groups: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """GRPO outcome advantages [N] of episode returns [N] normalized within their group ids [N].
+
+    A group whose episodes all got the same return carries no signal: its advantages are 0.
+    The std is the population std (ddof 0), as in the GRPO paper's normalization.
+    """
+    returns = returns.to(torch.float32)
+    adv = torch.zeros_like(returns)
+    for g in torch.unique(groups):
+        m = groups == g
+        r = returns[m]
+        adv[m] = (r - r.mean()) / (r.std(unbiased=False) + eps)
+    return adv
+
+
+def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, last_values: torch.Tensor,
+        gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalized advantage estimation over time-major arrays (cleanrl's loop).
+
+    rewards, values, dones: [T, B]; dones[t] = 1 when the episode ended with step t (nothing after it
+    is bootstrapped); last_values [B]: value of the observation after step T-1.
+    Returns (advantages [T, B], returns = advantages + values [T, B]).
+    """
+    T = rewards.shape[0]
+    adv = torch.zeros_like(rewards, dtype=torch.float32)
+    last = torch.zeros_like(last_values, dtype=torch.float32)
+    for t in reversed(range(T)):
+        next_value = last_values if t == T - 1 else values[t + 1]
+        nonterminal = 1.0 - dones[t].float()
+        delta = rewards[t] + gamma * next_value * nonterminal - values[t]
+        last = delta + gamma * lam * nonterminal * last
+        adv[t] = last
+    return adv, adv + values
+
+
+def clipped_surrogate(log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor,
+                      clip: float) -> tuple[torch.Tensor, dict[str, float]]:
+    """PPO's clipped objective as a loss to minimize: mean(max(-A r, -A clip(r, 1-c, 1+c))), r = pi/pi_old.
+
+    Returns (loss, stats) with stats clip_fraction and approx_kl ((r - 1) - log r, cleanrl).
+    """
+    log_ratio = log_prob - old_log_prob
+    ratio = log_ratio.exp()
+    loss = torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - clip, 1 + clip)).mean()
+    with torch.no_grad():
+        stats = {"clip_fraction": float(((ratio - 1).abs() > clip).float().mean()),
+                 "approx_kl": float(((ratio - 1) - log_ratio).mean())}
+    return loss, stats
+
+
+def kl_k3(log_prob: torch.Tensor, ref_log_prob: torch.Tensor) -> torch.Tensor:
+    """Per-sample KL(pi || pi_ref) estimate [N] from log-probs of actions sampled from pi (k3, >= 0)."""
+    q = ref_log_prob - log_prob
+    return q.exp() - q - 1
+
+
+@dataclass
+class Batch:
+    """Flat training samples (one per imagined chunk) for an update.
+
+    obs: image uint8 [N, V, H, W, 3], state float32 [N, S], instruction N strings;
+    actions [N, K, 7]; log_prob, advantages, returns [N]; ref_log_prob [N] (GRPO KL) or None.
+    """
+
+    obs: Mapping[str, Any]
+    actions: torch.Tensor
+    log_prob: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    ref_log_prob: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return int(self.actions.shape[0])
+
+    def subset(self, idx: np.ndarray) -> "Batch":
+        obs = {"image": self.obs["image"][idx], "state": self.obs["state"][idx],
+               "instruction": [self.obs["instruction"][i] for i in idx]}
+        pick = torch.as_tensor(idx)
+        return Batch(obs, self.actions[pick], self.log_prob[pick], self.advantages[pick], self.returns[pick],
+                     None if self.ref_log_prob is None else self.ref_log_prob[pick])
+
+
+def update(policy: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, cfg: RLConfig,
+           rng: np.random.Generator) -> dict[str, float]:
+    """`cfg.epochs` passes of minibatch updates on `batch`; returns the mean of each logged figure.
+
+    PPO's advantages are normalized per batch here (when configured); GRPO's are already group-normalized.
+    """
+    adv = batch.advantages
+    if cfg.algo == "ppo" and cfg.normalize_advantages and len(batch) > 1:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    batch = Batch(batch.obs, batch.actions, batch.log_prob, adv, batch.returns, batch.ref_log_prob)
+    logs: dict[str, list[float]] = {}
+    policy.train()
+    for _ in range(cfg.epochs):
+        order = rng.permutation(len(batch))
+        for start in range(0, len(batch), cfg.minibatch_size):
+            mb = batch.subset(order[start:start + cfg.minibatch_size])
+            log_prob, entropy, value = policy.evaluate(mb.obs, mb.actions)
+            pg_loss, stats = clipped_surrogate(log_prob, mb.log_prob, mb.advantages, cfg.clip)
+            loss = pg_loss - cfg.entropy_coef * entropy.mean()
+            if cfg.algo == "ppo":
+                v_loss = 0.5 * (value - mb.returns).pow(2).mean()
+                loss = loss + cfg.value_coef * v_loss
+                stats["value_loss"] = float(v_loss)
+            if cfg.kl_coef > 0 and mb.ref_log_prob is not None:
+                kl = kl_k3(log_prob, mb.ref_log_prob).mean()
+                loss = loss + cfg.kl_coef * kl
+                stats["kl_ref"] = float(kl)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm))
+            optimizer.step()
+            stats.update(policy_loss=float(pg_loss.detach()), entropy=float(entropy.detach().mean()))
+            for k, v in stats.items():
+                logs.setdefault(k, []).append(v)
+    policy.eval()
+    return {k: float(np.mean(v)) for k, v in logs.items()}
+
+
+__all__ = ["ALGOS", "Batch", "RLConfig", "clipped_surrogate", "gae", "group_advantages", "kl_k3", "update"]

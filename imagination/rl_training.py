@@ -1,0 +1,200 @@
+"""RL post-training of a policy inside the world model (GRPO or PPO), with checkpoints that resume.
+
+Every iteration: collect `num_groups` x `group_size` imagined episodes (`imagination.rollout`), turn
+them into advantages, run `rl.epochs` passes of clipped-surrogate updates. The batch of iteration i
+is a pure function of (seed, i) and the policy, so a run stopped and resumed from its checkpoint
+continues exactly as if it had not stopped. No real simulator is created: all interaction is imagined.
+
+Outputs in out_dir: config.yaml, policy.pt (the latest policy, `Policy.load`), checkpoint.pt (policy,
+optimizer, iteration, history; atomic), metrics.csv and logs/ (tensorboard), proprio.pt (the proprio
+model, fitted on start_data when none is given), videos/ (imagined episodes, one frame per chunk),
+result.json.
+"""
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.tensorboard import SummaryWriter
+from tqdm import tqdm
+
+from envs.dataset import EpisodeDataset, encode_video
+from envs.libero_env import LiberoEnv
+from imagination.env import ImaginationConfig, ImaginationVectorEnv, load_start_episodes
+from imagination.keyframes import KeyframeConfig
+from imagination.rl import RLConfig, update
+from imagination.rollout import Rollouts, collect_rollouts, to_batch
+from policies.base import Policy
+from world_models.model import WorldModel
+from world_models.proprio import ProprioConfig, ProprioModel, fit_proprio
+
+
+@dataclass
+class ImagineRLConfig:
+    """An imagined-RL run: the policy to improve, the world model and its start data, the budget."""
+
+    policy: str = "outputs/bc/quick/policy.pt"  # Policy.save checkpoint to start from (also the KL reference)
+    world_model: str = "outputs/world_model/quick/world_model.pt"
+    start_data: str = "outputs/data/libero_spatial_quick"  # real episodes whose frames start imagined ones
+    proprio: str = ""  # a ProprioModel file; empty = fit one on start_data (~15 s) and save it in out_dir
+    tasks: list[int] = field(default_factory=list)  # start from episodes of these tasks (empty = all)
+    sources: list[str] = field(default_factory=lambda: ["expert", "perturbed"])  # and of these sources
+    out_dir: str = "outputs/rl/quick"
+    iterations: int = 20
+    num_groups: int = 4  # distinct keyframes per iteration
+    group_size: int = 8  # imagined episodes per keyframe (GRPO's group)
+    imagination: ImaginationConfig = field(
+        default_factory=lambda: ImaginationConfig(keyframes=KeyframeConfig(mode="uniform"), uncertainty="report"))
+    rl: RLConfig = field(default_factory=RLConfig)
+    # BC fits only the mean, so the policy's log-std is still its initial value: set the exploration
+    # noise here (log of the per-dimension std); nan keeps the checkpoint's.
+    init_log_std: float = -1.6
+    seed: int = 0
+    checkpoint_every: int = 5
+    videos: int = 4  # imagined episodes of the final iteration written as mp4
+    num_threads: int = 2
+    device: str = "cpu"
+    resume: bool = True
+
+
+def load_rl_env(cfg: ImagineRLConfig, out_dir: Path) -> ImaginationVectorEnv:
+    """The imagination env of the run: world model, proprio model, start episodes filtered by task/source."""
+    for name in ("world_model", "start_data"):
+        if not Path(getattr(cfg, name)).exists():
+            raise FileNotFoundError(f"{name}: {getattr(cfg, name)!r} does not exist")
+    wm = WorldModel.load(cfg.world_model)
+    meta = EpisodeDataset(cfg.start_data, verify=False).meta
+    picked = [m["episode_index"] for m in meta
+              if (not cfg.tasks or m["task_id"] in cfg.tasks) and (not cfg.sources or m["source"] in cfg.sources)]
+    if not picked:
+        raise ValueError(f"start_data: no episode of {cfg.start_data} matches tasks={cfg.tasks} sources={cfg.sources}")
+    episodes = load_start_episodes(cfg.start_data, list(wm.cfg.views), picked)
+    proprio_path = out_dir / "proprio.pt"
+    if cfg.proprio:
+        proprio = ProprioModel.load(cfg.proprio)
+    elif proprio_path.exists():
+        proprio = ProprioModel.load(proprio_path)
+    else:
+        all_eps = load_start_episodes(cfg.start_data, list(wm.cfg.views))  # every episode teaches the dynamics
+        proprio, _ = fit_proprio([e.state for e in all_eps], [e.action for e in all_eps],
+                                 ProprioConfig(chunk_len=wm.chunk_len))
+        proprio.save(proprio_path)
+    return ImaginationVectorEnv(wm, proprio, episodes, cfg.num_groups * cfg.group_size, cfg.imagination)
+
+
+def _check_policy(policy: Policy, env: ImaginationVectorEnv) -> None:
+    views = list(getattr(policy.config, "views", []))
+    if views and views != list(env.wm.cfg.views):
+        raise ValueError(f"policy: reads views {views} but the world model imagines {env.wm.cfg.views}; "
+                         "train the policy on the world model's views (e.g. policy.views=[agentview])")
+    if policy.chunk_len != env.K:
+        raise ValueError(f"policy: chunk_len {policy.chunk_len} differs from the world model's chunk_len {env.K}")
+
+
+def _save_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimizer, iteration: int,
+                     history: list[dict]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save({"iteration": iteration, "policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
+                "history": history}, tmp)
+    os.replace(tmp, path)
+
+
+def _write_videos(folder: Path, r: Rollouts, n: int) -> list[str]:
+    """One mp4 per imagined episode (first n envs): the observation before each chunk, 2x upscaled."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for e in range(min(n, len(r.length))):
+        rows = np.flatnonzero(r.episode == e)
+        frames = r.image[rows[np.argsort(r.step[rows])]]  # [T, V, H, W, 3]
+        tiled = np.concatenate(list(frames.transpose(1, 0, 2, 3, 4)), axis=2).repeat(2, 1).repeat(2, 2)
+        tag = "success" if r.success[e] else "fail"
+        path = folder / f"imagined{e:02d}_start{r.keyframe[e, 0]}-{r.keyframe[e, 1]}_{tag}.mp4"
+        encode_video(path, tiled, fps=4, codec="h264", crf=20)
+        paths.append(str(path))
+    return paths
+
+
+def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
+    """Run (or resume) imagined RL to cfg.iterations; returns the summary also written to result.json."""
+    cfg.rl.validate()
+    if cfg.iterations < 1 or cfg.num_groups < 1 or cfg.group_size < 1:
+        raise ValueError(f"iterations, num_groups and group_size must be >= 1, got "
+                         f"{cfg.iterations}, {cfg.num_groups}, {cfg.group_size}")
+    if cfg.rl.algo == "grpo" and cfg.group_size < 2:
+        raise ValueError("group_size: GRPO compares episodes within a group; expected >= 2")
+    torch.set_num_threads(cfg.num_threads)
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if not Path(cfg.policy).is_file():
+        raise FileNotFoundError(f"policy: {cfg.policy!r} is not a file (a Policy.save checkpoint, e.g. from train_bc.py)")
+    policy = Policy.load(cfg.policy, map_location=cfg.device)
+    env = load_rl_env(cfg, out)
+    _check_policy(policy, env)
+    if not math.isnan(cfg.init_log_std) and hasattr(policy, "log_std"):
+        with torch.no_grad():
+            policy.log_std.fill_(cfg.init_log_std)
+    # The reference shares the exploration noise, so the KL measures how far the mean has moved.
+    reference = copy.deepcopy(policy).eval() if cfg.rl.kl_coef > 0 else None
+    optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.rl.lr)
+    ckpt_path, history, start = out / "checkpoint.pt", [], 0
+    if cfg.resume and ckpt_path.exists():
+        state = torch.load(ckpt_path, map_location=cfg.device, weights_only=False)
+        policy.load_state_dict(state["policy"])
+        optimizer.load_state_dict(state["optimizer"])
+        start, history = state["iteration"], state["history"]
+    writer = SummaryWriter(str(out / "logs"))
+    bar = tqdm(range(start, cfg.iterations), initial=start, total=cfg.iterations, desc=f"imagined {cfg.rl.algo}",
+               unit="it", disable=not progress)
+    t0, rollouts, real_steps_before = time.time(), None, LiberoEnv.process_steps
+    for it in bar:
+        seed = int(np.random.SeedSequence([cfg.seed, it]).generate_state(1)[0])
+        policy.eval()
+        rollouts = collect_rollouts(env, policy, cfg.num_groups, cfg.group_size, seed)
+        batch = to_batch(rollouts, cfg.rl, reference)
+        logs = update(policy, optimizer, batch, cfg.rl, np.random.default_rng(seed))
+        row = {"iteration": it + 1, **{f"imagined_{k}": v for k, v in rollouts.stats().items()}, **logs,
+               "std": float(policy.log_std.exp().mean()) if hasattr(policy, "log_std") else float("nan")}
+        history.append(row)
+        for k, v in row.items():
+            if k != "iteration":
+                writer.add_scalar(k, v, it + 1)
+        bar.set_postfix(success=f"{row['imagined_success_rate']:.2f}", ret=f"{row['imagined_return']:.2f}")
+        if (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.iterations:
+            policy.save(out / "policy.pt")
+            _save_checkpoint(ckpt_path, policy, optimizer, it + 1, history)
+    writer.close()
+    _write_metrics(out / "metrics.csv", history)
+    videos = _write_videos(out / "videos", rollouts, cfg.videos) if rollouts is not None else []
+    if not (out / "policy.pt").exists():
+        policy.save(out / "policy.pt")
+    result = {"policy_path": str(out / "policy.pt"), "iterations": cfg.iterations, "seconds": time.time() - t0,
+              "algo": cfg.rl.algo,
+              "real_env_steps": LiberoEnv.process_steps - real_steps_before, "history": history, "videos": videos,
+              "first": history[0] if history else {}, "last": history[-1] if history else {}}
+    tmp = out / "result.json.tmp"
+    tmp.write_text(json.dumps(result, indent=2))
+    os.replace(tmp, out / "result.json")
+    return result
+
+
+def _write_metrics(path: Path, history: list[dict]) -> None:
+    if not history:
+        return
+    keys = sorted({k for row in history for k in row}, key=lambda k: (k != "iteration", k))
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        w.writerows(history)
+    os.replace(tmp, path)
+
+
+__all__ = ["ImagineRLConfig", "load_rl_env", "train_rl"]

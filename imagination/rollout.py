@@ -1,0 +1,147 @@
+"""Collect imagined episodes for GRPO/PPO: groups of episodes from shared keyframes, run to their ends.
+
+One call fills every env of an `ImaginationVectorEnv` with `num_groups` keyframes x `group_size`
+copies, steps the policy's sampled chunks until every episode has terminated (success head) or been
+truncated (horizon, uncertainty), and returns the chunks as flat samples with per-episode outcomes.
+Envs that finish early are frozen (`ImaginationVectorEnv.freeze`), so no compute goes to episodes
+that would be thrown away.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from imagination.env import ImaginationVectorEnv
+from imagination.rl import Batch, RLConfig, gae, group_advantages
+from policies.base import Policy
+
+
+@dataclass
+class Rollouts:
+    """Samples (one per executed chunk, N in all) and episodes (one per env, E = num_envs).
+
+    image uint8 [N, V, H, W, 3], state float32 [N, S], instruction N strings, actions [N, K, 7],
+    log_prob, value, reward [N], episode int [N] (env index), step int [N] (chunk index in the episode);
+    episode_return float [E], success bool [E], length int [E] (chunks), group int [E],
+    keyframe int [E, 2] (start episode, start frame), uncertainty float [E] (mean over the episode).
+    """
+
+    image: np.ndarray
+    state: np.ndarray
+    instruction: list[str]
+    actions: torch.Tensor
+    log_prob: torch.Tensor
+    value: torch.Tensor
+    reward: torch.Tensor
+    done: torch.Tensor
+    episode: np.ndarray
+    step: np.ndarray
+    episode_return: np.ndarray
+    success: np.ndarray
+    length: np.ndarray
+    group: np.ndarray
+    keyframe: np.ndarray
+    uncertainty: np.ndarray
+
+    def stats(self) -> dict[str, float]:
+        return {"success_rate": float(self.success.mean()), "return": float(self.episode_return.mean()),
+                "episode_chunks": float(self.length.mean()), "samples": float(len(self.episode)),
+                "uncertainty": float(self.uncertainty.mean())}
+
+
+@torch.no_grad()
+def collect_rollouts(env: ImaginationVectorEnv, policy: Policy, num_groups: int, group_size: int, seed: int,
+                     max_chunks: int = 1000) -> Rollouts:
+    """Run num_groups * group_size (= env.num_envs) imagined episodes to their ends with policy.sample.
+
+    `seed` fixes everything random here: the keyframes, the world model's noise and the policy's
+    action noise, so a resumed training run re-collects exactly the batch it would have collected.
+    """
+    B = env.num_envs
+    if num_groups * group_size != B:
+        raise ValueError(f"num_groups x group_size = {num_groups} x {group_size} must equal the env's num_envs {B}")
+    rng = np.random.default_rng(seed)
+    starts = env.keyframes.sample(num_groups, rng)
+    keyframes = [kf for kf in starts for _ in range(group_size)]
+    obs, _ = env.reset(seed=seed, options={"keyframes": keyframes})
+    gen = torch.Generator(device=policy.device).manual_seed(seed)
+    alive = np.ones(B, bool)
+    cols: dict[str, list] = {k: [] for k in ("image", "state", "instruction", "actions", "log_prob", "value",
+                                              "reward", "done", "episode", "step")}
+    ep_return, success = np.zeros(B, np.float32), np.zeros(B, bool)
+    length, unc_sum = np.zeros(B, np.int64), np.zeros(B, np.float64)
+    policy.reset()
+    for t in range(max_chunks):
+        actions, log_prob, value = policy.sample(obs, generator=gen)
+        nxt, reward, terminated, truncated, info = env.step(actions.cpu().numpy().astype(np.float32))
+        idx = np.flatnonzero(alive)
+        cols["image"].append(obs["image"][idx])
+        cols["state"].append(np.asarray(obs["state"])[idx])
+        cols["instruction"] += [obs["instruction"][i] for i in idx]
+        pick = torch.as_tensor(idx)
+        for k, v in (("actions", actions.cpu()), ("log_prob", log_prob.cpu()), ("value", value.cpu())):
+            cols[k].append(v[pick])
+        ended = terminated | truncated
+        cols["reward"].append(torch.as_tensor(reward[idx]))
+        cols["done"].append(torch.as_tensor(ended[idx]))
+        cols["episode"].append(idx)
+        cols["step"].append(np.full(len(idx), t))
+        ep_return[idx] += reward[idx]
+        success[idx] |= terminated[idx]
+        length[idx] += 1
+        unc_sum[idx] += np.asarray(info["uncertainty"])[idx]
+        alive &= ~ended
+        env.freeze(~alive)
+        obs = nxt
+        if not alive.any():
+            break
+    else:
+        raise RuntimeError(f"imagined episodes did not end within {max_chunks} chunks: is the env's max_steps set?")
+    return Rollouts(
+        image=np.concatenate(cols["image"]), state=np.concatenate(cols["state"]).astype(np.float32),
+        instruction=cols["instruction"], actions=torch.cat(cols["actions"]), log_prob=torch.cat(cols["log_prob"]),
+        value=torch.cat(cols["value"]), reward=torch.cat(cols["reward"]).float(), done=torch.cat(cols["done"]),
+        episode=np.concatenate(cols["episode"]), step=np.concatenate(cols["step"]),
+        episode_return=ep_return, success=success, length=length,
+        group=np.repeat(np.arange(num_groups), group_size),
+        keyframe=np.array([(kf.episode, kf.t) for kf in keyframes]), uncertainty=unc_sum / np.maximum(length, 1),
+    )
+
+
+def advantages(r: Rollouts, cfg: RLConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-sample (advantages [N], returns [N]) for cfg.algo.
+
+    GRPO: each episode's group-normalized return, broadcast to its chunks (returns = the raw return).
+    PPO: GAE per episode (time-major over chunks; the episode's last chunk is terminal).
+    """
+    if cfg.algo == "grpo":
+        ep_adv = group_advantages(torch.as_tensor(r.episode_return), torch.as_tensor(r.group), cfg.group_eps)
+        return ep_adv[r.episode], torch.as_tensor(r.episode_return)[r.episode]
+    T, E = int(r.length.max()), len(r.length)
+    rewards, values, dones = torch.zeros(T, E), torch.zeros(T, E), torch.ones(T, E)
+    rewards[r.step, r.episode] = r.reward
+    values[r.step, r.episode] = r.value
+    dones[r.step, r.episode] = r.done.float()
+    adv, ret = gae(rewards, values, dones, torch.zeros(E), cfg.gamma, cfg.gae_lambda)
+    return adv[r.step, r.episode], ret[r.step, r.episode]
+
+
+@torch.no_grad()
+def to_batch(r: Rollouts, cfg: RLConfig, reference: Policy | None = None, chunk: int = 256) -> Batch:
+    """Flat `Batch` for `imagination.rl.update`; log-probs under `reference` when given (KL penalty)."""
+    adv, ret = advantages(r, cfg)
+    obs = {"image": r.image, "state": r.state, "instruction": r.instruction}
+    ref = None
+    if reference is not None and cfg.kl_coef > 0:
+        parts = []
+        for s in range(0, len(adv), chunk):
+            sl = slice(s, s + chunk)
+            parts.append(reference.evaluate({"image": r.image[sl], "state": r.state[sl],
+                                             "instruction": r.instruction[sl]}, r.actions[sl])[0].cpu())
+        ref = torch.cat(parts)
+    return Batch(obs, r.actions, r.log_prob, adv.float(), ret.float(), ref)
+
+
+__all__ = ["Rollouts", "advantages", "collect_rollouts", "to_batch"]

@@ -1,0 +1,64 @@
+"""GRPO/PPO math on hand-computed cases: group advantages, GAE, the clipped surrogate, the KL estimator."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from imagination.rl import RLConfig, clipped_surrogate, gae, group_advantages, kl_k3
+
+
+def test_group_advantages_normalize_within_each_group():
+    returns = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 2.0, 0.0])
+    groups = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1, 2, 2])
+    adv = group_advantages(returns, groups, eps=0.0 + 1e-12)
+    # group 0: mean 0.5, population std 0.5; group 1: no signal; group 2: mean 1, std 1
+    torch.testing.assert_close(adv, torch.tensor([1.0, -1.0, -1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, -1.0]))
+
+
+def test_gae_matches_hand_computation():
+    rewards = torch.tensor([[0.0], [0.0], [1.0]])
+    values = torch.tensor([[0.5], [0.6], [0.7]])
+    dones = torch.tensor([[0.0], [0.0], [1.0]])
+    adv, ret = gae(rewards, values, dones, torch.tensor([9.0]), gamma=0.9, lam=0.8)
+    # t=2: 1 - 0.7 = 0.3 (terminal: the last value 9 is not used)
+    # t=1: 0.9*0.7 - 0.6 + 0.72*0.3 = 0.246;  t=0: 0.9*0.6 - 0.5 + 0.72*0.246 = 0.21712
+    torch.testing.assert_close(adv[:, 0], torch.tensor([0.21712, 0.246, 0.3]))
+    torch.testing.assert_close(ret, adv + values)
+
+
+def test_gae_does_not_leak_across_episode_ends_and_bootstraps_the_last_value():
+    rewards, values = torch.tensor([[1.0], [0.0]]), torch.tensor([[0.2], [0.3]])
+    adv, _ = gae(rewards, values, torch.tensor([[1.0], [0.0]]), torch.tensor([0.5]), gamma=1.0, lam=1.0)
+    torch.testing.assert_close(adv[:, 0], torch.tensor([0.8, 0.2]))  # 1 - 0.2 ; 0 + 0.5 - 0.3
+
+
+def test_clipped_surrogate_values_gradients_and_stats():
+    new = torch.full((2,), math.log(1.5), requires_grad=True)  # ratio 1.5 for both samples
+    loss, stats = clipped_surrogate(new, torch.zeros(2), torch.tensor([1.0, -1.0]), clip=0.2)
+    # A=+1: max(-1.5, -1.2) = -1.2 (clipped, no gradient); A=-1: max(1.5, 1.2) = 1.5
+    assert loss.item() == pytest.approx((-1.2 + 1.5) / 2)
+    loss.backward()
+    torch.testing.assert_close(new.grad, torch.tensor([0.0, 0.75]))
+    assert stats["clip_fraction"] == 1.0
+    assert stats["approx_kl"] == pytest.approx(0.5 - math.log(1.5))
+
+
+def test_kl_k3_is_zero_on_the_reference_nonnegative_and_unbiased():
+    lp = torch.tensor([0.0, -1.0])
+    torch.testing.assert_close(kl_k3(lp, lp), torch.zeros(2))
+    assert kl_k3(torch.tensor([0.0]), torch.tensor([math.log(0.5)])).item() == pytest.approx(0.5 + math.log(2) - 1)
+    # samples of N(0, 1) against the reference N(0.5, 1): KL = 0.5^2 / 2 = 0.125
+    x = torch.randn(200_000, generator=torch.Generator().manual_seed(0))
+    pi, ref = torch.distributions.Normal(0.0, 1.0), torch.distributions.Normal(0.5, 1.0)
+    est = kl_k3(pi.log_prob(x), ref.log_prob(x))
+    assert (est >= 0).all() and est.mean().item() == pytest.approx(0.125, abs=0.005)
+
+
+@pytest.mark.parametrize("field,value,match", [("algo", "sac", "rl.algo"), ("clip", 0.0, "rl.clip"),
+                                               ("kl_coef", -1.0, "rl.kl_coef"), ("gamma", 1.5, "rl.gamma")])
+def test_config_errors_name_the_field(field, value, match):
+    cfg = RLConfig()
+    setattr(cfg, field, value)
+    with pytest.raises(ValueError, match=match):
+        cfg.validate()
