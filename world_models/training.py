@@ -129,6 +129,29 @@ def load_init_model(cfg: TrainWorldModelConfig) -> WorldModel:
     return model.train()
 
 
+def inherit_split(parent_split: Path, data_dir: str, episodes: list, train_idx: list[int],
+                  held_idx: list[int]) -> tuple[list[int], list[int]]:
+    """(train, held_out) positions for a fine-tune on a dataset that has grown since its parent's run.
+
+    Why: a fresh split of the grown dataset would put some of the parent's held-out episodes into
+    training, and the fine-tuned model's fidelity would then be measured on episodes it has seen.
+    The parent's held-out episodes stay held out, its training episodes stay in training, and only
+    episodes it never saw follow the new split. Without a parent split.json on the same data_dir,
+    the new split stands.
+    """
+    if not parent_split.is_file():
+        return train_idx, held_idx
+    parent = json.loads(parent_split.read_text())
+    if Path(parent.get("data_dir", "")).resolve() != Path(data_dir).resolve():
+        return train_idx, held_idx
+    p_train, p_held = set(parent["train"]), set(parent["held_out"])
+    new_held = {episodes[i].index for i in held_idx}
+    held = [i for i, ep in enumerate(episodes)
+            if ep.index in p_held or (ep.index not in p_train and ep.index in new_held)]
+    held_set = set(held)
+    return [i for i in range(len(episodes)) if i not in held_set], held
+
+
 def check_model_fits_data(model_cfg: WorldModelConfig, cfg: TrainWorldModelConfig, image_size: int) -> None:
     """Raise ValueError naming the clips fields that disagree with the data-dependent model config fields."""
     den = model_cfg.denoiser
@@ -174,6 +197,9 @@ class Trainer:
             episodes = episodes[: cfg.clips.max_episodes]
         train_idx, held_idx = split_episodes(len(episodes), cfg.clips.holdout_fraction, cfg.clips.split_seed,
                                              cfg.clips.holdout_min)
+        if cfg.init_from:
+            train_idx, held_idx = inherit_split(Path(cfg.init_from).with_name("split.json"), cfg.clips.data_dir,
+                                                episodes, train_idx, held_idx)
         self.train_episodes = [episodes[i] for i in train_idx]
         self.held_out = [episodes[i] for i in held_idx]
         if self.acc.is_main_process:  # which episodes evaluation must keep away from (eval_world_model.py)

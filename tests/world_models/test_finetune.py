@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import json
 import numpy as np
 import pytest
 import torch
@@ -252,3 +253,20 @@ def test_init_from_must_fit_the_data(square_data, tmp_path):
     cfg = tiny_train_config(square_data, tmp_path / "run", steps=1, init_from=str(tmp_path / "k8.pt"))
     with pytest.raises(ValueError, match=r"init_from: .*clips.chunk_len=4 but the model has 8"):
         Trainer(cfg)
+
+
+def test_fine_tune_keeps_the_parent_held_out_episodes_out_of_training(tmp_path):
+    from types import SimpleNamespace
+
+    from world_models.training import inherit_split
+
+    data = tmp_path / "data"
+    data.mkdir()
+    parent = tmp_path / "split.json"
+    parent.write_text(json.dumps({"data_dir": str(data), "train": [0, 1, 3, 4], "held_out": [2]}))
+    episodes = [SimpleNamespace(index=i) for i in range(8)]  # 3 new episodes: 5, 6, 7
+    # a fresh split of the grown dataset that would train on the parent's held-out episode 2
+    train, held = inherit_split(parent, str(data), episodes, [0, 2, 3, 4, 5, 6], [1, 7])
+    assert held == [2, 7] and train == [0, 1, 3, 4, 5, 6]
+    # another dataset: the parent's indices mean nothing there
+    assert inherit_split(parent, str(tmp_path / "other"), episodes, [0, 1], [2]) == ([0, 1], [2])
