@@ -1,4 +1,5 @@
-# Two commands on a fresh machine:  make demo   (collect a small real LIBERO dataset)   make test
+# Two commands on a fresh machine:  make demo   (the whole pipeline and one loop round, report in
+# outputs/demo/report.html)   make test
 # Both create/reuse .venv and install what they need first (apt: headless Mesa EGL/OSMesa; pip).
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
@@ -10,8 +11,10 @@ export PYOPENGL_PLATFORM ?= egl
 APT_PKGS := libegl1 libegl-mesa0 libgl1-mesa-dri libosmesa6
 
 .PHONY: demo test bench-quick clean-venv
+# collect -> world model -> BC -> imagined RL -> real eval -> one loop round; re-running resumes.
+DEMO_ARGS ?=
 demo: $(STAMPS)/installed
-	$(PY) scripts/collect.py --config quick
+	$(PY) scripts/loop.py --config quick $(DEMO_ARGS)
 
 test: $(STAMPS)/installed
 	$(PY) -m pytest -q -p no:cacheprovider

@@ -81,7 +81,9 @@ class ImaginationVectorEnv(VectorEnv):
     ):
         self.cfg = cfg = config or ImaginationConfig()
         if cfg.uncertainty not in UNCERTAINTY_MODES:
-            raise ValueError(f"uncertainty: expected one of {list(UNCERTAINTY_MODES)}, got {cfg.uncertainty!r}")
+            hint = " (YAML and key=value overrides read a bare off as false: quote it, 'off')" \
+                if str(cfg.uncertainty).lower() == "false" else ""
+            raise ValueError(f"uncertainty: expected one of {list(UNCERTAINTY_MODES)}, got {cfg.uncertainty!r}{hint}")
         if num_envs < 1:
             raise ValueError(f"num_envs: expected an integer >= 1, got {num_envs}")
         if not episodes:
@@ -98,7 +100,8 @@ class ImaginationVectorEnv(VectorEnv):
                 f"({len(world_model.cfg.views)} views {world_model.cfg.views}, {d.image_size} px)"
             )
         self.episodes = episodes
-        self.keyframes = KeyframeSampler([e.action for e in episodes], cfg.keyframes)
+        # only starts that leave something to do before the horizon (real episodes may run past it)
+        self.keyframes = KeyframeSampler([e.action[: cfg.max_steps] for e in episodes], cfg.keyframes)
         self.num_envs = num_envs
         self.K, self.C, self.V = world_model.chunk_len, world_model.context_frames, V
         self.single_observation_space = observation_space(V, H, W, episodes[0].state.shape[1])

@@ -107,8 +107,10 @@ class LiberoEvalEnv:
     """EvalEnv over `LiberoVectorEnv` with autoreset disabled: the loop starts every episode itself,
     with its job's task, init state and seed (gymnasium's masked reset restarts only finished envs)."""
 
-    def __init__(self, cfg: EvalConfig, spec: EnvSpec, first_tasks: list[int]):
-        self.suite, self.num_envs, self.record = cfg.env, len(first_tasks), cfg.videos > 0
+    def __init__(self, cfg: EvalConfig, spec: EnvSpec, first_tasks: list[int], record: bool | None = None):
+        # record: return every low-level step's images and states in info (videos, episode recording)
+        self.suite, self.num_envs = cfg.env, len(first_tasks)
+        self.record = cfg.videos > 0 if record is None else record
         config = LiberoEnvConfig(suite=cfg.env, task_id=first_tasks[0], views=spec.views, image_size=spec.image_size,
                                  chunk_len=spec.chunk_len, max_steps=cfg.max_steps or None,
                                  fast_render=cfg.fast_render, chunk_info=self.record)
@@ -141,6 +143,7 @@ class LiberoEvalEnv:
         out = {"t": np.asarray(info["t"])}
         if self.record:
             out["frames"] = [np.stack([o["image"] for o in chunk]) for chunk in info["chunk_obs"]]
+            out["states"] = [np.stack([o["state"] for o in chunk]) for chunk in info["chunk_obs"]]
         return obs, reward, terminated, truncated, out
 
     def close(self) -> None:

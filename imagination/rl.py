@@ -164,7 +164,7 @@ def update(policy: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Bat
             if cfg.kl_coef > 0 and mb.ref_log_prob is not None:
                 kl = kl_k3(log_prob, mb.ref_log_prob).mean()
                 loss = loss + cfg.kl_coef * kl
-                stats["kl_ref"] = float(kl)
+                stats["kl_ref"] = float(kl.detach())
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm))

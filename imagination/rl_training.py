@@ -161,7 +161,7 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
         batch = to_batch(rollouts, cfg.rl, reference)
         logs = update(policy, optimizer, batch, cfg.rl, np.random.default_rng(seed))
         row = {"iteration": it + 1, **{f"imagined_{k}": v for k, v in rollouts.stats().items()}, **logs,
-               "std": float(policy.log_std.exp().mean()) if hasattr(policy, "log_std") else float("nan")}
+               "std": float(policy.log_std.detach().exp().mean()) if hasattr(policy, "log_std") else float("nan")}
         history.append(row)
         for k, v in row.items():
             if k != "iteration":

@@ -1,0 +1,118 @@
+"""The co-evolution loop's configuration, bookkeeping and exploitation guard (scripts/loop.py runs it).
+
+    collect -> train world model -> BC -> evaluate BC (real + imagined)
+    round r = 1..rounds:  RL in imagination (world model r-1) -> real rollouts of the new policy,
+        recorded into the dataset (failures and near-successes flagged) -> imagined evaluation of the
+        same jobs -> guard -> fine-tune the world model on the grown dataset (model r)
+    final: RL in the last world model -> real and imagined evaluation
+
+Every stage writes into its own folder of the run and is recorded in run_dir/loop.json once done;
+re-running the same command reuses finished stages (and the scripts underneath resume unfinished
+ones), so a stopped loop continues where it stopped.
+
+The exploitation guard: a policy can learn to fool the world model (imagined success far above real
+success). When the gap passes `guard_margin`, the report says so and the next fine-tune weights
+failed episodes up by `guard_failure_weight`, so the model learns exactly the cases it got wrong.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from envs.collection import CollectConfig
+from imagination.evaluate import EvalConfig
+from imagination.rl_training import ImagineRLConfig
+from policies.bc import BCConfig
+from world_models.training import TrainWorldModelConfig
+
+
+@dataclass
+class LoopConfig:
+    """A whole loop run. Paths inside the stage configs are set by the loop (under out_dir)."""
+
+    out_dir: str = "outputs/loop/quick"
+    rounds: int = 1  # world-model refinements; RL runs rounds + 1 times
+    collect: CollectConfig = field(default_factory=CollectConfig)
+    world_model: TrainWorldModelConfig = field(default_factory=TrainWorldModelConfig)
+    bc: BCConfig = field(default_factory=BCConfig)
+    rl: ImagineRLConfig = field(default_factory=ImagineRLConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)  # real evaluation (and the imagined one's jobs)
+    imagined_eval: bool = True  # also evaluate every policy in imagination from the same jobs
+    wm_eval_steps: int = 64  # open-loop horizon of the world-model fidelity evaluation
+    finetune_steps: int = 500  # world-model steps per round on the grown dataset
+    policy_weight: float = 3.0  # clip-sampling weight of the policy's own episodes in the fine-tune
+    guard_margin: float = 0.25  # imagined - real success above which the guard fires
+    guard_failure_weight: float = 3.0  # failure weight of the next fine-tune when it fired
+
+    def validate(self) -> None:
+        if self.rounds < 0:
+            raise ValueError(f"rounds: expected an integer >= 0, got {self.rounds}")
+        if self.finetune_steps < 1 and self.rounds > 0:
+            raise ValueError(f"finetune_steps: expected an integer >= 1, got {self.finetune_steps}")
+        if not 0 <= self.guard_margin <= 1:
+            raise ValueError(f"guard_margin: expected a success-rate gap in [0, 1], got {self.guard_margin}")
+        for name in ("policy_weight", "guard_failure_weight"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}: expected a number >= 0, got {getattr(self, name)}")
+        views = list(self.world_model.clips.views)
+        if list(self.bc.policy.views) != views:
+            raise ValueError(f"bc.policy.views {list(self.bc.policy.views)} must equal world_model.clips.views "
+                             f"{views}: the policy is trained in imagination on the world model's views")
+
+
+def guard(round_: int, phase: str, imagined: float, real: float, margin: float, failure_weight: float) -> dict:
+    """The exploitation-guard record of one round: fired when imagined - real success > margin."""
+    gap = imagined - real
+    fired = gap > margin
+    return {"round": round_, "phase": phase, "imagined_success": imagined, "real_success": real, "gap": gap,
+            "margin": margin, "fired": fired, "failure_weight": failure_weight if fired else 1.0}
+
+
+class LoopState:
+    """run_dir/loop.json: finished stages (with seconds), phases, world models, guard records, data."""
+
+    def __init__(self, cfg: LoopConfig):
+        self.run_dir = Path(cfg.out_dir)
+        self.path = self.run_dir / "loop.json"
+        self.data: dict[str, Any] = {"run_dir": str(self.run_dir), "config": asdict(cfg), "stages": [],
+                                     "phases": [], "world_models": [], "guard": [], "data": {}, "bc_dir": ""}
+        if self.path.exists():
+            old = json.loads(self.path.read_text())
+            self.data.update({k: old[k] for k in ("stages", "phases", "world_models", "guard", "data", "bc_dir") if k in old})
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+
+    def save(self) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps(self.data, indent=1, default=str))
+        os.replace(tmp, self.path)
+
+    def done(self, name: str) -> dict | None:
+        return next((s for s in self.data["stages"] if s["name"] == name and s["status"] in ("done", "reused")), None)
+
+    def stage(self, name: str, fn: Callable[[], Any], log: Callable[[str], None] = print) -> Any:
+        """Run fn once: a stage already recorded as done returns its stored result without running."""
+        prev = self.done(name)
+        if prev is not None:
+            log(f"[loop] {name}: done before ({prev['seconds'] / 60:.1f} min), reused")
+            return prev.get("result")
+        log(f"[loop] {name} ...")
+        t0 = time.time()
+        result = fn()
+        seconds = time.time() - t0
+        self.data["stages"] = [s for s in self.data["stages"] if s["name"] != name]
+        self.data["stages"].append({"name": name, "seconds": seconds, "status": "done", "result": result})
+        self.save()
+        log(f"[loop] {name}: {seconds / 60:.1f} min")
+        return result
+
+    def upsert(self, key: str, record: dict, match: str = "name") -> None:
+        items = [r for r in self.data[key] if r.get(match) != record.get(match)]
+        self.data[key] = items + [record]
+        self.save()
+
+
+__all__ = ["LoopConfig", "LoopState", "guard"]
