@@ -21,10 +21,15 @@ by (task, init state, seed), with --episodes-per-task init states per task from 
 Prints a table of real and imagined success per policy, the Spearman rank correlation of the two
 success-rate vectors, and `BENCH rank ... PASS|FAIL`; exits 1 when the correlation is below
 --threshold (0.8 on the quick preset) or undefined (a constant vector, e.g. every policy at 0).
+As a check of the world model itself, the recorded actions of the successful expert episodes are
+replayed open loop in imagination from frame 0 (`expert_replay_imagined=k/n`; all n succeeded in
+real LIBERO): a world model that rarely reaches success on them cannot rank policies by success.
 
 Everything is cached in --out-dir (trained policies, per-policy results keyed by checkpoint hash
 and evaluation settings): a rerun skips finished parts, a changed setting redoes only what it
-touches. On 2 busy CPU cores the defaults take ~30-40 minutes, most of it in real LIBERO.
+touches. On 2 CPU cores shared with a world-model training run the defaults took ~42 minutes
+(BC 4, real LIBERO 27, imagination 10), most of it in real LIBERO; --episodes-per-task scales both
+evaluations.
 """
 from __future__ import annotations
 
@@ -42,16 +47,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+import numpy as np
 import torch
 from scipy.stats import spearmanr
 
 from envs.dataset import EpisodeDataset
+from imagination.env import ImaginationConfig, ImaginationVectorEnv, load_start_episodes
 from imagination.evaluate import EnvSpec, EvalConfig, evaluate, make_eval_env
+from imagination.keyframes import Keyframe, KeyframeConfig
 from policies.base import Policy, RandomPolicy, RandomPolicyConfig
 from policies.bc import BCConfig, train_bc
 from scripts.cli import load_config
 from world_models.model import WorldModel
-from world_models.proprio import fit_proprio
+from world_models.proprio import ProprioModel, fit_proprio
 
 
 @dataclass
@@ -153,6 +161,34 @@ def train_run(name: str, cfg: BCConfig, ds: EpisodeDataset, episodes: list[int])
     return result
 
 
+def imagined_replay(wm: WorldModel, proprio: ProprioModel, data: str, tasks: list[int], max_steps: int,
+                    sampling_steps: int, seed: int) -> dict:
+    """The world model's own check: replay each successful expert episode's recorded actions, open loop,
+    in imagination from its frame 0. Real LIBERO succeeded on every one of them; an imagination that
+    rarely does cannot rank policies by success either."""
+    ds = EpisodeDataset(data, verify=False)
+    picked = expert_episodes(ds, tasks)
+    eps = load_start_episodes(data, list(wm.cfg.views), picked)
+    B, K = len(eps), wm.chunk_len
+    env = ImaginationVectorEnv(wm, proprio, eps, B, ImaginationConfig(
+        max_steps=max_steps, sampling_steps=sampling_steps or None, keyframes=KeyframeConfig(mode="start")))
+    env.reset(seed=seed, options={"keyframes": [Keyframe(i, 0) for i in range(B)]})
+    t, ended, success = np.zeros(B, int), np.zeros(B, bool), np.zeros(B, bool)
+    while not ended.all():
+        actions = np.zeros((B, K, 7), np.float32)
+        for i, ep in enumerate(eps):
+            rec = ep.action[t[i]: t[i] + K]
+            actions[i, : len(rec)] = rec
+            actions[i, len(rec):, 6] = ep.action[-1, 6]  # past the recording: hold still, gripper as it was
+        _, _, terminated, truncated, info = env.step(actions)
+        live = ~ended
+        success[live] = terminated[live]
+        ended |= terminated | truncated
+        t = np.asarray(info["t"])
+    return {"successes": int(success.sum()), "episodes": B, "episode_index": picked,
+            "success": success.tolist()}
+
+
 def make_candidates(args, wm: WorldModel) -> list[Candidate]:
     ds = EpisodeDataset(args.data, verify=False)
     views = list(wm.cfg.views)
@@ -222,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="real episodes: BC training data and the starts of imagined episodes")
     p.add_argument("--out-dir", default="outputs/bench/rank", help="cache of policies and results (resumable)")
     p.add_argument("--tasks", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--episodes-per-task", type=int, default=4)
+    p.add_argument("--episodes-per-task", type=int, default=6,
+                   help="init states per task (the imagined starts need a recorded episode from each)")
     p.add_argument("--init-offset", type=int, default=0, help="first official init state of each task")
     p.add_argument("--max-steps", type=int, default=160,
                    help="control steps per episode, real and imagined (expert episodes take ~85-110)")
@@ -273,7 +310,6 @@ def main(argv: list[str] | None = None) -> int:
                   fast_render=True)
     sides = {"imagined": args.only in ("both", "imagined"), "real": args.only in ("both", "real")}
     results: dict[str, dict[str, dict]] = {"real": {}, "imagined": {}}
-    seconds = {"real": 0.0, "imagined": 0.0}
     wm_key = {"world_model": _file_digest(args.world_model), "start_data": pkey}
 
     def eval_config(side: str, c: Candidate) -> EvalConfig:
@@ -286,16 +322,31 @@ def main(argv: list[str] | None = None) -> int:
                           num_envs=args.imagined_envs, deterministic=c.deterministic,
                           num_threads=max(args.threads, 2), out_dir=str(out / "eval" / "imagined" / c.name), **common)
 
+    replay = None
+    if sides["imagined"]:
+        replay_path = out / "eval" / "imagined_expert_replay.json"
+        rkey = {**wm_key, "tasks": list(args.tasks), "max_steps": args.max_steps, "seed": args.seed,
+                "sampling_steps": args.sampling_steps}
+        cached = json.loads(replay_path.read_text()) if replay_path.is_file() else {}
+        if cached.get("key") == rkey:
+            replay = cached["result"]
+        else:
+            torch.set_num_threads(max(args.threads, 2))
+            replay = imagined_replay(wm, ProprioModel.load(proprio_path), args.data, list(args.tasks), args.max_steps,
+                                     args.sampling_steps, args.seed)
+            replay_path.parent.mkdir(parents=True, exist_ok=True)
+            replay_path.write_text(json.dumps({"key": rkey, "result": replay}, indent=2))
+        print(f"world model check: the recorded actions of {replay['episodes']} successful expert episodes, "
+              f"replayed in imagination from frame 0, succeed in {replay['successes']}", flush=True)
+
     envs = SharedEnvs()
     try:
         for side in ("imagined", "real"):
             if sides[side]:
                 print(f"{side}:", flush=True)
                 for c in cands:
-                    t = time.time()
                     extra = wm_key if side == "imagined" else {}
                     results[side][c.name] = run_eval(c, eval_config(side, c), side, extra, wm, envs)
-                    seconds[side] += time.time() - t
     finally:
         envs.close()
 
@@ -316,17 +367,20 @@ def main(argv: list[str] | None = None) -> int:
     def cell(side: str, name: str) -> str:
         r = results[side].get(name)
         if not r:
-            return f"{'-':>16}"
+            return f"{'-':<16}"
         o = r["overall"]
-        return f"{o['successes']:>3}/{o['episodes']:<3} = {o['success_rate']:.2f}  "
+        return f"{o['successes']:>2}/{o['episodes']:<3} = {o['success_rate']:.2f}".ljust(16)
 
     print()
-    print(f"{'policy':<11} {'real':>16} {'imagined':>16}   what")
+    print(f"{'policy':<11} {'real':<16} {'imagined':<16}   what")
     for c in cands:
         print(f"{c.name:<11} {cell('real', c.name)} {cell('imagined', c.name)}   {c.about}")
     wall = time.time() - t0
-    timing = (f"train_s={t_train:.0f} real_s={seconds['real']:.0f} imagined_s={seconds['imagined']:.0f} "
-              f"wall_s={wall:.0f}")
+    # evaluation seconds as recorded by each evaluation (also for cached ones), and this invocation's wall time
+    evals = [r for side in results.values() for r in side.values()]
+    eval_s = {side: sum(r["timing"]["seconds"] for r in results[side].values()) for side in results}
+    timing = (f"real_eval_s={eval_s['real']:.0f} imagined_eval_s={eval_s['imagined']:.0f} "
+              f"cached={sum(r['cached'] for r in evals)}/{len(evals)} train_s={t_train:.0f} wall_s={wall:.0f}")
     n_eps = len(args.tasks) * args.episodes_per_task
     head = f"BENCH rank policies={len(cands)} episodes_per_policy={n_eps} tasks={','.join(map(str, args.tasks))}"
     if inexact:
@@ -339,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
     imag = [rate("imagined", c.name) for c in cands]
     rho = float(spearmanr(real, imag).statistic) if len(set(real)) > 1 and len(set(imag)) > 1 else float("nan")
     exact_field = f"exact_starts={exact}/{exact + inexact}"
+    if replay:
+        exact_field += f" expert_replay_imagined={replay['successes']}/{replay['episodes']}"
     if math.isnan(rho):
         which = [side for side, v in (("real", real), ("imagined", imag)) if len(set(v)) <= 1]
         print(f"Spearman undefined: every policy has the same {' and '.join(which)} success rate "
