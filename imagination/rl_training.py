@@ -158,7 +158,7 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
         seed = int(np.random.SeedSequence([cfg.seed, it]).generate_state(1)[0])
         policy.eval()
         rollouts = collect_rollouts(env, policy, cfg.num_groups, cfg.group_size, seed)
-        batch = to_batch(rollouts, cfg.rl, reference)
+        batch = to_batch(rollouts, cfg.rl, policy, reference)
         logs = update(policy, optimizer, batch, cfg.rl, np.random.default_rng(seed))
         row = {"iteration": it + 1, **{f"imagined_{k}": v for k, v in rollouts.stats().items()}, **logs,
                "std": float(policy.log_std.detach().exp().mean()) if hasattr(policy, "log_std") else float("nan")}

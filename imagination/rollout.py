@@ -129,19 +129,30 @@ def advantages(r: Rollouts, cfg: RLConfig) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @torch.no_grad()
-def to_batch(r: Rollouts, cfg: RLConfig, reference: Policy | None = None, chunk: int = 256) -> Batch:
-    """Flat `Batch` for `imagination.rl.update`; log-probs under `reference` when given (KL penalty)."""
+def _log_probs(policy: Policy, r: Rollouts, per_dim: bool, chunk: int = 256) -> torch.Tensor:
+    parts = []
+    for s in range(0, len(r.episode), chunk):
+        sl = slice(s, s + chunk)
+        obs = {"image": r.image[sl], "state": r.state[sl], "instruction": r.instruction[sl]}
+        parts.append(policy.evaluate(obs, r.actions[sl], per_dim=per_dim)[0].cpu())
+    return torch.cat(parts)
+
+
+@torch.no_grad()
+def to_batch(r: Rollouts, cfg: RLConfig, policy: Policy | None = None, reference: Policy | None = None) -> Batch:
+    """Flat `Batch` for `imagination.rl.update`; log-probs under `reference` when given (KL penalty).
+
+    With cfg.ratio "per_dim" the old log-probs are re-evaluated per action dimension under `policy`
+    (the one that sampled the rollouts, not yet updated: the same numbers, unsummed).
+    """
     adv, ret = advantages(r, cfg)
     obs = {"image": r.image, "state": r.state, "instruction": r.instruction}
-    ref = None
-    if reference is not None and cfg.kl_coef > 0:
-        parts = []
-        for s in range(0, len(adv), chunk):
-            sl = slice(s, s + chunk)
-            parts.append(reference.evaluate({"image": r.image[sl], "state": r.state[sl],
-                                             "instruction": r.instruction[sl]}, r.actions[sl])[0].cpu())
-        ref = torch.cat(parts)
-    return Batch(obs, r.actions, r.log_prob, adv.float(), ret.float(), ref)
+    per_dim = cfg.ratio == "per_dim"
+    if per_dim and policy is None:
+        raise ValueError("to_batch: ratio 'per_dim' needs the policy that sampled the rollouts")
+    old = _log_probs(policy, r, True) if per_dim else r.log_prob
+    ref = _log_probs(reference, r, per_dim) if reference is not None and cfg.kl_coef > 0 else None
+    return Batch(obs, r.actions, old, adv.float(), ret.float(), ref)
 
 
 __all__ = ["Rollouts", "advantages", "collect_rollouts", "to_batch"]

@@ -129,8 +129,13 @@ class Policy(nn.Module, abc.ABC):
         """The policy's action chunk for `obs` (its deterministic choice) -> float32 [B, K, 7] in [-1, 1]."""
 
     @abc.abstractmethod
-    def evaluate(self, obs: Mapping[str, Any], actions: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """For RL updates: (log_prob [B], entropy [B], value [B]) of `actions` [B, K, 7] at `obs` (with grad)."""
+    def evaluate(self, obs: Mapping[str, Any], actions: Any, per_dim: bool = False
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """For RL updates: (log_prob [B], entropy [B], value [B]) of `actions` [B, K, 7] at `obs` (with grad).
+
+        per_dim=True returns log_prob per action dimension, [B, K, 7] (summing it gives the [B] one),
+        for updates that clip a ratio per dimension (imagination.rl, "per_dim").
+        """
 
     @abc.abstractmethod
     def sample(self, obs: Mapping[str, Any], generator: torch.Generator | None = None
@@ -214,9 +219,11 @@ class RandomPolicy(Policy):
     def predict_action_chunk(self, obs: Mapping[str, Any]) -> torch.Tensor:
         return self._uniform(batch_obs(obs)["image"].shape[0], None)
 
-    def evaluate(self, obs, actions):
+    def evaluate(self, obs, actions, per_dim=False):
         b = batch_obs(obs)["image"].shape[0]
         a = check_actions(actions, b, self.chunk_len)
+        if per_dim:
+            return torch.where(a.abs() <= 1.0, -math.log(2.0), -math.inf), -self._log_density(b), torch.zeros(b)
         inside = (a.abs() <= 1.0).all(dim=(1, 2))
         log_prob = torch.where(inside, self._log_density(b), torch.full((b,), -math.inf))
         return log_prob, -self._log_density(b), torch.zeros(b)

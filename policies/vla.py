@@ -173,10 +173,11 @@ class VLAPolicy(Policy):
     def predict_action_chunk(self, obs: Mapping[str, Any]) -> torch.Tensor:
         return self(obs).mean
 
-    def evaluate(self, obs, actions):
+    def evaluate(self, obs, actions, per_dim=False):
         out = self(obs)
         a = check_actions(actions, out.mean.shape[0], self.chunk_len, self.device)
-        return _clipped_log_prob(out.mean, out.log_std, a), _entropy(out.log_std, out.mean.shape[0]), out.value
+        lp = _clipped_log_prob(out.mean, out.log_std, a, reduce=not per_dim)
+        return lp, _entropy(out.log_std, out.mean.shape[0]), out.value
 
     @torch.no_grad()
     def sample(self, obs, generator=None):
@@ -186,14 +187,15 @@ class VLAPolicy(Policy):
         return actions, _clipped_log_prob(out.mean, out.log_std, actions), out.value
 
 
-def _clipped_log_prob(mean: torch.Tensor, log_std: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
-    """log p(a) [B] of actions [B, K, 7] under N(mean, std) clipped to [-1, 1] (bounds carry tail mass)."""
+def _clipped_log_prob(mean: torch.Tensor, log_std: torch.Tensor, a: torch.Tensor, reduce: bool = True) -> torch.Tensor:
+    """log p(a) [B] (or per dimension [B, K, 7] when not reduce) of actions [B, K, 7] under N(mean, std)
+    clipped to [-1, 1] (bounds carry tail mass)."""
     std = log_std.exp().expand_as(mean)
     inner = torch.distributions.Normal(mean, std).log_prob(a)
     upper = torch.special.log_ndtr((mean - 1.0) / std)  # log P(x >= 1)
     lower = torch.special.log_ndtr((-1.0 - mean) / std)  # log P(x <= -1)
     lp = torch.where(a >= 1.0, upper, torch.where(a <= -1.0, lower, inner))
-    return lp.sum(dim=(1, 2))
+    return lp.sum(dim=(1, 2)) if reduce else lp
 
 
 def _entropy(log_std: torch.Tensor, batch: int) -> torch.Tensor:

@@ -28,6 +28,14 @@ def test_sample_log_prob_equals_evaluate(policy):
     assert (actions.abs() == 1.0).any() and (actions.abs() < 1.0).any()
 
 
+def test_per_dimension_log_probs_sum_to_the_chunk_log_prob(policy):
+    obs = make_obs(batch=3)
+    actions, log_prob, _ = policy.sample(obs, generator=torch.Generator().manual_seed(1))
+    per_dim, _, _ = policy.evaluate(obs, actions, per_dim=True)
+    assert per_dim.shape == (3, policy.chunk_len, 7)
+    torch.testing.assert_close(per_dim.sum(dim=(1, 2)), log_prob)
+
+
 def test_log_prob_is_gaussian_inside_and_tail_mass_on_bounds(policy):
     obs = make_obs(batch=2)
     out = policy(obs)
