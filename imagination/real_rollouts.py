@@ -26,7 +26,7 @@ from imagination.evaluate import EnvSpec, EvalConfig, Job, LiberoEvalEnv, evalua
 from policies.base import Policy
 
 
-def near_success(episode_success: bool, state: np.ndarray, steps: int, max_steps: int) -> bool:
+def near_success(episode_success: bool, state: np.ndarray) -> bool:
     """A failure that got somewhere: the gripper closed on something and the arm moved it.
 
     Proprio only (no privileged object state, so it works on a real robot's logs too): the gripper
@@ -108,7 +108,7 @@ class RecordingEvalEnv:
         T = len(action)
         flags = np.zeros(T, bool)
         flags[-2:] = success  # after the last real action and after the hold
-        near = near_success(success, state, T - 1, T)
+        near = near_success(success, state)
         views = self.writer.config.views
         self.writer.append(Episode(
             frames={v: images[:, k] for k, v in enumerate(views)}, state=state, action=action,
