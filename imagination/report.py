@@ -248,17 +248,18 @@ def _world_models(run: _Run, wms: list[dict]) -> list[str]:
     for wm in wms:
         ev = run.json(wm.get("eval"))
         if ev is None:
-            rows.append([wm["name"]] + [NOT_RUN] * 5)
+            rows.append([wm["name"]] + [NOT_RUN] * 6)
             continue
         evals[wm["name"]] = ev
         f = lambda k, fmt: format(ev[k], fmt) if isinstance(ev.get(k), (int, float)) else "–"  # noqa: E731
-        rows.append([wm["name"], f("psnr", ".2f"), f("ssim", ".3f"), f("static_psnr", ".2f"), f("success_f1", ".2f"),
-                     f("done_f1", ".2f")])
+        rows.append([wm["name"], f("psnr", ".2f"), f("ssim", ".3f"), f("static_psnr", ".2f"), f("static_ssim", ".3f"),
+                     f("success_f1", ".2f"), f("done_f1", ".2f")])
     if not wms:
         return out + [f"World models: {NOT_RUN}.", ""]
     out += ["Open-loop replay of held-out episodes. The still-frame baseline repeats the first frame: a "
             "useful world model beats it.", ""]
-    out += _table(["world model", "PSNR (dB)", "SSIM", "still-frame PSNR (dB)", "success F1", "done F1"], rows)
+    out += _table(["world model", "PSNR (dB)", "SSIM", "still-frame PSNR (dB)", "still-frame SSIM", "success F1",
+                   "done F1"], rows)
     curves = {n: e for n, e in evals.items() if e.get("psnr_per_step")}
     if curves:
         ax = Figure(figsize=(7, 3.8)).subplots()

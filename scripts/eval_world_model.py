@@ -86,7 +86,7 @@ def main(cfg: EvalWorldModelConfig) -> dict:
     out = Path(cfg.out_dir) if cfg.out_dir else Path(cfg.checkpoint).parent / "eval"
     save_config(cfg, out / "eval_config.yaml")
     steps = cfg.steps or None
-    per_ep, psnr_rows, ssim_rows, base_rows = [], [], [], []
+    per_ep, psnr_rows, ssim_rows, base_rows, base_ssim_rows = [], [], [], [], []
     succ_logits, succ_labels, done_logits, done_labels, succ_real, succ_real_labels = [], [], [], [], [], []
     for n, ep in enumerate(load_episodes(data_dir, model.cfg.views, indices)):
         # replay A actions; the frame after the last recorded action is not in the dataset, so frames
@@ -105,7 +105,8 @@ def main(cfg: EvalWorldModelConfig) -> dict:
         succ_real.append(s_real[0])
         succ_real_labels.append(torch.from_numpy(ep.success[:T].astype(np.float32)))
         psnr, ssim = psnr_per_frame(pred, real[1:]), ssim_per_frame(pred, real[1:])
-        base = psnr_per_frame(real[:1].expand(T, -1, -1, -1), real[1:])  # "nothing moves" reference
+        still = real[:1].expand(T, -1, -1, -1)  # the "nothing moves" reference
+        base, base_ssim = psnr_per_frame(still, real[1:]), ssim_per_frame(still, real[1:])
         done = ep.success[:A] | (np.arange(A) >= len(ep) - 1)
         succ_logits.append(s_log[0])
         succ_labels.append(torch.from_numpy(ep.success[:A].astype(np.float32)))
@@ -114,8 +115,10 @@ def main(cfg: EvalWorldModelConfig) -> dict:
         psnr_rows.append(psnr.numpy())
         ssim_rows.append(ssim.numpy())
         base_rows.append(base.numpy())
+        base_ssim_rows.append(base_ssim.numpy())
         per_ep.append({"episode": ep.index, "task_id": ep.task_id, "steps": T, "psnr": float(psnr.mean()),
                        "ssim": float(ssim.mean()), "static_psnr": float(base.mean()),
+                       "static_ssim": float(base_ssim.mean()),
                        "success": bool(ep.success[:A].any()), "predicted_success": bool((s_log[0] > 0).any())})
         if n < cfg.videos:
             r, p = to_uint8(real[1:]), to_uint8(pred)
@@ -141,6 +144,7 @@ def main(cfg: EvalWorldModelConfig) -> dict:
         "sampler": model.cfg.sampler.scheduler, "sampler_steps": steps or model.cfg.sampler.steps,
         "psnr": float(frames_all.mean()), "ssim": float(np.concatenate(ssim_rows).mean()),
         "static_psnr": float(np.concatenate(base_rows).mean()),
+        "static_ssim": float(np.concatenate(base_ssim_rows).mean()),
         "success_f1": f1(torch.cat(succ_logits), torch.cat(succ_labels)),
         "done_f1": f1(torch.cat(done_logits), torch.cat(done_labels)),
         "success_f1_real_frames": f1(torch.cat(succ_real), torch.cat(succ_real_labels)),
@@ -154,7 +158,8 @@ def main(cfg: EvalWorldModelConfig) -> dict:
     tmp.write_text(json.dumps(result, indent=1))
     tmp.replace(out / "eval.json")
     print(f"open loop over {len(per_ep)} episodes ({sum(e['steps'] for e in per_ep)} steps): "
-          f"PSNR {result['psnr']:.2f} dB (first frame held still: {result['static_psnr']:.2f}), SSIM {result['ssim']:.3f}, "
+          f"PSNR {result['psnr']:.2f} dB (first frame held still: {result['static_psnr']:.2f}), SSIM {result['ssim']:.3f} "
+          f"(still: {result['static_ssim']:.3f}), "
           f"success F1 {result['success_f1']:.2f} (on real frames {result['success_f1_real_frames']:.2f}; "
           f"{result['success_labels']} success steps), done F1 {result['done_f1']:.2f}")
     print(f"  {out / 'eval.json'}  {out / 'psnr_vs_horizon.png'}")

@@ -41,7 +41,7 @@ def _eval_world_model(state: LoopState, name: str, model_path: str, episodes: li
     cfg = eval_world_model.EvalWorldModelConfig(checkpoint=model_path, episodes=episodes, max_steps=steps,
                                                 out_dir=str(out))
     state.stage(f"eval_{name}", lambda: {k: v for k, v in eval_world_model.main(cfg).items()
-                                         if k in ("psnr", "ssim", "static_psnr", "success_f1")})
+                                         if k in ("psnr", "ssim", "static_psnr", "static_ssim", "success_f1")})
     return str(out / "eval.json")
 
 

@@ -14,8 +14,9 @@ and an MLP embedding of all K actions is added to the noise-level embedding thro
 `class_embed_type="identity"`, so every ResNet block is modulated by the actions as well. The output
 [B, K * ch, H, W] is read as K frames [B, K, ch, H, W]. Frames are float in [-1, 1].
 
-With `residual=True` (default) the diffused variable is the change from the last context frame,
-x = frames - context[:, -1:], and frames = x + context[:, -1:] after sampling (`reference`).
+With `residual=True` (default) the diffused variable is the change from a reference frame r, the
+last context frame or (`residual_to="anchor"`) the episode's first frame: x = frames - r, and
+frames = x + r after sampling (`reference`).
 
 The preconditioning (c_skip, c_out, c_in, c_noise) lives here and not in the sampler, so the
 denoiser always returns a clean estimate x0 and any sampler (EDM Euler, flow-match Euler) can use it.
@@ -47,9 +48,14 @@ class DenoiserConfig:
     sigma_max: float = 5.0  # DIAMOND's value: enough for 1-3 step sampling from a strong context
     p_mean: float = -0.4  # training noise levels: ln(sigma) ~ N(p_mean, p_std^2) (EDM / DIAMOND)
     p_std: float = 1.2
-    residual: bool = True  # diffuse the change from the last context frame instead of the frame itself:
+    residual: bool = True  # diffuse the change from a reference frame instead of the frame itself:
     # most of a robot scene is static, so the residual is mostly zero and the model spends its
-    # capacity on what moves (the sampler adds the last context frame back)
+    # capacity on what moves (the sampler adds the reference back)
+    residual_to: str = "last"  # the reference: "last" context frame, or the episode's "anchor" (frame 0).
+    # With "anchor" the static background is anchor + ~0 at every chunk, so sampling errors in it do not
+    # pile up chunk after chunk as they do when each chunk is relative to the previous prediction
+    sigma_max_prob: float = 0.0  # share of training clips noised at exactly sigma_max, where one-step
+    # sampling evaluates the net; the log-normal alone puts only ~5% of clips near it
     noise_embed_scale: float = 100.0  # c_noise = 0.25 ln(sigma) spans ~2 units: scaled so the
     # sinusoidal timestep embedding uses more than its lowest frequencies
 
@@ -59,6 +65,10 @@ class Denoiser(nn.Module):
 
     def __init__(self, cfg: DenoiserConfig):
         super().__init__()
+        if cfg.residual_to not in ("last", "anchor"):
+            raise ValueError(f"denoiser.residual_to: expected 'last' or 'anchor', got {cfg.residual_to!r}")
+        if not 0.0 <= cfg.sigma_max_prob <= 1.0:
+            raise ValueError(f"denoiser.sigma_max_prob: expected a probability in [0, 1], got {cfg.sigma_max_prob}")
         self.cfg = cfg
         C, K, ch, A = cfg.context_frames, cfg.chunk_len, cfg.channels, cfg.action_dim
         n = len(cfg.block_out_channels)
@@ -96,7 +106,7 @@ class Denoiser(nn.Module):
                 actions: torch.Tensor) -> torch.Tensor:
         """Clean estimate x0 [B, K, ch, H, W] of `noisy` [B, K, ch, H, W] at noise level sigma [B].
 
-        Both are in the diffused space: residuals from `reference(context)` when cfg.residual.
+        Both are in the diffused space: residuals from `reference(context, anchor)` when cfg.residual.
 
         context [B, C, ch, H, W], anchor [B, ch, H, W], actions [B, K, 7]; all float.
         """
@@ -115,10 +125,11 @@ class Denoiser(nn.Module):
         x0 = self.c_skip(s) * noisy.reshape(B, K * ch, H, W) + self.c_out(s) * f
         return x0.reshape(B, K, ch, H, W)
 
-    def reference(self, context: torch.Tensor) -> torch.Tensor:
-        """What the diffused variable is relative to: the last context frame [B, 1, ch, H, W], or 0."""
-        last = context[:, -1:]
-        return last if self.cfg.residual else torch.zeros_like(last)
+    def reference(self, context: torch.Tensor, anchor: torch.Tensor) -> torch.Tensor:
+        """What the diffused variable is relative to [B, 1, ch, H, W]: the last context frame, the anchor, or 0."""
+        if not self.cfg.residual:
+            return torch.zeros_like(context[:, -1:])
+        return anchor[:, None] if self.cfg.residual_to == "anchor" else context[:, -1:]
 
     def loss_weight(self, sigma: torch.Tensor) -> torch.Tensor:
         """EDM weighting lambda(sigma) = 1 / c_out^2: every noise level contributes a unit-variance target."""
@@ -126,5 +137,9 @@ class Denoiser(nn.Module):
 
     def sample_sigma(self, batch: int, generator: torch.Generator | None = None, device=None) -> torch.Tensor:
         """Training noise levels: log-normal (p_mean, p_std), clipped to [sigma_min, sigma_max]."""
-        z = torch.randn(batch, generator=generator).to(device or "cpu")
-        return (self.cfg.p_mean + self.cfg.p_std * z).exp().clamp(self.cfg.sigma_min, self.cfg.sigma_max)
+        z = torch.randn(batch, generator=generator)
+        sigma = (self.cfg.p_mean + self.cfg.p_std * z).exp().clamp(self.cfg.sigma_min, self.cfg.sigma_max)
+        if self.cfg.sigma_max_prob > 0:  # drawn only when asked: older configs keep their random stream
+            at_max = torch.rand(batch, generator=generator) < self.cfg.sigma_max_prob
+            sigma = torch.where(at_max, torch.full_like(sigma, self.cfg.sigma_max), sigma)
+        return sigma.to(device or "cpu")

@@ -63,6 +63,21 @@ def bootstrap_context(model: WorldModel, batch: dict[str, torch.Tensor], prob: f
     return dict(batch, context=context), mask
 
 
+def noise_context(batch: dict[str, torch.Tensor], max_std: float, generator: torch.Generator | None = None
+                  ) -> dict[str, torch.Tensor]:
+    """Add Gaussian noise, std ~ U(0, max_std) per clip, to the context frames [B, C, ch, H, W].
+
+    The anchor stays clean: it is a real frame in rollouts too. max_std 0 returns the batch untouched
+    and draws nothing (the random stream of runs without it is unchanged).
+    """
+    if max_std <= 0:
+        return batch
+    ctx = batch["context"]
+    std = torch.rand(ctx.shape[0], generator=generator) * max_std
+    noise = torch.randn(ctx.shape, generator=generator)
+    return dict(batch, context=(ctx + std.to(ctx)[:, None, None, None, None] * noise.to(ctx)).clamp(-1, 1))
+
+
 class WorldModelObjective(nn.Module):
     """The training forward pass as one module, so `accelerator.prepare` (DDP) can wrap it.
 
@@ -79,7 +94,7 @@ class WorldModelObjective(nn.Module):
     def forward(self, batch: dict[str, torch.Tensor], sigma: torch.Tensor, noise: torch.Tensor,
                 degraded_target: torch.Tensor) -> dict[str, torch.Tensor]:
         den, head = self.model.denoiser, self.model.head
-        ref = den.reference(batch["context"])
+        ref = den.reference(batch["context"], batch["anchor"])
         target = batch["target"] - ref  # the diffused variable (residual from the last context frame)
         s = sigma.to(target)
         x0 = den(target + s[:, None, None, None, None] * noise.to(target), s, batch["context"], batch["anchor"],

@@ -49,7 +49,7 @@ from envs.dataset import encode_video
 from world_models.augment import StyleAugConfig, augment_clip
 from world_models.clips import (ClipConfig, ClipSampler, episode_weights, load_episodes, split_episodes,
                                 to_model_frames, to_uint8)
-from world_models.losses import BootstrapConfig, WorldModelObjective, bootstrap_context, draw_noise
+from world_models.losses import BootstrapConfig, WorldModelObjective, bootstrap_context, draw_noise, noise_context
 from world_models.metrics import psnr_per_frame
 from world_models.model import WorldModel, WorldModelConfig
 
@@ -68,6 +68,8 @@ class TrainWorldModelConfig:
     lr_schedule: str = "cosine"  # any diffusers.optimization scheduler name
     warmup_steps: int = 100
     grad_clip: float = 1.0
+    context_noise: float = 0.0  # max std of Gaussian noise added to context frames (std ~ U(0, max) per
+    # clip; GameNGen-style): teaches the model to look through the grain its own predictions carry
     head_weight: float = 0.1  # weight of the success/done BCE against the denoising loss
     head_on_predictions: bool = True  # also train the heads on the denoiser's clean estimates
     seed: int = 0
@@ -244,6 +246,7 @@ class Trainer:
         batch = augment_clip(batch, cfg.augment, gen)
         prob = cfg.bootstrap.probability(self.state.step)
         batch, mask = bootstrap_context(model, batch, prob, cfg.bootstrap.sample_steps, gen)
+        batch = noise_context(batch, cfg.context_noise, gen)
         sigma, noise, degraded = draw_noise(model, batch, gen)
         self.objective.train()
         with self.acc.autocast():

@@ -65,7 +65,7 @@ def run_dir(tmp_path: Path) -> Path:
     _csv(run / "bc" / "loss.csv", [{"step": s, "loss": 1 / s, "mse": 1 / s, "lr": 1e-3, "seconds": s} for s in (50, 100)])
     _scalars(run / "wm0" / "logs" / "world_model", ["train/loss", "train/mse"], 5)
     steps = 6
-    ev = {"psnr": 24.5, "ssim": 0.812, "static_psnr": 21.25, "success_f1": 0.67, "done_f1": 0.5,
+    ev = {"psnr": 24.5, "ssim": 0.812, "static_psnr": 21.25, "static_ssim": 0.846, "success_f1": 0.67, "done_f1": 0.5,
           "psnr_per_step": list(np.linspace(30, 20, steps)), "ssim_per_step": [0.8] * steps,
           "static_psnr_per_step": list(np.linspace(29, 17, steps)), "per_episode": []}
     (run / "wm0" / "eval" / "videos").mkdir(parents=True)
@@ -133,8 +133,8 @@ def test_success_tables_and_guard(run_dir: Path) -> None:
     assert md.count("Exploitation warning") == 1
     assert "imagined success exceeds real by 30 points" in md and "weighted failures up by 3×" in md
     assert "Exploitation guard (round 2, after loop round 1): gap 10 points is within the margin" in md
-    assert _row(md, "| wm0 |") == ["wm0", "24.50", "0.812", "21.25", "0.67", "0.50"]
-    assert _row(md, "| wm1 |")[1:] == ["not run"] * 5
+    assert _row(md, "| wm0 |") == ["wm0", "24.50", "0.812", "21.25", "0.846", "0.67", "0.50"]
+    assert _row(md, "| wm1 |")[1:] == ["not run"] * 6
     assert _row(md, "| after imagined RL | 3 |")[2:] == ["0.20 → 0.60", "0.30 → 0.90", "2.0", "0"]
     assert _row(md, "| after loop round 1 | 2 |")[2] == "1.00 → 0.50"  # read from the logs of a running RL
     assert _row(md, "| failures added |") == ["failures added", "12"]

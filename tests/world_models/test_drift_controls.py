@@ -1,0 +1,74 @@
+"""Switches against open-loop drift: residual to the anchor, one-step noise level, context noise."""
+import dataclasses
+
+import pytest
+import torch
+
+from tests.world_models.conftest import tiny_model_config
+from world_models.denoiser import Denoiser, DenoiserConfig
+from world_models.losses import noise_context
+from world_models.model import WorldModel
+
+
+def _den(**kw) -> Denoiser:
+    torch.manual_seed(0)
+    return Denoiser(dataclasses.replace(tiny_model_config().denoiser, **kw))
+
+
+def _frames(B=3, C=2, ch=3, size=16):
+    g = torch.Generator().manual_seed(1)
+    ctx = torch.rand(B, C, ch, size, size, generator=g) * 2 - 1
+    anchor = torch.rand(B, ch, size, size, generator=g) * 2 - 1
+    return ctx, anchor
+
+
+def test_reference_frame_follows_residual_to():
+    ctx, anchor = _frames()
+    assert torch.equal(_den().reference(ctx, anchor), ctx[:, -1:])
+    assert torch.equal(_den(residual_to="anchor").reference(ctx, anchor), anchor[:, None])
+    assert torch.equal(_den(residual=False).reference(ctx, anchor), torch.zeros_like(ctx[:, -1:]))
+
+
+def test_anchor_residual_sampling_adds_the_anchor_back():
+    """With residual_to=anchor a denoiser that predicts a zero residual returns the anchor itself."""
+    cfg = dataclasses.replace(tiny_model_config(), denoiser=dataclasses.replace(
+        tiny_model_config().denoiser, residual_to="anchor", sigma_max=1e-3, sigma_min=1e-4))
+    model = WorldModel(cfg).eval()
+    ctx, anchor = _frames(B=2)
+    with torch.no_grad():
+        for p in model.denoiser.parameters():
+            p.zero_()  # F = 0; with sigma tiny, c_skip ~ 1 and x0 ~ the (tiny) noise: frames ~ reference
+    frames, _, _ = model.predict(ctx, anchor, torch.zeros(2, cfg.denoiser.chunk_len, 7), steps=1,
+                                 generator=torch.Generator().manual_seed(0))
+    expected = anchor[:, None].expand_as(frames)
+    assert (frames - expected).abs().max() < 1e-2
+    assert (frames - ctx[:, -1:].expand_as(frames)).abs().max() > 0.5  # not the last context frame
+
+
+def test_sigma_max_prob_puts_that_share_at_sigma_max():
+    g = torch.Generator().manual_seed(0)
+    plain = _den().sample_sigma(4000, g)
+    heavy = _den(sigma_max_prob=0.5).sample_sigma(4000, torch.Generator().manual_seed(0))
+    at_max = lambda s: (s == 5.0).float().mean().item()  # noqa: E731  (tiny config keeps sigma_max 5)
+    assert _den().cfg.sigma_max == 5.0
+    assert at_max(plain) < 0.1
+    assert 0.45 < at_max(heavy) < 0.60  # half forced, plus the log-normal's own clipped tail
+    # zero keeps the old random stream: runs and resumes from before the switch draw the same levels
+    assert torch.equal(plain, _den(sigma_max_prob=0.0).sample_sigma(4000, torch.Generator().manual_seed(0)))
+
+
+@pytest.mark.parametrize("kw, field", [({"residual_to": "first"}, "denoiser.residual_to"),
+                                       ({"sigma_max_prob": 1.5}, "denoiser.sigma_max_prob")])
+def test_bad_drift_switches_name_the_field(kw, field):
+    with pytest.raises(ValueError, match=field):
+        Denoiser(DenoiserConfig(**kw))
+
+
+def test_context_noise_touches_only_the_context():
+    ctx, anchor = _frames(B=64)
+    batch = {"context": ctx.clamp(-0.5, 0.5), "anchor": anchor, "target": ctx[:, :1].clone()}
+    out = noise_context(batch, 0.1, torch.Generator().manual_seed(0))
+    assert torch.equal(out["anchor"], batch["anchor"]) and torch.equal(out["target"], batch["target"])
+    std = (out["context"] - batch["context"]).flatten(1).std(1)
+    assert 0.0 <= std.min() and std.max() <= 0.1 + 5e-3 and std.mean() == pytest.approx(0.05, abs=0.01)
+    assert noise_context(batch, 0.0) is batch  # off: nothing drawn, nothing changed
