@@ -51,9 +51,10 @@ class DenoiserConfig:
     residual: bool = True  # diffuse the change from a reference frame instead of the frame itself:
     # most of a robot scene is static, so the residual is mostly zero and the model spends its
     # capacity on what moves (the sampler adds the reference back)
-    residual_to: str = "last"  # the reference: "last" context frame, or the episode's "anchor" (frame 0).
+    residual_to: str = "anchor"  # the reference: "last" context frame, or the episode's "anchor" (frame 0).
     # With "anchor" the static background is anchor + ~0 at every chunk, so sampling errors in it do not
     # pile up chunk after chunk as they do when each chunk is relative to the previous prediction
+    # (quick preset, 64-step open loop: SSIM 0.871 with "anchor" vs 0.787 with "last", same training)
     sigma_max_prob: float = 0.0  # share of training clips noised at exactly sigma_max, where one-step
     # sampling evaluates the net; the log-normal alone puts only ~5% of clips near it
     noise_embed_scale: float = 100.0  # c_noise = 0.25 ln(sigma) spans ~2 units: scaled so the

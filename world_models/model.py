@@ -36,7 +36,9 @@ class WorldModelConfig:
 
     @staticmethod
     def from_dict(d: dict) -> "WorldModelConfig":
-        return WorldModelConfig(views=list(d["views"]), denoiser=DenoiserConfig(**d["denoiser"]),
+        den = dict(d["denoiser"])
+        den.setdefault("residual_to", "last")  # checkpoints from before the switch were all relative to the last frame
+        return WorldModelConfig(views=list(d["views"]), denoiser=DenoiserConfig(**den),
                                 head=HeadConfig(**d["head"]), sampler=SamplerConfig(**d["sampler"]))
 
 

@@ -24,9 +24,20 @@ def _frames(B=3, C=2, ch=3, size=16):
 
 def test_reference_frame_follows_residual_to():
     ctx, anchor = _frames()
-    assert torch.equal(_den().reference(ctx, anchor), ctx[:, -1:])
+    assert torch.equal(_den(residual_to="last").reference(ctx, anchor), ctx[:, -1:])
     assert torch.equal(_den(residual_to="anchor").reference(ctx, anchor), anchor[:, None])
     assert torch.equal(_den(residual=False).reference(ctx, anchor), torch.zeros_like(ctx[:, -1:]))
+
+
+def test_checkpoints_from_before_the_switch_stay_relative_to_the_last_frame(tmp_path):
+    model = WorldModel(tiny_model_config())
+    assert model.cfg.denoiser.residual_to == "anchor"  # the default now
+    model.save(tmp_path / "wm.pt")
+    blob = torch.load(tmp_path / "wm.pt", weights_only=True)
+    del blob["config"]["denoiser"]["residual_to"]  # what an older checkpoint holds
+    torch.save(blob, tmp_path / "old.pt")
+    assert WorldModel.load(tmp_path / "old.pt").cfg.denoiser.residual_to == "last"
+    assert WorldModel.load(tmp_path / "wm.pt").cfg.denoiser.residual_to == "anchor"
 
 
 def test_anchor_residual_sampling_adds_the_anchor_back():
