@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
           f"steps={res['sampler_steps']} psnr={res['psnr']:.2f} ssim={res['ssim']:.3f} "
           f"psnr_last={psnr_at[-1]:.2f} static_psnr={res['static_psnr']:.2f} static_ssim={res['static_ssim']:.3f} "
           f"whole_episode_success_f1={whole['success_f1']:.2f} (real frames {whole['success_f1_real_frames']:.2f}, "
-          f"{whole['success_labels']} success steps) "
+          f"{whole['success_labels']} success steps) episode_outcome_f1={whole['episode_success_f1']:.2f} "
           f"train_s={train_s:.0f} threshold_ssim={args.min_ssim} threshold_psnr={args.min_psnr} "
           f"{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1

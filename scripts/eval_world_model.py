@@ -149,6 +149,9 @@ def main(cfg: EvalWorldModelConfig) -> dict:
         "done_f1": f1(torch.cat(done_logits), torch.cat(done_labels)),
         "success_f1_real_frames": f1(torch.cat(succ_real), torch.cat(succ_real_labels)),
         "success_labels": int(torch.cat(succ_labels).sum()),
+        # the outcome an RL episode is scored by: did the head fire at any step, against the simulator
+        "episode_success_f1": f1(torch.tensor([1.0 if e["predicted_success"] else -1.0 for e in per_ep]),
+                                 torch.tensor([float(e["success"]) for e in per_ep])),
         "psnr_per_step": psnr_s.tolist(), "ssim_per_step": ssim_s.tolist(), "static_psnr_per_step": base_s.tolist(),
         "per_episode": per_ep,
     }
@@ -161,7 +164,8 @@ def main(cfg: EvalWorldModelConfig) -> dict:
           f"PSNR {result['psnr']:.2f} dB (first frame held still: {result['static_psnr']:.2f}), SSIM {result['ssim']:.3f} "
           f"(still: {result['static_ssim']:.3f}), "
           f"success F1 {result['success_f1']:.2f} (on real frames {result['success_f1_real_frames']:.2f}; "
-          f"{result['success_labels']} success steps), done F1 {result['done_f1']:.2f}")
+          f"{result['success_labels']} success steps), done F1 {result['done_f1']:.2f}, "
+          f"episode outcome F1 {result['episode_success_f1']:.2f}")
     print(f"  {out / 'eval.json'}  {out / 'psnr_vs_horizon.png'}")
     return result
 

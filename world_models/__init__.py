@@ -11,7 +11,7 @@ Modules (each with its config dataclass):
     clips.py     ClipConfig, ClipSampler: C context + K target frames, anchor, actions, success/done
                  labels from an in-memory EpisodeDataset; episode-level held-out split
     denoiser.py  DenoiserConfig, Denoiser: EDM-preconditioned diffusers.UNet2DModel predicting the K
-                 frames jointly (as residuals from the last context frame), action planes per frame
+                 frames jointly (as residuals from the anchor frame by default), action planes per frame
                  + action MLP embedding added to the noise embedding
     sampler.py   SamplerConfig, Sampler: diffusers EDMEulerScheduler or FlowMatchEulerDiscreteScheduler
                  over the same denoiser (1-3 steps at rollout)

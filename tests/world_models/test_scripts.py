@@ -34,6 +34,12 @@ def test_train_then_eval(square_data, tmp_path):
     assert len(res["psnr_per_step"]) == 10 and len(res["ssim_per_step"]) == 10
     assert 0 < res["psnr"] < 100 and -1 <= res["ssim"] <= 1 and 0 <= res["success_f1"] <= 1
     assert json.loads((tmp_path / "eval" / "eval.json").read_text())["psnr"] == res["psnr"]
+    assert -1 <= res["static_ssim"] <= 1 and all("static_ssim" in e for e in res["per_episode"])
+    # the episode-outcome F1 is the F1 of "the head fired at some step" against "the episode succeeded"
+    pe = res["per_episode"]
+    tp = sum(e["success"] and e["predicted_success"] for e in pe)
+    wrong = sum(e["success"] != e["predicted_success"] for e in pe)
+    assert res["episode_success_f1"] == pytest.approx(2 * tp / (2 * tp + wrong) if tp + wrong else 0.0)
     assert (tmp_path / "eval" / "psnr_vs_horizon.png").stat().st_size > 0
     assert len(list((tmp_path / "eval" / "videos").glob("*.mp4"))) == 1
 
