@@ -31,6 +31,10 @@ def square_setup(tmp_path_factory):
     cfg = tiny_train_config(data, root / "wm", steps=500)
     cfg.augment.enabled = False
     cfg.bootstrap.enabled = False
+    # The square travels across the whole frame, so the first frame is a poor reference: from it, a
+    # 500-step tiny model does not learn the motion well enough for RL to find the goal (measured:
+    # imagined success 0.375 before and after). LIBERO scenes are mostly static; there the anchor wins.
+    cfg.model.denoiser.residual_to = "last"
     trainer = Trainer(cfg)
     for _ in range(cfg.steps):
         trainer.step()
