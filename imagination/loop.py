@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -72,6 +72,23 @@ def guard(round_: int, phase: str, imagined: float, real: float, margin: float, 
             "margin": margin, "fired": fired, "failure_weight": failure_weight if fired else 1.0}
 
 
+def finetune_config(cfg: LoopConfig, data_dir: str, out_dir: str, init_from: str,
+                    failure_weight: float) -> TrainWorldModelConfig:
+    """The world-model fine-tune of one round: init_from the previous model, on the grown dataset.
+
+    The policy's own episodes are drawn `policy_weight` times as often, failures `failure_weight` times.
+    Bootstrapping starts at its final probability: its ramp exists to keep an untrained model's noise
+    out of the context, and a fine-tune (500 steps in the quick preset, shorter than the ramp's start)
+    would otherwise never see its own predictions, the very condition RL rollouts run in.
+    """
+    wm = cfg.world_model
+    clips = replace(wm.clips, data_dir=data_dir, source_weights={**wm.clips.source_weights, "policy": cfg.policy_weight},
+                    failure_weight=failure_weight)
+    bootstrap = replace(wm.bootstrap, prob_start=wm.bootstrap.prob_end, ramp_start=0)
+    return replace(wm, out_dir=out_dir, clips=clips, init_from=init_from, steps=cfg.finetune_steps,
+                   warmup_steps=min(wm.warmup_steps, cfg.finetune_steps // 10), bootstrap=bootstrap)
+
+
 class LoopState:
     """run_dir/loop.json: finished stages (with seconds), phases, world models, guard records, data."""
 
@@ -115,4 +132,4 @@ class LoopState:
         self.save()
 
 
-__all__ = ["LoopConfig", "LoopState", "guard"]
+__all__ = ["LoopConfig", "LoopState", "finetune_config", "guard"]

@@ -22,7 +22,7 @@ import json
 
 from envs.dataset import EpisodeDataset
 from imagination.evaluate import EvalConfig, evaluate
-from imagination.loop import LoopConfig, LoopState, guard
+from imagination.loop import LoopConfig, LoopState, finetune_config, guard
 from imagination.real_rollouts import evaluate_and_record
 from imagination.report import write_report
 from imagination.rl_training import train_rl
@@ -119,10 +119,7 @@ def main(cfg: LoopConfig) -> dict:
             print(f"[loop] exploitation guard: imagined success {imagined:.2f} exceeds real {real['success_rate']:.2f} "
                   f"by more than {cfg.guard_margin:.2f}; failures weighted x{g['failure_weight']} in the fine-tune")
         ft_dir = run / name / "world_model"
-        clips = replace(cfg.world_model.clips, data_dir=data, source_weights={"policy": cfg.policy_weight},
-                        failure_weight=g["failure_weight"])
-        ft_cfg = replace(cfg.world_model, out_dir=str(ft_dir), clips=clips, init_from=wm_path, steps=cfg.finetune_steps,
-                         warmup_steps=min(cfg.world_model.warmup_steps, cfg.finetune_steps // 10))
+        ft_cfg = finetune_config(cfg, data, str(ft_dir), wm_path, g["failure_weight"])
         wm_path = state.stage(f"{name}_world_model", lambda: train_world_model.main(ft_cfg))["model_path"]
         # the same held-out episodes as the first model (a fine-tune never trains on them)
         state.upsert("world_models", {"name": f"wm{r}", "path": wm_path, "train_dir": str(ft_dir),

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from envs.dataset import EpisodeDataset
-from imagination.loop import LoopConfig, LoopState, guard
+from imagination.loop import LoopConfig, LoopState, finetune_config, guard
 from scripts.cli import load_config
 
 
@@ -28,6 +28,18 @@ def test_config_errors_name_the_field():
         cfg.validate()
     with pytest.raises(ValueError, match="rounds"):
         LoopConfig(rounds=-1).validate()
+
+
+def test_finetune_config_weights_policy_episodes_and_bootstraps_from_the_start():
+    cfg = load_config(LoopConfig, "quick", group="loop")
+    ft = finetune_config(cfg, "/d", "/o", "/wm.pt", failure_weight=3.0)
+    assert (ft.clips.data_dir, ft.out_dir, ft.init_from, ft.steps) == ("/d", "/o", "/wm.pt", cfg.finetune_steps)
+    assert ft.clips.source_weights == {"policy": cfg.policy_weight} and ft.clips.failure_weight == 3.0
+    # the quick fine-tune (500 steps) is shorter than the ramp's start (800): without the change it never bootstraps
+    assert cfg.finetune_steps < cfg.world_model.bootstrap.ramp_start
+    assert ft.bootstrap.probability(0) == ft.bootstrap.probability(ft.steps) == cfg.world_model.bootstrap.prob_end > 0
+    assert cfg.world_model.bootstrap.probability(0) == 0.0  # the first training is unchanged
+    assert ft.warmup_steps <= cfg.finetune_steps // 10
 
 
 def test_stage_runs_once_and_is_reused(tmp_path):
