@@ -37,7 +37,7 @@ UNCERTAINTY_MODES = ("off", "report", "truncate", "penalize")
 @dataclass
 class ImaginationConfig:
     max_steps: int = 220  # control steps of an episode, counted from the real episode's start
-    success_threshold: float = 0.5  # on sigmoid(success logit)
+    success_threshold: float | None = None  # on sigmoid(success logit); None = the checkpoint's calibrated one
     sampling_steps: int | None = None  # denoising steps per chunk; None = the world model's default
     keyframes: KeyframeConfig = field(default_factory=KeyframeConfig)
     uncertainty: str = "off"  # off | report | truncate | penalize
@@ -89,6 +89,8 @@ class ImaginationVectorEnv(VectorEnv):
         if not episodes:
             raise ValueError("episodes: need at least one real episode to start imagined episodes from")
         self.wm = world_model.to(cfg.device).eval()
+        self.success_threshold = (world_model.cfg.head.success_threshold if cfg.success_threshold is None
+                                  else cfg.success_threshold)
         self.proprio = proprio.to(cfg.device).eval()
         if proprio.cfg.chunk_len != world_model.chunk_len:
             raise ValueError(f"proprio chunk_len {proprio.cfg.chunk_len} != world model chunk_len {world_model.chunk_len}")
@@ -200,7 +202,7 @@ class ImaginationVectorEnv(VectorEnv):
                 disagreement = (frames - again).abs().mean(dim=(2, 3, 4))  # [b, K]
             prob = torch.sigmoid(s_logits).cpu().numpy()  # [b, K]
             for j, i in enumerate(active):
-                hit = np.flatnonzero(prob[j] >= self.cfg.success_threshold)
+                hit = np.flatnonzero(prob[j] >= self.success_threshold)
                 n = min(self.K, self.cfg.max_steps - int(self._t[i]))
                 if len(hit) and hit[0] < n:
                     n, success[i] = int(hit[0]) + 1, True

@@ -56,7 +56,7 @@ class EvalConfig:
     start_data: str = ""
     proprio: str = ""
     sampling_steps: int = 0  # denoising steps per chunk; 0 = the world model's default
-    success_threshold: float = 0.5
+    success_threshold: float | None = None  # imagination only; None = the world model's calibrated threshold
 
 
 @dataclass(frozen=True)

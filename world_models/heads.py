@@ -25,6 +25,9 @@ class HeadConfig:
     noise_std_max: float = 0.1  # and additive Gaussian noise with std ~ U(0, max) ([-1, 1] units)
     success_pos_weight: float = 3.0  # success frames are rarer than the rest: weigh them up in the BCE
     done_pos_weight: float = 3.0
+    # Decision threshold on sigmoid(success logit) in imagination. 0.5 until calibrated on replayed real
+    # episodes (imagination.calibrate, scripts/calibrate_success.py); saved with the checkpoint.
+    success_threshold: float = 0.5
 
 
 class SuccessDoneHead(nn.Module):

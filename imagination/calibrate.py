@@ -1,0 +1,115 @@
+"""Calibrate the success head's decision threshold on real episodes replayed in imagination.
+
+Why: the head is trained on real frames and on the denoiser's one-step estimates, but in a long
+imagined rollout it sees frames the model made from its own predictions. How often it passes 0.5
+there depends on the model: a model trained on expert data only fires on a blurred arm that never
+grasped (optimistic, RL learns to please it); one fine-tuned on many policy failures may not fire
+even on replayed expert trajectories (pessimistic, RL sees no successes). Both rank policies
+worse than their head's *ordering* allows. So we replay recorded real episodes, successes and
+failures alike, with their real actions in imagination, take each episode's highest success
+probability, and pick the threshold that best separates the two outcomes (balanced accuracy, so a
+data set with few failures cannot be matched by a threshold that calls everything a success).
+
+    probs = replay_success_prob(wm, proprio, episodes)           # [N] max prob per episode
+    choice = pick_threshold(probs, real_success)                 # ThresholdChoice
+    wm.cfg.head.success_threshold = choice.threshold             # saved with the checkpoint
+
+`ImaginationConfig.success_threshold=None` (the default) then uses the checkpoint's threshold.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from imagination.env import ImaginationConfig, ImaginationVectorEnv, StartEpisode
+from imagination.keyframes import Keyframe, KeyframeConfig
+from world_models.model import WorldModel
+from world_models.proprio import ProprioModel
+
+
+def replay_success_prob(
+    wm: WorldModel,
+    proprio: ProprioModel,
+    episodes: list[StartEpisode],
+    *,
+    max_steps: int = 0,
+    sampling_steps: int | None = None,
+    batch_size: int = 32,
+    seed: int = 0,
+) -> np.ndarray:
+    """Highest success probability [N] the head gives along each episode's open-loop replay.
+
+    Each episode starts from its real frame 0 and is driven by its recorded actions, chunk by chunk,
+    for its recorded length (capped at `max_steps` when > 0); the model's context holds only its own
+    predictions. The head never ends an episode early here (threshold +inf), so the figure is the
+    maximum over the whole replay."""
+    if not episodes:
+        raise ValueError("episodes: need at least one real episode to replay")
+    if batch_size < 1:
+        raise ValueError(f"batch_size: expected an integer >= 1, got {batch_size}")
+    K = wm.chunk_len
+    out = np.zeros(len(episodes), np.float32)
+    for lo in range(0, len(episodes), batch_size):
+        eps = episodes[lo: lo + batch_size]
+        lengths = np.array([len(e.action) if max_steps <= 0 else min(len(e.action), max_steps) for e in eps])
+        B = len(eps)
+        env = ImaginationVectorEnv(wm, proprio, eps, B, ImaginationConfig(
+            max_steps=int(lengths.max()), success_threshold=float("inf"), sampling_steps=sampling_steps,
+            keyframes=KeyframeConfig(mode="start")))
+        env.reset(seed=seed + lo, options={"keyframes": [Keyframe(i, 0) for i in range(B)]})
+        t = np.zeros(B, np.int64)
+        best = np.zeros(B, np.float32)
+        while (t < lengths).any():
+            actions = np.zeros((B, K, 7), np.float32)
+            for i, ep in enumerate(eps):
+                rec = ep.action[t[i]: t[i] + K]
+                actions[i, : len(rec)] = rec
+                actions[i, len(rec):, 6] = ep.action[-1, 6]  # past the recording: hold still, gripper as it was
+            _, _, _, truncated, info = env.step(actions)
+            live = t < lengths
+            best[live] = np.maximum(best[live], info["success_prob"][live])
+            t = np.asarray(info["t"])
+            if truncated.all():
+                break
+        out[lo: lo + B] = best
+        env.close()
+    return out
+
+
+@dataclass
+class ThresholdChoice:
+    threshold: float
+    balanced_accuracy: float  # mean of the true-positive and true-negative rates at `threshold`
+    balanced_accuracy_at_default: float  # the same at 0.5, for comparison
+    positives: int  # real successes among the episodes
+    negatives: int
+
+
+def balanced_accuracy(probs: np.ndarray, labels: np.ndarray, threshold: float) -> float:
+    """Mean of the true-positive and true-negative rates of `probs >= threshold` against `labels`."""
+    pred = np.asarray(probs) >= threshold
+    labels = np.asarray(labels, dtype=bool)
+    return 0.5 * (float(pred[labels].mean()) + float((~pred[~labels]).mean()))
+
+
+def pick_threshold(probs: np.ndarray, labels: np.ndarray, default: float = 0.5) -> ThresholdChoice:
+    """The threshold on max success probability that best separates real successes from failures.
+
+    Candidates are `default` and the midpoints between consecutive distinct probabilities (a midpoint
+    is as far as possible from both episodes it separates, so a slightly different sampler draw
+    does not flip them). Ties go to the candidate nearest `default`."""
+    probs = np.asarray(probs, dtype=np.float64)
+    labels = np.asarray(labels, dtype=bool)
+    if probs.ndim != 1 or probs.shape != labels.shape:
+        raise ValueError(f"probs and labels: expected two 1-D arrays of one length, got {probs.shape} and {labels.shape}")
+    pos, neg = int(labels.sum()), int((~labels).sum())
+    if pos == 0 or neg == 0:
+        raise ValueError(f"labels: need both real successes and real failures to calibrate, got {pos} successes "
+                         f"and {neg} failures (record some policy rollouts: they bring the failures)")
+    u = np.unique(probs)
+    candidates = np.concatenate([[default], (u[:-1] + u[1:]) / 2])
+    scores = np.array([balanced_accuracy(probs, labels, c) for c in candidates])
+    best = np.flatnonzero(np.isclose(scores, scores.max()))
+    pick = best[np.argmin(np.abs(candidates[best] - default))]
+    return ThresholdChoice(float(candidates[pick]), float(scores[pick]), float(scores[0]), pos, neg)
