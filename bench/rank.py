@@ -225,10 +225,15 @@ def make_candidates(args, wm: WorldModel) -> list[Candidate]:
     return cands
 
 
+IMAGINATION_ONLY = ("world_model", "start_data", "proprio", "sampling_steps", "success_threshold")
+
+
 def run_eval(cand: Candidate, cfg: EvalConfig, label: str, extra_key: dict, wm: WorldModel, envs: SharedEnvs) -> dict:
     """evaluate() with a cache: out_dir/results.json is reused when the key (checkpoint bytes, settings) matches."""
     out = Path(cfg.out_dir)
     cfg_key = {k: v for k, v in asdict(cfg).items() if k not in ("out_dir", "num_envs", "num_threads")}
+    if cfg.env != "imagination":  # a real evaluation does not depend on the imagination's settings
+        cfg_key = {k: v for k, v in cfg_key.items() if k not in IMAGINATION_ONLY}
     key = {"checkpoint": _file_digest(cand.checkpoint), "config": cfg_key, **extra_key}
     key_path, res_path = out / "key.json", out / "results.json"
     if res_path.is_file() and key_path.is_file() and json.loads(key_path.read_text()) == key:
