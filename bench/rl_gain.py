@@ -40,6 +40,15 @@ def _evaluate(cfg: EvalConfig, label: str) -> dict:
     return evaluate(cfg)
 
 
+def _halves(history: list[dict], key: str) -> str:
+    """'a -> b': mean of `key` over the first and the second half of the RL iterations that drew it."""
+    vals = [row[key] for row in history if key in row]
+    if len(vals) < 2:
+        return "n/a"
+    h = len(vals) // 2
+    return f"{sum(vals[:h]) / h:.2f} -> {sum(vals[h:]) / (len(vals) - h):.2f}"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", default="", help="a finished loop run (make demo): takes bc/, world_model/ and data/ from it")
@@ -77,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     gain = 100 * (a["success_rate"] - b["success_rate"])
     for t in sorted(before["per_task"], key=int):
         pb, pa = before["per_task"][t], after["per_task"][t]
-        print(f"task {t}: BC {pb['successes']}/{pb['episodes']}  ->  RL {pa['successes']}/{pa['episodes']}   {pb['instruction']}")
+        print(f"task {t}: BC {pb['successes']}/{pb['episodes']}  ->  RL {pa['successes']}/{pa['episodes']}   "
+              f"imagined during RL {_halves(rl['history'], f'imagined_success_task{t}')}   {pb['instruction']}")
     ok = gain >= args.threshold
     print(f"imagined success during RL: {rl['first'].get('imagined_success_rate', 0):.2f} -> "
           f"{rl['last'].get('imagined_success_rate', 0):.2f} over {rl['iterations']} iterations ({rl['seconds']:.0f} s)")

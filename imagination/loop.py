@@ -44,9 +44,12 @@ class LoopConfig:
     imagined_eval: bool = True  # also evaluate every policy in imagination from the same jobs
     wm_eval_steps: int = 64  # open-loop horizon of the world-model fidelity evaluation
     finetune_steps: int = 500  # world-model steps per round on the grown dataset
-    policy_weight: float = 3.0  # clip-sampling weight of the policy's own episodes in the fine-tune
+    # Clip-sampling weight of the policy's own episodes in the fine-tune. 1.0: measured (docs/loop.md),
+    # x3 policy episodes with x2 failures made the head stop firing even on replayed expert episodes.
+    policy_weight: float = 1.0
     guard_margin: float = 0.25  # imagined - real success above which the guard fires
     guard_failure_weight: float = 3.0  # failure weight of the next fine-tune when it fired
+    calibrate: bool = True  # set each world model's success threshold on the data's replayed real episodes
 
     def validate(self) -> None:
         if self.rounds < 0:

@@ -243,23 +243,32 @@ def _imagined(loop: dict, phases: list[dict], real: dict, imagined: dict) -> lis
     return out
 
 
+def _threshold(wm: dict) -> str:
+    cal = wm.get("calibration") or {}
+    if "threshold" not in cal:
+        return "0.5 (not calibrated)" if not cal else f"0.5 ({cal.get('skipped', 'skipped')})"
+    return f"{cal['threshold']:.2f} ({cal['balanced_accuracy']:.2f}; {cal['balanced_accuracy_at_default']:.2f})"
+
+
 def _world_models(run: _Run, wms: list[dict]) -> list[str]:
     out, evals, rows = ["## World-model fidelity", ""], {}, []
     for wm in wms:
         ev = run.json(wm.get("eval"))
         if ev is None:
-            rows.append([wm["name"]] + [NOT_RUN] * 6)
+            rows.append([wm["name"]] + [NOT_RUN] * 6 + [_threshold(wm)])
             continue
         evals[wm["name"]] = ev
         f = lambda k, fmt: format(ev[k], fmt) if isinstance(ev.get(k), (int, float)) else "–"  # noqa: E731
         rows.append([wm["name"], f("psnr", ".2f"), f("ssim", ".3f"), f("static_psnr", ".2f"), f("static_ssim", ".3f"),
-                     f("success_f1", ".2f"), f("done_f1", ".2f")])
+                     f("success_f1", ".2f"), f("done_f1", ".2f"), _threshold(wm)])
     if not wms:
         return out + [f"World models: {NOT_RUN}.", ""]
     out += ["Open-loop replay of held-out episodes. The still-frame baseline repeats the first frame: a "
             "useful world model beats it.", ""]
     out += _table(["world model", "PSNR (dB)", "SSIM", "still-frame PSNR (dB)", "still-frame SSIM", "success F1",
-                   "done F1"], rows)
+                   "done F1", "success threshold (balanced acc.)"], rows)
+    out += ["The success threshold is calibrated on the data's real episodes replayed in imagination "
+            "(`scripts/calibrate_success.py`); balanced accuracy of the episode outcomes, at 0.5 in brackets.", ""]
     curves = {n: e for n, e in evals.items() if e.get("psnr_per_step")}
     if curves:
         ax = Figure(figsize=(7, 3.8)).subplots()

@@ -160,7 +160,8 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
         rollouts = collect_rollouts(env, policy, cfg.num_groups, cfg.group_size, seed)
         batch = to_batch(rollouts, cfg.rl, policy, reference)
         logs = update(policy, optimizer, batch, cfg.rl, np.random.default_rng(seed))
-        row = {"iteration": it + 1, **{f"imagined_{k}": v for k, v in rollouts.stats().items()}, **logs,
+        row = {"iteration": it + 1, **{f"imagined_{k}": v for k, v in rollouts.stats().items()},
+               **per_task_success(rollouts, env), **logs,
                "std": float(policy.log_std.detach().exp().mean()) if hasattr(policy, "log_std") else float("nan")}
         history.append(row)
         for k, v in row.items():
@@ -185,6 +186,14 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     return result
 
 
+def per_task_success(r: Rollouts, env: ImaginationVectorEnv) -> dict[str, float]:
+    """imagined_success_task<t>: success rate of this batch's episodes that started in task t (only the
+    tasks drawn this iteration). Why: one shared policy can trade one task for another while the mean
+    stays flat; the real evaluation reports per task, so the imagined side does too."""
+    tasks = np.array([env.episodes[k].task_id for k in r.keyframe[:, 0]])
+    return {f"imagined_success_task{t}": float(r.success[tasks == t].mean()) for t in np.unique(tasks)}
+
+
 def _write_metrics(path: Path, history: list[dict]) -> None:
     if not history:
         return
@@ -197,4 +206,4 @@ def _write_metrics(path: Path, history: list[dict]) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["ImagineRLConfig", "load_rl_env", "train_rl"]
+__all__ = ["ImagineRLConfig", "load_rl_env", "per_task_success", "train_rl"]

@@ -28,7 +28,7 @@ from imagination.report import write_report
 from imagination.rl_training import train_rl
 from policies.base import Policy
 from scripts import collect as collect_script
-from scripts import eval_world_model, train_bc, train_world_model
+from scripts import calibrate_success, eval_world_model, train_bc, train_world_model
 from scripts.cli import parse_config, save_config
 
 
@@ -43,6 +43,22 @@ def _eval_world_model(state: LoopState, name: str, model_path: str, episodes: li
     state.stage(f"eval_{name}", lambda: {k: v for k, v in eval_world_model.main(cfg).items()
                                          if k in ("psnr", "ssim", "static_psnr", "static_ssim", "success_f1")})
     return str(out / "eval.json")
+
+
+def _calibrate(cfg: LoopConfig, state: LoopState, name: str, model_path: str, data: str) -> dict | None:
+    """Set the model's success threshold on the data's replayed real episodes (in place; see
+    scripts/calibrate_success.py). Needs both outcomes in the data: skipped, and said, otherwise."""
+    if not cfg.calibrate:
+        return None
+    outcomes = {bool(m["success"]) for m in EpisodeDataset(data, verify=False).meta}
+    if outcomes != {True, False}:
+        print(f"[loop] calibrate {name}: skipped, the data has only {'successes' if True in outcomes else 'failures'}; "
+              "the success threshold stays 0.5")
+        return {"skipped": "the data has one outcome only"}
+    cal_cfg = calibrate_success.CalibrateConfig(checkpoint=model_path, data_dir=data,
+                                                num_threads=cfg.world_model.num_threads)
+    keep = ("threshold", "balanced_accuracy", "balanced_accuracy_at_default", "positives", "negatives")
+    return state.stage(f"calibrate_{name}", lambda: {k: v for k, v in calibrate_success.main(cal_cfg).items() if k in keep})
 
 
 def _evaluate_phase(cfg: LoopConfig, state: LoopState, name: str, label: str, policy_path: str, wm_path: str,
@@ -92,7 +108,8 @@ def main(cfg: LoopConfig) -> dict:
     wm = state.stage("world_model", lambda: train_world_model.main(wm_cfg))
     wm_path, held_out = wm["model_path"], wm["held_out_episodes"]
     state.upsert("world_models", {"name": "wm0", "path": wm_path, "train_dir": str(run / "world_model"),
-                                  "eval": _eval_world_model(state, "wm0", wm_path, held_out, cfg.wm_eval_steps)})
+                                  "eval": _eval_world_model(state, "wm0", wm_path, held_out, cfg.wm_eval_steps),
+                                  "calibration": _calibrate(cfg, state, "wm0", wm_path, data)})
 
     bc_cfg = replace(cfg.bc, data_dir=data, out_dir=str(run / "bc"))
     bc = state.stage("bc", lambda: train_bc.main(bc_cfg))
@@ -123,7 +140,8 @@ def main(cfg: LoopConfig) -> dict:
         wm_path = state.stage(f"{name}_world_model", lambda: train_world_model.main(ft_cfg))["model_path"]
         # the same held-out episodes as the first model (a fine-tune never trains on them)
         state.upsert("world_models", {"name": f"wm{r}", "path": wm_path, "train_dir": str(ft_dir),
-                                      "eval": _eval_world_model(state, f"wm{r}", wm_path, held_out, cfg.wm_eval_steps)})
+                                      "eval": _eval_world_model(state, f"wm{r}", wm_path, held_out, cfg.wm_eval_steps),
+                                      "calibration": _calibrate(cfg, state, f"wm{r}", wm_path, data)})
 
     ds = EpisodeDataset(data, verify=False)
     added = [m for m in ds.meta if m["source"] == "policy"]

@@ -95,7 +95,9 @@ def run_dir(tmp_path: Path) -> Path:
              "rl": str(run / "rl1"), "world_model": "wm0/wm.pt"},
             {"name": "rl2", "label": "after loop round 1", "policy": "rl2/policy.pt", "real": None, "imagined": None,
              "rl": "rl2", "world_model": "wm1/wm.pt"}],
-        "world_models": [{"name": "wm0", "path": "wm0/wm.pt", "train_dir": "wm0", "eval": "wm0/eval/eval.json"},
+        "world_models": [{"name": "wm0", "path": "wm0/wm.pt", "train_dir": "wm0", "eval": "wm0/eval/eval.json",
+                          "calibration": {"threshold": 0.8125, "balanced_accuracy": 0.75,
+                                          "balanced_accuracy_at_default": 0.5}},
                          {"name": "wm1", "path": "wm1/wm.pt", "train_dir": "wm1", "eval": None}],
         "guard": [{"round": 1, "phase": "rl1", "imagined_success": 1.0, "real_success": 0.7, "gap": 0.3,
                    "margin": 0.25, "fired": True, "failure_weight": 3.0},
@@ -133,8 +135,8 @@ def test_success_tables_and_guard(run_dir: Path) -> None:
     assert md.count("Exploitation warning") == 1
     assert "imagined success exceeds real by 30 points" in md and "weighted failures up by 3×" in md
     assert "Exploitation guard (round 2, after loop round 1): gap 10 points is within the margin" in md
-    assert _row(md, "| wm0 |") == ["wm0", "24.50", "0.812", "21.25", "0.846", "0.67", "0.50"]
-    assert _row(md, "| wm1 |")[1:] == ["not run"] * 6
+    assert _row(md, "| wm0 |") == ["wm0", "24.50", "0.812", "21.25", "0.846", "0.67", "0.50", "0.81 (0.75; 0.50)"]
+    assert _row(md, "| wm1 |")[1:] == ["not run"] * 6 + ["0.5 (not calibrated)"]
     assert _row(md, "| after imagined RL | 3 |")[2:] == ["0.20 → 0.60", "0.30 → 0.90", "2.0", "0"]
     assert _row(md, "| after loop round 1 | 2 |")[2] == "1.00 → 0.50"  # read from the logs of a running RL
     assert _row(md, "| failures added |") == ["failures added", "12"]

@@ -11,7 +11,7 @@ from envs.dataset import EpisodeDataset
 from imagination.env import ImaginationConfig, ImaginationVectorEnv, load_start_episodes
 from imagination.keyframes import KeyframeConfig
 from imagination.rl import RLConfig
-from imagination.rl_training import ImagineRLConfig, train_rl
+from imagination.rl_training import ImagineRLConfig, per_task_success, train_rl
 from policies.base import Policy
 from policies.vla import VLAConfig, VLAPolicy
 from world_models.model import WorldModel
@@ -89,6 +89,15 @@ def test_grpo_in_imagination_raises_the_imagined_success(square_setup, tmp_path)
     assert trained.predict_action_chunk(obs)[0, :, 0].sum() > first.predict_action_chunk(obs)[0, :, 0].sum() + 0.5
     assert (tmp_path / "run" / "metrics.csv").read_text().count("\n") == 25
     assert len(result["videos"]) == 1
+
+
+def test_per_task_success_counts_episodes_by_their_start_task():
+    from types import SimpleNamespace
+
+    env = SimpleNamespace(episodes=[SimpleNamespace(task_id=t) for t in (0, 0, 2)])
+    r = SimpleNamespace(keyframe=np.array([[0, 5], [1, 0], [2, 3], [2, 9], [1, 4]]),
+                        success=np.array([True, False, True, True, True]))
+    assert per_task_success(r, env) == {"imagined_success_task0": pytest.approx(2 / 3), "imagined_success_task2": 1.0}
 
 
 def test_resume_continues_exactly(square_setup, tmp_path):

@@ -10,6 +10,7 @@ import torch
 from envs.dataset import EpisodeDataset
 from imagination.loop import LoopConfig, LoopState, finetune_config, guard
 from scripts.cli import load_config
+from world_models.model import WorldModel
 
 
 def test_guard_fires_only_past_the_margin():
@@ -91,10 +92,21 @@ def test_tiny_loop_round_end_to_end(tmp_path):
     assert [p["name"] for p in result["phases"]] == ["bc", "round1", "round2"]
     assert [w["name"] for w in result["world_models"]] == ["wm0", "wm1"]
     assert result["guard"][0]["round"] == 1
+    # each world model's success threshold was calibrated on the data of its time (when it had both outcomes)
+    for w, n_eps in zip(result["world_models"], (2, 3)):
+        outcomes = {bool(m["success"]) for m in ds.meta[:n_eps]}
+        cal = w["calibration"]
+        if outcomes == {True, False}:
+            assert WorldModel.load(w["path"]).cfg.head.success_threshold == pytest.approx(cal["threshold"])
+            assert cal["positives"] + cal["negatives"] == n_eps
+            assert (Path(w["path"]).parent / "calibration.json").is_file()
+        else:
+            assert "skipped" in cal and WorldModel.load(w["path"]).cfg.head.success_threshold == 0.5
     stages = [s["name"] for s in result["stages"]]
     assert stages[:3] == ["collect", "world_model", "eval_wm0"] and "round1_world_model" in stages
     report = (out / "report.md").read_text()
     assert "Real LIBERO success" in report and (out / "report.html").exists()
+    assert "success threshold (balanced acc.)" in report
     # a second run reuses everything: no stage runs again, the dataset does not grow
     again = loop.main(_tiny(out))
     assert [s["seconds"] for s in again["stages"]] == [s["seconds"] for s in result["stages"]]
