@@ -52,9 +52,9 @@ import torch
 from scipy.stats import spearmanr
 
 from envs.dataset import EpisodeDataset
-from imagination.env import ImaginationConfig, ImaginationVectorEnv, load_start_episodes
+from imagination.calibrate import replay_success_prob
+from imagination.env import load_start_episodes
 from imagination.evaluate import EnvSpec, EvalConfig, evaluate, make_eval_env
-from imagination.keyframes import Keyframe, KeyframeConfig
 from policies.base import Policy, RandomPolicy, RandomPolicyConfig
 from policies.bc import BCConfig, train_bc
 from scripts.cli import load_config
@@ -165,28 +165,15 @@ def imagined_replay(wm: WorldModel, proprio: ProprioModel, data: str, tasks: lis
                     sampling_steps: int, seed: int) -> dict:
     """The world model's own check: replay each successful expert episode's recorded actions, open loop,
     in imagination from its frame 0. Real LIBERO succeeded on every one of them; an imagination that
-    rarely does cannot rank policies by success either."""
+    rarely does cannot rank policies by success either. Success: the head passes the model's threshold."""
     ds = EpisodeDataset(data, verify=False)
     picked = expert_episodes(ds, tasks)
     eps = load_start_episodes(data, list(wm.cfg.views), picked)
-    B, K = len(eps), wm.chunk_len
-    env = ImaginationVectorEnv(wm, proprio, eps, B, ImaginationConfig(
-        max_steps=max_steps, sampling_steps=sampling_steps or None, keyframes=KeyframeConfig(mode="start")))
-    env.reset(seed=seed, options={"keyframes": [Keyframe(i, 0) for i in range(B)]})
-    t, ended, success = np.zeros(B, int), np.zeros(B, bool), np.zeros(B, bool)
-    while not ended.all():
-        actions = np.zeros((B, K, 7), np.float32)
-        for i, ep in enumerate(eps):
-            rec = ep.action[t[i]: t[i] + K]
-            actions[i, : len(rec)] = rec
-            actions[i, len(rec):, 6] = ep.action[-1, 6]  # past the recording: hold still, gripper as it was
-        _, _, terminated, truncated, info = env.step(actions)
-        live = ~ended
-        success[live] = terminated[live]
-        ended |= terminated | truncated
-        t = np.asarray(info["t"])
-    return {"successes": int(success.sum()), "episodes": B, "episode_index": picked,
-            "success": success.tolist()}
+    probs = replay_success_prob(wm, proprio, eps, max_steps=max_steps, sampling_steps=sampling_steps or None,
+                                batch_size=len(eps), seed=seed)
+    success = probs >= wm.cfg.head.success_threshold
+    return {"successes": int(success.sum()), "episodes": len(eps), "episode_index": picked,
+            "success": success.tolist(), "threshold": wm.cfg.head.success_threshold}
 
 
 def make_candidates(args, wm: WorldModel) -> list[Candidate]:
@@ -331,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     if sides["imagined"]:
         replay_path = out / "eval" / "imagined_expert_replay.json"
         rkey = {**wm_key, "tasks": list(args.tasks), "max_steps": args.max_steps, "seed": args.seed,
-                "sampling_steps": args.sampling_steps}
+                "sampling_steps": args.sampling_steps, "replay": "recorded length, model threshold"}
         cached = json.loads(replay_path.read_text()) if replay_path.is_file() else {}
         if cached.get("key") == rkey:
             replay = cached["result"]
