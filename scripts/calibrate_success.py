@@ -76,7 +76,11 @@ def _plot(path: Path, probs: np.ndarray, labels: np.ndarray, threshold: float) -
 def main(cfg: CalibrateConfig) -> dict:
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
+    if not Path(cfg.checkpoint).is_file():
+        raise SystemExit(f"checkpoint: {cfg.checkpoint!r} is not a file (a world model from train_world_model.py)")
     data = _data_dir(cfg)
+    if not Path(data).is_dir():
+        raise SystemExit(f"data_dir: {data!r} is not a directory (a dataset from collect.py or the loop)")
     wm = WorldModel.load(cfg.checkpoint)
     ds = EpisodeDataset(data, verify=False)
     indices = list(cfg.episodes) or list(range(len(ds)))

@@ -63,6 +63,10 @@ def test_pick_threshold_hand_cases():
 
 
 def test_pick_threshold_errors():
+    with pytest.raises(SystemExit, match="checkpoint"):
+        main(CalibrateConfig(checkpoint=str(tmp_path / "missing.pt"), data_dir=str(tmp_path / "data")))
+    with pytest.raises(SystemExit, match="data_dir"):
+        main(CalibrateConfig(checkpoint=str(tmp_path / "wm.pt"), data_dir=str(tmp_path / "nodata")))
     with pytest.raises(ValueError, match="both real successes and real failures"):
         pick_threshold(np.array([0.2, 0.7]), np.array([True, True]))
     with pytest.raises(ValueError, match="probs and labels"):
