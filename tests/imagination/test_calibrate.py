@@ -63,10 +63,6 @@ def test_pick_threshold_hand_cases():
 
 
 def test_pick_threshold_errors():
-    with pytest.raises(SystemExit, match="checkpoint"):
-        main(CalibrateConfig(checkpoint=str(tmp_path / "missing.pt"), data_dir=str(tmp_path / "data")))
-    with pytest.raises(SystemExit, match="data_dir"):
-        main(CalibrateConfig(checkpoint=str(tmp_path / "wm.pt"), data_dir=str(tmp_path / "nodata")))
     with pytest.raises(ValueError, match="both real successes and real failures"):
         pick_threshold(np.array([0.2, 0.7]), np.array([True, True]))
     with pytest.raises(ValueError, match="probs and labels"):
@@ -140,6 +136,10 @@ def test_script_writes_threshold_report_and_plot(tmp_path):
     assert report["episodes"][0]["max_success_prob"] == pytest.approx(1 / (1 + np.exp(-1.0)), rel=1e-5)
     assert (tmp_path / "cal" / "calibration.png").stat().st_size > 1000
     assert WorldModel.load(tmp_path / "wm.pt").cfg.head.success_threshold == 0.5  # the input is untouched
+    with pytest.raises(SystemExit, match="checkpoint"):
+        main(CalibrateConfig(checkpoint=str(tmp_path / "missing.pt"), data_dir=str(tmp_path / "data")))
+    with pytest.raises(SystemExit, match="data_dir"):
+        main(CalibrateConfig(checkpoint=str(tmp_path / "wm.pt"), data_dir=str(tmp_path / "nodata")))
     with pytest.raises(ValueError, match="both real successes and real failures"):
         main(CalibrateConfig(checkpoint=str(tmp_path / "wm.pt"), data_dir=str(tmp_path / "data"), episodes=[0, 1],
                              proprio=str(tmp_path / "proprio.pt"), out=str(tmp_path / "cal2" / "wm.pt")))
