@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--preset", default="quick", help="training preset used when the checkpoint is missing")
     p.add_argument("--horizon", type=int, default=64, help="open-loop steps per episode")
     p.add_argument("--steps", type=int, default=0, help="sampler steps (0 = the model's default)")
+    p.add_argument("--device", default="cpu", help="where the model runs (cpu, cuda)")
     p.add_argument("--min-ssim", type=float, default=0.80)
     p.add_argument("--min-psnr", type=float, default=24.0)
     args = p.parse_args(argv)
@@ -45,10 +46,10 @@ def main(argv: list[str] | None = None) -> int:
         train_world_model.main(cfg)
         train_s = time.perf_counter() - t0
     res = eval_world_model.main(eval_world_model.EvalWorldModelConfig(
-        checkpoint=str(ckpt), data_dir=args.data_dir, max_steps=args.horizon, steps=args.steps,
+        checkpoint=str(ckpt), data_dir=args.data_dir, max_steps=args.horizon, steps=args.steps, device=args.device,
         out_dir=str(ckpt.parent / f"bench_fidelity_h{args.horizon}")))
     whole = eval_world_model.main(eval_world_model.EvalWorldModelConfig(
-        checkpoint=str(ckpt), data_dir=args.data_dir, max_steps=0, steps=args.steps, videos=2,
+        checkpoint=str(ckpt), data_dir=args.data_dir, max_steps=0, steps=args.steps, videos=2, device=args.device,
         out_dir=str(ckpt.parent / "bench_fidelity_whole")))
     ok = res["ssim"] >= args.min_ssim and res["psnr"] >= args.min_psnr
     psnr_at = res["psnr_per_step"]

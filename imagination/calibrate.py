@@ -37,13 +37,14 @@ def replay_success_prob(
     sampling_steps: int | None = None,
     batch_size: int = 32,
     seed: int = 0,
+    device: str = "cpu",
 ) -> np.ndarray:
     """Highest success probability [N] the head gives along each episode's open-loop replay.
 
     Each episode starts from its real frame 0 and is driven by its recorded actions, chunk by chunk,
     for its recorded length (capped at `max_steps` when > 0); the model's context holds only its own
-    predictions. The head never ends an episode early here (threshold +inf), so the figure is the
-    maximum over the whole replay."""
+    predictions; `device` is where the model runs (the env moves it there). The head never ends an
+    episode early here (threshold +inf), so the figure is the maximum over the whole replay."""
     if not episodes:
         raise ValueError("episodes: need at least one real episode to replay")
     if batch_size < 1:
@@ -56,7 +57,7 @@ def replay_success_prob(
         B = len(eps)
         env = ImaginationVectorEnv(wm, proprio, eps, B, ImaginationConfig(
             max_steps=int(lengths.max()), success_threshold=float("inf"), sampling_steps=sampling_steps,
-            keyframes=KeyframeConfig(mode="start")))
+            keyframes=KeyframeConfig(mode="start"), device=device))
         env.reset(seed=seed + lo, options={"keyframes": [Keyframe(i, 0) for i in range(B)]})
         t = np.zeros(B, np.int64)
         best = np.zeros(B, np.float32)

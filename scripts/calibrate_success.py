@@ -43,6 +43,7 @@ class CalibrateConfig:
     batch_size: int = 32
     seed: int = 0
     num_threads: int = 0  # 0 = torch's default
+    device: str = "cpu"  # where the world model runs: cpu, cuda
 
 
 def _data_dir(cfg: CalibrateConfig) -> str:
@@ -97,7 +98,7 @@ def main(cfg: CalibrateConfig) -> dict:
         proprio, _ = fit_proprio([e.state for e in episodes], [e.action for e in episodes])
     print(f"replaying {len(episodes)} episodes ({labels.sum()} real successes) in imagination", flush=True)
     probs = replay_success_prob(wm, proprio, episodes, max_steps=cfg.max_steps, batch_size=cfg.batch_size,
-                                sampling_steps=cfg.sampling_steps or None, seed=cfg.seed)
+                                sampling_steps=cfg.sampling_steps or None, seed=cfg.seed, device=cfg.device)
     choice = pick_threshold(probs, labels)
     out = Path(cfg.out or cfg.checkpoint)
     wm.cfg.head.success_threshold = choice.threshold

@@ -42,6 +42,7 @@ class EvalWorldModelConfig:
     videos: int = 2  # side-by-side mp4s of the first episodes
     seed: int = 0
     num_threads: int = 0  # 0 = torch's default
+    device: str = "cpu"  # where the model runs: cpu, cuda, cuda:1 (metrics are computed on the CPU)
 
 
 def _episodes_to_use(cfg: EvalWorldModelConfig) -> tuple[str, list[int] | None]:
@@ -79,7 +80,8 @@ def _plot(path: Path, psnr: np.ndarray, ssim: np.ndarray, baseline: np.ndarray) 
 def main(cfg: EvalWorldModelConfig) -> dict:
     if cfg.num_threads > 0:
         torch.set_num_threads(cfg.num_threads)
-    model = WorldModel.load(cfg.checkpoint)
+    device = torch.device(cfg.device)
+    model = WorldModel.load(cfg.checkpoint).to(device)
     if cfg.scheduler:
         model.set_scheduler(cfg.scheduler)
     data_dir, indices = _episodes_to_use(cfg)
@@ -98,11 +100,13 @@ def main(cfg: EvalWorldModelConfig) -> dict:
         real = to_model_frames(ep.frames[: T + 1])
         actions = torch.from_numpy(ep.actions[:A])[None]
         gen = torch.Generator().manual_seed(cfg.seed + n)
-        pred_all, s_log, d_log = model.rollout(real[0][None], None, actions, steps=steps, generator=gen)
+        pred_all, s_log, d_log = model.rollout(real[0][None].to(device), None, actions.to(device), steps=steps,
+                                               generator=gen)
+        pred_all, s_log, d_log = pred_all.float().cpu(), s_log.float().cpu(), d_log.float().cpu()
         pred = pred_all[0, :T]
         with torch.no_grad():  # the head on the real frames: tells head errors from imagination errors
-            s_real, _ = model.head(real[1:][None], real[0][None])
-        succ_real.append(s_real[0])
+            s_real, _ = model.head(real[1:][None].to(device), real[0][None].to(device))
+        succ_real.append(s_real[0].float().cpu())
         succ_real_labels.append(torch.from_numpy(ep.success[:T].astype(np.float32)))
         psnr, ssim = psnr_per_frame(pred, real[1:]), ssim_per_frame(pred, real[1:])
         still = real[:1].expand(T, -1, -1, -1)  # the "nothing moves" reference

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
+from world_models import rng
+
 
 @dataclass
 class StyleAugConfig:
@@ -27,14 +29,14 @@ class StyleAugConfig:
 
 
 def _uniform(n: int, half_width: float, generator: torch.Generator | None, center: float = 0.0) -> torch.Tensor:
-    return center + half_width * (2.0 * torch.rand(n, generator=generator) - 1.0)
+    return center + half_width * (2.0 * rng.rand(n, generator).cpu() - 1.0)
 
 
 def sample_style(cfg: StyleAugConfig, batch: int, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Draw one colour map per clip: (M [B, 3, 3], b [B, 3]); identity for clips left alone."""
     eye = torch.eye(3).expand(batch, 3, 3)
     # draw every parameter even when disabled or skipped, so the random stream does not depend on it
-    apply = (torch.rand(batch, generator=generator) < cfg.prob) & cfg.enabled
+    apply = (rng.rand(batch, generator).cpu() < cfg.prob) & cfg.enabled
     gain = torch.diag_embed(torch.stack([_uniform(batch, cfg.gain, generator, 1.0) for _ in range(3)], -1))
     theta = _uniform(batch, cfg.hue, generator) * 2 * math.pi
     sat = _uniform(batch, cfg.saturation, generator, 1.0)

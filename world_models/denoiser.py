@@ -29,6 +29,8 @@ import torch
 from diffusers import UNet2DModel
 from torch import nn
 
+from world_models import rng
+
 
 @dataclass
 class DenoiserConfig:
@@ -138,9 +140,9 @@ class Denoiser(nn.Module):
 
     def sample_sigma(self, batch: int, generator: torch.Generator | None = None, device=None) -> torch.Tensor:
         """Training noise levels: log-normal (p_mean, p_std), clipped to [sigma_min, sigma_max]."""
-        z = torch.randn(batch, generator=generator)
+        z = rng.randn((batch,), generator)
         sigma = (self.cfg.p_mean + self.cfg.p_std * z).exp().clamp(self.cfg.sigma_min, self.cfg.sigma_max)
         if self.cfg.sigma_max_prob > 0:  # drawn only when asked: older configs keep their random stream
-            at_max = torch.rand(batch, generator=generator) < self.cfg.sigma_max_prob
+            at_max = rng.rand(batch, generator) < self.cfg.sigma_max_prob
             sigma = torch.where(at_max, torch.full_like(sigma, self.cfg.sigma_max), sigma)
         return sigma.to(device or "cpu")

@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from world_models import rng
+
 
 @dataclass
 class HeadConfig:
@@ -62,9 +64,9 @@ def degrade(frames: torch.Tensor, blur_sigma_max: float, noise_std_max: float,
             generator: torch.Generator | None = None) -> torch.Tensor:
     """Blur and noise each clip [B, K, ch, H, W] by a random amount (one amount per clip)."""
     B, K, ch, H, W = frames.shape
-    sig = torch.rand(B, generator=generator) * blur_sigma_max
-    std = torch.rand(B, generator=generator) * noise_std_max
-    noise = torch.randn(frames.shape, generator=generator)
+    sig = (rng.rand(B, generator) * blur_sigma_max).to(frames.device)
+    std = rng.rand(B, generator) * noise_std_max
+    noise = rng.randn(frames.shape, generator)
     radius = max(1, int(round(2 * blur_sigma_max)))
     k = _gaussian_kernels(sig, radius).to(frames)  # [B, 2r+1]
     # separable blur as a grouped conv: one kernel per (clip, frame, channel) plane

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from world_models import rng
 from world_models.heads import degrade
 from world_models.model import WorldModel
 
@@ -51,7 +52,7 @@ def bootstrap_context(model: WorldModel, batch: dict[str, torch.Tensor], prob: f
     is returned unchanged; the new context is detached (no gradient through the bootstrapped chunk).
     """
     B = batch["context"].shape[0]
-    mask = torch.rand(B, generator=generator) < prob
+    mask = (rng.rand(B, generator) < prob).cpu()
     if not mask.any():
         return batch, mask
     m = mask.to(batch["context"].device)
@@ -73,8 +74,8 @@ def noise_context(batch: dict[str, torch.Tensor], max_std: float, generator: tor
     if max_std <= 0:
         return batch
     ctx = batch["context"]
-    std = torch.rand(ctx.shape[0], generator=generator) * max_std
-    noise = torch.randn(ctx.shape, generator=generator)
+    std = rng.rand(ctx.shape[0], generator) * max_std
+    noise = rng.randn(ctx.shape, generator)
     return dict(batch, context=(ctx + std.to(ctx)[:, None, None, None, None] * noise.to(ctx)).clamp(-1, 1))
 
 
@@ -121,7 +122,7 @@ def draw_noise(model: WorldModel, batch: dict[str, torch.Tensor], generator: tor
     """The random inputs of one training step: (sigma [B], noise like target, degraded target)."""
     target = batch["target"]
     sigma = model.denoiser.sample_sigma(target.shape[0], generator)
-    noise = torch.randn(target.shape, generator=generator)
+    noise = rng.randn(target.shape, generator)
     hc = model.head.cfg
-    degraded = degrade(target.cpu(), hc.blur_sigma_max, hc.noise_std_max, generator).to(target)
+    degraded = degrade(target, hc.blur_sigma_max, hc.noise_std_max, generator)
     return sigma.to(target.device), noise.to(target.device), degraded

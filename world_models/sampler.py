@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 from diffusers import EDMEulerScheduler, FlowMatchEulerDiscreteScheduler
 
+from world_models import rng
 from world_models.denoiser import Denoiser
 
 SCHEDULERS = ("edm_euler", "flow_match_euler")
@@ -62,8 +63,9 @@ class Sampler:
         d = denoiser.cfg
         B, _, ch, H, W = context.shape
         shape = (B, actions.shape[1], ch, H, W)
-        # noise drawn on the CPU generator and moved: the same seed gives the same frames on any device
-        noise = torch.randn(shape, generator=generator, dtype=torch.float32).to(context)
+        # drawn on the generator's device (world_models.rng): a CPU generator gives the same frames on
+        # any device for one seed; a CUDA one (a GPU imagination env) saves the host-to-device copy
+        noise = rng.randn(shape, generator).to(context)
         scheduler = self.make_scheduler(denoiser)
         if self.cfg.scheduler == "edm_euler":
             scheduler.set_timesteps(steps)

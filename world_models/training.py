@@ -228,7 +228,8 @@ class Trainer:
         sampler = ClipSampler(self.train_episodes, cfg.clips.context_frames, cfg.clips.chunk_len, seed, weights)
         if cfg.clips.source_weights or cfg.clips.failure_weight != 1.0:
             self.acc.print(weighting_summary(sampler))
-        self.state = TrainState(sampler, torch.Generator().manual_seed(seed + 1))
+        # on the accelerator's device: a GPU run draws its noise there (world_models.rng); CPU runs unchanged
+        self.state = TrainState(sampler, torch.Generator(device=self.acc.device).manual_seed(seed + 1))
         self.acc.register_for_checkpointing(self.state)
 
     @property
