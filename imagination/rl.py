@@ -140,12 +140,17 @@ class Batch:
     def __len__(self) -> int:
         return int(self.actions.shape[0])
 
-    def subset(self, idx: np.ndarray) -> "Batch":
+    def subset(self, idx: np.ndarray, device: torch.device | str | None = None) -> "Batch":
+        """The samples at `idx`; tensors moved to `device` (the policy's) when given, obs stay numpy."""
         obs = {"image": self.obs["image"][idx], "state": self.obs["state"][idx],
                "instruction": [self.obs["instruction"][i] for i in idx]}
         pick = torch.as_tensor(idx)
-        return Batch(obs, self.actions[pick], self.log_prob[pick], self.advantages[pick], self.returns[pick],
-                     None if self.ref_log_prob is None else self.ref_log_prob[pick])
+
+        def take(x: torch.Tensor) -> torch.Tensor:
+            return x[pick] if device is None else x[pick].to(device)
+
+        return Batch(obs, take(self.actions), take(self.log_prob), take(self.advantages), take(self.returns),
+                     None if self.ref_log_prob is None else take(self.ref_log_prob))
 
 
 def update(policy: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, cfg: RLConfig,
@@ -160,10 +165,11 @@ def update(policy: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Bat
     batch = Batch(batch.obs, batch.actions, batch.log_prob, adv, batch.returns, batch.ref_log_prob)
     logs: dict[str, list[float]] = {}
     policy.train()
+    device = next(policy.parameters()).device  # rollouts are kept on the CPU; a GPU policy learns on the GPU
     for _ in range(cfg.epochs):
         order = rng.permutation(len(batch))
         for start in range(0, len(batch), cfg.minibatch_size):
-            mb = batch.subset(order[start:start + cfg.minibatch_size])
+            mb = batch.subset(order[start:start + cfg.minibatch_size], device)
             per_dim = mb.log_prob.ndim == 3
             log_prob, entropy, value = policy.evaluate(mb.obs, mb.actions, per_dim=per_dim)
             mb_adv = mb.advantages[:, None, None] if per_dim else mb.advantages
