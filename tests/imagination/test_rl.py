@@ -62,3 +62,34 @@ def test_config_errors_name_the_field(field, value, match):
     setattr(cfg, field, value)
     with pytest.raises(ValueError, match=match):
         cfg.validate()
+
+
+def test_batch_subset_moves_tensors_to_the_policy_device_and_keeps_obs_on_the_host():
+    from imagination.rl import Batch
+
+    n = 6
+    obs = {"image": np.zeros((n, 1, 4, 4, 3), np.uint8), "state": np.zeros((n, 8), np.float32),
+           "instruction": [f"task {i}" for i in range(n)]}
+    batch = Batch(obs, torch.arange(n * 2 * 7.0).reshape(n, 2, 7), torch.arange(n * 1.0), torch.ones(n),
+                  torch.zeros(n), torch.arange(n * 1.0))
+    idx = np.array([4, 1])
+    host = batch.subset(idx)
+    assert host.actions.device.type == "cpu" and torch.equal(host.log_prob, torch.tensor([4.0, 1.0]))
+    assert host.obs["instruction"] == ["task 4", "task 1"]
+    moved = batch.subset(idx, "meta")  # a device without data: proves every tensor field is moved
+    for t in (moved.actions, moved.log_prob, moved.advantages, moved.returns, moved.ref_log_prob):
+        assert t.device.type == "meta"
+    assert isinstance(moved.obs["image"], np.ndarray) and moved.obs["image"].shape == (2, 1, 4, 4, 3)
+
+
+def test_rl_presets_load_and_the_gpu_one_runs_on_cuda():
+    from imagination.rl_training import ImagineRLConfig
+    from scripts.cli import load_config
+
+    for preset in ("quick", "full", "gpu64"):
+        cfg = load_config(ImagineRLConfig, preset, ["iterations=3"], group="rl")
+        cfg.rl.validate()
+        assert cfg.iterations == 3 and cfg.num_groups * cfg.group_size >= 32
+    gpu = load_config(ImagineRLConfig, "gpu64", [], group="rl")
+    # "off" must arrive as the string (a bare YAML off is the boolean false)
+    assert gpu.device == "cuda" and gpu.imagination.device == "cuda" and gpu.imagination.uncertainty == "off"

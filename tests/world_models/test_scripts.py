@@ -48,10 +48,14 @@ def test_cli_presets_and_help():
     from scripts.eval_world_model import EvalWorldModelConfig
     from world_models.training import TrainWorldModelConfig
 
-    for preset in ("quick", "full"):
+    for preset in ("quick", "full", "gpu64"):
         cfg = load_config(TrainWorldModelConfig, preset, ["steps=7", "model.sampler.scheduler=flow_match_euler"],
                           group="world_model")
         assert cfg.steps == 7 and cfg.model.sampler.scheduler == "flow_match_euler"
         assert cfg.clips.chunk_len == 8 and cfg.clips.context_frames == 4
+    gpu = load_config(TrainWorldModelConfig, "gpu64", [], group="world_model")
+    assert gpu.mixed_precision == "bf16" and gpu.model.denoiser.attention and gpu.clips.views == ["agentview"]
+    # the bootstrapping ramp ends inside the run, so the model trains on its own predictions
+    assert gpu.bootstrap.ramp_start + gpu.bootstrap.ramp_steps < gpu.steps
     assert "checkpoint" in build_parser(EvalWorldModelConfig, "eval", "eval_world_model").format_help()
     assert "bootstrap" in build_parser(TrainWorldModelConfig, "train", "world_model").format_help()
