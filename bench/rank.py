@@ -162,7 +162,7 @@ def train_run(name: str, cfg: BCConfig, ds: EpisodeDataset, episodes: list[int])
 
 
 def imagined_replay(wm: WorldModel, proprio: ProprioModel, data: str, tasks: list[int], max_steps: int,
-                    sampling_steps: int, seed: int) -> dict:
+                    sampling_steps: int, seed: int, device: str = "cpu") -> dict:
     """The world model's own check: replay each successful expert episode's recorded actions, open loop,
     in imagination from its frame 0. Real LIBERO succeeded on every one of them; an imagination that
     rarely does cannot rank policies by success either. Success: the head passes the model's threshold."""
@@ -170,7 +170,7 @@ def imagined_replay(wm: WorldModel, proprio: ProprioModel, data: str, tasks: lis
     picked = expert_episodes(ds, tasks)
     eps = load_start_episodes(data, list(wm.cfg.views), picked)
     probs = replay_success_prob(wm, proprio, eps, max_steps=max_steps, sampling_steps=sampling_steps or None,
-                                batch_size=len(eps), seed=seed)
+                                batch_size=len(eps), seed=seed, device=device)
     success = probs >= wm.cfg.head.success_threshold
     return {"successes": int(success.sum()), "episodes": len(eps), "episode_index": picked,
             "success": success.tolist(), "threshold": wm.cfg.head.success_threshold}
@@ -212,7 +212,7 @@ def make_candidates(args, wm: WorldModel) -> list[Candidate]:
     return cands
 
 
-IMAGINATION_ONLY = ("world_model", "start_data", "proprio", "sampling_steps", "success_threshold")
+IMAGINATION_ONLY = ("world_model", "start_data", "proprio", "sampling_steps", "success_threshold", "device")
 
 
 def run_eval(cand: Candidate, cfg: EvalConfig, label: str, extra_key: dict, wm: WorldModel, envs: SharedEnvs) -> dict:
@@ -267,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1, help="torch threads for BC training and real-env policies")
     p.add_argument("--only", choices=["both", "imagined", "real"], default="both",
                    help="evaluate one side only (no correlation; for splitting a run)")
+    p.add_argument("--device", default="cpu", help="where the world model runs for the imagined side (cpu, cuda)")
     p.add_argument("--threshold", type=float, default=0.8, help="minimum Spearman correlation")
     args = p.parse_args(argv)
     if not Path(args.world_model).is_file():
@@ -311,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
                               out_dir=str(out / "eval" / "real" / c.name), **common)
         return EvalConfig(checkpoint=c.checkpoint, env="imagination", world_model=args.world_model,
                           start_data=args.data, proprio=str(proprio_path), sampling_steps=args.sampling_steps,
-                          num_envs=args.imagined_envs, deterministic=c.deterministic,
+                          num_envs=args.imagined_envs, deterministic=c.deterministic, device=args.device,
                           num_threads=max(args.threads, 2), out_dir=str(out / "eval" / "imagined" / c.name), **common)
 
     replay = None
@@ -325,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             torch.set_num_threads(max(args.threads, 2))
             replay = imagined_replay(wm, ProprioModel.load(proprio_path), args.data, list(args.tasks), args.max_steps,
-                                     args.sampling_steps, args.seed)
+                                     args.sampling_steps, args.seed, args.device)
             replay_path.parent.mkdir(parents=True, exist_ok=True)
             replay_path.write_text(json.dumps({"key": rkey, "result": replay}, indent=2))
         print(f"world model check: the recorded actions of {replay['episodes']} successful expert episodes, "
@@ -380,6 +381,8 @@ def main(argv: list[str] | None = None) -> int:
               f"({args.data} has no episode from theirs): real and imagined starts differ there")
     if args.only != "both":
         print(f"{head} only={args.only} {timing} (no correlation: one side evaluated)")
+        if replay:
+            print(f"expert_replay_imagined={replay['successes']}/{replay['episodes']}")
         return 0
     real = [rate("real", c.name) for c in cands]
     imag = [rate("imagined", c.name) for c in cands]
