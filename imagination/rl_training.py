@@ -57,12 +57,33 @@ class ImagineRLConfig:
     # BC fits only the mean, so the policy's log-std is still its initial value: set the exploration
     # noise here (log of the per-dimension std); nan keeps the checkpoint's.
     init_log_std: float = -1.6
+    # "uniform": that std on every action dimension. "data": per dimension, the smaller of it and
+    # exploration_data_scale x the dimension's std over the start episodes' actions. Why: the experts
+    # hardly roll or pitch (std ~0.02-0.05 against ~0.5 for translation), so the world model has never
+    # seen what those dimensions do; uniform noise there lets GRPO's updates wander where the model
+    # cannot tell good from bad (measured: gripper rolled over, real success 0.235 -> 0, docs/loop.md)
+    exploration: str = "uniform"
+    exploration_data_scale: float = 0.5
     seed: int = 0
     checkpoint_every: int = 5
     videos: int = 4  # imagined episodes of the final iteration written as mp4
     num_threads: int = 2
     device: str = "cpu"
     resume: bool = True
+
+
+EXPLORATION_MODES = ("uniform", "data")
+
+
+def exploration_log_std(cfg: ImagineRLConfig, actions: np.ndarray) -> torch.Tensor:
+    """log std [7] of the exploration noise RL starts with (cfg.exploration), from actions [N, 7] of the data."""
+    uniform = torch.full((actions.shape[-1],), float(cfg.init_log_std))
+    if cfg.exploration == "uniform":
+        return uniform
+    spread = torch.as_tensor(np.asarray(actions, np.float64).std(axis=0), dtype=torch.float32)
+    # a dimension the data never varies would get std 0: keep a floor of 1e-3
+    scaled = (cfg.exploration_data_scale * spread).clamp_min(1e-3).log()
+    return torch.minimum(uniform, scaled)
 
 
 def load_rl_env(cfg: ImagineRLConfig, out_dir: Path) -> ImaginationVectorEnv:
@@ -128,6 +149,10 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     if cfg.iterations < 1 or cfg.num_groups < 1 or cfg.group_size < 1:
         raise ValueError(f"iterations, num_groups and group_size must be >= 1, got "
                          f"{cfg.iterations}, {cfg.num_groups}, {cfg.group_size}")
+    if cfg.exploration not in EXPLORATION_MODES:
+        raise ValueError(f"exploration: expected one of {list(EXPLORATION_MODES)}, got {cfg.exploration!r}")
+    if not cfg.exploration_data_scale > 0:
+        raise ValueError(f"exploration_data_scale: expected a number > 0, got {cfg.exploration_data_scale}")
     if cfg.rl.algo == "grpo" and cfg.group_size < 2:
         raise ValueError("group_size: GRPO compares episodes within a group; expected >= 2")
     torch.set_num_threads(cfg.num_threads)
@@ -139,8 +164,9 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     env = load_rl_env(cfg, out)
     _check_policy(policy, env)
     if not math.isnan(cfg.init_log_std) and hasattr(policy, "log_std"):
+        actions = np.concatenate([ep.action for ep in env.episodes])
         with torch.no_grad():
-            policy.log_std.fill_(cfg.init_log_std)
+            policy.log_std.copy_(exploration_log_std(cfg, actions).to(policy.log_std).expand_as(policy.log_std))
     # The reference shares the exploration noise, so the KL measures how far the mean has moved.
     reference = copy.deepcopy(policy).eval() if cfg.rl.kl_coef > 0 else None
     optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.rl.lr)
@@ -206,4 +232,4 @@ def _write_metrics(path: Path, history: list[dict]) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["ImagineRLConfig", "load_rl_env", "per_task_success", "train_rl"]
+__all__ = ["EXPLORATION_MODES", "ImagineRLConfig", "exploration_log_std", "load_rl_env", "per_task_success", "train_rl"]

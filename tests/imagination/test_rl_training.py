@@ -11,7 +11,7 @@ from envs.dataset import EpisodeDataset
 from imagination.env import ImaginationConfig, ImaginationVectorEnv, load_start_episodes
 from imagination.keyframes import KeyframeConfig
 from imagination.rl import RLConfig
-from imagination.rl_training import ImagineRLConfig, per_task_success, train_rl
+from imagination.rl_training import ImagineRLConfig, exploration_log_std, per_task_success, train_rl
 from policies.base import Policy
 from policies.vla import VLAConfig, VLAPolicy
 from world_models.model import WorldModel
@@ -117,8 +117,35 @@ def test_bad_inputs_give_clear_errors(square_setup, tmp_path):
         train_rl(replace(cfg, policy=str(tmp_path / "missing.pt")), progress=False)
     with pytest.raises(ValueError, match="group_size"):
         train_rl(replace(cfg, group_size=1), progress=False)
+    with pytest.raises(ValueError, match="exploration: expected one of"):
+        train_rl(replace(cfg, exploration="wide"), progress=False)
+    with pytest.raises(ValueError, match="exploration_data_scale"):
+        train_rl(replace(cfg, exploration="data", exploration_data_scale=0.0), progress=False)
     wrong = VLAPolicy(VLAConfig(views=["agentview", "wrist"], image_size=SIZE, chunk_len=4, conv_channels=[8],
                                 image_features=8, language_features=8, state_features=8, hidden=16))
     wrong.save(tmp_path / "two_views.pt")
     with pytest.raises(ValueError, match="views"):
         train_rl(replace(cfg, policy=str(tmp_path / "two_views.pt")), progress=False)
+
+
+def test_exploration_noise_follows_the_data_per_dimension():
+    # columns with std 0.4, 0.02 and 0 (a dimension the data never varies)
+    actions = np.stack([np.tile([-0.4, 0.4], 50), np.tile([-0.02, 0.02], 50), np.zeros(100)], axis=1)
+    uniform = exploration_log_std(ImagineRLConfig(init_log_std=-1.6), actions)
+    assert torch.allclose(uniform, torch.full((3,), -1.6))
+    data = exploration_log_std(ImagineRLConfig(init_log_std=-1.6, exploration="data", exploration_data_scale=0.5),
+                               actions).exp()
+    # min(0.2, 0.5 x std): capped at the uniform std, scaled down where the data hardly moves, floored at 1e-3
+    assert torch.allclose(data, torch.tensor([0.2, 0.01, 1e-3]), atol=1e-6)
+
+
+def test_data_exploration_sets_the_starting_policy_noise(square_setup, tmp_path):
+    cfg = replace(_config(square_setup, tmp_path / "d", iterations=1), exploration="data", exploration_data_scale=0.5)
+    cfg.rl = replace(cfg.rl, lr=1e-12)  # one update that cannot move the noise: it is what RL started with
+    train_rl(cfg, progress=False)
+    data, _, _, _ = square_setup
+    episodes = load_start_episodes(str(data), ["agentview"])
+    expected = exploration_log_std(cfg, np.concatenate([ep.action for ep in episodes]))
+    got = Policy.load(tmp_path / "d" / "policy.pt").log_std.detach()
+    assert torch.allclose(got, expected.expand_as(got), atol=1e-5)
+    assert got.std() > 0  # the square world moves along one axis only: the noise differs per dimension
