@@ -58,7 +58,7 @@ class ImagineRLConfig:
     # noise here (log of the per-dimension std); nan keeps the checkpoint's.
     init_log_std: float = -1.6
     # "uniform": that std on every action dimension. "data": per dimension, the smaller of it and
-    # exploration_data_scale x the dimension's std over the start episodes' actions. Why: the experts
+    # exploration_data_scale x the dimension's std over the expert start episodes' actions. Why: the experts
     # hardly roll or pitch (std ~0.02-0.05 against ~0.5 for translation), so the world model has never
     # seen what those dimensions do; uniform noise there lets GRPO's updates wander where the model
     # cannot tell good from bad (measured: gripper rolled over, real success 0.235 -> 0, docs/loop.md)
@@ -86,15 +86,22 @@ def exploration_log_std(cfg: ImagineRLConfig, actions: np.ndarray) -> torch.Tens
     return torch.minimum(uniform, scaled)
 
 
+def start_indices(cfg: ImagineRLConfig, source: str | None = None) -> list[int]:
+    """Episode indices of start_data that start imagined episodes (cfg.tasks, cfg.sources), in dataset
+    order; with `source`, only those of that source."""
+    meta = EpisodeDataset(cfg.start_data, verify=False).meta
+    return [m["episode_index"] for m in meta
+            if (not cfg.tasks or m["task_id"] in cfg.tasks) and (not cfg.sources or m["source"] in cfg.sources)
+            and (source is None or m["source"] == source)]
+
+
 def load_rl_env(cfg: ImagineRLConfig, out_dir: Path) -> ImaginationVectorEnv:
     """The imagination env of the run: world model, proprio model, start episodes filtered by task/source."""
     for name in ("world_model", "start_data"):
         if not Path(getattr(cfg, name)).exists():
             raise FileNotFoundError(f"{name}: {getattr(cfg, name)!r} does not exist")
     wm = WorldModel.load(cfg.world_model)
-    meta = EpisodeDataset(cfg.start_data, verify=False).meta
-    picked = [m["episode_index"] for m in meta
-              if (not cfg.tasks or m["task_id"] in cfg.tasks) and (not cfg.sources or m["source"] in cfg.sources)]
+    picked = start_indices(cfg)
     if not picked:
         raise ValueError(f"start_data: no episode of {cfg.start_data} matches tasks={cfg.tasks} sources={cfg.sources}")
     episodes = load_start_episodes(cfg.start_data, list(wm.cfg.views), picked)
@@ -164,7 +171,11 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     env = load_rl_env(cfg, out)
     _check_policy(policy, env)
     if not math.isnan(cfg.init_log_std) and hasattr(policy, "log_std"):
-        actions = np.concatenate([ep.action for ep in env.episodes])
+        # the spread the demonstrations show: expert episodes only (the perturbed ones add noise on purpose)
+        expert = set(start_indices(cfg, "expert"))
+        picked = start_indices(cfg)  # env.episodes follow this order
+        eps = [ep for i, ep in zip(picked, env.episodes) if i in expert] or env.episodes
+        actions = np.concatenate([ep.action for ep in eps])
         with torch.no_grad():
             policy.log_std.copy_(exploration_log_std(cfg, actions).to(policy.log_std).expand_as(policy.log_std))
     # The reference shares the exploration noise, so the KL measures how far the mean has moved.
