@@ -16,7 +16,12 @@ nearly every sample is clipped (measured: clip fraction ~0.8, approx KL up to 70
 `ratio="joint"` keeps the textbook one-ratio-per-chunk form.
 
 The KL penalty uses the k3 estimator exp(q) - q - 1 with q = log pi_ref(a) - log pi(a): unbiased for
-KL(pi || pi_ref) on samples of pi, and never negative (GRPO, DeepSeekMath).
+KL(pi || pi_ref) on samples of pi, and never negative (GRPO, DeepSeekMath). Its exp grows without
+bound when the mean moves by several stds, which happens at once when a dimension's exploration std
+is tiny (`exploration=data`: 0.012 on roll, where one Adam step moves the mean by ~0.03). `kl_estimator
+= "k2"` uses q^2 / 2 instead: quadratic, never overflows, and its gradient on samples of pi is the
+gradient of the same KL (Schulman, "Approximating KL divergence"). A step whose gradient is not finite
+is skipped and counted (`skipped_fraction`), so one bad minibatch cannot turn the weights into NaN.
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ import numpy as np
 import torch
 
 ALGOS = ("grpo", "ppo")
+KL_ESTIMATORS = ("k3", "k2")
 
 
 @dataclass
@@ -37,6 +43,7 @@ class RLConfig:
     ratio: str = "per_dim"  # per_dim: one clipped ratio per action dimension; joint: one per chunk
     clip: float = 0.2  # ratio clipping of the surrogate
     kl_coef: float = 0.05  # weight of the KL to the reference policy (0 = off)
+    kl_estimator: str = "k3"  # k3: exp(q) - q - 1 (GRPO's); k2: q^2 / 2, for tiny exploration stds
     entropy_coef: float = 0.0
     value_coef: float = 0.5  # PPO only
     gamma: float = 0.99  # PPO only: discount per chunk
@@ -51,6 +58,8 @@ class RLConfig:
     def validate(self) -> None:
         if self.algo not in ALGOS:
             raise ValueError(f"rl.algo: expected one of {list(ALGOS)}, got {self.algo!r}")
+        if self.kl_estimator not in KL_ESTIMATORS:
+            raise ValueError(f"rl.kl_estimator: expected one of {list(KL_ESTIMATORS)}, got {self.kl_estimator!r}")
         if self.ratio not in ("per_dim", "joint"):
             raise ValueError(f"rl.ratio: expected 'per_dim' or 'joint', got {self.ratio!r}")
         for name in ("clip", "lr", "max_grad_norm", "group_eps"):
@@ -117,8 +126,15 @@ def clipped_surrogate(log_prob: torch.Tensor, old_log_prob: torch.Tensor, advant
 
 def kl_k3(log_prob: torch.Tensor, ref_log_prob: torch.Tensor) -> torch.Tensor:
     """Per-sample KL(pi || pi_ref) estimate [N] from log-probs of actions sampled from pi (k3, >= 0)."""
-    q = ref_log_prob - log_prob
+    # q is capped so exp stays finite in float32 (e^88 overflows); past the cap the sample adds no gradient
+    q = (ref_log_prob - log_prob).clamp(max=20.0)
     return q.exp() - q - 1
+
+
+def kl_k2(log_prob: torch.Tensor, ref_log_prob: torch.Tensor) -> torch.Tensor:
+    """Per-sample KL(pi || pi_ref) estimate [N] (k2, q^2 / 2, >= 0): biased for the value, but its
+    gradient on samples of pi is KL's, and it grows quadratically where k3 grows exponentially."""
+    return 0.5 * (ref_log_prob - log_prob).pow(2)
 
 
 @dataclass
@@ -180,13 +196,17 @@ def update(policy: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Bat
                 loss = loss + cfg.value_coef * v_loss
                 stats["value_loss"] = float(v_loss)
             if cfg.kl_coef > 0 and mb.ref_log_prob is not None:
-                kl = kl_k3(log_prob, mb.ref_log_prob).mean()
+                kl = (kl_k2 if cfg.kl_estimator == "k2" else kl_k3)(log_prob, mb.ref_log_prob).mean()
                 loss = loss + cfg.kl_coef * kl
                 stats["kl_ref"] = float(kl.detach())
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm))
-            optimizer.step()
+            grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+            finite = bool(torch.isfinite(grad_norm))
+            if finite:
+                optimizer.step()
+                stats["grad_norm"] = float(grad_norm)
+            stats["skipped_fraction"] = float(not finite)
             stats.update(policy_loss=float(pg_loss.detach()), entropy=float(entropy.detach().mean()))
             for k, v in stats.items():
                 logs.setdefault(k, []).append(v)
@@ -194,4 +214,4 @@ def update(policy: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Bat
     return {k: float(np.mean(v)) for k, v in logs.items()}
 
 
-__all__ = ["ALGOS", "Batch", "RLConfig", "clipped_surrogate", "gae", "group_advantages", "kl_k3", "update"]
+__all__ = ["ALGOS", "KL_ESTIMATORS", "Batch", "RLConfig", "clipped_surrogate", "gae", "group_advantages", "kl_k2", "kl_k3", "update"]

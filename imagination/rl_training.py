@@ -61,7 +61,8 @@ class ImagineRLConfig:
     # exploration_data_scale x the dimension's std over the expert start episodes' actions. Why: the experts
     # hardly roll or pitch (std ~0.02-0.05 against ~0.5 for translation), so the world model has never
     # seen what those dimensions do; uniform noise there lets GRPO's updates wander where the model
-    # cannot tell good from bad (measured: gripper rolled over, real success 0.235 -> 0, docs/loop.md)
+    # cannot tell good from bad (measured: gripper rolled over, real success 0.235 -> 0, docs/loop.md).
+    # With "data" use rl.kl_estimator=k2: k3's exp overflows once the mean moves a few of those tiny stds.
     exploration: str = "uniform"
     exploration_data_scale: float = 0.5
     seed: int = 0

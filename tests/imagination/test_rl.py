@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from imagination.rl import RLConfig, clipped_surrogate, gae, group_advantages, kl_k3
+from imagination.rl import Batch, RLConfig, clipped_surrogate, gae, group_advantages, kl_k2, kl_k3, update
 
 
 def test_group_advantages_normalize_within_each_group():
@@ -55,8 +55,60 @@ def test_kl_k3_is_zero_on_the_reference_nonnegative_and_unbiased():
     assert (est >= 0).all() and est.mean().item() == pytest.approx(0.125, abs=0.005)
 
 
+def test_kl_k3_stays_finite_when_the_policy_is_far_from_the_reference():
+    # q = 100 overflows exp in float32 (e^88); capped, the value is finite and the sample adds no gradient
+    lp = torch.tensor([-100.0], requires_grad=True)
+    est = kl_k3(lp, torch.tensor([0.0]))
+    assert torch.isfinite(est).all() and est.item() > 1e8
+    est.sum().backward()
+    assert lp.grad.item() == 0.0
+
+
+def test_kl_k2_value_and_its_gradient_is_the_kl_gradient():
+    assert kl_k2(torch.tensor([0.0]), torch.tensor([math.log(0.5)])).item() == pytest.approx(0.5 * math.log(2) ** 2)
+    # samples of pi = N(mu=0, 1) (not reparameterized), reference N(0.5, 1): d KL / d mu = mu - 0.5 = -0.5
+    x = torch.randn(400_000, generator=torch.Generator().manual_seed(0))
+    mu = torch.zeros((), requires_grad=True)
+    lp = torch.distributions.Normal(mu, 1.0).log_prob(x)
+    kl_k2(lp, torch.distributions.Normal(0.5, 1.0).log_prob(x)).mean().backward()
+    assert mu.grad.item() == pytest.approx(-0.5, abs=0.01)
+
+
+class _Gaussian(torch.nn.Module):
+    """The smallest chunked Gaussian policy update() can train: one learned mean and log-std."""
+
+    def __init__(self):
+        super().__init__()
+        self.mean, self.log_std = torch.nn.Parameter(torch.zeros(2, 7)), torch.nn.Parameter(torch.zeros(()))
+
+    def evaluate(self, obs, actions, per_dim=False):
+        lp = torch.distributions.Normal(self.mean.expand_as(actions), self.log_std.exp()).log_prob(actions)
+        n = actions.shape[0]
+        return (lp if per_dim else lp.sum(dim=(1, 2))), self.log_std.expand(n), torch.zeros(n)
+
+
+@pytest.mark.parametrize("estimator", ["k3", "k2"])
+def test_update_skips_a_step_whose_gradient_is_not_finite(estimator):
+    n, policy = 8, _Gaussian()
+    obs = {"image": np.zeros((n, 1, 4, 4, 3), np.uint8), "state": np.zeros((n, 8), np.float32), "instruction": ["x"] * n}
+    actions = torch.randn(n, 2, 7, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        old = policy.evaluate(obs, actions, per_dim=True)[0]
+    cfg = RLConfig(kl_estimator=estimator, minibatch_size=n, epochs=1)
+    cfg.validate()
+    adv = torch.linspace(-1, 1, n)
+    opt = torch.optim.Adam(policy.parameters(), lr=0.1)
+    bad = Batch(obs, actions, old, adv * float("inf"), adv, old.clone())
+    logs = update(policy, opt, bad, cfg, np.random.default_rng(0))
+    assert logs["skipped_fraction"] == 1.0 and "grad_norm" not in logs
+    assert torch.isfinite(policy.mean).all() and (policy.mean == 0).all()  # the weights did not move
+    logs = update(policy, opt, Batch(obs, actions, old, adv, adv, old.clone()), cfg, np.random.default_rng(0))
+    assert logs["skipped_fraction"] == 0.0 and np.isfinite(logs["grad_norm"]) and (policy.mean != 0).any()
+
+
 @pytest.mark.parametrize("field,value,match", [("algo", "sac", "rl.algo"), ("clip", 0.0, "rl.clip"),
-                                               ("kl_coef", -1.0, "rl.kl_coef"), ("gamma", 1.5, "rl.gamma")])
+                                               ("kl_coef", -1.0, "rl.kl_coef"), ("gamma", 1.5, "rl.gamma"),
+                                               ("kl_estimator", "k1", "rl.kl_estimator")])
 def test_config_errors_name_the_field(field, value, match):
     cfg = RLConfig()
     setattr(cfg, field, value)
@@ -65,8 +117,6 @@ def test_config_errors_name_the_field(field, value, match):
 
 
 def test_batch_subset_moves_tensors_to_the_policy_device_and_keeps_obs_on_the_host():
-    from imagination.rl import Batch
-
     n = 6
     obs = {"image": np.zeros((n, 1, 4, 4, 3), np.uint8), "state": np.zeros((n, 8), np.float32),
            "instruction": [f"task {i}" for i in range(n)]}
