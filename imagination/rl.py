@@ -32,7 +32,6 @@ import numpy as np
 import torch
 
 ALGOS = ("grpo", "ppo")
-KL_ESTIMATORS = ("k3", "k2")
 
 
 @dataclass
@@ -137,6 +136,9 @@ def kl_k2(log_prob: torch.Tensor, ref_log_prob: torch.Tensor) -> torch.Tensor:
     return 0.5 * (ref_log_prob - log_prob).pow(2)
 
 
+KL_ESTIMATORS = {"k3": kl_k3, "k2": kl_k2}  # RLConfig.kl_estimator -> per-sample estimate
+
+
 @dataclass
 class Batch:
     """Flat training samples (one per imagined chunk) for an update.
@@ -196,7 +198,7 @@ def update(policy: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Bat
                 loss = loss + cfg.value_coef * v_loss
                 stats["value_loss"] = float(v_loss)
             if cfg.kl_coef > 0 and mb.ref_log_prob is not None:
-                kl = (kl_k2 if cfg.kl_estimator == "k2" else kl_k3)(log_prob, mb.ref_log_prob).mean()
+                kl = KL_ESTIMATORS[cfg.kl_estimator](log_prob, mb.ref_log_prob).mean()
                 loss = loss + cfg.kl_coef * kl
                 stats["kl_ref"] = float(kl.detach())
             optimizer.zero_grad(set_to_none=True)
