@@ -214,6 +214,9 @@ def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig,
     padding = [j is None for j in start]  # env i runs a throw-away episode: no job left, but every env steps
     obs = env.reset_envs(running)
     t_start = [time.time()] * B
+    # Imagined envs report the success head's probability: keep each episode's highest, the figure a
+    # closed-loop calibration compares with the real outcome of the same job.
+    best_prob = np.zeros(B, np.float32)
     for i, job in enumerate(running):
         if not padding[i] and job.index < cfg.videos:
             frames[job.index] = [obs["image"][i]]
@@ -224,6 +227,8 @@ def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig,
         actions = chunk[:, :k].cpu().numpy().astype(np.float32)
         obs, reward, terminated, truncated, info = env.step(actions)
         restart: list[Job | None] = [None] * B
+        if "success_prob" in info:
+            best_prob = np.maximum(best_prob, info["success_prob"])
         for i, job in enumerate(running):
             if job.index in frames and not padding[i] and "frames" in info:
                 frames[job.index].extend(info["frames"][i])
@@ -232,6 +237,8 @@ def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig,
             if not padding[i]:
                 records[job.index] = {**asdict(job), "success": bool(terminated[i]), "steps": int(info["t"][i]),
                                       "seconds": round(time.time() - t_start[i], 2)}
+                if "success_prob" in info:
+                    records[job.index]["max_success_prob"] = round(float(best_prob[i]), 4)
                 bar.update(1)
                 bar.set_postfix(success=f"{sum(r['success'] for r in records.values())}/{len(records)}")
             nxt = _next_job(pending, job.task_id)
@@ -242,6 +249,7 @@ def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig,
             for i, job in enumerate(restart):
                 if job is not None:
                     t_start[i] = time.time()
+                    best_prob[i] = 0.0
                     if not padding[i] and job.index < cfg.videos:
                         frames[job.index] = [obs["image"][i]]
     bar.close()

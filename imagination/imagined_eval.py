@@ -88,7 +88,8 @@ class ImaginationEvalEnv:
     def step(self, actions: np.ndarray):
         obs, reward, terminated, truncated, info = self.venv.step(actions)
         # One frame per chunk: the world model's observation after the chunk's last executed action.
-        return obs, reward, terminated, truncated, {"t": info["t"], "frames": [img[None] for img in obs["image"]]}
+        return obs, reward, terminated, truncated, {"t": info["t"], "frames": [img[None] for img in obs["image"]],
+                                                    "success_prob": info["success_prob"]}
 
     def close(self) -> None:
         self.venv = None

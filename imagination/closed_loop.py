@@ -1,0 +1,115 @@
+"""Closed-loop check of the reward: does imagination tell the jobs a policy fails for real from the
+ones it solves?
+
+Open-loop calibration (`imagination.calibrate`) replays *recorded* actions, and there a good model
+separates real outcomes perfectly. Imagined RL is closed loop: the policy acts on imagined frames.
+This module re-runs the jobs of a finished real evaluation (same policy, tasks, init states, seeds)
+inside the world model with a success head that never ends an episode, keeps each episode's
+highest success probability, and measures how well that figure predicts the real outcome of the
+same job:
+
+    records = closed_loop_records(real_results, policy_path, cfg)   # one dict per job
+    sep = outcome_separation(probs, labels, task_ids)               # AUC, AUC within task, threshold
+
+AUC is the chance that a real success gets a higher imagined probability than a real failure. The
+within-task AUC only compares jobs of one task, so it is not flattered by a model that merely knows
+which task is hard: it is the figure that says whether GRPO, which compares episodes of one
+keyframe, can learn anything true from the head (0.5 = nothing).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import mannwhitneyu
+
+from imagination.calibrate import ThresholdChoice, pick_threshold
+from imagination.evaluate import EvalConfig, evaluate
+
+
+@dataclass
+class ClosedLoopConfig:
+    """Where the imagined re-run happens (the jobs come from the real evaluation)."""
+
+    world_model: str = ""
+    start_data: str = ""  # real episodes whose frame 0 starts each job (matched by task and init state)
+    proprio: str = ""  # a saved proprio model; "" = fit one on start_data
+    max_steps: int = 0  # imagined horizon; 0 = the real evaluation's
+    num_envs: int = 16  # imagined episodes per batch
+    num_threads: int = 1
+    device: str = "cpu"
+
+
+def real_jobs_config(real_results: dict, policy_path: str, cfg: ClosedLoopConfig, out_dir: str) -> EvalConfig:
+    """The `EvalConfig` that runs the jobs of a real `results.json` in imagination, head never firing."""
+    if "config" not in real_results or "episodes" not in real_results:
+        raise ValueError("real_results: expected a results.json written by scripts/eval_policy.py "
+                         "(with 'config' and 'episodes')")
+    rc = real_results["config"]
+    if rc.get("env") == "imagination":
+        raise ValueError("real_results: that evaluation ran in imagination; give one from a LIBERO suite")
+    return EvalConfig(
+        checkpoint=policy_path, env="imagination", tasks=list(rc["tasks"]), episodes_per_task=int(rc["episodes_per_task"]),
+        init_state_offset=int(rc["init_state_offset"]), seed=int(rc["seed"]), action_steps=int(rc["action_steps"]),
+        deterministic=bool(rc["deterministic"]), max_steps=cfg.max_steps or int(rc["max_steps"]), videos=0,
+        out_dir=out_dir, num_envs=cfg.num_envs, num_threads=cfg.num_threads, world_model=cfg.world_model,
+        start_data=cfg.start_data, proprio=cfg.proprio, success_threshold=math.inf, device=cfg.device)
+
+
+def closed_loop_records(real_results: dict, policy_path: str, cfg: ClosedLoopConfig, out_dir: str,
+                        progress: bool = True) -> list[dict]:
+    """Run the real evaluation's jobs in imagination; one record per job with both outcomes.
+
+    Each record: task_id, init_state_id, seed, real_success, max_success_prob, imagined_steps.
+    A finished imagined evaluation in `out_dir` with the same settings is reused (resumable)."""
+    ecfg = real_jobs_config(real_results, policy_path, cfg, out_dir)
+    saved = Path(out_dir) / "results.json"
+    imagined = json.loads(saved.read_text()) if saved.is_file() else None
+    if imagined is None or imagined.get("config") != json.loads(json.dumps(asdict(ecfg))):
+        imagined = evaluate(ecfg, progress=progress)
+    real = {(e["task_id"], e["init_state_id"], e["seed"]): e for e in real_results["episodes"]}
+    out = []
+    for e in imagined["episodes"]:
+        key = (e["task_id"], e["init_state_id"], e["seed"])
+        if key not in real:
+            raise ValueError(f"real_results: no real episode for task {key[0]}, init state {key[1]}, seed {key[2]}; "
+                             "was it written by the same evaluation settings?")
+        out.append({"task_id": key[0], "init_state_id": key[1], "seed": key[2], "real_success": bool(real[key]["success"]),
+                    "max_success_prob": float(e["max_success_prob"]), "imagined_steps": int(e["steps"])})
+    return out
+
+
+@dataclass
+class Separation:
+    auc: float  # P(prob of a real success > prob of a real failure), ties count half; nan without both outcomes
+    auc_within_task: float  # the same over pairs of one task only; nan when no task has both outcomes
+    threshold: ThresholdChoice | None  # best balanced accuracy (None without both outcomes)
+    successes: int
+    failures: int
+
+
+def _u_pairs(pos: np.ndarray, neg: np.ndarray) -> tuple[float, int]:
+    """(pairs where the success scores higher, ties half; number of pairs)."""
+    if len(pos) == 0 or len(neg) == 0:
+        return 0.0, 0
+    return float(mannwhitneyu(pos, neg).statistic), len(pos) * len(neg)
+
+
+def outcome_separation(probs: np.ndarray, labels: np.ndarray, task_ids: np.ndarray) -> Separation:
+    """How well imagined max success probabilities [N] predict real outcomes [N] (see module doc)."""
+    probs, labels, task_ids = np.asarray(probs, float), np.asarray(labels, bool), np.asarray(task_ids)
+    if not (probs.ndim == 1 and probs.shape == labels.shape == task_ids.shape):
+        raise ValueError(f"probs, labels, task_ids: expected three 1-D arrays of one length, got "
+                         f"{probs.shape}, {labels.shape}, {task_ids.shape}")
+    u, n = _u_pairs(probs[labels], probs[~labels])
+    uw, nw = 0.0, 0
+    for t in np.unique(task_ids):
+        m = task_ids == t
+        a, b = _u_pairs(probs[m & labels], probs[m & ~labels])
+        uw, nw = uw + a, nw + b
+    pos, neg = int(labels.sum()), int((~labels).sum())
+    return Separation(auc=u / n if n else float("nan"), auc_within_task=uw / nw if nw else float("nan"),
+                      threshold=pick_threshold(probs, labels) if pos and neg else None, successes=pos, failures=neg)

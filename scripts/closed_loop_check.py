@@ -1,0 +1,118 @@
+"""Can imagined RL's reward tell a real failure from a real success? The closed-loop check.
+
+    python scripts/closed_loop_check.py world_model=outputs/world_model/gpu64/world_model.pt \
+        start_data=outputs/data/spatial64 policies=[bc/policy.pt,rl/policy.pt] \
+        real_results=[eval_bc/results.json,eval_rl/results.json] max_steps=160
+
+For every policy, the jobs of its real evaluation (`scripts/eval_policy.py` in a LIBERO suite:
+the same tasks, init states and seeds) run again inside the world model, the policy acting on
+imagined frames, with a success head that never ends an episode. Each job's highest imagined
+success probability is then compared with its real outcome:
+
+  AUC              chance that a real success scores higher than a real failure (0.5 = no signal)
+  AUC within task  the same over pairs of one task: what GRPO's groups, which compare episodes from
+                   one keyframe, can learn from. A model that only knows which task is hard gets 0.5.
+
+Run it before imagined RL: when the within-task AUC is near 0.5, the head rewards the world model's
+idea of success, and RL improves imagined success without improving real success (docs/loop.md).
+Writes out_dir/closed_loop.json (every job, both outcomes) and closed_loop.png (histograms);
+each policy's imagined run is kept in out_dir/<policy name>/ and reused when run again.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
+
+import numpy as np
+
+from imagination.closed_loop import ClosedLoopConfig, Separation, closed_loop_records, outcome_separation
+from scripts.cli import parse_config, save_config
+from world_models.model import WorldModel
+
+
+@dataclass
+class CheckConfig(ClosedLoopConfig):
+    policies: list[str] = field(default_factory=list)  # policy checkpoints (Policy.save files)
+    real_results: list[str] = field(default_factory=list)  # one real results.json per policy, same order
+    names: list[str] = field(default_factory=list)  # labels for the table; [] = each policy file's parent folder
+    out_dir: str = "outputs/closed_loop"
+
+
+def _check(cfg: CheckConfig) -> list[str]:
+    if not cfg.policies:
+        raise SystemExit("policies: expected one or more policy checkpoints, e.g. policies=[bc/policy.pt]")
+    if len(cfg.real_results) != len(cfg.policies):
+        raise SystemExit(f"real_results: expected one results.json per policy ({len(cfg.policies)}), got {len(cfg.real_results)}")
+    for name in ("world_model", "start_data"):
+        if not getattr(cfg, name):
+            raise SystemExit(f"{name}: required (the world model to check, and the real episodes that start its jobs)")
+    for p in [cfg.world_model, *cfg.policies, *cfg.real_results]:
+        if not Path(p).is_file():
+            raise SystemExit(f"{p}: not a file")
+    names = list(cfg.names) or [Path(p).parent.name or Path(p).stem for p in cfg.policies]
+    if len(names) != len(cfg.policies) or len(set(names)) != len(names):
+        raise SystemExit(f"names: expected {len(cfg.policies)} distinct names (one per policy), got {names}")
+    return names
+
+
+def _line(label: str, sep: Separation, fired: int, n: int) -> str:
+    return (f"  {label:<14} real {sep.successes:>3}/{n:<3} imagined {fired:>3}/{n:<3} "
+            f"AUC {sep.auc:.3f}  AUC within task {sep.auc_within_task:.3f}")
+
+
+def _plot(path: Path, probs: np.ndarray, labels: np.ndarray, threshold: float) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    bins = np.linspace(0, 1, 41)
+    ax.hist(probs[labels], bins=bins, alpha=0.6, label=f"real success ({labels.sum()})")
+    ax.hist(probs[~labels], bins=bins, alpha=0.6, label=f"real failure ({(~labels).sum()})")
+    ax.axvline(threshold, color="k", ls="--", label=f"model threshold {threshold:.2f}")
+    ax.set_xlabel("highest success probability, policy acting in imagination")
+    ax.set_ylabel("jobs")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(cfg: CheckConfig) -> dict:
+    names = _check(cfg)
+    out = Path(cfg.out_dir)
+    save_config(cfg, out / "config.yaml")
+    threshold = WorldModel.load(cfg.world_model).cfg.head.success_threshold
+    rows, table = [], {}
+    for name, policy, real in zip(names, cfg.policies, cfg.real_results):
+        records = closed_loop_records(json.loads(Path(real).read_text()), policy, cfg, str(out / name))
+        rows += [{"policy": name, **r} for r in records]
+    probs = np.array([r["max_success_prob"] for r in rows])
+    labels = np.array([r["real_success"] for r in rows])
+    tasks = np.array([r["task_id"] for r in rows])
+    print(f"closed loop, {cfg.world_model} (success threshold {threshold:.3f}):")
+    for name in [*names, "all"]:
+        m = np.array([name in ("all", r["policy"]) for r in rows])
+        sep = outcome_separation(probs[m], labels[m], tasks[m])
+        fired = int((probs[m] >= threshold).sum())
+        print(_line(name, sep, fired, int(m.sum())))
+        table[name] = {**asdict(sep), "imagined_successes": fired, "jobs": int(m.sum())}
+    pooled = table["all"]
+    if pooled["threshold"] is not None:
+        print(f"  best closed-loop threshold {pooled['threshold']['threshold']:.3f}: balanced accuracy "
+              f"{pooled['threshold']['balanced_accuracy']:.3f}")
+    result = {"world_model": cfg.world_model, "success_threshold": threshold, "separation": table, "jobs": rows}
+    tmp = out / "closed_loop.json.tmp"
+    tmp.write_text(json.dumps(result, indent=2))
+    tmp.replace(out / "closed_loop.json")
+    _plot(out / "closed_loop.png", probs, labels, threshold)
+    print(f"  written: {out / 'closed_loop.json'}, {out / 'closed_loop.png'}")
+    return result
+
+
+if __name__ == "__main__":
+    main(parse_config(CheckConfig, __doc__, group="closed_loop"))

@@ -1,0 +1,128 @@
+"""Closed-loop check: AUCs on hand-computed cases, a real evaluation's jobs re-run in imagination with
+each job's highest success probability, reuse of a finished run, and the script's outputs."""
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from envs.dataset import DatasetConfig, Episode, EpisodeWriter
+from imagination.closed_loop import ClosedLoopConfig, closed_loop_records, outcome_separation, real_jobs_config
+from imagination.evaluate import EvalConfig, evaluate
+from world_models.denoiser import DenoiserConfig
+from world_models.model import WorldModel, WorldModelConfig
+from world_models.proprio import ProprioConfig, ProprioModel
+
+H, K = 16, 4
+
+
+def test_separation_perfect_and_none():
+    sep = outcome_separation(np.array([0.9, 0.8, 0.2, 0.1]), np.array([1, 1, 0, 0]), np.zeros(4))
+    assert sep.auc == 1.0 and sep.auc_within_task == 1.0
+    assert sep.threshold.balanced_accuracy == 1.0 and 0.2 < sep.threshold.threshold < 0.8
+    assert (sep.successes, sep.failures) == (2, 2)
+    flipped = outcome_separation(np.array([0.1, 0.2, 0.8, 0.9]), np.array([1, 1, 0, 0]), np.zeros(4))
+    assert flipped.auc == 0.0
+    one_outcome = outcome_separation(np.array([0.3, 0.7]), np.array([1, 1]), np.zeros(2))
+    assert math.isnan(one_outcome.auc) and math.isnan(one_outcome.auc_within_task) and one_outcome.threshold is None
+
+
+def test_within_task_auc_ignores_task_difficulty():
+    # task 0 is easy and scores high, task 1 is hard and scores low; within a task the head says nothing
+    probs = np.array([0.9, 0.9, 0.9, 0.1, 0.1, 0.1])
+    labels = np.array([1, 1, 0, 1, 0, 0], bool)
+    tasks = np.array([0, 0, 0, 1, 1, 1])
+    sep = outcome_separation(probs, labels, tasks)
+    assert sep.auc == pytest.approx(6 / 9)  # pooled: (2 x 2.5 + 1 x 1) / 9 pairs
+    assert sep.auc_within_task == pytest.approx(0.5)  # 4 tied pairs
+    with pytest.raises(ValueError, match="1-D arrays"):
+        outcome_separation(probs, labels[:5], tasks)
+
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("closed_loop")
+    rng = np.random.default_rng(0)
+    with EpisodeWriter(root / "data", DatasetConfig(views=("agentview",), image_size=(H, H))) as w:
+        for task, init in [(0, 0), (0, 1), (1, 0), (1, 1)]:
+            T = 12
+            w.append(Episode(
+                frames={"agentview": rng.integers(0, 255, (T, H, H, 3), dtype=np.uint8)},
+                state=rng.normal(size=(T, 8)).astype(np.float32), action=rng.uniform(-1, 1, (T, 7)).astype(np.float32),
+                reward=np.zeros(T, np.float32), success=np.zeros(T, bool), instruction=f"task {task}",
+                suite="libero_spatial", task_id=task, source="expert", perturbation="", init_state_id=init))
+    torch.manual_seed(0)
+    d = DenoiserConfig(image_size=H, channels=3, context_frames=2, chunk_len=K, block_out_channels=[8, 16], norm_num_groups=4)
+    wm = WorldModel(WorldModelConfig(views=["agentview"], denoiser=d))
+    with torch.no_grad():  # a head that always says logit 2: every frame's success probability is sigmoid(2)
+        wm.head.out.weight.zero_()
+        wm.head.out.bias.fill_(2.0)
+    wm.save(root / "wm.pt")
+    ProprioModel(ProprioConfig(chunk_len=K, hidden=16, layers=1)).save(root / "proprio.pt")
+    from policies.vla import VLAConfig, VLAPolicy
+
+    VLAPolicy(VLAConfig(views=["agentview"], image_size=H, chunk_len=K, conv_channels=[8, 8])).save(root / "policy.pt")
+    # A "real" evaluation of the same jobs: evaluate's records with outcomes we choose, as if from LIBERO.
+    real = evaluate(EvalConfig(checkpoint=str(root / "policy.pt"), env="imagination", tasks=[0, 1], episodes_per_task=2,
+                               max_steps=8, videos=0, world_model=str(root / "wm.pt"), start_data=str(root / "data"),
+                               proprio=str(root / "proprio.pt"), out_dir=str(root / "fake_real")), progress=False)
+    real["env"] = real["config"]["env"] = "libero_spatial"
+    for e, outcome in zip(real["episodes"], [True, False, False, False]):
+        e["success"] = outcome
+    (root / "real.json").write_text(json.dumps(real))
+    return root
+
+
+def _cl(root) -> ClosedLoopConfig:
+    return ClosedLoopConfig(world_model=str(root / "wm.pt"), start_data=str(root / "data"), proprio=str(root / "proprio.pt"),
+                            max_steps=8, num_envs=3)
+
+
+@pytest.mark.libero
+def test_jobs_rerun_in_imagination_with_their_real_outcome(setup):
+    real = json.loads((setup / "real.json").read_text())
+    out = setup / "cl"
+    records = closed_loop_records(real, str(setup / "policy.pt"), _cl(setup), str(out), progress=False)
+    assert [(r["task_id"], r["init_state_id"]) for r in records] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert [r["real_success"] for r in records] == [True, False, False, False]
+    # the head never ends an episode (threshold inf) and reports its constant probability
+    assert all(r["imagined_steps"] == 8 for r in records)
+    np.testing.assert_allclose([r["max_success_prob"] for r in records], 1 / (1 + math.exp(-2.0)), atol=1e-3)
+    # a finished run with the same settings is reused, not re-run
+    stamp = (out / "results.json").stat().st_mtime_ns
+    closed_loop_records(real, str(setup / "policy.pt"), _cl(setup), str(out), progress=False)
+    assert (out / "results.json").stat().st_mtime_ns == stamp
+
+
+@pytest.mark.libero
+def test_bad_real_results_are_refused(setup):
+    real = json.loads((setup / "real.json").read_text())
+    with pytest.raises(ValueError, match="results.json"):
+        real_jobs_config({"episodes": []}, "p.pt", _cl(setup), "out")
+    imagined = {**real, "config": {**real["config"], "env": "imagination"}}
+    with pytest.raises(ValueError, match="LIBERO suite"):
+        real_jobs_config(imagined, "p.pt", _cl(setup), "out")
+    missing = {**real, "episodes": real["episodes"][1:]}
+    with pytest.raises(ValueError, match="no real episode for task 0, init state 0"):
+        closed_loop_records(missing, str(setup / "policy.pt"), _cl(setup), str(setup / "cl_missing"), progress=False)
+
+
+@pytest.mark.libero
+def test_script_writes_table_and_plot(setup, capsys):
+    from scripts.closed_loop_check import CheckConfig, main
+
+    cfg = CheckConfig(**vars(_cl(setup)), policies=[str(setup / "policy.pt")] * 2,
+                      real_results=[str(setup / "real.json")] * 2, names=["a", "b"], out_dir=str(setup / "check"))
+    result = main(cfg)
+    assert set(result["separation"]) == {"a", "b", "all"}
+    assert result["separation"]["all"]["jobs"] == 8 and result["separation"]["all"]["successes"] == 2
+    assert result["separation"]["all"]["auc"] == pytest.approx(0.5)  # one constant probability: all ties
+    assert result["separation"]["a"]["imagined_successes"] == 4  # sigmoid(2) passes the default 0.5
+    assert (setup / "check" / "closed_loop.png").stat().st_size > 0
+    saved = json.loads((setup / "check" / "closed_loop.json").read_text())
+    assert len(saved["jobs"]) == 8 and {j["policy"] for j in saved["jobs"]} == {"a", "b"}
+    assert "AUC within task" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="one results.json per policy"):
+        main(CheckConfig(**vars(_cl(setup)), policies=[str(setup / "policy.pt")], real_results=[]))
