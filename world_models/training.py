@@ -86,6 +86,9 @@ class TrainWorldModelConfig:
     init_from: str = ""
 
 
+MIXED_PRECISION = ("no", "fp16", "bf16")
+
+
 class TrainState:
     """Everything besides model/optimizer/scheduler a resumed run needs (registered with accelerate)."""
 
@@ -189,6 +192,11 @@ class Trainer:
         self.out = Path(cfg.out_dir)
         if cfg.num_threads > 0:
             torch.set_num_threads(cfg.num_threads)
+        if accelerator is None and cfg.mixed_precision not in MIXED_PRECISION:
+            # YAML 1.1 reads a bare `no` as false: `mixed_precision=no` on the command line arrives as "False"
+            hint = " (key=value overrides read a bare no as false: quote it, \"mixed_precision='no'\")" \
+                if str(cfg.mixed_precision).lower() == "false" else ""
+            raise ValueError(f"mixed_precision: expected one of {list(MIXED_PRECISION)}, got {cfg.mixed_precision!r}{hint}")
         self.acc = accelerator or Accelerator(mixed_precision=cfg.mixed_precision, log_with="tensorboard",
                                               project_dir=str(self.out / "logs"))
         set_seed(cfg.seed)

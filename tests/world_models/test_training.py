@@ -7,7 +7,7 @@ from tests.world_models.conftest import SIZE, render, tiny_model_config, tiny_tr
 from world_models.clips import ClipSampler, load_episodes
 from world_models.losses import BootstrapConfig, bootstrap_context
 from world_models.model import WorldModel
-from world_models.training import Trainer, train
+from world_models.training import TrainWorldModelConfig, Trainer, train
 
 pytestmark = pytest.mark.slow
 
@@ -102,3 +102,10 @@ def test_training_step_bootstraps_when_enabled(square_data, tmp_path):
     assert Trainer(cfg).step()["bootstrapped"] == 1.0
     cfg.bootstrap.enabled = False
     assert Trainer(cfg).step()["bootstrapped"] == 0.0
+
+
+def test_mixed_precision_is_checked_with_a_hint(tmp_path):
+    with pytest.raises(ValueError, match="quote it"):  # what `mixed_precision=no` on the command line becomes
+        Trainer(TrainWorldModelConfig(out_dir=str(tmp_path), mixed_precision="False"))
+    with pytest.raises(ValueError, match=r"expected one of \['no', 'fp16', 'bf16'\], got 'fp64'"):
+        Trainer(TrainWorldModelConfig(out_dir=str(tmp_path), mixed_precision="fp64"))
