@@ -114,3 +114,26 @@ def pick_threshold(probs: np.ndarray, labels: np.ndarray, default: float = 0.5) 
     best = np.flatnonzero(np.isclose(scores, scores.max()))
     pick = best[np.argmin(np.abs(candidates[best] - default))]
     return ThresholdChoice(float(candidates[pick]), float(scores[pick]), float(scores[0]), pos, neg)
+
+
+def plot_outcome_histogram(path, probs: np.ndarray, labels: np.ndarray, threshold: float, xlabel: str,
+                           threshold_label: str = "threshold", bins: int = 20) -> None:
+    """Histograms of the highest success probability [N] of real successes and real failures, with the
+    threshold drawn in: how far apart the two outcomes are is what the success head is worth as a reward."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    probs, labels = np.asarray(probs), np.asarray(labels, bool)
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    edges = np.linspace(0, 1, bins + 1)
+    ax.hist(probs[labels], bins=edges, alpha=0.6, label=f"real success ({labels.sum()})")
+    ax.hist(probs[~labels], bins=edges, alpha=0.6, label=f"real failure ({(~labels).sum()})")
+    ax.axvline(threshold, color="k", ls="--", label=f"{threshold_label} {threshold:.2f}")
+    ax.axvline(0.5, color="grey", ls=":", lw=1)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("episodes")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

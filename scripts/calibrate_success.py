@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from envs.dataset import EpisodeDataset
-from imagination.calibrate import pick_threshold, replay_success_prob
+from imagination.calibrate import pick_threshold, plot_outcome_histogram, replay_success_prob
 from imagination.env import load_start_episodes
 from scripts.cli import parse_config
 from world_models.model import WorldModel
@@ -53,25 +53,6 @@ def _data_dir(cfg: CalibrateConfig) -> str:
     if not split.is_file():
         raise SystemExit(f"data_dir: not set and no split.json next to {cfg.checkpoint} to read it from")
     return json.loads(split.read_text())["data_dir"]
-
-
-def _plot(path: Path, probs: np.ndarray, labels: np.ndarray, threshold: float) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.2))
-    bins = np.linspace(0, 1, 21)
-    ax.hist(probs[labels], bins=bins, alpha=0.6, label=f"real success ({labels.sum()})")
-    ax.hist(probs[~labels], bins=bins, alpha=0.6, label=f"real failure ({(~labels).sum()})")
-    ax.axvline(threshold, color="k", ls="--", label=f"threshold {threshold:.2f}")
-    ax.axvline(0.5, color="grey", ls=":", lw=1)
-    ax.set_xlabel("highest success probability along the imagined replay")
-    ax.set_ylabel("episodes")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def main(cfg: CalibrateConfig) -> dict:
@@ -109,7 +90,8 @@ def main(cfg: CalibrateConfig) -> dict:
     tmp = out.parent / "calibration.json.tmp"
     tmp.write_text(json.dumps(result, indent=2))
     tmp.replace(out.parent / "calibration.json")
-    _plot(out.parent / "calibration.png", probs, labels, choice.threshold)
+    plot_outcome_histogram(out.parent / "calibration.png", probs, labels, choice.threshold,
+                           "highest success probability along the imagined replay", "threshold", bins=20)
     for s in sorted(set(sources)):
         for outcome in (True, False):
             m = np.array([x == s for x in sources]) & (labels == outcome)

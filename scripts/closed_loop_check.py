@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 
 import numpy as np
 
+from imagination.calibrate import plot_outcome_histogram
 from imagination.closed_loop import ClosedLoopConfig, Separation, closed_loop_records, outcome_separation
 from scripts.cli import parse_config, save_config
 from world_models.model import WorldModel
@@ -64,24 +65,6 @@ def _line(label: str, sep: Separation, fired: int, n: int) -> str:
             f"AUC {sep.auc:.3f}  AUC within task {sep.auc_within_task:.3f}")
 
 
-def _plot(path: Path, probs: np.ndarray, labels: np.ndarray, threshold: float) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.2))
-    bins = np.linspace(0, 1, 41)
-    ax.hist(probs[labels], bins=bins, alpha=0.6, label=f"real success ({labels.sum()})")
-    ax.hist(probs[~labels], bins=bins, alpha=0.6, label=f"real failure ({(~labels).sum()})")
-    ax.axvline(threshold, color="k", ls="--", label=f"model threshold {threshold:.2f}")
-    ax.set_xlabel("highest success probability, policy acting in imagination")
-    ax.set_ylabel("jobs")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
 def main(cfg: CheckConfig) -> dict:
     names = _check(cfg)
     out = Path(cfg.out_dir)
@@ -109,7 +92,8 @@ def main(cfg: CheckConfig) -> dict:
     tmp = out / "closed_loop.json.tmp"
     tmp.write_text(json.dumps(result, indent=2))
     tmp.replace(out / "closed_loop.json")
-    _plot(out / "closed_loop.png", probs, labels, threshold)
+    plot_outcome_histogram(out / "closed_loop.png", probs, labels, threshold,
+                           "highest success probability, policy acting in imagination", "model threshold", bins=40)
     print(f"  written: {out / 'closed_loop.json'}, {out / 'closed_loop.png'}")
     return result
 
