@@ -65,8 +65,23 @@ def load_config(cls: type[T], preset: str | None = None, overrides: Sequence[str
     bad = [o for o in overrides if "=" not in o]
     if bad:
         raise ValueError(f"overrides: expected key=value, got {bad}")
-    cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([_spaced_mapping(o) for o in overrides]))
+    cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([_string_kept(cfg, _spaced_mapping(o)) for o in overrides]))
     return OmegaConf.to_object(cfg)  # type: ignore[return-value]
+
+
+# YAML 1.1 words OmegaConf reads as booleans; a string field would then hold "False"/"True"
+_YAML_BOOLS = {"y", "yes", "n", "no", "on", "off", "true", "false"}
+
+
+def _string_kept(cfg, override: str) -> str:
+    """`mixed_precision=no` -> `mixed_precision='no'` when the field holds a string.
+
+    Override values are read as YAML, where a bare no/off/yes/on is a boolean; for a string field
+    (mixed_precision: no | fp16, uncertainty: off | report) that is never what the user meant."""
+    key, value = override.split("=", 1)
+    if value.strip().lower() in _YAML_BOOLS and isinstance(OmegaConf.select(cfg, key, default=None), str):
+        return f"{key}='{value.strip()}'"
+    return override
 
 
 # `key:value` right after `{` or `,` in a flow mapping; not `http://`-like values

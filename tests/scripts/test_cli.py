@@ -40,3 +40,10 @@ def test_help_lists_fields(capsys):
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert "my script" in out and "steps" in out and "tasks" in out
+
+
+def test_yaml_boolean_words_stay_strings_in_string_fields():
+    # YAML 1.1 reads a bare no/off as false; a string field (mixed_precision=no) must keep the word
+    assert load_config(_Cfg, overrides=["name=no"]).name == "no"
+    assert load_config(_Cfg, overrides=["name=Off"]).name == "Off"
+    assert load_config(_Cfg, overrides=["name=nothing"]).name == "nothing"
