@@ -9,7 +9,15 @@ highest success probability, and measures how well that figure predicts the real
 same job:
 
     records = closed_loop_records(real_results, policy_path, cfg)   # one dict per job
+    records = branch_records(data_dir, policy_path, cfg, lead_steps) # from its own recorded rollouts
     sep = outcome_separation(probs, labels, task_ids)               # AUC, AUC within task, threshold
+    sep = paired_separation(real_results, imagined_results)         # the loop's two evaluations
+
+`branch_records` starts later: from the policy's own recorded real episodes (the loop appends them to
+the data), `lead_steps` before it first closes the gripper, with the real history as context. The
+world model then only has to carry the decisive part of the episode, and the policy's first chunk is
+the one it took for real; this is where imagined RL starting from the policy's own keyframes
+(`sources: [policy]`) takes its reward from.
 
 AUC is the chance that a real success gets a higher imagined probability than a real failure. The
 within-task AUC only compares jobs of one task, so it is not flattered by a model that merely knows
@@ -24,10 +32,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 from scipy.stats import mannwhitneyu
+from tqdm.auto import tqdm
 
+from envs import libero_suites
+from envs.dataset import EpisodeDataset
 from imagination.calibrate import ThresholdChoice, pick_threshold
+from imagination.env import ImaginationConfig, ImaginationVectorEnv, load_start_episodes
 from imagination.evaluate import EvalConfig, evaluate
+from imagination.keyframes import Keyframe, KeyframeConfig
+from policies.base import Policy
+from world_models.model import WorldModel
+from world_models.proprio import ProprioConfig, ProprioModel, fit_proprio
 
 
 @dataclass
@@ -82,6 +99,63 @@ def closed_loop_records(real_results: dict, policy_path: str, cfg: ClosedLoopCon
     return out
 
 
+def decisive_step(actions: np.ndarray, lead_steps: int) -> int:
+    """`lead_steps` before an episode's first gripper close (actions [T, 7], +1 closes); an episode that
+    never closes the gripper starts half-way."""
+    closes = np.flatnonzero(np.asarray(actions)[:, 6] > 0)
+    return max(0, int(closes[0]) - lead_steps if len(closes) else len(actions) // 2)
+
+
+@torch.no_grad()
+def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_steps: int = 8,
+                   progress: bool = True) -> list[dict]:
+    """Continue the policy's recorded real episodes in imagination from their decisive step.
+
+    The episodes are the data's `source: policy` ones whose `extra.policy` is `policy_path` (written by
+    `imagination.real_rollouts.evaluate_and_record`). Each starts at `decisive_step`, its real frames up
+    to there as context, the policy acting deterministically to the horizon (`cfg.max_steps`, 0 = the
+    suite's) with a head that never ends an episode. Each record: episode, task_id, init_state_id,
+    start_t, real_success, max_success_prob."""
+    meta = EpisodeDataset(data_dir, verify=False).meta
+    mine = [m for m in meta if m["source"] == "policy" and m["extra"].get("policy") == policy_path]
+    if not mine:
+        known = sorted({str(m["extra"].get("policy")) for m in meta if m["source"] == "policy"})
+        raise ValueError(f"policy: {data_dir} has no recorded real episode of {policy_path} "
+                         f"(its policy episodes come from {known or 'no policy'})")
+    torch.set_num_threads(cfg.num_threads)
+    wm = WorldModel.load(cfg.world_model, map_location=cfg.device)
+    episodes = load_start_episodes(data_dir, list(wm.cfg.views))
+    if cfg.proprio:
+        proprio = ProprioModel.load(cfg.proprio)
+    else:
+        proprio, _ = fit_proprio([e.state for e in episodes], [e.action for e in episodes],
+                                 ProprioConfig(chunk_len=wm.chunk_len))
+    policy = Policy.load(policy_path, map_location=cfg.device)
+    horizon = cfg.max_steps or libero_suites.suite_info(mine[0]["suite"]).max_steps
+    starts = [Keyframe(int(m["episode_index"]), decisive_step(episodes[int(m["episode_index"])].action, lead_steps))
+              for m in mine]
+    n = min(cfg.num_envs, len(starts))
+    venv = ImaginationVectorEnv(wm, proprio, episodes, n, ImaginationConfig(
+        max_steps=horizon, success_threshold=math.inf, keyframes=KeyframeConfig(mode="start"), device=cfg.device))
+    best = np.zeros(len(starts))
+    batches = range(0, len(starts), n)
+    for b in tqdm(batches, desc="branches", disable=not progress):
+        kfs = starts[b:b + n]
+        real = len(kfs)
+        obs, _ = venv.reset(seed=b, options={"keyframes": kfs + [kfs[0]] * (n - real)})  # pad the last batch
+        policy.reset()
+        alive = np.arange(n) < real
+        venv.freeze(~alive)
+        while alive.any():
+            obs, _, terminated, truncated, info = venv.step(policy.predict_action_chunk(obs).cpu().numpy().astype(np.float32))
+            best[b:b + real] = np.maximum(best[b:b + real], np.where(alive, info["success_prob"], 0.0)[:real])
+            alive &= ~(terminated | truncated)
+            venv.freeze(~alive)
+    return [{"episode": int(m["episode_index"]), "task_id": int(m["task_id"]), "init_state_id": int(m["init_state_id"]),
+             "start_t": kf.t, "real_success": bool(m["success"]), "max_success_prob": float(p)}
+            for m, kf, p in zip(mine, starts, best)]
+
+
 @dataclass
 class Separation:
     auc: float  # P(prob of a real success > prob of a real failure), ties count half; nan without both outcomes
@@ -113,3 +187,17 @@ def outcome_separation(probs: np.ndarray, labels: np.ndarray, task_ids: np.ndarr
     pos, neg = int(labels.sum()), int((~labels).sum())
     return Separation(auc=u / n if n else float("nan"), auc_within_task=uw / nw if nw else float("nan"),
                       threshold=pick_threshold(probs, labels) if pos and neg else None, successes=pos, failures=neg)
+
+
+def paired_separation(real_results: dict, imagined_results: dict) -> Separation | None:
+    """`outcome_separation` of two evaluations of the same jobs (the loop's eval_real and eval_imagined):
+    each job's imagined highest success probability against its real outcome. None when the imagined
+    run recorded no probabilities. The loop's imagined runs end when the head passes its threshold, so
+    jobs above it are ranked by the one chunk that passed it: coarser than `closed_loop_records`."""
+    imagined = {(e["task_id"], e["init_state_id"], e["seed"]): e for e in imagined_results.get("episodes", [])}
+    pairs = [(imagined[k]["max_success_prob"], e["success"], e["task_id"]) for e in real_results.get("episodes", [])
+             if (k := (e["task_id"], e["init_state_id"], e["seed"])) in imagined and "max_success_prob" in imagined[k]]
+    if not pairs:
+        return None
+    probs, labels, tasks = (np.array(c) for c in zip(*pairs))
+    return outcome_separation(probs, labels.astype(bool), tasks)

@@ -13,6 +13,14 @@ success probability is then compared with its real outcome:
   AUC within task  the same over pairs of one task: what GRPO's groups, which compare episodes from
                    one keyframe, can learn from. A model that only knows which task is hard gets 0.5.
 
+From the decisive moment instead (`branch_data=`): every policy's own real episodes recorded in that
+dataset (the loop's data/, `source: policy`) continue in imagination from `lead_steps` before the
+policy first closes the gripper, the real frames up to there as context. This is what RL starting
+from the policy's own keyframes sees; no real_results are needed:
+
+    python scripts/closed_loop_check.py world_model=round1/world_model/world_model.pt \
+        branch_data=data policies=[round1/rl/policy.pt]
+
 Run it before imagined RL: when the within-task AUC is near 0.5, the head rewards the world model's
 idea of success, and RL improves imagined success without improving real success (docs/loop.md).
 Writes out_dir/closed_loop.json (every job, both outcomes) and closed_loop.png (histograms);
@@ -30,7 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 import numpy as np
 
 from imagination.calibrate import plot_outcome_histogram
-from imagination.closed_loop import ClosedLoopConfig, Separation, closed_loop_records, outcome_separation
+from imagination.closed_loop import (ClosedLoopConfig, Separation, branch_records, closed_loop_records,
+                                     outcome_separation)
 from scripts.cli import parse_config, save_config
 from world_models.model import WorldModel
 
@@ -39,6 +48,8 @@ from world_models.model import WorldModel
 class CheckConfig(ClosedLoopConfig):
     policies: list[str] = field(default_factory=list)  # policy checkpoints (Policy.save files)
     real_results: list[str] = field(default_factory=list)  # one real results.json per policy, same order
+    branch_data: str = ""  # a dataset with the policies' recorded real episodes: start from their decisive step
+    lead_steps: int = 8  # branch start: this many steps before the policy first closes the gripper
     names: list[str] = field(default_factory=list)  # labels for the table; [] = each policy file's parent folder
     out_dir: str = "outputs/closed_loop"
 
@@ -46,11 +57,19 @@ class CheckConfig(ClosedLoopConfig):
 def _check(cfg: CheckConfig) -> list[str]:
     if not cfg.policies:
         raise SystemExit("policies: expected one or more policy checkpoints, e.g. policies=[bc/policy.pt]")
-    if len(cfg.real_results) != len(cfg.policies):
+    if cfg.branch_data:
+        if not Path(cfg.branch_data).is_dir():
+            raise SystemExit(f"branch_data: {cfg.branch_data} is not a dataset folder")
+        if cfg.real_results:
+            raise SystemExit("real_results: not used with branch_data (outcomes come from the recorded episodes); give one")
+        if cfg.lead_steps < 0:
+            raise SystemExit(f"lead_steps: expected an integer >= 0, got {cfg.lead_steps}")
+    elif len(cfg.real_results) != len(cfg.policies):
         raise SystemExit(f"real_results: expected one results.json per policy ({len(cfg.policies)}), got {len(cfg.real_results)}")
-    for name in ("world_model", "start_data"):
-        if not getattr(cfg, name):
-            raise SystemExit(f"{name}: required (the world model to check, and the real episodes that start its jobs)")
+    if not cfg.world_model:
+        raise SystemExit("world_model: required (the world model to check)")
+    if not cfg.branch_data and not cfg.start_data:
+        raise SystemExit("start_data: required (the real episodes whose first frames start the jobs)")
     for p in [cfg.world_model, *cfg.policies, *cfg.real_results]:
         if not Path(p).is_file():
             raise SystemExit(f"{p}: not a file")
@@ -71,13 +90,17 @@ def main(cfg: CheckConfig) -> dict:
     save_config(cfg, out / "config.yaml")
     threshold = WorldModel.load(cfg.world_model).cfg.head.success_threshold
     rows, table = [], {}
-    for name, policy, real in zip(names, cfg.policies, cfg.real_results):
-        records = closed_loop_records(json.loads(Path(real).read_text()), policy, cfg, str(out / name))
+    for i, (name, policy) in enumerate(zip(names, cfg.policies)):
+        if cfg.branch_data:
+            records = branch_records(cfg.branch_data, policy, cfg, cfg.lead_steps)
+        else:
+            records = closed_loop_records(json.loads(Path(cfg.real_results[i]).read_text()), policy, cfg, str(out / name))
         rows += [{"policy": name, **r} for r in records]
     probs = np.array([r["max_success_prob"] for r in rows])
     labels = np.array([r["real_success"] for r in rows])
     tasks = np.array([r["task_id"] for r in rows])
-    print(f"closed loop, {cfg.world_model} (success threshold {threshold:.3f}):")
+    where = f"from {cfg.lead_steps} steps before the first grasp" if cfg.branch_data else "from the first frame"
+    print(f"closed loop {where}, {cfg.world_model} (success threshold {threshold:.3f}):")
     for name in [*names, "all"]:
         m = np.array([name in ("all", r["policy"]) for r in rows])
         sep = outcome_separation(probs[m], labels[m], tasks[m])

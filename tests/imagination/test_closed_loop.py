@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from envs.dataset import DatasetConfig, Episode, EpisodeWriter
-from imagination.closed_loop import ClosedLoopConfig, closed_loop_records, outcome_separation, real_jobs_config
+from imagination.closed_loop import (ClosedLoopConfig, branch_records, closed_loop_records, decisive_step, outcome_separation,
+                                     paired_separation, real_jobs_config)
 from imagination.evaluate import EvalConfig, evaluate
 from world_models.denoiser import DenoiserConfig
 from world_models.model import WorldModel, WorldModelConfig
@@ -38,6 +39,31 @@ def test_within_task_auc_ignores_task_difficulty():
     assert sep.auc_within_task == pytest.approx(0.5)  # 4 tied pairs
     with pytest.raises(ValueError, match="1-D arrays"):
         outcome_separation(probs, labels[:5], tasks)
+
+
+def test_decisive_step_is_before_the_first_grasp():
+    actions = -np.ones((12, 7))
+    actions[5:9, 6] = 1.0  # closes at 5, opens again at 9
+    assert decisive_step(actions, 3) == 2
+    assert decisive_step(actions, 10) == 0  # never before the episode's start
+    assert decisive_step(-np.ones((12, 7)), 3) == 6  # never closes: half-way
+
+
+def test_paired_separation_matches_jobs_by_task_init_and_seed():
+    def ep(task, init, seed, **kw):
+        return {"task_id": task, "init_state_id": init, "seed": seed, **kw}
+
+    real = {"episodes": [ep(0, 0, 1, success=True), ep(0, 1, 2, success=False), ep(1, 0, 3, success=False),
+                         ep(1, 1, 4, success=True), ep(1, 2, 5, success=True)]}
+    # listed in another order; the last real job has no imagined twin and is left out
+    imagined = {"episodes": [ep(1, 1, 4, max_success_prob=0.2), ep(0, 1, 2, max_success_prob=0.4),
+                             ep(0, 0, 1, max_success_prob=0.9), ep(1, 0, 3, max_success_prob=0.6)]}
+    sep = paired_separation(real, imagined)
+    assert (sep.successes, sep.failures) == (2, 2)
+    assert sep.auc_within_task == pytest.approx(0.5)  # task 0 right (1 pair), task 1 wrong (1 pair)
+    assert sep.auc == pytest.approx(2 / 4)  # 0.9 beats 0.4, 0.6; 0.2 beats neither
+    no_probs = {"episodes": [ep(0, 0, 1, success=True)]}
+    assert paired_separation(real, no_probs) is None
 
 
 
@@ -126,3 +152,43 @@ def test_script_writes_table_and_plot(setup, capsys):
     assert "AUC within task" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="one results.json per policy"):
         main(CheckConfig(**vars(_cl(setup)), policies=[str(setup / "policy.pt")], real_results=[]))
+
+
+def _policy_data(root, policy_path: str):
+    """Recorded real episodes: three of `policy_path` (grasp at step 6) and one of another policy."""
+    rng = np.random.default_rng(1)
+    with EpisodeWriter(root, DatasetConfig(views=("agentview",), image_size=(H, H))) as w:
+        for task, init, ok, who in [(0, 0, True, policy_path), (0, 1, False, policy_path), (1, 0, False, policy_path),
+                                    (1, 1, True, "other.pt")]:
+            T = 10
+            action = rng.uniform(-1, 1, (T, 7)).astype(np.float32)
+            action[:, 6] = np.where(np.arange(T) >= 6, 1.0, -1.0)
+            success = np.zeros(T, bool)
+            success[-1] = ok
+            w.append(Episode(
+                frames={"agentview": rng.integers(0, 255, (T, H, H, 3), dtype=np.uint8)},
+                state=rng.normal(size=(T, 8)).astype(np.float32), action=action, reward=success.astype(np.float32),
+                success=success, instruction=f"task {task}", suite="libero_spatial", task_id=task, source="policy",
+                perturbation="", init_state_id=init, extra={"policy": who}))
+
+
+@pytest.mark.libero
+def test_branches_start_from_the_policy_own_rollouts(setup):
+    policy = str(setup / "policy.pt")
+    _policy_data(setup / "policy_data", policy)
+    cfg = ClosedLoopConfig(world_model=str(setup / "wm.pt"), proprio=str(setup / "proprio.pt"), max_steps=12, num_envs=2)
+    records = branch_records(str(setup / "policy_data"), policy, cfg, lead_steps=4, progress=False)
+    assert [(r["task_id"], r["init_state_id"], r["real_success"]) for r in records] == [(0, 0, True), (0, 1, False), (1, 0, False)]
+    assert all(r["start_t"] == 2 for r in records)  # 4 steps before the grasp at step 6
+    np.testing.assert_allclose([r["max_success_prob"] for r in records], 1 / (1 + math.exp(-2.0)), atol=1e-3)
+    with pytest.raises(ValueError, match="no recorded real episode of nobody.pt"):
+        branch_records(str(setup / "policy_data"), "nobody.pt", cfg, progress=False)
+
+    from scripts.closed_loop_check import CheckConfig, main
+
+    result = main(CheckConfig(**vars(cfg), policies=[policy],
+                              branch_data=str(setup / "policy_data"), lead_steps=4, out_dir=str(setup / "branch_check")))
+    assert result["separation"]["all"]["jobs"] == 3 and result["separation"]["all"]["successes"] == 1
+    with pytest.raises(SystemExit, match="real_results: not used with branch_data"):
+        main(CheckConfig(**vars(cfg), policies=[policy], branch_data=str(setup / "policy_data"),
+                         real_results=[str(setup / "real.json")]))
