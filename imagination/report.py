@@ -22,9 +22,12 @@ from urllib.parse import quote
 import numpy as np
 from matplotlib.figure import Figure
 
+from imagination.closed_loop import paired_separation
+
 NOT_RUN = "not run"
 ASSETS = "report_assets"
 REAL_VIDEOS_PER_PHASE = 4
+SIGNAL_AUC = 0.6  # within-task AUC under which the report warns that the reward does not see real failures
 CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}
 th{background:#f3f3f3}img{max-width:100%}code{background:#f3f3f3;padding:0 3px}
@@ -218,13 +221,34 @@ def _real(run: _Run, phases: list[dict], real: dict[str, dict | None]) -> list[s
     return out + [f"![Real success per policy and task]({run.save(fig, 'real_success.png')})", ""]
 
 
+def _signal(im: dict | None, re: dict | None) -> tuple[str, float]:
+    """The reward's closed-loop signal on one phase's jobs: (cell, AUC within task or nan)."""
+    sep = paired_separation(re, im) if im and re else None
+    if sep is None:
+        return "–", float("nan")
+    if np.isnan(sep.auc_within_task):
+        return f"– (no task has both outcomes; AUC {sep.auc:.2f})" if not np.isnan(sep.auc) else "– (one outcome only)", float("nan")
+    return f"{sep.auc_within_task:.2f} (AUC {sep.auc:.2f})", sep.auc_within_task
+
+
 def _imagined(loop: dict, phases: list[dict], real: dict, imagined: dict) -> list[str]:
-    out, rows = ["## Imagined vs real success", ""], []
+    out, rows, weak = ["## Imagined vs real success", ""], [], []
     for p in phases:
         im, re = imagined[p["name"]], real[p["name"]]
         gap = f"{100 * (im['overall']['success_rate'] - re['overall']['success_rate']):+.0f} pts" if im and re else "–"
-        rows.append([p["label"], _cell(im["overall"]) if im else NOT_RUN, _cell(re["overall"]) if re else NOT_RUN, gap])
-    out += _table(["policy", "imagined", "real", "gap (imagined − real)"], rows)
+        cell, auc = _signal(im, re)
+        if auc < SIGNAL_AUC:
+            weak.append(f"{p['label']} ({auc:.2f})")
+        rows.append([p["label"], _cell(im["overall"]) if im else NOT_RUN, _cell(re["overall"]) if re else NOT_RUN, gap, cell])
+    out += _table(["policy", "imagined", "real", "gap (imagined − real)", "reward signal: AUC within task"], rows)
+    out += ["The last column asks whether imagination tells this policy's real successes from its real failures "
+            "on the same task: each job's highest imagined success probability against its real outcome "
+            "(0.5 = no signal; `scripts/closed_loop_check.py` measures it without the success head ending episodes).", ""]
+    if weak:
+        out += [f"> ⚠️ **The reward has little closed-loop signal** for {', '.join(weak)}: within a task, imagined "
+                f"success does not follow real success (AUC within task below {SIGNAL_AUC}), so imagined RL's real "
+                "effect is a random walk. Improve the world model (more policy episodes in the loop) before "
+                "spending more RL on it.", ""]
     labels = {p["name"]: p["label"] for p in phases}
     guard = loop.get("guard") or []
     if not guard:

@@ -24,14 +24,17 @@ def _video(path: Path) -> None:
     encode_video(path, np.random.default_rng(0).integers(0, 255, (3, 16, 16, 3), dtype=np.uint8), fps=4)
 
 
-def _results(path: Path, successes: dict[int, int], episodes: int = 10, video_prefix: str = "") -> None:
+def _results(path: Path, successes: dict[int, int], episodes: int = 10, video_prefix: str = "", prob=None) -> None:
     """results.json as evaluate() writes it; the first two episodes get videos under path's folder,
-    recorded as `video_prefix/videos/<name>` (the evaluating process's own path for them)."""
+    recorded as `video_prefix/videos/<name>` (the evaluating process's own path for them).
+    prob(task, j): the episode's max_success_prob, as imagined evaluations record it."""
     records = []
     for task, s in successes.items():
         for j in range(episodes):
             records.append({"index": len(records), "task_id": task, "episode": j, "init_state_id": j, "seed": j,
                             "success": j < s, "steps": 50 + j, "seconds": 1.0})
+            if prob is not None:
+                records[-1]["max_success_prob"] = round(prob(task, j), 4)
     for r in records[:2]:
         name = f"ep{r['index']:03d}_task{r['task_id']}_init{r['init_state_id']}.mp4"
         _video(path.parent / "videos" / name)
@@ -72,10 +75,11 @@ def run_dir(tmp_path: Path) -> Path:
     (run / "wm0" / "eval" / "eval.json").write_text(json.dumps(ev))
     _video(run / "wm0" / "eval" / "videos" / "ep0000.mp4")
     _results(run / "eval" / "bc_real" / "results.json", {0: 6, 1: 3}, video_prefix="outputs/eval/bc_real")
-    _results(run / "eval" / "bc_imagined" / "results.json", {0: 8, 1: 7})
+    # task 0: the probability falls with j as real success does (j < 6); task 1: one probability for all
+    _results(run / "eval" / "bc_imagined" / "results.json", {0: 8, 1: 7}, prob=lambda t, j: 0.9 - 0.05 * j if t == 0 else 0.5)
     # rl1's real evaluation lives outside the run folder (linked videos are copied in)
     _results(outside / "rl1_real" / "results.json", {0: 9, 1: 5}, video_prefix=str(outside / "rl1_real"))
-    _results(run / "eval" / "rl1_imagined" / "results.json", {0: 10, 1: 10})
+    _results(run / "eval" / "rl1_imagined" / "results.json", {0: 10, 1: 10}, prob=lambda t, j: 0.7)
     _csv(run / "rl1" / "metrics.csv", [{"iteration": i, "imagined_success_rate": 0.2 * i, "imagined_return": 0.3 * i,
                                         "policy_loss": 0.1, "std": 0.5} for i in range(1, 4)])
     _video(run / "rl1" / "videos" / "imagined00_start0-1_success.mp4")
@@ -130,7 +134,11 @@ def test_success_tables_and_guard(run_dir: Path) -> None:
     assert _row(md, "| 1:")[1:] == [_cell(3, 10), _cell(5, 10), "not run"]
     assert "\\|" in _row(md, "| 1:")[0]  # a '|' in an instruction does not split the row
     assert _row(md, "| **all**")[1:] == [_cell(9, 20), _cell(14, 20), "not run"]
-    assert _row(md, "| BC |") == ["BC", _cell(15, 20), _cell(9, 20), "+30 pts"]
+    # reward signal: task 0 ranks all 24 pairs right, task 1's 21 pairs tie: (24 + 10.5) / 45; pooled 81 / 99
+    assert _row(md, "| BC |") == ["BC", _cell(15, 20), _cell(9, 20), "+30 pts", "0.77 (AUC 0.82)"]
+    assert _row(md, "| after imagined RL |")[4] == "0.50 (AUC 0.50)"
+    warning = next(line for line in md.splitlines() if "little closed-loop signal" in line)
+    assert "after imagined RL (0.50)" in warning and "BC" not in warning
     assert _row(md, "| after loop round 1 |")[1:3] == ["not run", "not run"]
     assert md.count("Exploitation warning") == 1
     assert "imagined success exceeds real by 30 points" in md and "weighted failures up by 3×" in md
