@@ -106,7 +106,6 @@ def decisive_step(actions: np.ndarray, lead_steps: int) -> int:
     return max(0, int(closes[0]) - lead_steps if len(closes) else len(actions) // 2)
 
 
-@torch.no_grad()
 def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_steps: int = 8,
                    progress: bool = True) -> list[dict]:
     """Continue the policy's recorded real episodes in imagination from their decisive step.
@@ -139,18 +138,19 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
         max_steps=horizon, success_threshold=math.inf, keyframes=KeyframeConfig(mode="start"), device=cfg.device))
     best = np.zeros(len(starts))
     batches = range(0, len(starts), n)
-    for b in tqdm(batches, desc="branches", disable=not progress):
-        kfs = starts[b:b + n]
-        real = len(kfs)
-        obs, _ = venv.reset(seed=b, options={"keyframes": kfs + [kfs[0]] * (n - real)})  # pad the last batch
-        policy.reset()
-        alive = np.arange(n) < real
-        venv.freeze(~alive)
-        while alive.any():
-            obs, _, terminated, truncated, info = venv.step(policy.predict_action_chunk(obs).cpu().numpy().astype(np.float32))
-            best[b:b + real] = np.maximum(best[b:b + real], np.where(alive, info["success_prob"], 0.0)[:real])
-            alive &= ~(terminated | truncated)
+    with torch.no_grad():  # (fit_proprio above needs grad)
+        for b in tqdm(batches, desc="branches", disable=not progress):
+            kfs = starts[b:b + n]
+            real = len(kfs)
+            obs, _ = venv.reset(seed=b, options={"keyframes": kfs + [kfs[0]] * (n - real)})  # pad the last batch
+            policy.reset()
+            alive = np.arange(n) < real
             venv.freeze(~alive)
+            while alive.any():
+                obs, _, terminated, truncated, info = venv.step(policy.predict_action_chunk(obs).cpu().numpy().astype(np.float32))
+                best[b:b + real] = np.maximum(best[b:b + real], np.where(alive, info["success_prob"], 0.0)[:real])
+                alive &= ~(terminated | truncated)
+                venv.freeze(~alive)
     return [{"episode": int(m["episode_index"]), "task_id": int(m["task_id"]), "init_state_id": int(m["init_state_id"]),
              "start_t": kf.t, "real_success": bool(m["success"]), "max_success_prob": float(p)}
             for m, kf, p in zip(mine, starts, best)]

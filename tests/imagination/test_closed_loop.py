@@ -181,6 +181,8 @@ def test_branches_start_from_the_policy_own_rollouts(setup):
     assert [(r["task_id"], r["init_state_id"], r["real_success"]) for r in records] == [(0, 0, True), (0, 1, False), (1, 0, False)]
     assert all(r["start_t"] == 2 for r in records)  # 4 steps before the grasp at step 6
     np.testing.assert_allclose([r["max_success_prob"] for r in records], 1 / (1 + math.exp(-2.0)), atol=1e-3)
+    fitted = ClosedLoopConfig(**{**vars(cfg), "proprio": ""})  # no proprio model given: one is fitted on the data
+    assert len(branch_records(str(setup / "policy_data"), policy, fitted, lead_steps=4, progress=False)) == 3
     with pytest.raises(ValueError, match="no recorded real episode of nobody.pt"):
         branch_records(str(setup / "policy_data"), "nobody.pt", cfg, progress=False)
 
