@@ -19,8 +19,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 
 import json
+import math
 
 from envs.dataset import EpisodeDataset
+from imagination.closed_loop import paired_separation
 from imagination.evaluate import EvalConfig, evaluate
 from imagination.loop import LoopConfig, LoopState, finetune_config, guard
 from imagination.real_rollouts import evaluate_and_record
@@ -83,6 +85,13 @@ def _evaluate_phase(cfg: LoopConfig, state: LoopState, name: str, label: str, po
                          proprio=str(proprio) if proprio.exists() else "", out_dir=str(run / name / "eval_imagined"))
         state.stage(f"{name}_eval_imagined", lambda: {"success_rate": evaluate(im_cfg)["overall"]["success_rate"]})
         imagined_path = str(run / name / "eval_imagined" / "results.json")
+        sep = paired_separation(json.loads(Path(real_cfg.out_dir, "results.json").read_text()),
+                                json.loads(Path(imagined_path).read_text()))
+        if sep is not None:  # the figure that says whether RL on this model can help (docs/loop.md)
+            figure = ("not measurable (no task has both real outcomes)" if math.isnan(sep.auc_within_task)
+                      else f"AUC within task {sep.auc_within_task:.2f} (0.5 = imagination does not tell real "
+                           "successes from failures)")
+            print(f"[loop] {name}: reward signal on the real jobs: {figure}")
     phase = {"name": name, "label": label, "policy": policy_path, "real": str(run / name / "eval_real" / "results.json"),
              "imagined": imagined_path, "rl": rl_dir, "world_model": wm_path}
     state.upsert("phases", phase)

@@ -69,7 +69,7 @@ def _tiny(out: Path) -> LoopConfig:
 
 @pytest.mark.slow
 @pytest.mark.libero
-def test_tiny_loop_round_end_to_end(tmp_path):
+def test_tiny_loop_round_end_to_end(tmp_path, capsys):
     from scripts import loop
 
     torch.set_num_threads(1)
@@ -104,6 +104,8 @@ def test_tiny_loop_round_end_to_end(tmp_path):
             assert "skipped" in cal and WorldModel.load(w["path"]).cfg.head.success_threshold == 0.5
     stages = [s["name"] for s in result["stages"]]
     assert stages[:3] == ["collect", "world_model", "eval_wm0"] and "round1_world_model" in stages
+    # one real episode per phase: the reward's signal is said to be unmeasurable, not printed as nan
+    assert "bc: reward signal on the real jobs: not measurable" in capsys.readouterr().out
     report = (out / "report.md").read_text()
     assert "Real LIBERO success" in report and (out / "report.html").exists()
     assert "success threshold (balanced acc.)" in report
