@@ -43,19 +43,22 @@ class _Run:
         self.recorded = Path(recorded) if isinstance(recorded, str) and recorded else None
 
     def path(self, p: Any) -> Path | None:
-        """A path from loop.json: relative ones are under run_dir; absolute ones under the run_dir
-        recorded at write time are re-rooted here (the folder may have been moved since)."""
+        """A path from loop.json. Paths under the run_dir recorded at write time are re-rooted here:
+        the loop writes them as it was given out_dir (`outputs/demo/bc/...`, relative to the working
+        directory it ran in) and the folder may have been moved since. Other relative paths are
+        under run_dir; other absolute ones stay as they are."""
         if not isinstance(p, str) or not p:
             return None
         path = Path(p)
-        if not path.is_absolute():
-            return self.dir / path
-        if not path.exists() and self.recorded is not None:
+        plain = path if path.is_absolute() else self.dir / path
+        if self.recorded is not None:
             try:
-                return self.dir / path.relative_to(self.recorded)
+                rerooted = self.dir / path.relative_to(self.recorded)
             except ValueError:
-                pass
-        return path
+                return plain
+            if rerooted.exists() or not plain.exists():
+                return rerooted
+        return plain
 
     def find(self, p: Any, *folders: Path | None) -> Path | None:
         """The first existing file among `p` and its name in each of `folders` (paths written by

@@ -153,6 +153,19 @@ def test_success_tables_and_guard(run_dir: Path) -> None:
     assert "<table>" in html and "<blockquote>" in html and '<img alt="Real success' in html
 
 
+def test_paths_relative_to_the_loop_working_directory(run_dir: Path, monkeypatch) -> None:
+    # `make demo` runs the loop with out_dir=outputs/demo: loop.json then holds run_dir "outputs/demo"
+    # and paths like "outputs/demo/bc/eval_real/results.json", relative to where the loop ran
+    loop = json.loads((run_dir / "loop.json").read_text())
+    loop["run_dir"] = "outputs/demo"
+    loop["phases"][0]["real"] = "outputs/demo/eval/bc_real/results.json"
+    loop["phases"][0]["imagined"] = "outputs/demo/eval/bc_imagined/results.json"
+    (run_dir / "loop.json").write_text(json.dumps(loop))
+    monkeypatch.chdir(run_dir.parent)  # the run folder is not outputs/demo from here: re-rooted, not joined
+    md = write_report(run_dir)[0].read_text()
+    assert _row(md, "| BC |")[1:3] == [_cell(15, 20), _cell(9, 20)]
+
+
 def test_plots_and_links_are_relative_and_survive_a_move(run_dir: Path, tmp_path: Path) -> None:
     md = write_report(run_dir)[0].read_text()
     for name in ("real_success.png", "psnr_vs_horizon.png", "learning_curves.png"):
