@@ -230,7 +230,8 @@ def _signal(im: dict | None, re: dict | None) -> tuple[str, float]:
     if sep is None:
         return "–", float("nan")
     if np.isnan(sep.auc_within_task):
-        return f"– (no task has both outcomes; AUC {sep.auc:.2f})" if not np.isnan(sep.auc) else "– (one outcome only)", float("nan")
+        why = "one outcome only" if np.isnan(sep.auc) else f"no task has both outcomes; AUC {sep.auc:.2f}"
+        return f"– ({why})", float("nan")
     return f"{sep.auc_within_task:.2f} (AUC {sep.auc:.2f})", sep.auc_within_task
 
 

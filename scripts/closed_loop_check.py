@@ -61,7 +61,8 @@ def _check(cfg: CheckConfig) -> list[str]:
         if not Path(cfg.branch_data).is_dir():
             raise SystemExit(f"branch_data: {cfg.branch_data} is not a dataset folder")
         if cfg.real_results:
-            raise SystemExit("real_results: not used with branch_data (outcomes come from the recorded episodes); give one")
+            raise SystemExit("real_results: not used with branch_data (its recorded episodes carry their outcomes); "
+                             "give one of the two")
         if cfg.lead_steps < 0:
             raise SystemExit(f"lead_steps: expected an integer >= 0, got {cfg.lead_steps}")
     elif len(cfg.real_results) != len(cfg.policies):
