@@ -39,12 +39,11 @@ from tqdm.auto import tqdm
 from envs import libero_suites
 from envs.dataset import EpisodeDataset
 from imagination.calibrate import ThresholdChoice, pick_threshold
-from imagination.env import ImaginationConfig, ImaginationVectorEnv, load_start_episodes
+from imagination.env import ImaginationConfig, ImaginationVectorEnv, load_or_fit_proprio, load_start_episodes
 from imagination.evaluate import EvalConfig, evaluate
 from imagination.keyframes import Keyframe, KeyframeConfig
 from policies.base import Policy
 from world_models.model import WorldModel
-from world_models.proprio import ProprioConfig, ProprioModel, fit_proprio
 
 
 @dataclass
@@ -124,11 +123,7 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
     torch.set_num_threads(cfg.num_threads)
     wm = WorldModel.load(cfg.world_model, map_location=cfg.device)
     episodes = load_start_episodes(data_dir, list(wm.cfg.views))
-    if cfg.proprio:
-        proprio = ProprioModel.load(cfg.proprio)
-    else:
-        proprio, _ = fit_proprio([e.state for e in episodes], [e.action for e in episodes],
-                                 ProprioConfig(chunk_len=wm.chunk_len))
+    proprio = load_or_fit_proprio(cfg.proprio, episodes, wm.chunk_len)
     policy = Policy.load(policy_path, map_location=cfg.device)
     horizon = cfg.max_steps or libero_suites.suite_info(mine[0]["suite"]).max_steps
     starts = [Keyframe(int(m["episode_index"]), decisive_step(episodes[int(m["episode_index"])].action, lead_steps))
@@ -138,7 +133,7 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
         max_steps=horizon, success_threshold=math.inf, keyframes=KeyframeConfig(mode="start"), device=cfg.device))
     best = np.zeros(len(starts))
     batches = range(0, len(starts), n)
-    with torch.no_grad():  # (fit_proprio above needs grad)
+    with torch.no_grad():  # (fitting the proprio model above needs grad)
         for b in tqdm(batches, desc="branches", disable=not progress):
             kfs = starts[b:b + n]
             real = len(kfs)

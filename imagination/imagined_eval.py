@@ -14,11 +14,10 @@ import numpy as np
 
 from envs import libero_suites
 from envs.dataset import EpisodeDataset
-from imagination.env import ImaginationConfig, ImaginationVectorEnv, load_start_episodes
+from imagination.env import ImaginationConfig, ImaginationVectorEnv, load_or_fit_proprio, load_start_episodes
 from imagination.evaluate import EnvSpec, EvalConfig, Job
 from imagination.keyframes import Keyframe, KeyframeConfig
 from world_models.model import WorldModel
-from world_models.proprio import ProprioConfig, ProprioModel, fit_proprio
 
 
 class ImaginationEvalEnv:
@@ -37,11 +36,7 @@ class ImaginationEvalEnv:
             raise ValueError(f"action_steps: the world model steps chunks of {wm.chunk_len} actions, got {spec.chunk_len}")
         meta = EpisodeDataset(cfg.start_data, verify=False).meta
         episodes = load_start_episodes(cfg.start_data, list(wm.cfg.views))
-        if cfg.proprio:
-            proprio = ProprioModel.load(cfg.proprio)
-        else:
-            proprio, _ = fit_proprio([e.state for e in episodes], [e.action for e in episodes],
-                                     ProprioConfig(chunk_len=wm.chunk_len))
+        proprio = load_or_fit_proprio(cfg.proprio, episodes, wm.chunk_len)
         suites = {m["suite"] for m in meta}
         if len(suites) != 1:
             raise ValueError(f"start_data: expected episodes of one LIBERO suite, got {sorted(suites)}")
