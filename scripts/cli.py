@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Sequence, TypeVar
 
+import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -61,7 +62,7 @@ def load_config(cls: type[T], preset: str | None = None, overrides: Sequence[str
     """Merge `cls` defaults <- preset <- overrides into a validated `cls` instance."""
     cfg = OmegaConf.structured(cls)
     if preset:
-        cfg = OmegaConf.merge(cfg, OmegaConf.load(_preset_path(preset, group)))
+        cfg = OmegaConf.merge(cfg, _load_preset(cfg, _preset_path(preset, group)))
     bad = [o for o in overrides if "=" not in o]
     if bad:
         raise ValueError(f"overrides: expected key=value, got {bad}")
@@ -82,6 +83,26 @@ def _string_kept(cfg, override: str) -> str:
     if value.strip().lower() in _YAML_BOOLS and isinstance(OmegaConf.select(cfg, key, default=None), str):
         return f"{key}='{value.strip()}'"
     return override
+
+
+def _load_preset(schema, path: Path):
+    """The preset YAML at `path`, where `schema` holds a string, with the YAML 1.1 boolean words kept as
+    written (`mixed_precision: no`, `uncertainty: off`): the rule `_string_kept` applies to overrides."""
+    data = OmegaConf.to_container(OmegaConf.load(path))
+    words = yaml.load(path.read_text(), Loader=yaml.BaseLoader)  # every scalar as the word written
+    return OmegaConf.create(_words_kept(schema, data, words) if isinstance(data, dict) else data)
+
+
+def _words_kept(schema, data: dict, words: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and isinstance(words.get(key), dict):
+            value = _words_kept(schema, value, words[key], path + ".")
+        elif isinstance(value, bool) and isinstance(OmegaConf.select(schema, path, default=None), str):
+            value = words[key]
+        out[key] = value
+    return out
 
 
 # `key:value` right after `{` or `,` in a flow mapping; not `http://`-like values

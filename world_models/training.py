@@ -193,8 +193,8 @@ class Trainer:
         if cfg.num_threads > 0:
             torch.set_num_threads(cfg.num_threads)
         if accelerator is None and cfg.mixed_precision not in MIXED_PRECISION:
-            # YAML 1.1 reads a bare `no` as false: `mixed_precision: no` in a preset arrives as "False"
-            # (command-line overrides keep the word: scripts.cli)
+            # YAML 1.1 reads a bare `no` as false; scripts.cli keeps the word in presets and overrides,
+            # a YAML read elsewhere (one's own OmegaConf.load) still turns it into "False"
             hint = " (YAML reads a bare no as false: quote it, mixed_precision: 'no')" \
                 if str(cfg.mixed_precision).lower() == "false" else ""
             raise ValueError(f"mixed_precision: expected one of {list(MIXED_PRECISION)}, got {cfg.mixed_precision!r}{hint}")

@@ -47,3 +47,21 @@ def test_yaml_boolean_words_stay_strings_in_string_fields():
     assert load_config(_Cfg, overrides=["name=no"]).name == "no"
     assert load_config(_Cfg, overrides=["name=Off"]).name == "Off"
     assert load_config(_Cfg, overrides=["name=nothing"]).name == "nothing"
+
+
+
+def test_yaml_boolean_words_stay_strings_in_string_fields_of_presets(tmp_path):
+    @dataclass
+    class Inner:
+        mode: str = "report"
+        enabled: bool = False
+
+    @dataclass
+    class Outer:
+        precision: str = "fp16"
+        inner: Inner = field(default_factory=Inner)
+
+    preset = tmp_path / "p.yaml"
+    preset.write_text("precision: no\ninner:\n  mode: Off\n  enabled: yes\n")
+    cfg = load_config(Outer, str(preset))
+    assert (cfg.precision, cfg.inner.mode, cfg.inner.enabled) == ("no", "Off", True)  # a bool field still reads yes
