@@ -67,7 +67,8 @@ def _evaluate_phase(cfg: LoopConfig, state: LoopState, name: str, label: str, po
                     record_round: int | None, rl_dir: str | None) -> dict:
     """Real evaluation (recorded into the dataset when record_round is set) and imagined evaluation."""
     run, data = Path(cfg.out_dir), str(Path(cfg.out_dir) / "data")
-    real_cfg = replace(cfg.eval, checkpoint=policy_path, out_dir=str(run / name / "eval_real"))
+    real_path = run / name / "eval_real" / "results.json"
+    real_cfg = replace(cfg.eval, checkpoint=policy_path, out_dir=str(real_path.parent))
 
     def real() -> dict:
         if record_round is None:
@@ -85,14 +86,13 @@ def _evaluate_phase(cfg: LoopConfig, state: LoopState, name: str, label: str, po
                          proprio=str(proprio) if proprio.exists() else "", out_dir=str(run / name / "eval_imagined"))
         state.stage(f"{name}_eval_imagined", lambda: {"success_rate": evaluate(im_cfg)["overall"]["success_rate"]})
         imagined_path = str(run / name / "eval_imagined" / "results.json")
-        sep = paired_separation(json.loads(Path(real_cfg.out_dir, "results.json").read_text()),
-                                json.loads(Path(imagined_path).read_text()))
+        sep = paired_separation(json.loads(real_path.read_text()), json.loads(Path(imagined_path).read_text()))
         if sep is not None:  # the figure that says whether RL on this model can help (docs/loop.md)
             figure = ("not measurable (no task has both real outcomes)" if math.isnan(sep.auc_within_task)
                       else f"AUC within task {sep.auc_within_task:.2f} (0.5 = imagination does not tell real "
                            "successes from failures)")
             print(f"[loop] {name}: reward signal on the real jobs: {figure}")
-    phase = {"name": name, "label": label, "policy": policy_path, "real": str(run / name / "eval_real" / "results.json"),
+    phase = {"name": name, "label": label, "policy": policy_path, "real": str(real_path),
              "imagined": imagined_path, "rl": rl_dir, "world_model": wm_path}
     state.upsert("phases", phase)
     return real_result
