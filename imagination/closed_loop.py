@@ -130,7 +130,8 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
               for m in mine]
     n = min(cfg.num_envs, len(starts))
     venv = ImaginationVectorEnv(wm, proprio, episodes, n, ImaginationConfig(
-        max_steps=horizon, success_threshold=math.inf, keyframes=KeyframeConfig(mode="start"), device=cfg.device))
+        max_steps=horizon, success_threshold=math.inf, keyframes=KeyframeConfig(mode="start"),
+        policy_views=list(getattr(policy.config, "views", [])), device=cfg.device))
     best = np.zeros(len(starts))
     batches = range(0, len(starts), n)
     with torch.no_grad():  # (fitting the proprio model above needs grad)

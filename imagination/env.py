@@ -1,7 +1,7 @@
 """`ImaginationVectorEnv`: a Gymnasium `VectorEnv` whose dynamics are a learned world model.
 
-Same observation and action spaces as the real LIBERO env with the world model's views (built by
-`envs.spaces`), so a policy cannot tell which one it runs in:
+Same observation and action spaces as the real LIBERO env with the world model's views, or the subset
+`policy_views` the policy reads (built by `envs.spaces`), so a policy cannot tell which one it runs in:
 
     obs["image"] uint8 [B, V, H, W, 3], obs["state"] float32 [B, 8], obs["instruction"] B strings
     action float32 [B, K, 7] chunk in [-1, 1]
@@ -43,6 +43,10 @@ class ImaginationConfig:
     uncertainty: str = "off"  # off | report | truncate | penalize
     uncertainty_threshold: float = 0.08
     uncertainty_penalty: float = 0.5
+    # The views obs["image"] shows the policy, a subset of the world model's (empty = all of them). Why: a
+    # model can imagine a view the policy does not read (the wrist camera, where a grasp that misses by
+    # 2 cm is plain to see) so that its success head judges from both, while the policy stays as trained.
+    policy_views: list[str] = field(default_factory=list)
     device: str = "cpu"
 
 
@@ -108,12 +112,18 @@ class ImaginationVectorEnv(VectorEnv):
                 f"episodes: frames {episodes[0].frames.shape[1:]} do not match the world model "
                 f"({len(world_model.cfg.views)} views {world_model.cfg.views}, {d.image_size} px)"
             )
+        wm_views = list(world_model.cfg.views)
+        shown = list(cfg.policy_views) or wm_views
+        if any(v not in wm_views for v in shown) or len(set(shown)) != len(shown):
+            raise ValueError(f"policy_views: the policy reads views {list(cfg.policy_views)} but the world model imagines "
+                             f"{wm_views}: expected distinct views among those (train the policy on them)")
+        self._pick = [wm_views.index(v) for v in shown]  # indices into the world model's views
         self.episodes = episodes
         # only starts that leave something to do before the horizon (real episodes may run past it)
         self.keyframes = KeyframeSampler([e.action[: cfg.max_steps] for e in episodes], cfg.keyframes)
         self.num_envs = num_envs
         self.K, self.C, self.V = world_model.chunk_len, world_model.context_frames, V
-        self.single_observation_space = observation_space(V, H, W, episodes[0].state.shape[1])
+        self.single_observation_space = observation_space(len(self._pick), H, W, episodes[0].state.shape[1])
         self.single_action_space = action_space(self.K)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
@@ -133,7 +143,7 @@ class ImaginationVectorEnv(VectorEnv):
 
     # ------------------------------------------------------------------------------------------
     def _obs(self) -> dict:
-        return {"image": self._image.copy(), "state": self._state.cpu().numpy().astype(np.float32),
+        return {"image": self._image[:, self._pick], "state": self._state.cpu().numpy().astype(np.float32),
                 "instruction": tuple(self._instruction)}
 
     def _start_envs(self, mask: np.ndarray, keyframes=None) -> None:

@@ -18,7 +18,7 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -96,8 +96,9 @@ def start_indices(cfg: ImagineRLConfig, source: str | None = None) -> list[int]:
             and (source is None or m["source"] == source)]
 
 
-def load_rl_env(cfg: ImagineRLConfig, out_dir: Path) -> ImaginationVectorEnv:
-    """The imagination env of the run: world model, proprio model, start episodes filtered by task/source."""
+def load_rl_env(cfg: ImagineRLConfig, out_dir: Path, policy: Policy | None = None) -> ImaginationVectorEnv:
+    """The imagination env of the run: world model, proprio model, start episodes filtered by task/source.
+    With `policy`, checked against the world model, obs show only the views it reads."""
     for name in ("world_model", "start_data"):
         if not Path(getattr(cfg, name)).exists():
             raise FileNotFoundError(f"{name}: {getattr(cfg, name)!r} does not exist")
@@ -116,16 +117,12 @@ def load_rl_env(cfg: ImagineRLConfig, out_dir: Path) -> ImaginationVectorEnv:
         proprio, _ = fit_proprio([e.state for e in all_eps], [e.action for e in all_eps],
                                  ProprioConfig(chunk_len=wm.chunk_len))
         proprio.save(proprio_path)
-    return ImaginationVectorEnv(wm, proprio, episodes, cfg.num_groups * cfg.group_size, cfg.imagination)
-
-
-def _check_policy(policy: Policy, env: ImaginationVectorEnv) -> None:
-    views = list(getattr(policy.config, "views", []))
-    if views and views != list(env.wm.cfg.views):
-        raise ValueError(f"policy: reads views {views} but the world model imagines {env.wm.cfg.views}; "
-                         "train the policy on the world model's views (e.g. policy.views=[agentview])")
-    if policy.chunk_len != env.K:
-        raise ValueError(f"policy: chunk_len {policy.chunk_len} differs from the world model's chunk_len {env.K}")
+    icfg = cfg.imagination
+    if policy is not None:
+        if policy.chunk_len != wm.chunk_len:
+            raise ValueError(f"policy: chunk_len {policy.chunk_len} differs from the world model's chunk_len {wm.chunk_len}")
+        icfg = replace(icfg, policy_views=list(getattr(policy.config, "views", [])))
+    return ImaginationVectorEnv(wm, proprio, episodes, cfg.num_groups * cfg.group_size, icfg)
 
 
 def _save_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimizer, iteration: int,
@@ -169,8 +166,7 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     if not Path(cfg.policy).is_file():
         raise FileNotFoundError(f"policy: {cfg.policy!r} is not a file (a Policy.save checkpoint, e.g. from train_bc.py)")
     policy = Policy.load(cfg.policy, map_location=cfg.device)
-    env = load_rl_env(cfg, out)
-    _check_policy(policy, env)
+    env = load_rl_env(cfg, out, policy)
     if not math.isnan(cfg.init_log_std) and hasattr(policy, "log_std"):
         # the spread the demonstrations show: expert episodes only (the perturbed ones add noise on purpose)
         expert = set(start_indices(cfg, "expert"))

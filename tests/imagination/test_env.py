@@ -150,3 +150,34 @@ def test_masked_reset_keeps_other_envs(models):
     np.testing.assert_array_equal(obs2["image"][0], obs["image"][0])  # env 0 untouched
     np.testing.assert_array_equal(obs2["image"][1], eps[2].frames[5])
     assert list(info["t"]) == [7, 5]
+
+
+def test_policy_views_show_a_subset_of_the_imagined_views(models):
+    """A two-view model (agentview + wrist) shown to a policy that reads agentview only: obs carry that
+    view alone, and they still come from the imagined frames after a step."""
+    _, prop = models
+    torch.manual_seed(0)
+    d = DenoiserConfig(image_size=H, channels=6, context_frames=2, chunk_len=4, block_out_channels=[8, 16], norm_num_groups=4)
+    wm2 = WorldModel(WorldModelConfig(views=["agentview", "wrist"], denoiser=d))
+    rng = np.random.default_rng(1)
+    eps = [StartEpisode(rng.integers(0, 255, (30, 2, H, H, 3), dtype=np.uint8), e.state, e.action, e.instruction, e.task_id)
+           for e in _episodes()]
+    full = ImaginationVectorEnv(wm2, prop, eps, num_envs=2, config=ImaginationConfig(max_steps=20))
+    shown = ImaginationVectorEnv(wm2, prop, eps, num_envs=2, config=ImaginationConfig(max_steps=20, policy_views=["wrist"]))
+    assert shown.single_observation_space["image"].shape == (1, H, H, 3)
+    assert full.single_observation_space["image"].shape == (2, H, H, 3)
+    kf = {"keyframes": [Keyframe(0, 5), Keyframe(2, 9)]}
+    obs_full, _ = full.reset(seed=3, options=kf)
+    obs, _ = shown.reset(seed=3, options=kf)
+    real_wrist = np.stack([eps[0].frames[5, 1], eps[2].frames[9, 1]])  # [2, H, W, 3]
+    np.testing.assert_array_equal(obs["image"][:, 0], real_wrist)
+    actions = np.zeros((2, 4, 7), np.float32)
+    obs_full, *_ = full.step(actions)
+    obs, *_ = shown.step(actions)
+    np.testing.assert_array_equal(obs["image"][:, 0], obs_full["image"][:, 1])  # same seed, same imagined wrist view
+    assert not np.array_equal(obs["image"][:, 0], real_wrist)
+    assert shown.observation_space.contains(obs)
+    with pytest.raises(ValueError, match="policy_views: the policy reads views"):
+        ImaginationVectorEnv(wm2, prop, eps, config=ImaginationConfig(policy_views=["eye_in_hand"]))
+    with pytest.raises(ValueError, match="policy_views"):
+        ImaginationVectorEnv(wm2, prop, eps, config=ImaginationConfig(policy_views=["wrist", "wrist"]))
