@@ -9,7 +9,9 @@ Conventions fixed here, and nowhere else:
   * images are flipped vertically once (robosuite renders OpenGL-style, bottom row first);
   * every episode starts from one of the suite's official init states, followed by the standard
     10 "settle" steps with the gripper open (objects drop onto the table), not counted in the horizon;
-  * success comes from the simulator (`check_success`), reward is 1.0 on the chunk that succeeds.
+  * success comes from the simulator (`check_success`), reward is 1.0 on the chunk that succeeds;
+  * info carries `object_lift_m` and `target_distance_m` of the goal's object (`envs.outcome`), so an
+    evaluation can tell a missed grasp from a dropped or misplaced object.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import gymnasium as gym
 import numpy as np
 
 from envs import libero_suites
+from envs.outcome import ObjectTracker
 from envs.spaces import ACTION_DIM, STATE_DIM, action_space, check_action_chunk, observation_space
 
 # Our view names -> robosuite camera names.
@@ -99,6 +102,7 @@ class LiberoEnv(gym.Env):
         self._last_obs: dict | None = None
         # Per-env reset options set by a vector env through `set_attr` (one dict per worker).
         self.next_reset_options: dict | None = None
+        self.tracker = ObjectTracker()  # the goal's object: how high it rose, how far from its target it ended
         self._load_task(cfg.task_id)
 
     # ----------------------------------------------------------------------------------------------
@@ -181,8 +185,9 @@ class LiberoEnv(gym.Env):
             reset_seed=int(self.np_random.integers(2**31)),
         )
         self.raw_obs = raw_obs
+        self.tracker.reset(self._raw, raw_obs)
         self._t, self._done = 0, False
-        info = {"task_id": self.task_id, "init_state_id": self.init_state_id, "success": False}
+        info = {"task_id": self.task_id, "init_state_id": self.init_state_id, "success": False, **self.tracker.info()}
         return self._obs(raw_obs), info
 
     def step(self, action: np.ndarray):
@@ -204,6 +209,7 @@ class LiberoEnv(gym.Env):
             executed += 1
             LiberoEnv.process_steps += 1
             success = bool(self._raw.check_success())
+            self.tracker.update(raw_obs)
             if self.cfg.chunk_info:
                 chunk_obs.append(self._obs(raw_obs))
             if (success and self.cfg.terminate_on_success) or self._t >= self.max_steps:
@@ -212,7 +218,7 @@ class LiberoEnv(gym.Env):
         terminated = success and self.cfg.terminate_on_success
         truncated = (not terminated) and self._t >= self.max_steps
         self._done = terminated or truncated
-        info = {"success": success, "steps": executed, "t": self._t, "task_id": self.task_id}
+        info = {"success": success, "steps": executed, "t": self._t, "task_id": self.task_id, **self.tracker.info()}
         if self.cfg.chunk_info:
             info["chunk_obs"] = chunk_obs
         return self._obs(raw_obs), float(success), terminated, truncated, info

@@ -10,6 +10,7 @@ episodes finish.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -26,6 +27,7 @@ from gymnasium.vector import AutoresetMode
 from envs import libero_suites
 from envs.dataset import encode_video
 from envs.libero_env import LiberoEnvConfig
+from envs.outcome import failure_counts, outcome
 from envs.vector_env import LiberoVectorEnv
 from policies.base import Policy, RandomPolicy, RandomPolicyConfig
 
@@ -141,7 +143,7 @@ class LiberoEvalEnv:
 
     def step(self, actions: np.ndarray):
         obs, reward, terminated, truncated, info = self.venv.step(actions)
-        out = {"t": np.asarray(info["t"])}
+        out = {"t": np.asarray(info["t"]), "object_lift_m": np.asarray(info["object_lift_m"], np.float64)}
         if self.record:
             out["frames"] = [np.stack([o["image"] for o in chunk]) for chunk in info["chunk_obs"]]
             out["states"] = [np.stack([o["state"] for o in chunk]) for chunk in info["chunk_obs"]]
@@ -239,6 +241,10 @@ def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig,
                                       "seconds": round(time.time() - t_start[i], 2)}
                 if "success_prob" in info:
                     records[job.index]["max_success_prob"] = round(float(best_prob[i]), 4)
+                if "object_lift_m" in info:  # real envs: how the episode ended (envs.outcome)
+                    lift = float(info["object_lift_m"][i])
+                    records[job.index]["object_lift_m"] = None if math.isnan(lift) else round(lift, 4)
+                    records[job.index]["outcome"] = outcome(bool(terminated[i]), lift)
                 bar.update(1)
                 bar.set_postfix(success=f"{sum(r['success'] for r in records.values())}/{len(records)}")
             nxt = _next_job(pending, job.task_id)
@@ -270,12 +276,15 @@ def _write_video(folder: Path, record: dict, images: np.ndarray) -> Path:
 
 
 def summarize(records: list[dict], instructions: dict[int, str]) -> dict:
-    """Success per task and overall, with 95% Wilson intervals."""
+    """Success per task and overall, with 95% Wilson intervals (and failure outcomes, real envs)."""
     def block(rs: list[dict]) -> dict:
         s, n = sum(r["success"] for r in rs), len(rs)
         lo, hi = wilson_interval(s, n)
-        return {"successes": s, "episodes": n, "success_rate": s / n if n else 0.0, "ci95": [lo, hi],
-                "mean_steps": float(np.mean([r["steps"] for r in rs])) if rs else 0.0}
+        out = {"successes": s, "episodes": n, "success_rate": s / n if n else 0.0, "ci95": [lo, hi],
+               "mean_steps": float(np.mean([r["steps"] for r in rs])) if rs else 0.0}
+        if any("outcome" in r for r in rs):
+            out["failures"] = failure_counts(rs)
+        return out
 
     tasks = sorted({r["task_id"] for r in records})
     per_task = {str(t): {"instruction": instructions[t], **block([r for r in records if r["task_id"] == t])} for t in tasks}

@@ -22,6 +22,7 @@ from urllib.parse import quote
 import numpy as np
 from matplotlib.figure import Figure
 
+from envs.outcome import OUTCOMES
 from imagination.closed_loop import paired_separation
 
 NOT_RUN = "not run"
@@ -203,6 +204,14 @@ def _real(run: _Run, phases: list[dict], real: dict[str, dict | None]) -> list[s
     done = [p for p in phases if real[p["name"]]]
     if not done:
         return out
+    failed = [(p["label"], real[p["name"]]["overall"]) for p in done if "failures" in real[p["name"]]["overall"]]
+    if failed:  # how the real failures happened, from the simulator's objects (envs.outcome)
+        kinds = [k for k in OUTCOMES[1:] if any(k in b["failures"] for _, b in failed)] or list(OUTCOMES[1:3])
+        out += ["How the real episodes failed (the goal's object never lifted: a missed grasp; lifted, not "
+                "placed: dropped or put down off target):", ""]
+        out += _table(["policy", "failures"] + list(kinds), [[label, str(b["episodes"] - b["successes"])]
+                                                              + [str(b["failures"].get(k, 0)) for k in kinds]
+                                                              for label, b in failed])
     fig = Figure(figsize=(11, 3.8))
     ax0, ax1 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, max(2, len(tasks))]})
     for k, p in enumerate(done):

@@ -63,6 +63,8 @@ def main(cfg: EvalConfig) -> dict:
     for task, row in result["per_task"].items():
         print(f"  task {task:>2}: {row['successes']}/{row['episodes']}  CI [{row['ci95'][0]:.2f}, {row['ci95'][1]:.2f}]"
               f"  mean steps {row['mean_steps']:.0f}  {row['instruction']}")
+    if o.get("failures"):
+        print("  failures: " + ", ".join(f"{k} {n}" for k, n in o["failures"].items()))
     print(f"  {t['seconds']:.0f} s, {t['env_steps_per_second']:.1f} env steps/s, {t['episodes_per_minute']:.1f} episodes/min")
     print(f"  results: {Path(cfg.out_dir) / 'results.json'}")
     if record_to:

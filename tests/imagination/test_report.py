@@ -27,7 +27,8 @@ def _video(path: Path) -> None:
 def _results(path: Path, successes: dict[int, int], episodes: int = 10, video_prefix: str = "", prob=None) -> None:
     """results.json as evaluate() writes it; the first two episodes get videos under path's folder,
     recorded as `video_prefix/videos/<name>` (the evaluating process's own path for them).
-    prob(task, j): the episode's max_success_prob, as imagined evaluations record it."""
+    prob(task, j): the episode's max_success_prob, as imagined evaluations record it; without it (a
+    real evaluation) every episode has an outcome, failures alternating never lifted / lifted, not placed."""
     records = []
     for task, s in successes.items():
         for j in range(episodes):
@@ -35,6 +36,8 @@ def _results(path: Path, successes: dict[int, int], episodes: int = 10, video_pr
                             "success": j < s, "steps": 50 + j, "seconds": 1.0})
             if prob is not None:
                 records[-1]["max_success_prob"] = round(prob(task, j), 4)
+            else:
+                records[-1]["outcome"] = "success" if j < s else ("never lifted" if j % 2 == 0 else "lifted, not placed")
     for r in records[:2]:
         name = f"ep{r['index']:03d}_task{r['task_id']}_init{r['init_state_id']}.mp4"
         _video(path.parent / "videos" / name)
@@ -135,11 +138,15 @@ def test_success_tables_and_guard(run_dir: Path) -> None:
     assert "\\|" in _row(md, "| 1:")[0]  # a '|' in an instruction does not split the row
     assert _row(md, "| **all**")[1:] == [_cell(9, 20), _cell(14, 20), "not run"]
     # reward signal: task 0 ranks all 24 pairs right, task 1's 21 pairs tie: (24 + 10.5) / 45; pooled 81 / 99
-    assert _row(md, "| BC |") == ["BC", _cell(15, 20), _cell(9, 20), "+30 pts", "0.77 (AUC 0.82)"]
-    assert _row(md, "| after imagined RL |")[4] == "0.50 (AUC 0.50)"
+    assert _row(md, f"| BC | {_cell(15, 20)}") == ["BC", _cell(15, 20), _cell(9, 20), "+30 pts", "0.77 (AUC 0.82)"]
+    assert _row(md, f"| after imagined RL | {_cell(20, 20)}")[4] == "0.50 (AUC 0.50)"
     warning = next(line for line in md.splitlines() if "little closed-loop signal" in line)
     assert "after imagined RL (0.50)" in warning and "BC" not in warning
     assert _row(md, "| after loop round 1 |")[1:3] == ["not run", "not run"]
+    # failures by outcome: BC task 0 j=6..9, task 1 j=3..9; RL task 0 j=9, task 1 j=5..9 (even j never lifted)
+    assert _row(md, "| policy | failures |") == ["policy", "failures", "never lifted", "lifted, not placed"]
+    assert _row(md, "| BC | 11 |") == ["BC", "11", "5", "6"]
+    assert _row(md, "| after imagined RL | 6 |") == ["after imagined RL", "6", "2", "4"]
     assert md.count("Exploitation warning") == 1
     assert "imagined success exceeds real by 30 points" in md and "weighted failures up by 3×" in md
     assert "Exploitation guard (round 2, after loop round 1): gap 10 points is within the margin" in md
@@ -163,7 +170,7 @@ def test_paths_relative_to_the_loop_working_directory(run_dir: Path, monkeypatch
     (run_dir / "loop.json").write_text(json.dumps(loop))
     monkeypatch.chdir(run_dir.parent)  # the run folder is not outputs/demo from here: re-rooted, not joined
     md = write_report(run_dir)[0].read_text()
-    assert _row(md, "| BC |")[1:3] == [_cell(15, 20), _cell(9, 20)]
+    assert _row(md, f"| BC | {_cell(15, 20)}")[1:3] == [_cell(15, 20), _cell(9, 20)]
 
 
 def test_plots_and_links_are_relative_and_survive_a_move(run_dir: Path, tmp_path: Path) -> None:
@@ -182,7 +189,7 @@ def test_plots_and_links_are_relative_and_survive_a_move(run_dir: Path, tmp_path
         assert (Path(moved) / link).is_file(), link
     # loop.json's absolute paths still name the old folder: they are re-rooted in the moved one
     md = write_report(moved)[0].read_text()
-    assert _row(md, "| BC |")[1] == _cell(15, 20) and "imagined00" in md
+    assert _row(md, f"| BC | {_cell(15, 20)}")[2] == _cell(9, 20) and "imagined00" in md
 
 
 def test_missing_pieces_say_not_run(tmp_path: Path) -> None:
@@ -204,7 +211,7 @@ def test_missing_pieces_say_not_run(tmp_path: Path) -> None:
 def test_unreadable_results_are_noted(run_dir: Path) -> None:
     (run_dir / "eval" / "bc_imagined" / "results.json").write_text('{"overall": {"successes": 1}}')
     md = write_report(run_dir)[0].read_text()
-    assert _row(md, "| BC |")[1] == "not run" and "`results.json` could not be read" in md
+    assert _row(md, "| BC | not run")[2] == _cell(9, 20) and "`results.json` could not be read" in md
 
 
 @pytest.mark.parametrize("content, match", [(None, "no loop.json"), ("{oops", "not valid JSON"),

@@ -1,0 +1,87 @@
+"""Why a real pick-and-place episode failed, read from the simulator: did the object ever leave the table?
+
+A success rate says how often; a researcher deciding what to fix (the grasp, the carry, the placement)
+needs to know how the failures happened. For LIBERO tasks whose goal is one `(On A B)` or `(In A B)`
+predicate (LIBERO-Spatial, -Object and most of -10), the env tracks A during the episode:
+
+    object_lift_m       the highest A rose above its height at the start (metres)
+    target_distance_m   horizontal distance from A to B's body at the end (metres)
+
+and an episode's outcome is one of
+
+    success             the task's goal predicate holds
+    never lifted        A never rose LIFT_M: the grasp missed (or never happened)
+    lifted, not placed  A rose, but the goal does not hold: dropped on the way, or put down off target
+
+Other goals (open a drawer, turn on the stove) have no such object: both figures are nan and the
+outcome is "failure". Privileged simulator state, so real envs only: imagination has no objects.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+LIFT_M = 0.03  # a bowl rocked by a missed grasp moves ~1 cm; a carried one rises 8+ cm
+OUTCOMES = ("success", "never lifted", "lifted, not placed", "failure")
+
+
+def pick_place_objects(raw_env, raw_obs: dict) -> tuple[str, str] | None:
+    """(moved object, target) of a task whose goal is a single on/in predicate, or None."""
+    goal = raw_env.env.parsed_problem["goal_state"]
+    if len(goal) != 1 or len(goal[0]) != 3 or goal[0][0].lower() not in ("on", "in"):
+        return None
+    obj, region = goal[0][1], goal[0][2]
+    # An "in" goal names a region of the target ("basket_1_contain_region"): its body is the object of
+    # interest the region belongs to.
+    targets = [region] + [o for o in raw_env.obj_of_interest if region.startswith(o)]
+    target = next((t for t in targets if f"{t}_pos" in raw_obs and t != obj), None)
+    if f"{obj}_pos" not in raw_obs or target is None:
+        return None
+    return obj, target
+
+
+class ObjectTracker:
+    """Follows the goal's object through one episode: `reset` at the start, `update` after every step."""
+
+    def __init__(self) -> None:
+        self.objects: tuple[str, str] | None = None
+        self._z0 = 0.0
+        self.lift = math.nan
+        self.distance = math.nan
+
+    def reset(self, raw_env, raw_obs: dict) -> None:
+        self.objects = pick_place_objects(raw_env, raw_obs)
+        self.lift = self.distance = math.nan
+        if self.objects is not None:
+            self._z0 = float(raw_obs[f"{self.objects[0]}_pos"][2])
+            self.lift = 0.0
+            self.update(raw_obs)
+
+    def update(self, raw_obs: dict) -> None:
+        if self.objects is None:
+            return
+        obj, target = (np.asarray(raw_obs[f"{o}_pos"], np.float64) for o in self.objects)
+        self.lift = max(self.lift, float(obj[2]) - self._z0)
+        self.distance = float(np.linalg.norm(obj[:2] - target[:2]))
+
+    def info(self) -> dict[str, float]:
+        return {"object_lift_m": self.lift, "target_distance_m": self.distance}
+
+
+def outcome(success: bool, object_lift_m: float) -> str:
+    """One of OUTCOMES for an ended episode (object_lift_m nan: the task has no pick-and-place object)."""
+    if success:
+        return "success"
+    if math.isnan(object_lift_m):
+        return "failure"
+    return "lifted, not placed" if object_lift_m >= LIFT_M else "never lifted"
+
+
+def failure_counts(records: list[dict]) -> dict[str, int]:
+    """How many failed records (with an "outcome") fall in each failure category; {} when none has one."""
+    failed = [r["outcome"] for r in records if "outcome" in r and r["outcome"] != "success"]
+    return {k: failed.count(k) for k in OUTCOMES[1:] if k in failed}
+
+
+__all__ = ["LIFT_M", "OUTCOMES", "ObjectTracker", "failure_counts", "outcome", "pick_place_objects"]
