@@ -10,8 +10,8 @@ Conventions fixed here, and nowhere else:
   * every episode starts from one of the suite's official init states, followed by the standard
     10 "settle" steps with the gripper open (objects drop onto the table), not counted in the horizon;
   * success comes from the simulator (`check_success`), reward is 1.0 on the chunk that succeeds;
-  * info carries `object_lift_m` and `target_distance_m` of the goal's object (`envs.outcome`), so an
-    evaluation can tell a missed grasp from a dropped or misplaced object.
+  * info carries `object_lift_m`, `target_distance_m` and `grasp_distance_m` of the goal's object
+    (`envs.outcome`), so an evaluation can tell a missed grasp from a dropped or misplaced object.
 """
 from __future__ import annotations
 
@@ -209,7 +209,7 @@ class LiberoEnv(gym.Env):
             executed += 1
             LiberoEnv.process_steps += 1
             success = bool(self._raw.check_success())
-            self.tracker.update(raw_obs)
+            self.tracker.update(raw_obs, a)
             if self.cfg.chunk_info:
                 chunk_obs.append(self._obs(raw_obs))
             if (success and self.cfg.terminate_on_success) or self._t >= self.max_steps:

@@ -6,6 +6,8 @@ predicate (LIBERO-Spatial, -Object and most of -10), the env tracks A during the
 
     object_lift_m       the highest A rose above its height at the start (metres)
     target_distance_m   horizontal distance from A to B's body at the end (metres)
+    grasp_distance_m    horizontal distance from the grip site to A's origin when the policy first
+                        commanded the gripper to close (nan before that): how far off the grasp was
 
 and an episode's outcome is one of
 
@@ -47,26 +49,28 @@ class ObjectTracker:
     def __init__(self) -> None:
         self.objects: tuple[str, str] | None = None
         self._z0 = 0.0
-        self.lift = math.nan
-        self.distance = math.nan
+        self.lift = self.distance = self.grasp = math.nan
 
     def reset(self, raw_env, raw_obs: dict) -> None:
         self.objects = pick_place_objects(raw_env, raw_obs)
-        self.lift = self.distance = math.nan
+        self.lift = self.distance = self.grasp = math.nan
         if self.objects is not None:
             self._z0 = float(raw_obs[f"{self.objects[0]}_pos"][2])
             self.lift = 0.0
             self.update(raw_obs)
 
-    def update(self, raw_obs: dict) -> None:
+    def update(self, raw_obs: dict, action: np.ndarray | None = None) -> None:
+        """After a step; `action` [7] is the one that led here (its last entry > 0 closes the gripper)."""
         if self.objects is None:
             return
         obj, target = (np.asarray(raw_obs[f"{o}_pos"], np.float64) for o in self.objects)
         self.lift = max(self.lift, float(obj[2]) - self._z0)
         self.distance = float(np.linalg.norm(obj[:2] - target[:2]))
+        if math.isnan(self.grasp) and action is not None and action[6] > 0:
+            self.grasp = float(np.linalg.norm(np.asarray(raw_obs["robot0_eef_pos"])[:2] - obj[:2]))
 
     def info(self) -> dict[str, float]:
-        return {"object_lift_m": self.lift, "target_distance_m": self.distance}
+        return {"object_lift_m": self.lift, "target_distance_m": self.distance, "grasp_distance_m": self.grasp}
 
 
 def outcome(success: bool, object_lift_m: float) -> str:

@@ -143,7 +143,8 @@ class LiberoEvalEnv:
 
     def step(self, actions: np.ndarray):
         obs, reward, terminated, truncated, info = self.venv.step(actions)
-        out = {"t": np.asarray(info["t"]), "object_lift_m": np.asarray(info["object_lift_m"], np.float64)}
+        out = {"t": np.asarray(info["t"]),
+               **{k: np.asarray(info[k], np.float64) for k in ("object_lift_m", "grasp_distance_m", "target_distance_m")}}
         if self.record:
             out["frames"] = [np.stack([o["image"] for o in chunk]) for chunk in info["chunk_obs"]]
             out["states"] = [np.stack([o["state"] for o in chunk]) for chunk in info["chunk_obs"]]
@@ -242,9 +243,10 @@ def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig,
                 if "success_prob" in info:
                     records[job.index]["max_success_prob"] = round(float(best_prob[i]), 4)
                 if "object_lift_m" in info:  # real envs: how the episode ended (envs.outcome)
-                    lift = float(info["object_lift_m"][i])
-                    records[job.index]["object_lift_m"] = None if math.isnan(lift) else round(lift, 4)
-                    records[job.index]["outcome"] = outcome(bool(terminated[i]), lift)
+                    for key in ("object_lift_m", "grasp_distance_m", "target_distance_m"):
+                        v = float(info[key][i])
+                        records[job.index][key] = None if math.isnan(v) else round(v, 4)
+                    records[job.index]["outcome"] = outcome(bool(terminated[i]), float(info["object_lift_m"][i]))
                 bar.update(1)
                 bar.set_postfix(success=f"{sum(r['success'] for r in records.values())}/{len(records)}")
             nxt = _next_job(pending, job.task_id)

@@ -50,6 +50,13 @@ def test_bowl_tracked_through_a_drop_and_onto_the_plate():
             *_, info = env.step(hold)
         assert info["object_lift_m"] > 0.08 and not info["success"]
         assert outcome(info["success"], info["object_lift_m"]) == "lifted, not placed"
+        assert math.isnan(info["grasp_distance_m"])  # the gripper was never told to close
+        close = hold.copy()
+        close[2:, 6] = 1.0  # the first close command records how far the fingers were from the bowl
+        *_, info = env.step(close)
+        eef, obj = env.raw_obs["robot0_eef_pos"], env.raw_obs[f"{bowl}_pos"]
+        assert info["grasp_distance_m"] == pytest.approx(np.linalg.norm(eef[:2] - obj[:2]), abs=0.005)
+        assert info["grasp_distance_m"] > 0.05  # the arm never moved towards it
         # dropped onto the plate from 5 cm: the goal holds, and the distance to the plate is small
         _move_bowl(env, bowl, np.array(env.raw_obs[f"{plate}_pos"]) + [0, 0, 0.05])
         success = False

@@ -176,6 +176,7 @@ def test_real_libero_masked_resets_follow_the_plan(tmp_path):
     assert result["timing"]["env_steps"] == 48 and result["per_task"]["1"]["ci95"][1] < 0.6
     # 16 random steps never pick the bowl up: every failure is "never lifted" (envs.outcome)
     assert [e["outcome"] for e in eps] == ["never lifted"] * 3 and all(e["object_lift_m"] < 0.03 for e in eps)
+    assert all(e["target_distance_m"] > 0.05 and "grasp_distance_m" in e for e in eps)
     assert result["per_task"]["1"]["failures"] == {"never lifted": 3} == result["overall"]["failures"]
     first = decode_video(Path(eps[2]["video"]))[0, ::2, ::2].astype(np.float32)  # undo the 2x
     env = LiberoEnv(LiberoEnvConfig(suite="libero_spatial", task_id=1, fast_render=True))
