@@ -3,8 +3,9 @@
 `RecordingEvalEnv` wraps `LiberoEvalEnv`: the simulator renders every view the dataset stores
 (agentview and wrist), the policy is shown only the views it reads, and every low-level step is
 buffered. When an episode ends, it is written to the dataset as source "policy", labelled with the
-simulator's success, the round and the policy, with a near-success flag for failures (see
-`near_success`). The same `imagination.evaluate.evaluate` loop drives it, so the recorded
+simulator's success, the round and the policy, with the simulator's outcome (`envs.outcome`: never
+lifted / lifted, not placed) and a near-success flag for failures: the goal's object was lifted but
+not placed, or, for tasks without such an object, the proprio rule of `near_success`. The same `imagination.evaluate.evaluate` loop drives it, so the recorded
 episodes *are* the evaluation episodes: one set of real rollouts gives both the success figures
 and the new training data.
 
@@ -15,6 +16,7 @@ recorded frame would show the success the head must learn.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from envs.dataset import Episode, EpisodeDataset, EpisodeWriter
+from envs.outcome import outcome
 from imagination.evaluate import EnvSpec, EvalConfig, Job, LiberoEvalEnv, evaluate
 from policies.base import Policy
 
@@ -89,12 +92,12 @@ class RecordingEvalEnv:
             buf["images"].extend(info["frames"][i])
             buf["states"].extend(info["states"][i])
             if terminated[i] or truncated[i]:
-                self._finish(i, bool(terminated[i]))
+                self._finish(i, bool(terminated[i]), float(info.get("object_lift_m", [math.nan] * len(actions))[i]))
         # videos show what the policy saw, like every other evaluation
         shown = {**info, "frames": [f[:, self._pick] for f in info["frames"]]}
         return self._policy_obs(obs), reward, terminated, truncated, shown
 
-    def _finish(self, i: int, success: bool) -> None:
+    def _finish(self, i: int, success: bool, object_lift_m: float) -> None:
         buf, self._buffers[i] = self._buffers[i], None
         job: Job = buf["job"]
         if job.index in self._written:
@@ -108,13 +111,16 @@ class RecordingEvalEnv:
         T = len(action)
         flags = np.zeros(T, bool)
         flags[-2:] = success  # after the last real action and after the hold
-        near = near_success(success, state)
+        how = outcome(success, object_lift_m)
+        # the simulator knows whether the object left the table; the proprio rule only guesses it (a
+        # gripper that closes on nothing and then travels counts for it too)
+        near = how == "lifted, not placed" if how != "failure" else near_success(success, state)
         views = self.writer.config.views
         self.writer.append(Episode(
             frames={v: images[:, k] for k, v in enumerate(views)}, state=state, action=action,
             reward=flags.astype(np.float32), success=flags, instruction=self.instruction(job.task_id),
             suite=self.inner.suite, task_id=job.task_id, source="policy", seed=job.seed,
-            init_state_id=job.init_state_id, extra={**self.extra, "job": job.index, "near_success": near}))
+            init_state_id=job.init_state_id, extra={**self.extra, "job": job.index, "near_success": near, "outcome": how}))
         self.recorded.append({"job": job.index, "task_id": job.task_id, "success": success, "near_success": near,
                               "steps": T - 1})
 

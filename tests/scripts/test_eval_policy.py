@@ -36,7 +36,11 @@ def test_record_to_appends_the_real_episodes(tmp_path, capsys):
     assert m["extra"]["policy"] == "random" and "near_success" in m["extra"]
     assert m["success"] == result["episodes"][0]["success"]
     assert result["recorded"]["episodes"] == 1
-    assert "recorded into" in capsys.readouterr().out
+    # 16 random steps never lift the bowl: the simulator says so, and such a failure is not a near-success
+    assert m["extra"]["outcome"] == result["episodes"][0]["outcome"] == "never lifted"
+    assert m["extra"]["near_success"] is False and result["recorded"]["near_successes"] == 0
+    out = capsys.readouterr().out
+    assert "recorded into" in out and "failures: never lifted 1" in out
 
 
 def test_record_to_refuses_what_it_cannot_record(tmp_path):
