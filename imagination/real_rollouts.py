@@ -5,9 +5,9 @@
 buffered. When an episode ends, it is written to the dataset as source "policy", labelled with the
 simulator's success, the round and the policy, with the simulator's outcome (`envs.outcome`: never
 lifted / lifted, not placed) and a near-success flag for failures: the goal's object was lifted but
-not placed, or, for tasks without such an object, the proprio rule of `near_success`. The same `imagination.evaluate.evaluate` loop drives it, so the recorded
-episodes *are* the evaluation episodes: one set of real rollouts gives both the success figures
-and the new training data.
+not placed, or, for tasks without such an object, the proprio rule of `near_success`. The same
+`imagination.evaluate.evaluate` loop drives it, so the recorded episodes *are* the evaluation
+episodes: one set of real rollouts gives both the success figures and the new training data.
 
 Row convention (as in collection): row t holds the observation before action t, action t, and
 success after it. The real env stops on success, so the final observation (the solved scene) is
@@ -92,7 +92,8 @@ class RecordingEvalEnv:
             buf["images"].extend(info["frames"][i])
             buf["states"].extend(info["states"][i])
             if terminated[i] or truncated[i]:
-                self._finish(i, bool(terminated[i]), float(info.get("object_lift_m", [math.nan] * len(actions))[i]))
+                lift = float(info["object_lift_m"][i]) if "object_lift_m" in info else math.nan
+                self._finish(i, bool(terminated[i]), lift)
         # videos show what the policy saw, like every other evaluation
         shown = {**info, "frames": [f[:, self._pick] for f in info["frames"]]}
         return self._policy_obs(obs), reward, terminated, truncated, shown

@@ -24,9 +24,12 @@ def test_guard_fires_only_past_the_margin():
 def test_config_errors_name_the_field():
     cfg = load_config(LoopConfig, "quick", group="loop")
     cfg.validate()
-    cfg.bc.policy.views = ["agentview", "wrist"]
+    cfg.bc.policy.views = ["agentview", "wrist"]  # the world model imagines agentview only
     with pytest.raises(ValueError, match="bc.policy.views"):
         cfg.validate()
+    cfg.world_model.clips.views = ["agentview", "wrist"]
+    cfg.bc.policy.views = ["agentview"]  # a subset: the imagined env shows the policy only what it reads
+    cfg.validate()
     with pytest.raises(ValueError, match="rounds"):
         LoopConfig(rounds=-1).validate()
 
