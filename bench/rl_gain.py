@@ -54,6 +54,21 @@ def _halves(history: list[dict], key: str) -> str:
     return f"{sum(vals[:h]) / h:.2f} -> {sum(vals[h:]) / (len(vals) - h):.2f}"
 
 
+def per_task_lines(before: dict, after: dict, history: list[dict]) -> list[str]:
+    """Real success per task before -> after (two evaluate() results), imagined success per task during
+    RL, and how the real failures happened (envs.outcome; results written before it have no such line)."""
+    lines = []
+    for t in sorted(before["per_task"], key=int):
+        pb, pa = before["per_task"][t], after["per_task"][t]
+        lines.append(f"task {t}: BC {pb['successes']}/{pb['episodes']}  ->  RL {pa['successes']}/{pa['episodes']}   "
+                     f"imagined during RL {_halves(history, f'imagined_success_task{t}')}   {pb['instruction']}")
+    for label, r in (("BC", before), ("RL", after)):
+        if "failures" in r["overall"]:
+            lines.append(f"{label} failures: " + (", ".join(f"{k} {n}" for k, n in r["overall"]["failures"].items())
+                                                  or "none"))
+    return lines
+
+
 def finished_rl_run(run: Path, bc: str) -> dict:
     """result.json of a finished imagine_rl.py out_dir, checked to have started from the BC policy `bc`."""
     for name in ("result.json", "policy.pt", "config.yaml"):
@@ -109,10 +124,7 @@ def main(argv: list[str] | None = None) -> int:
 
     b, a = before["overall"], after["overall"]
     gain = 100 * (a["success_rate"] - b["success_rate"])
-    for t in sorted(before["per_task"], key=int):
-        pb, pa = before["per_task"][t], after["per_task"][t]
-        print(f"task {t}: BC {pb['successes']}/{pb['episodes']}  ->  RL {pa['successes']}/{pa['episodes']}   "
-              f"imagined during RL {_halves(rl['history'], f'imagined_success_task{t}')}   {pb['instruction']}")
+    print("\n".join(per_task_lines(before, after, rl["history"])))
     ok = gain >= args.threshold
     print(f"imagined success during RL: {rl['first'].get('imagined_success_rate', 0):.2f} -> "
           f"{rl['last'].get('imagined_success_rate', 0):.2f} over {rl['iterations']} iterations ({rl['seconds']:.0f} s)")

@@ -52,3 +52,24 @@ def test_rl_gain_rejects_a_run_from_another_policy_or_an_unfinished_one(tmp_path
     (run / "result.json").unlink()
     with pytest.raises(SystemExit, match="result.json not found"):
         rl_gain.finished_rl_run(run, "bc/policy.pt")
+
+
+def test_rl_gain_prints_per_task_changes_and_how_failures_happened():
+    from imagination.evaluate import summarize
+
+    rl_gain = _load("rl_gain")
+
+    def result(outcomes: list[str], with_outcome: bool = True) -> dict:
+        records = [{"task_id": 0, "success": o == "success", "steps": 10, **({"outcome": o} if with_outcome else {})}
+                   for o in outcomes]
+        return summarize(records, {0: "pick up the bowl"})
+
+    before = result(["success", "never lifted", "never lifted", "lifted, not placed"])
+    after = result(["success", "success", "never lifted", "success"])
+    history = [{"imagined_success_task0": v} for v in (0.2, 0.4, 0.6, 0.8)]
+    lines = rl_gain.per_task_lines(before, after, history)
+    assert lines[0].startswith("task 0: BC 1/4  ->  RL 3/4   imagined during RL 0.30 -> 0.70")
+    assert lines[1:] == ["BC failures: never lifted 2, lifted, not placed 1", "RL failures: never lifted 1"]
+    # results written before outcomes existed: no failure lines
+    old = result(["success", "never lifted"], with_outcome=False)
+    assert len(rl_gain.per_task_lines(old, old, history)) == 1
