@@ -26,6 +26,7 @@ import numpy as np
 
 LIFT_M = 0.03  # a bowl rocked by a missed grasp moves ~1 cm; a carried one rises 8+ cm
 OUTCOMES = ("success", "never lifted", "lifted, not placed", "failure")
+FIGURES = ("object_lift_m", "target_distance_m", "grasp_distance_m")  # the keys of `ObjectTracker.info`
 
 
 def pick_place_objects(raw_env, raw_obs: dict) -> tuple[str, str] | None:
@@ -70,7 +71,7 @@ class ObjectTracker:
             self.grasp = float(np.linalg.norm(np.asarray(raw_obs["robot0_eef_pos"])[:2] - obj[:2]))
 
     def info(self) -> dict[str, float]:
-        return {"object_lift_m": self.lift, "target_distance_m": self.distance, "grasp_distance_m": self.grasp}
+        return dict(zip(FIGURES, (self.lift, self.distance, self.grasp)))
 
 
 def outcome(success: bool, object_lift_m: float) -> str:
@@ -88,4 +89,4 @@ def failure_counts(records: list[dict]) -> dict[str, int]:
     return {k: failed.count(k) for k in OUTCOMES[1:] if k in failed}
 
 
-__all__ = ["LIFT_M", "OUTCOMES", "ObjectTracker", "failure_counts", "outcome", "pick_place_objects"]
+__all__ = ["FIGURES", "LIFT_M", "OUTCOMES", "ObjectTracker", "failure_counts", "outcome", "pick_place_objects"]

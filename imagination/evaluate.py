@@ -27,7 +27,7 @@ from gymnasium.vector import AutoresetMode
 from envs import libero_suites
 from envs.dataset import encode_video
 from envs.libero_env import LiberoEnvConfig
-from envs.outcome import failure_counts, outcome
+from envs.outcome import FIGURES, failure_counts, outcome
 from envs.vector_env import LiberoVectorEnv
 from policies.base import Policy, RandomPolicy, RandomPolicyConfig
 
@@ -143,8 +143,7 @@ class LiberoEvalEnv:
 
     def step(self, actions: np.ndarray):
         obs, reward, terminated, truncated, info = self.venv.step(actions)
-        out = {"t": np.asarray(info["t"]),
-               **{k: np.asarray(info[k], np.float64) for k in ("object_lift_m", "grasp_distance_m", "target_distance_m")}}
+        out = {"t": np.asarray(info["t"]), **{k: np.asarray(info[k], np.float64) for k in FIGURES}}
         if self.record:
             out["frames"] = [np.stack([o["image"] for o in chunk]) for chunk in info["chunk_obs"]]
             out["states"] = [np.stack([o["state"] for o in chunk]) for chunk in info["chunk_obs"]]
@@ -243,7 +242,7 @@ def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig,
                 if "success_prob" in info:
                     records[job.index]["max_success_prob"] = round(float(best_prob[i]), 4)
                 if "object_lift_m" in info:  # real envs: how the episode ended (envs.outcome)
-                    for key in ("object_lift_m", "grasp_distance_m", "target_distance_m"):
+                    for key in FIGURES:
                         v = float(info[key][i])
                         records[job.index][key] = None if math.isnan(v) else round(v, 4)
                     records[job.index]["outcome"] = outcome(bool(terminated[i]), float(info["object_lift_m"][i]))
