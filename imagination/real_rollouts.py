@@ -16,7 +16,6 @@ recorded frame would show the success the head must learn.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -92,8 +91,7 @@ class RecordingEvalEnv:
             buf["images"].extend(info["frames"][i])
             buf["states"].extend(info["states"][i])
             if terminated[i] or truncated[i]:
-                lift = float(info["object_lift_m"][i]) if "object_lift_m" in info else math.nan
-                self._finish(i, bool(terminated[i]), lift)
+                self._finish(i, bool(terminated[i]), float(info["object_lift_m"][i]))
         # videos show what the policy saw, like every other evaluation
         shown = {**info, "frames": [f[:, self._pick] for f in info["frames"]]}
         return self._policy_obs(obs), reward, terminated, truncated, shown
