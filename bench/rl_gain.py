@@ -1,18 +1,23 @@
-"""Real LIBERO success before and after imagined RL, from the same BC checkpoint and the same initial states.
+"""Does imagined RL raise real LIBERO success? The same BC policy before and after RL, on the same jobs.
 
-    python bench/rl_gain.py --run outputs/demo            # BC, world model and data of a finished `make demo`
-    python bench/rl_gain.py --bc bc/policy.pt --world-model wm/world_model.pt --data data --episodes-per-task 20
+    python bench/rl_gain.py                      # the fixed protocol end to end (bench/protocol.py): builds or
+                                                 # reuses data, world model and BC under outputs/bench/rl_gain
+    python bench/rl_gain.py --rl iterations=20   # the same protocol, another RL recipe (its own --out-dir!)
+    python bench/rl_gain.py --bc bc/policy.pt --world-model wm/world_model.pt --data data   # your own start
     python bench/rl_gain.py --bc bc/policy.pt --rl-run gpu/rl          # RL already run (e.g. on a GPU machine)
 
-1. evaluate the BC policy in real LIBERO: tasks x episodes-per-task jobs (task, official init state, seed);
+The protocol (docs/loop.md, "The benchmark's protocol"): LIBERO-Spatial tasks 0-4; the world model, BC
+and RL train on init states 0-9, the reward gate (bench/reward_signal.py) uses 10-19, and the benchmark
+scores 20-49: 150 real episodes per arm, the same (task, init state, seed) jobs before and after.
+1. evaluate the BC policy in real LIBERO on those jobs (fast rendering, one simulator per core);
 2. RL in imagination from that policy with the rl preset (default: configs/loop/quick.yaml's rl section);
    the in-process LIBERO step counter is read before and after, so "real env steps during RL" is measured;
 3. evaluate the RL policy on exactly the same jobs.
-Prints both rates with 95% Wilson intervals, the gain in points and `BENCH rl_gain ... PASS|FAIL`;
-exits 1 when the gain is below --threshold points (quick preset: +10; our full-preset goal is +30).
-With --rl-run, step 2 is read from a finished `scripts/imagine_rl.py` out_dir instead (its policy.pt
-and result.json, whose real_env_steps that run counted itself); the policy must start from --bc.
-Each step's results are kept in --out-dir and reused by a re-run (RL resumes from its checkpoint).
+Prints per-task rates, the gain in points with its paired 95% interval (imagination/stats.py) and
+`BENCH rl_gain ... PASS|FAIL`. PASS needs a gain >= --threshold points (+10), the interval's lower end
+above 0, and 0 real env steps during RL; the exit status is 1 otherwise. It also says whether the BC
+start has headroom (15-65% real success on every task) and whether RL plus both evaluations fit the
+90-minute budget. Each step's results are kept in --out-dir and reused by a re-run (RL resumes).
 """
 from __future__ import annotations
 
@@ -32,17 +37,36 @@ from envs.libero_env import LiberoEnv
 from imagination.evaluate import EvalConfig, evaluate
 from imagination.loop import LoopConfig
 from imagination.rl_training import train_rl
+from imagination.stats import paired_difference
 from scripts.cli import load_config
+
+from bench.protocol import RLGainProtocol, build
+
+HEADROOM = (0.15, 0.65)  # per-task BC success that leaves RL something to gain and something to learn from
+BUDGET_MINUTES = 90  # RL plus both real evaluations on 2 cores
 
 
 def _evaluate(cfg: EvalConfig, label: str) -> dict:
     path = Path(cfg.out_dir) / "results.json"
-    if path.exists():  # a finished evaluation of the same jobs: reuse it
+    if path.exists():  # a finished evaluation of the same policy on the same jobs: reuse it
         old = json.loads(path.read_text())
-        if old["config"]["checkpoint"] == cfg.checkpoint and old["overall"]["episodes"] == cfg.episodes_per_task * len(cfg.tasks):
+        same = {k: old["config"].get(k) for k in ("checkpoint", "tasks", "episodes_per_task", "init_state_offset", "seed")}
+        if same == {k: getattr(cfg, k) for k in same}:
             print(f"{label}: reusing {path}")
             return old
+    print(f"{label}: {len(cfg.tasks) * cfg.episodes_per_task} real episodes -> {path}")
     return evaluate(cfg)
+
+
+def headroom_line(before: dict) -> str:
+    """Whether the BC start leaves room on every task (HEADROOM), with the tasks outside it."""
+    out = {t: r["success_rate"] for t, r in before["per_task"].items()
+           if not HEADROOM[0] <= r["success_rate"] <= HEADROOM[1]}
+    lo, hi = (round(100 * x) for x in HEADROOM)
+    if not out:
+        return f"BC headroom: every task within {lo}-{hi}% real success"
+    return (f"BC headroom: tasks outside {lo}-{hi}%: " + ", ".join(f"task {t} {100 * v:.0f}%" for t, v in out.items())
+            + " (a task at its ceiling gives GRPO all-success groups; at the floor, no success to reinforce)")
 
 
 def _halves(history: list[dict], key: str) -> str:
@@ -83,35 +107,46 @@ def finished_rl_run(run: Path, bc: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    proto = RLGainProtocol()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", default="", help="a finished loop run (make demo): takes bc/, world_model/ and data/ from it")
-    p.add_argument("--bc", default="", help="BC policy (Policy.save file)")
+    p.add_argument("--bc", default="", help="BC policy (Policy.save file); with none of --run/--bc/--world-model/"
+                                            "--data, the protocol's own are built or reused")
     p.add_argument("--world-model", default="", help="world model file")
     p.add_argument("--data", default="", help="dataset whose episodes start imagined ones")
     p.add_argument("--rl-run", default="", help="a finished imagine_rl.py out_dir to evaluate instead of running RL "
                                                 "here (its config.yaml must name --bc as the starting policy)")
     p.add_argument("--preset", default="quick", help="loop preset whose rl section configures the RL (configs/loop/)")
     p.add_argument("--rl", nargs="*", default=[], help="extra overrides of that rl section, e.g. iterations=20")
-    p.add_argument("--tasks", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--episodes-per-task", type=int, default=17, help="17 x 3 tasks = 51 episodes per arm")
-    p.add_argument("--num-envs", type=int, default=2)
-    p.add_argument("--out-dir", default="outputs/bench/rl_gain")
+    p.add_argument("--tasks", type=int, nargs="+", default=list(proto.tasks))
+    p.add_argument("--episodes-per-task", type=int, default=proto.bench_episodes_per_task,
+                   help="30 x 5 tasks = 150 episodes per arm")
+    p.add_argument("--init-state-offset", type=int, default=proto.bench_offset,
+                   help="first init state of the benchmark's jobs (the protocol trains on 0-9, gates on 10-19)")
+    p.add_argument("--num-envs", type=int, default=2, help="real simulators in parallel (one per core)")
+    p.add_argument("--out-dir", default=proto.path("run"), help="where RL and both evaluations go")
     p.add_argument("--threshold", type=float, default=10.0, help="minimum gain in percentage points")
     args = p.parse_args(argv)
+    loop = load_config(LoopConfig, args.preset, [f"rl.{o}" for o in args.rl], group="loop")
     run = Path(args.run) if args.run else None
-    bc = args.bc or (str(run / "bc" / "policy.pt") if run else "")
-    wm = args.world_model or (str(run / "world_model" / "world_model.pt") if run else "")
-    data = args.data or (str(run / "data") if run else "")
+    if not (run or args.bc or args.world_model or args.data):  # the protocol end to end
+        built = build(proto, loop)
+        bc, wm, data = built["bc"], built["world_model"], built["data"]
+    else:
+        bc = args.bc or (str(run / "bc" / "policy.pt") if run else "")
+        wm = args.world_model or (str(run / "world_model" / "world_model.pt") if run else "")
+        data = args.data or (str(run / "data") if run else "")
     needed = (("--bc", bc),) if args.rl_run else (("--bc", bc), ("--world-model", wm), ("--data", data))
     for name, path in needed:
         if not path or not Path(path).exists():
-            p.error(f"{name}: {path or '(not given)'} does not exist; give it or --run with a finished `make demo` run")
+            p.error(f"{name}: {path or '(not given)'} does not exist; give it, --run with a finished `make demo` run, "
+                    "or no path at all to build the protocol's own")
     out = Path(args.out_dir)
-    loop = load_config(LoopConfig, args.preset, [f"rl.{o}" for o in args.rl], group="loop")
     base = replace(loop.eval, tasks=args.tasks, episodes_per_task=args.episodes_per_task, num_envs=args.num_envs,
-                   videos=2)
+                   init_state_offset=args.init_state_offset, seed=proto.seed, fast_render=True, videos=2)
 
     before = _evaluate(replace(base, checkpoint=bc, out_dir=str(out / "eval_bc")), "BC")
+    print(headroom_line(before))
     if args.rl_run:
         rl = finished_rl_run(Path(args.rl_run), bc)
         real_steps = rl["real_env_steps"]  # counted by LiberoEnv in the process that ran the RL
@@ -122,17 +157,22 @@ def main(argv: list[str] | None = None) -> int:
         real_steps = LiberoEnv.process_steps - steps_before  # LiberoEnv steps simulated in this process during RL
     after = _evaluate(replace(base, checkpoint=rl["policy_path"], out_dir=str(out / "eval_rl")), "RL")
 
-    b, a = before["overall"], after["overall"]
-    gain = 100 * (a["success_rate"] - b["success_rate"])
+    diff = paired_difference(before["episodes"], after["episodes"])
     print("\n".join(per_task_lines(before, after, rl["history"])))
-    ok = gain >= args.threshold
     print(f"imagined success during RL: {rl['first'].get('imagined_success_rate', 0):.2f} -> "
           f"{rl['last'].get('imagined_success_rate', 0):.2f} over {rl['iterations']} iterations ({rl['seconds']:.0f} s)")
-    print(f"BENCH rl_gain episodes={b['episodes']} before={b['success_rate']:.3f} "
-          f"before_ci95=[{b['ci95'][0]:.2f},{b['ci95'][1]:.2f}] after={a['success_rate']:.3f} "
-          f"after_ci95=[{a['ci95'][0]:.2f},{a['ci95'][1]:.2f}] gain_points={gain:+.1f} "
-          f"real_env_steps_during_rl={real_steps} threshold_points={args.threshold:+.0f} {'PASS' if ok else 'FAIL'}")
-    return 0 if ok and real_steps == 0 else 1
+    minutes = (rl["seconds"] + before["timing"]["seconds"] + after["timing"]["seconds"]) / 60
+    print(f"paired: {diff.improved} jobs gained, {diff.worsened} lost of {diff.n}; RL + both real evaluations "
+          f"{minutes:.0f} min (budget {BUDGET_MINUTES})")
+    lo, hi = diff.ci95_points
+    ok = diff.gain_points >= args.threshold and lo > 0 and real_steps == 0
+    tasks = " ".join(f"task{t}={r['successes']}/{r['episodes']}->{after['per_task'][t]['successes']}"
+                     for t, r in sorted(before["per_task"].items(), key=lambda kv: int(kv[0])))
+    print(f"BENCH rl_gain episodes={diff.n} before={diff.before:.3f} after={diff.after:.3f} "
+          f"gain_points={diff.gain_points:+.1f} gain_ci95=[{lo:+.1f},{hi:+.1f}] {tasks} "
+          f"real_env_steps_during_rl={real_steps} minutes={minutes:.0f} threshold_points={args.threshold:+.0f} "
+          f"{'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -39,6 +39,9 @@ class BCConfig:
     sources: list[str] = field(default_factory=lambda: ["expert"])  # episode sources to imitate
     success_only: bool = True  # imitate only episodes that reached success
     max_episodes: int = 0  # 0 = all selected episodes
+    # at most this many selected episodes per task, the first in dataset order (0 = all). Why: BC from a
+    # few demonstrations leaves the headroom RL needs (bench/rl_gain.py starts from such a policy)
+    episodes_per_task: int = 0
     policy: VLAConfig = field(default_factory=VLAConfig)
     steps: int = 2000
     batch_size: int = 32

@@ -30,6 +30,11 @@ def load_episodes(cfg: BCConfig) -> tuple[list[Episode], dict]:
     picked = [m["episode_index"] for m in ds.meta
               if m["source"] in cfg.sources and (not cfg.tasks or m["task_id"] in cfg.tasks)
               and (m["success"] or not cfg.success_only)]
+    if cfg.episodes_per_task:
+        task_of, per_task = {m["episode_index"]: m["task_id"] for m in ds.meta}, {}
+        for i in picked:
+            per_task.setdefault(task_of[i], []).append(i)
+        picked = sorted(i for ids in per_task.values() for i in ids[: cfg.episodes_per_task])
     if cfg.max_episodes:
         picked = picked[: cfg.max_episodes]
     if not picked:

@@ -32,7 +32,8 @@ def _rl_run(tmp_path: Path, started_from: str) -> Path:
     run = tmp_path / "rl"
     run.mkdir()
     (run / "config.yaml").write_text(f"policy: {started_from}\niterations: 3\n")
-    (run / "result.json").write_text(json.dumps({"real_env_steps": 0, "iterations": 3, "history": []}))
+    (run / "result.json").write_text(json.dumps({"real_env_steps": 0, "iterations": 3, "history": [], "seconds": 120.0,
+                                                       "first": {}, "last": {}}))
     (run / "policy.pt").write_bytes(b"weights")
     return run
 
@@ -73,3 +74,47 @@ def test_rl_gain_prints_per_task_changes_and_how_failures_happened():
     # results written before outcomes existed: no failure lines
     old = result(["success", "never lifted"], with_outcome=False)
     assert len(rl_gain.per_task_lines(old, old, history)) == 1
+
+
+def _finished_eval(folder: Path, checkpoint: str, successes: list[bool], tasks=(0, 1), per_task=2, offset=20) -> None:
+    from imagination.evaluate import summarize
+
+    records = [{"task_id": t, "init_state_id": offset + j, "seed": 100 * t + j, "steps": 50,
+                "success": successes[i * per_task + j]} for i, t in enumerate(tasks) for j in range(per_task)]
+    result = {**summarize(records, {t: f"task {t}" for t in tasks}), "episodes": records,
+              "timing": {"seconds": 60.0},
+              "config": {"checkpoint": checkpoint, "tasks": list(tasks), "episodes_per_task": per_task,
+                         "init_state_offset": offset, "seed": 0}}
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps(result))
+
+
+def test_rl_gain_scores_the_paired_gain_and_needs_its_interval_above_zero(tmp_path, capsys):
+    rl_gain = _load("rl_gain")
+    bc = tmp_path / "bc.pt"
+    bc.write_bytes(b"weights")
+    run = _rl_run(tmp_path, str(bc))
+    out = tmp_path / "bench"
+    args = ["--bc", str(bc), "--rl-run", str(run), "--out-dir", str(out), "--tasks", "0", "1",
+            "--episodes-per-task", "2", "--init-state-offset", "20"]
+    _finished_eval(out / "eval_bc", str(bc), [False, False, True, False])
+    _finished_eval(out / "eval_rl", str(run / "policy.pt"), [True, False, True, True])
+    assert rl_gain.main(args) == 1  # +50 points, but 2 of 4 jobs cannot put the interval above zero
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert "reusing" in lines[0] and lines[1].startswith("BC headroom: tasks outside 15-65%: task 0 0%")
+    bench = lines[-1]
+    assert bench.startswith("BENCH rl_gain episodes=4 before=0.250 after=0.750 gain_points=+50.0 gain_ci95=[")
+    assert "task0=0/2->1 task1=1/2->2" in bench and "real_env_steps_during_rl=0" in bench and bench.endswith("FAIL")
+    lo = float(bench.split("gain_ci95=[")[1].split(",")[0])
+    assert lo <= 0
+    # an evaluation of other jobs is not reused as this arm's: the results were made for offset 20
+    assert rl_gain._evaluate(rl_gain.EvalConfig(checkpoint=str(bc), tasks=[0, 1], episodes_per_task=2,
+                                                init_state_offset=20, out_dir=str(out / "eval_bc")), "BC")["episodes"]
+
+
+def test_rl_gain_headroom_line_names_tasks_at_ceiling_or_floor():
+    rl_gain = _load("rl_gain")
+    res = {"per_task": {"0": {"success_rate": 0.2}, "1": {"success_rate": 1.0}, "2": {"success_rate": 0.5}}}
+    assert rl_gain.headroom_line(res).startswith("BC headroom: tasks outside 15-65%: task 1 100%")
+    res["per_task"]["1"]["success_rate"] = 0.65
+    assert rl_gain.headroom_line(res) == "BC headroom: every task within 15-65% real success"

@@ -1,0 +1,96 @@
+"""The fixed protocol of the imagined-RL benchmark (bench/rl_gain.py) and its reward gate
+(bench/reward_signal.py): which jobs, which init states, and what is built before RL.
+
+Fixed before any tuning against it (docs/loop.md, "The benchmark's protocol"). LIBERO-Spatial tasks
+0-4 have 50 official init states each; they are split three ways so that nothing the benchmark scores
+was seen by anything it trains:
+
+    init states  0-9    training: the collected data (world model, BC demonstrations, RL start keyframes)
+    init states 10-19   the reward gate: the BC policy's real episodes, recorded, re-run in imagination
+    init states 20-49   the benchmark: 5 tasks x 30 = 150 real episodes per arm, the same jobs before
+                        and after RL (paired)
+
+The BC policy starts from a few demonstrations per task (`bc_demos_per_task`), so that it has
+headroom on every task: a policy at its ceiling gives GRPO all-success groups and nothing to learn.
+`build(protocol, loop)` makes (or reuses) the data, the world model with its calibrated success
+threshold, and the BC policy under `protocol.root`; every stage resumes if interrupted.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from envs.dataset import EpisodeDataset
+from imagination.loop import LoopConfig
+from scripts import calibrate_success, train_bc, train_world_model
+from scripts import collect as collect_script
+
+
+@dataclass(frozen=True)
+class RLGainProtocol:
+    root: str = "outputs/bench/rl_gain"
+    suite: str = "libero_spatial"
+    tasks: tuple[int, ...] = (0, 1, 2, 3, 4)
+    train_init_states: int = 10  # init states 0..9 of every task
+    gate_init_states: int = 10  # init states 10..19
+    bench_episodes_per_task: int = 30  # init states 20..49
+    bc_demos_per_task: int = 2  # successful expert episodes per task that BC imitates
+    seed: int = 0
+    views: list[str] = field(default_factory=lambda: ["agentview"])  # what the world model and BC see
+
+    @property
+    def gate_offset(self) -> int:
+        return self.train_init_states
+
+    @property
+    def bench_offset(self) -> int:
+        return self.train_init_states + self.gate_init_states
+
+    def path(self, name: str) -> str:
+        """data, world_model, bc, rl, eval_bc, eval_rl, gate (folders) and the files inside them."""
+        files = {"world_model_file": "world_model/world_model.pt", "bc_file": "bc/policy.pt",
+                 "proprio_file": "proprio.pt"}
+        return str(Path(self.root) / files.get(name, name))
+
+    def describe(self) -> str:
+        last = self.bench_offset + self.bench_episodes_per_task - 1
+        return (f"{self.suite} tasks {list(self.tasks)}: train on init states 0-{self.train_init_states - 1}, "
+                f"gate on {self.gate_offset}-{self.bench_offset - 1}, benchmark on {self.bench_offset}-{last} "
+                f"({self.bench_episodes_per_task * len(self.tasks)} episodes per arm, paired)")
+
+
+def _done(path: str) -> bool:
+    return Path(path).is_file()
+
+
+def build(p: RLGainProtocol, loop: LoopConfig) -> dict[str, str]:
+    """Data, world model (calibrated) and BC policy of the protocol, built with the loop preset's stage
+    configs; finished stages are reused. Returns their paths."""
+    data = p.path("data")
+    collect_cfg = replace(loop.collect, out_dir=data, suite=p.suite, tasks=list(p.tasks),
+                          episodes_per_task=p.train_init_states, init_state_offset=0, views=list(p.views), seed=p.seed)
+    n = len(EpisodeDataset(data, verify=False)) if Path(data, "meta", "info.json").is_file() else 0
+    if n < collect_cfg.episodes_per_task * len(p.tasks):
+        print(f"[protocol] collecting the training data: {p.describe()}")
+        collect_script.main(collect_cfg)  # resumes from the episodes already written
+    wm_file = p.path("world_model_file")
+    if not _done(wm_file) or not _done(str(Path(wm_file).parent / "calibration.json")):
+        wm_cfg = replace(loop.world_model, out_dir=str(Path(wm_file).parent),
+                         clips=replace(loop.world_model.clips, data_dir=data, views=list(p.views)))
+        print("[protocol] training the world model")
+        train_world_model.main(wm_cfg)
+        calibrate_success.main(calibrate_success.CalibrateConfig(checkpoint=wm_file, data_dir=data,
+                                                                 num_threads=loop.world_model.num_threads))
+    bc_file = p.path("bc_file")
+    if not _done(bc_file) or not _done(str(Path(bc_file).parent / "result.json")):
+        bc_cfg = replace(loop.bc, data_dir=data, out_dir=str(Path(bc_file).parent),
+                         episodes_per_task=p.bc_demos_per_task, policy=replace(loop.bc.policy, views=list(p.views)))
+        print(f"[protocol] BC from {p.bc_demos_per_task} demonstrations per task")
+        train_bc.main(bc_cfg)
+    paths = {"data": data, "world_model": wm_file, "bc": bc_file}
+    Path(p.root, "protocol.json").write_text(json.dumps({"protocol": p.describe(), **paths}, indent=2))
+    return paths
+
+
+__all__ = ["RLGainProtocol", "build"]
