@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 from envs.dataset import EpisodeDataset, encode_video
 from envs.libero_env import LiberoEnv
+from imagination.early_stop import EarlyStopper, HeldoutConfig, heldout_success
 from imagination.env import ImaginationConfig, ImaginationVectorEnv, load_start_episodes
 from imagination.keyframes import KeyframeConfig
 from imagination.rl import RLConfig, update
@@ -54,6 +55,8 @@ class ImagineRLConfig:
     imagination: ImaginationConfig = field(
         default_factory=lambda: ImaginationConfig(keyframes=KeyframeConfig(mode="uniform"), uncertainty="report"))
     rl: RLConfig = field(default_factory=RLConfig)
+    # stop on a held-out signal and keep the best policy (imagination/early_stop.py); every=0: off
+    heldout: HeldoutConfig = field(default_factory=HeldoutConfig)
     # BC fits only the mean, so the policy's log-std is still its initial value: set the exploration
     # noise here (log of the per-dimension std); nan keeps the checkpoint's.
     init_log_std: float = -1.6
@@ -126,11 +129,28 @@ def load_rl_env(cfg: ImagineRLConfig, out_dir: Path, policy: Policy | None = Non
 
 
 def _save_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimizer, iteration: int,
-                     history: list[dict]) -> None:
+                     history: list[dict], heldout: list[tuple[int, float]]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     torch.save({"iteration": iteration, "policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
-                "history": history}, tmp)
+                "history": history, "heldout": heldout}, tmp)
     os.replace(tmp, path)
+
+
+def heldout_env(cfg: ImagineRLConfig, env: ImaginationVectorEnv) -> ImaginationVectorEnv:
+    """The env of the held-out check: its start data and world model (default: the run's), the run's proprio
+    model and imagination settings, one imagined episode per held-out start episode."""
+    h = cfg.heldout
+    data = h.start_data or cfg.start_data
+    if not Path(data).exists():
+        raise FileNotFoundError(f"heldout.start_data: {data!r} does not exist")
+    wm = WorldModel.load(h.world_model) if h.world_model else env.wm
+    meta = EpisodeDataset(data, verify=False).meta
+    picked = [m["episode_index"] for m in meta if not h.tasks or m["task_id"] in h.tasks][: h.max_episodes]
+    if not picked:
+        raise ValueError(f"heldout.start_data: no episode of {data} matches heldout.tasks={h.tasks}")
+    episodes = load_start_episodes(data, list(wm.cfg.views), picked)
+    icfg = replace(env.cfg, keyframes=KeyframeConfig(mode="start"), uncertainty="off")
+    return ImaginationVectorEnv(wm, env.proprio, episodes, min(len(episodes), cfg.num_groups * cfg.group_size), icfg)
 
 
 def _write_videos(folder: Path, r: Rollouts, n: int) -> list[str]:
@@ -151,6 +171,7 @@ def _write_videos(folder: Path, r: Rollouts, n: int) -> list[str]:
 def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     """Run (or resume) imagined RL to cfg.iterations; returns the summary also written to result.json."""
     cfg.rl.validate()
+    cfg.heldout.validate()
     if cfg.iterations < 1 or cfg.num_groups < 1 or cfg.group_size < 1:
         raise ValueError(f"iterations, num_groups and group_size must be >= 1, got "
                          f"{cfg.iterations}, {cfg.num_groups}, {cfg.group_size}")
@@ -178,14 +199,22 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     # The reference shares the exploration noise, so the KL measures how far the mean has moved.
     reference = copy.deepcopy(policy).eval() if cfg.rl.kl_coef > 0 else None
     optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.rl.lr)
-    ckpt_path, history, start = out / "checkpoint.pt", [], 0
+    ckpt_path, history, start, scores = out / "checkpoint.pt", [], 0, []
     if cfg.resume and ckpt_path.exists():
         state = torch.load(ckpt_path, map_location=cfg.device, weights_only=False)
         policy.load_state_dict(state["policy"])
         optimizer.load_state_dict(state["optimizer"])
-        start, history = state["iteration"], state["history"]
+        start, history, scores = state["iteration"], state["history"], state.get("heldout", [])
+    best_path, stopper, check_env = out / "best_policy.pt", None, None
+    if cfg.heldout.every:
+        check_env = heldout_env(cfg, env)
+        stopper = EarlyStopper.replay(cfg.heldout.patience, cfg.heldout.min_delta, scores)
+        if not stopper.scores:  # the starting policy is the first candidate: RL must beat it to replace it
+            stopper.observe(0, heldout_success(check_env, policy, cfg.seed))
+            policy.save(best_path)
+    end = start if stopper is not None and stopper.should_stop else cfg.iterations  # a resumed run that had stopped
     writer = SummaryWriter(str(out / "logs"))
-    bar = tqdm(range(start, cfg.iterations), initial=start, total=cfg.iterations, desc=f"imagined {cfg.rl.algo}",
+    bar = tqdm(range(start, end), initial=start, total=cfg.iterations, desc=f"imagined {cfg.rl.algo}",
                unit="it", disable=not progress)
     t0, rollouts, real_steps_before = time.time(), None, LiberoEnv.process_steps
     for it in bar:
@@ -202,18 +231,32 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
             if k != "iteration":
                 writer.add_scalar(k, v, it + 1)
         bar.set_postfix(success=f"{row['imagined_success_rate']:.2f}", ret=f"{row['imagined_return']:.2f}")
-        if (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.iterations:
+        checked = stopper is not None and (it + 1) % cfg.heldout.every == 0
+        if checked:
+            row["heldout_success"] = heldout_success(check_env, policy, cfg.seed)
+            writer.add_scalar("heldout_success", row["heldout_success"], it + 1)
+            if stopper.observe(it + 1, row["heldout_success"]):
+                policy.save(best_path)
+        if checked or (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.iterations:
             policy.save(out / "policy.pt")
-            _save_checkpoint(ckpt_path, policy, optimizer, it + 1, history)
+            _save_checkpoint(ckpt_path, policy, optimizer, it + 1, history, stopper.scores if stopper else [])
+        if stopper is not None and stopper.should_stop:
+            print(f"imagined RL: stopped after iteration {it + 1}: no better held-out success in "
+                  f"{cfg.heldout.patience} checks (best {stopper.best_score:.3f} at iteration {stopper.best_iteration})")
+            break
     writer.close()
     _write_metrics(out / "metrics.csv", history)
     videos = _write_videos(out / "videos", rollouts, cfg.videos) if rollouts is not None else []
     if not (out / "policy.pt").exists():
         policy.save(out / "policy.pt")
-    result = {"policy_path": str(out / "policy.pt"), "iterations": cfg.iterations, "seconds": time.time() - t0,
+    result = {"policy_path": str(best_path if stopper else out / "policy.pt"), "iterations": len(history),
+              "seconds": time.time() - t0,
               "algo": cfg.rl.algo,
               "real_env_steps": LiberoEnv.process_steps - real_steps_before, "history": history, "videos": videos,
               "first": history[0] if history else {}, "last": history[-1] if history else {}}
+    if stopper is not None:  # which policy policy_path is, and why
+        result["heldout"] = {"scores": stopper.scores, "best_iteration": stopper.best_iteration,
+                             "best_success": stopper.best_score, "stopped_early": stopper.should_stop}
     tmp = out / "result.json.tmp"
     tmp.write_text(json.dumps(result, indent=2))
     os.replace(tmp, out / "result.json")
