@@ -1,0 +1,200 @@
+"""A success judgement grounded in the simulator's own quantities: where the goal's object is.
+
+The video model's success head has to see, at 64 px, whether the fingers closed on a bowl rim one or
+two pixels away (docs/loop.md: within-task AUC 0.25-0.64 on unseen episodes). The simulator knows the
+answer in numbers: whether the object rose with the gripper and where it ended. This module learns
+those numbers from recorded real episodes (per-step labels `Episode.sim`, free at collection time) so
+that imagination can use them where no simulator runs:
+
+    ObjectModel    object position over a chunk, from the robot's: whether the object is held after
+                   each step (logits g), and o[t+k] = o[t] + sum_j<=k sigmoid(g_j) (eef[t+j] - eef[t+j-1])
+                   + r_k, where g and the residual r = f(o[t] - eef[t], lift[t], grip[t], grasped[t],
+                   eef[t+1..t+K] - eef[t], grip[t+1..t+K]): a held object moves with the hand.
+    SuccessModel   P(goal holds | object - target, lift, grip, grasped) for one state.
+
+Both are small MLPs on metres scaled to decimetres, trained on consecutive rows of real episodes with
+the recorded robot states (teacher forcing); in imagination the robot states come from the proprio
+model (`world_models.proprio`) and the object is carried forward chunk by chunk from the keyframe's
+recorded position. On a real robot only the trained models and the object's start position are needed.
+
+Row convention (envs.dataset.Episode): row t is the observation before action t; success[t] is the
+simulator's flag after action t, i.e. it describes row t + 1.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+_FORMAT = "wm-vla-rl/state_reward"
+SCALE = 10.0  # metres -> decimetres: inputs and targets of order 1
+SIM_KEYS = ("object_pos", "target_pos", "grasped")  # the Episode.sim arrays this module reads
+
+
+@dataclass
+class StateRewardConfig:
+    chunk_len: int = 8  # K, the world model's
+    hidden: int = 256
+    layers: int = 3
+    steps: int = 3000  # training steps of each model in `fit_state_reward`
+    batch_size: int = 256
+    lr: float = 1e-3
+    success_pos_weight: float = 5.0  # success rows are rare (the solved scene's last few rows)
+    seed: int = 0
+
+
+def _mlp(inp: int, out: int, hidden: int, layers: int) -> nn.Sequential:
+    dims = [inp] + [hidden] * layers
+    blocks: list[nn.Module] = []
+    for i, o in zip(dims[:-1], dims[1:]):
+        blocks += [nn.Linear(i, o), nn.SiLU()]
+    return nn.Sequential(*blocks, nn.Linear(hidden, out))
+
+
+def success_features(obj: torch.Tensor, target: torch.Tensor, lift: torch.Tensor, grip: torch.Tensor,
+                     grasped: torch.Tensor) -> torch.Tensor:
+    """[..., 7]: (object - target) [..., 3] and lift [...] in decimetres, gripper qpos [..., 2] x 10 (the fingers
+    move ~4 cm), grasped [...] in {0, 1}."""
+    return torch.cat([(obj - target) * SCALE, lift[..., None] * SCALE, grip * SCALE, grasped[..., None].float()], -1)
+
+
+class StateReward(nn.Module):
+    """The object model and the success model, saved and loaded together."""
+
+    def __init__(self, cfg: StateRewardConfig):
+        super().__init__()
+        self.cfg = cfg
+        K, H, L = cfg.chunk_len, cfg.hidden, cfg.layers
+        self.object_net = _mlp(3 + 1 + 2 + 1 + K * 3 + K * 2, K * 4, H, L)  # -> K x (delta xyz, grasped logit)
+        self.success_net = _mlp(7, 1, H // 2, max(1, L - 1))
+
+    def object_step(self, obj: torch.Tensor, lift: torch.Tensor, grasped: torch.Tensor, state: torch.Tensor,
+                    next_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """obj [B, 3], lift [B], grasped [B] at row t, robot state [B, S] at t and states [B, K, S] after each
+        action of the chunk (eef xyz = state[..., :3], gripper qpos = state[..., 6:8]) ->
+        object positions [B, K, 3] after each action and grasped logits [B, K]."""
+        B, K = obj.shape[0], self.cfg.chunk_len
+        if next_states.shape[:2] != (B, K) or state.shape[0] != B:
+            raise ValueError(f"state reward: expected state [B={B}, S] and next_states [B, K={K}, S], got "
+                             f"{tuple(state.shape)} and {tuple(next_states.shape)}")
+        eef, grip = state[:, :3], state[:, 6:8]
+        x = torch.cat([(obj - eef) * SCALE, lift[:, None] * SCALE, grip * SCALE, grasped[:, None].float(),
+                       ((next_states[..., :3] - eef[:, None]) * SCALE).flatten(1), (next_states[..., 6:8] * SCALE).flatten(1)], 1)
+        out = self.object_net(x).view(B, K, 4)
+        # Why this form: a held object moves with the hand. Step j carries it by the hand's step times the
+        # probability that it is held then; the net adds only what the hand does not explain (a drop, a slip).
+        eef_path = torch.cat([eef[:, None], next_states[..., :3]], 1)  # [B, K + 1, 3]
+        carried = (torch.sigmoid(out[..., 3:]) * eef_path.diff(dim=1)).cumsum(1)
+        return obj[:, None] + carried + out[..., :3] / SCALE, out[..., 3]
+
+    def success_logit(self, obj: torch.Tensor, target: torch.Tensor, lift: torch.Tensor, grip: torch.Tensor,
+                      grasped: torch.Tensor) -> torch.Tensor:
+        """[...]: the goal's logit for states with object/target [..., 3], lift [...], grip [..., 2], grasped [...]."""
+        return self.success_net(success_features(obj, target, lift, grip, grasped))[..., 0]
+
+    def save(self, path: str | os.PathLike) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        torch.save({"format": _FORMAT, "config": asdict(self.cfg), "state_dict": self.state_dict()}, tmp)
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "StateReward":
+        try:
+            blob = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as err:  # torch's own text for random bytes advises weights_only=False: not here
+            raise ValueError(f"{path}: not a readable state-reward checkpoint ({type(err).__name__})") from None
+        if not isinstance(blob, dict) or blob.get("format") != _FORMAT:
+            raise ValueError(f"{path} is not a state-reward checkpoint written by StateReward.save")
+        model = cls(StateRewardConfig(**blob["config"]))
+        model.load_state_dict(blob["state_dict"])
+        return model.eval()
+
+
+@dataclass
+class LabelledEpisode:
+    """What the state reward trains on, from one recorded real episode: state [T, S], object_pos and
+    target_pos [T, 3], grasped [T] (per row), success [T] (after each action)."""
+
+    state: np.ndarray
+    object_pos: np.ndarray
+    target_pos: np.ndarray
+    grasped: np.ndarray
+    success: np.ndarray
+
+
+def object_pairs(episodes: list[LabelledEpisode], K: int) -> dict[str, torch.Tensor]:
+    """Chunk samples over every row t with a successor: inputs at t, targets at t+1..t+K, mask [N, K]."""
+    cols: dict[str, list] = {k: [] for k in ("obj", "lift", "grasped", "state", "next", "target_obj", "target_grasp", "mask")}
+    for e in episodes:
+        T = len(e.state)
+        lift = e.object_pos[:, 2] - e.object_pos[0, 2]
+        for t in range(T - 1):
+            idx = np.minimum(np.arange(t + 1, t + K + 1), T - 1)
+            cols["obj"].append(e.object_pos[t])
+            cols["lift"].append(lift[t])
+            cols["grasped"].append(float(e.grasped[t]))
+            cols["state"].append(e.state[t])
+            cols["next"].append(e.state[idx])
+            cols["target_obj"].append(e.object_pos[idx])
+            cols["target_grasp"].append(e.grasped[idx].astype(np.float32))
+            cols["mask"].append((np.arange(t + 1, t + K + 1) < T).astype(np.float32))
+    if not cols["obj"]:
+        raise ValueError("state reward: the episodes need at least 2 rows each to form training pairs")
+    return {k: torch.as_tensor(np.asarray(v, np.float32)) for k, v in cols.items()}
+
+
+def success_rows(episodes: list[LabelledEpisode]) -> dict[str, torch.Tensor]:
+    """One sample per row: the row's object, target, lift, gripper, grasped and whether the goal holds there
+    (success[t - 1]; row 0: the start, never solved)."""
+    obj, target, lift, grip, grasped, label = [], [], [], [], [], []
+    for e in episodes:
+        obj.append(e.object_pos), target.append(e.target_pos), grip.append(e.state[:, 6:8])
+        lift.append(e.object_pos[:, 2] - e.object_pos[0, 2]), grasped.append(e.grasped.astype(np.float32))
+        label.append(np.concatenate([[False], np.asarray(e.success[:-1], bool)]).astype(np.float32))
+    return {k: torch.as_tensor(np.concatenate(v).astype(np.float32)) for k, v in
+            (("obj", obj), ("target", target), ("lift", lift), ("grip", grip), ("grasped", grasped), ("label", label))}
+
+
+def fit_state_reward(episodes: list[LabelledEpisode], cfg: StateRewardConfig | None = None) -> tuple[StateReward, dict]:
+    """Train both models on labelled real episodes; returns (model, {"object_loss": [...], "success_loss": [...]})."""
+    cfg = cfg or StateRewardConfig()
+    torch.manual_seed(cfg.seed)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    model = StateReward(cfg)
+    pairs, rows = object_pairs(episodes, cfg.chunk_len), success_rows(episodes)
+    if rows["label"].sum() == 0:
+        raise ValueError("state reward: no recorded row is a success; the success model needs solved episodes")
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, cfg.steps)
+    pos_weight = torch.tensor(cfg.success_pos_weight)
+    log: dict[str, list[float]] = {"object_loss": [], "success_loss": []}
+    model.train()
+    for _ in range(cfg.steps):
+        i = torch.randint(0, len(pairs["obj"]), (min(cfg.batch_size, len(pairs["obj"])),), generator=gen)
+        pred, grasp_logit = model.object_step(pairs["obj"][i], pairs["lift"][i], pairs["grasped"][i], pairs["state"][i],
+                                              pairs["next"][i])
+        m = pairs["mask"][i]
+        pos_err = ((pred - pairs["target_obj"][i]) * SCALE).pow(2).sum(-1)  # squared decimetres per step
+        grasp_err = F.binary_cross_entropy_with_logits(grasp_logit, pairs["target_grasp"][i], reduction="none")
+        obj_loss = ((pos_err + grasp_err) * m).sum() / m.sum().clamp_min(1.0)
+        j = torch.randint(0, len(rows["obj"]), (min(cfg.batch_size, len(rows["obj"])),), generator=gen)
+        logit = model.success_logit(rows["obj"][j], rows["target"][j], rows["lift"][j], rows["grip"][j], rows["grasped"][j])
+        succ_loss = F.binary_cross_entropy_with_logits(logit, rows["label"][j], pos_weight=pos_weight)
+        opt.zero_grad()
+        (obj_loss + succ_loss).backward()
+        opt.step()
+        sched.step()
+        log["object_loss"].append(float(obj_loss.detach()))
+        log["success_loss"].append(float(succ_loss.detach()))
+    return model.eval(), log
+
+
+__all__ = ["LabelledEpisode", "SIM_KEYS", "StateReward", "StateRewardConfig", "fit_state_reward", "object_pairs",
+           "success_features", "success_rows"]
