@@ -117,6 +117,47 @@ class StateReward(nn.Module):
         return model.eval()
 
 
+@torch.no_grad()
+def track(model: StateReward, ep: "LabelledEpisode", t0: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Carry the object chunk by chunk along an episode's recorded robot states from row t0 (its recorded
+    object as the start), as imagination does with predicted ones: (object positions [N, 3], success
+    probabilities [N]) for rows t0+1 .. t0+N, N = the whole chunks that fit."""
+    K = model.cfg.chunk_len
+    obj = torch.as_tensor(ep.object_pos[t0], dtype=torch.float32)[None]
+    z0, grasped = float(ep.object_pos[0, 2]), torch.tensor([float(ep.grasped[t0])])
+    objs, probs = [], []
+    for t in range(t0, len(ep.state) - K, K):
+        states = torch.as_tensor(ep.state[t + 1:t + K + 1], dtype=torch.float32)[None]
+        nxt, g = model.object_step(obj, obj[:, 2] - z0, grasped, torch.as_tensor(ep.state[t], dtype=torch.float32)[None], states)
+        held = (torch.sigmoid(g) > 0.5).float()
+        target = torch.as_tensor(ep.target_pos[t + 1:t + K + 1], dtype=torch.float32)[None]
+        p = torch.sigmoid(model.success_logit(nxt, target, nxt[..., 2] - z0, states[..., 6:8], held))
+        obj, grasped = nxt[:, -1], held[:, -1]
+        objs.append(nxt[0].numpy()), probs.append(p[0].numpy())
+    if not objs:
+        return np.zeros((0, 3), np.float32), np.zeros(0, np.float32)
+    return np.concatenate(objs), np.concatenate(probs)
+
+
+def labelled_episodes(data_dir: str, indices: list[int] | None = None) -> tuple[list[LabelledEpisode], list[int]]:
+    """The episodes of a dataset (all, or `indices`) that carry the per-step simulator labels (`Episode.sim`
+    with SIM_KEYS), and their indices; episodes without them (tasks with no pick-and-place object, data
+    recorded before the labels existed) are skipped."""
+    from envs.dataset import EpisodeDataset  # the dataset format stays out of the model's import path
+
+    ds = EpisodeDataset(data_dir, verify=False)
+    out, kept = [], []
+    for i in range(len(ds)) if indices is None else indices:
+        ep = ds[i]
+        sim = getattr(ep, "sim", None) or {}
+        if not all(k in sim for k in SIM_KEYS) or not np.isfinite(sim["object_pos"]).all():
+            continue
+        out.append(LabelledEpisode(ep.state, np.asarray(sim["object_pos"], np.float32), np.asarray(sim["target_pos"], np.float32),
+                                   np.asarray(sim["grasped"]) > 0.5, np.asarray(ep.success, bool)))
+        kept.append(i)
+    return out, kept
+
+
 @dataclass
 class LabelledEpisode:
     """What the state reward trains on, from one recorded real episode: state [T, S], object_pos and
@@ -196,5 +237,5 @@ def fit_state_reward(episodes: list[LabelledEpisode], cfg: StateRewardConfig | N
     return model.eval(), log
 
 
-__all__ = ["LabelledEpisode", "SIM_KEYS", "StateReward", "StateRewardConfig", "fit_state_reward", "object_pairs",
-           "success_features", "success_rows"]
+__all__ = ["LabelledEpisode", "SIM_KEYS", "StateReward", "StateRewardConfig", "fit_state_reward", "labelled_episodes",
+           "object_pairs", "success_features", "success_rows", "track"]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from world_models.object_state import LabelledEpisode, StateReward, StateRewardConfig, fit_state_reward, object_pairs
+from world_models.object_state import LabelledEpisode, StateReward, StateRewardConfig, fit_state_reward, object_pairs, track
 
 OBJ0, TARGET = np.array([0.0, 0.0, 0.9]), np.array([0.2, 0.0, 0.9])
 
@@ -41,31 +41,12 @@ def fitted():
     return fit_state_reward(eps, StateRewardConfig(chunk_len=4, hidden=64, layers=2, steps=1500, batch_size=128))
 
 
-def _carry(model: StateReward, ep: LabelledEpisode, t0: int = 8) -> tuple[np.ndarray, np.ndarray]:
-    """Roll the object model from row t0 on the episode's robot states; (object positions, success probs) per row."""
-    K = model.cfg.chunk_len
-    obj = torch.as_tensor(ep.object_pos[t0])[None]
-    z0 = float(ep.object_pos[0, 2])
-    grasped = torch.zeros(1)
-    objs, probs = [], []
-    with torch.no_grad():
-        for t in range(t0, len(ep.state) - K, K):
-            nxt, g = model.object_step(obj, obj[:, 2] - z0, grasped, torch.as_tensor(ep.state[t])[None],
-                                       torch.as_tensor(ep.state[t + 1:t + K + 1])[None])
-            gr = (torch.sigmoid(g) > 0.5).float()
-            p = torch.sigmoid(model.success_logit(nxt, torch.as_tensor(ep.target_pos[t + 1:t + K + 1])[None],
-                                                  nxt[..., 2] - z0, torch.as_tensor(ep.state[t + 1:t + K + 1, 6:8])[None], gr))
-            obj, grasped = nxt[:, -1], gr[:, -1]
-            objs.append(nxt[0].numpy()), probs.append(p[0].numpy())
-    return np.concatenate(objs), np.concatenate(probs)
-
-
 def test_object_model_carries_a_held_object_and_leaves_a_missed_one(fitted):
     model, log = fitted
     assert np.mean(log["object_loss"][-100:]) < 0.2 * np.mean(log["object_loss"][:100])
     hit, miss = toy_episode(np.array([0.01, 0.0, 0.0])), toy_episode(np.array([0.035, 0.0, 0.0]))
-    hit_obj, hit_p = _carry(model, hit)
-    miss_obj, miss_p = _carry(model, miss)
+    hit_obj, hit_p = track(model, hit, 8)
+    miss_obj, miss_p = track(model, miss, 8)
     assert hit_obj[:, 2].max() - 0.9 > 0.05  # carried up with the gripper
     assert miss_obj[:, 2].max() - 0.9 < 0.03  # stays on the table
     assert np.linalg.norm(hit_obj[-1, :2] - TARGET[:2]) < 0.04 and np.linalg.norm(miss_obj[-1, :2] - OBJ0[:2]) < 0.04
