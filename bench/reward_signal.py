@@ -1,0 +1,268 @@
+"""The reward gate, run before every RL experiment: does the world model's reward see real outcomes?
+
+    python bench/reward_signal.py                       # the rl_gain protocol's world model, BC and RL policy
+    python bench/reward_signal.py --branch              # also from 8 steps before each episode's first grasp
+    python bench/reward_signal.py --world-model other/world_model.pt --out-dir outputs/bench/gate_other
+    python bench/reward_signal.py --policies bc/policy.pt rl/policy.pt --names bc rl
+
+Imagined RL optimizes whatever the success head says while the policy acts on imagined frames. On the
+protocol's gate jobs (bench/protocol.py: LIBERO-Spatial tasks 0-4 x init states 10-19, seed 0; nothing
+the world model trained on, and none of the benchmark's), for each policy:
+1. evaluate it in real LIBERO (fast rendering, 2 simulators, the quick preset's eval settings) and record
+   its episodes into the gate dataset (<gate-dir>/data, extra.policy = the checkpoint); a finished
+   evaluation of the same checkpoint on the same jobs is reused, and nothing is recorded twice;
+2. run the same jobs in imagination (imagination/closed_loop.py): each starts at the real episode's
+   first frame, the head never ends an episode, and each job keeps its highest success probability;
+   the proprio model is fitted on the training data and cached;
+3. score it (imagination/reward_gate.py): the within-task AUC of that probability against the real
+   outcome with a 95% bootstrap interval (jobs resampled within each task) and the number of pairs it
+   rests on, the overall AUC, and per task the imagined success rate (probability >= the world
+   model's calibrated threshold) against the real one.
+PASS needs the within-task AUC of all policies' jobs pooled >= 0.80 and every policy's per-task
+|imagined - real| <= 0.15; the exit status is 1 otherwise, and 2 when an input is missing. Writes
+<out-dir>/reward_signal.json (every job and figure). --branch also continues each recorded episode in
+imagination from `--lead-steps` before the policy first closes the gripper and reports the same
+figures for that start (not part of the verdict).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+from bench.protocol import RLGainProtocol  # noqa: E402  (after the path set-up above)
+
+if TYPE_CHECKING:
+    from imagination.evaluate import EvalConfig
+
+LEAD_STEPS = 8
+
+
+def _default_rl(proto: RLGainProtocol) -> str:
+    """The RL policy rl_gain scored (its result.json's policy_path), else <run>/rl/policy.pt; "" = none."""
+    rl = Path(proto.path("run")) / "rl"
+    if (rl / "result.json").is_file():
+        named = json.loads((rl / "result.json").read_text()).get("policy_path", "")
+        if named and Path(named).is_file():
+            return named
+    return str(rl / "policy.pt") if (rl / "policy.pt").is_file() else ""
+
+
+def _missing_line(needed: list[tuple[str, str, str, bool]]) -> str | None:
+    """One line naming the missing inputs (label, path shown, file that must exist, is the protocol's own)
+    and what makes them; None when nothing is missing."""
+    gone = [(label, path, own) for label, path, must, own in needed if not path or not Path(must).exists()]
+    if not gone:
+        return None
+    line = "reward_signal: missing " + ", ".join(f"{label} {path or '(not given)'}" for label, path, _ in gone)
+    if any(own for _, _, own in gone):
+        return line + "; `python bench/rl_gain.py` builds the protocol's (or give --world-model, --policies, --train-data)"
+    return line + "; give existing files"
+
+
+def _gate_proprio(path: Path, train_data: str, chunk_len: int) -> str:
+    """A proprio model fitted on the training data with the world model's chunk length, cached at `path`
+    (refitted when the data or the chunk length differ from what path.json says it was fitted on)."""
+    from envs.dataset import EpisodeDataset
+    from world_models.proprio import ProprioConfig, fit_proprio
+
+    ds = EpisodeDataset(train_data, verify=False)
+    key = {"train_data": str(Path(train_data).resolve()), "episodes": len(ds), "chunk_len": chunk_len}
+    keyfile = path.with_suffix(".json")
+    if path.is_file() and keyfile.is_file() and json.loads(keyfile.read_text()) == key:
+        return str(path)
+    print(f"fitting the proprio model on {train_data} ({len(ds)} episodes, chunk {chunk_len}) -> {path}")
+    episodes = [ds[i] for i in range(len(ds))]
+    model, _ = fit_proprio([e.state for e in episodes], [e.action for e in episodes], ProprioConfig(chunk_len=chunk_len))
+    model.save(path)
+    keyfile.write_text(json.dumps(key))
+    return str(path)
+
+
+def _real_gate_eval(cfg: EvalConfig, gate_data: Path, label: str) -> dict:
+    """The policy's real evaluation on the gate jobs: reused when finished for the same checkpoint and
+    jobs, else run and recorded into gate_data (unless episodes of this checkpoint are there already)."""
+    from envs.dataset import EpisodeDataset
+    from imagination.evaluate import evaluate, load_policy
+    from imagination.real_rollouts import evaluate_and_record
+
+    path = Path(cfg.out_dir) / "results.json"
+    keys = ("checkpoint", "env", "tasks", "episodes_per_task", "init_state_offset", "seed")
+    if path.is_file() and path.stat().st_mtime >= Path(cfg.checkpoint).stat().st_mtime:
+        old = json.loads(path.read_text())
+        if {k: old["config"].get(k) for k in keys} == {k: getattr(cfg, k) for k in keys}:
+            print(f"{label}: reusing {path}")
+            return old
+    gate_jobs = {(t, cfg.init_state_offset + j) for t in cfg.tasks for j in range(cfg.episodes_per_task)}
+    recorded = [m for m in EpisodeDataset(gate_data, verify=False).meta
+                if m["source"] == "policy" and m["extra"].get("policy") == cfg.checkpoint
+                and (m["task_id"], m["init_state_id"]) in gate_jobs]
+    n = len(cfg.tasks) * cfg.episodes_per_task
+    if recorded:  # an interrupted or overwritten evaluation: its episodes stay, the new ones are not added
+        print(f"{label}: {n} real episodes -> {path} (not recorded: {gate_data} holds {len(recorded)} of its episodes already)")
+        return evaluate(cfg)
+    print(f"{label}: {n} real episodes -> {path}, recorded into {gate_data}")
+    return evaluate_and_record(cfg, load_policy(cfg), gate_data, {"policy": cfg.checkpoint, "gate": True})
+
+
+def _fresh(results: Path, *inputs: str) -> None:
+    """Drop an imagined run older than any of its inputs (a retrained model under the same path)."""
+    if results.is_file() and any(Path(p).stat().st_mtime > results.stat().st_mtime for p in inputs):
+        print(f"{results}: older than its inputs, imagining again")
+        results.unlink()
+
+
+def _table(name: str, checkpoint: str, figs: dict) -> list[str]:
+    lo, hi = figs["auc_within_task_ci95"]
+    lines = [f"{name} ({checkpoint}): real {figs['real_successes']}/{figs['jobs']}, imagined "
+             f"{figs['imagined_successes']}/{figs['jobs']}; AUC within task {figs['auc_within_task']:.3f} "
+             f"[{lo:.2f}, {hi:.2f}] on {figs['pairs']} pairs ({figs['tasks_with_both_outcomes']} tasks with both "
+             f"outcomes), AUC {figs['auc']:.3f}",
+             f"  {'task':>4}  {'real':>7}  {'imagined':>8}  {'gap':>6}"]
+    for r in figs["calibration"]:
+        lines.append(f"  {r['task_id']:>4}  {r['real_successes']:>3}/{r['jobs']:<3}  {r['imagined_successes']:>4}/{r['jobs']:<3}"
+                     f"  {r['gap']:>+6.2f}")
+    lines.append(f"  largest |imagined - real| {figs['max_calibration_gap']:.2f}")
+    return lines
+
+
+def _json_safe(x: Any) -> Any:
+    if isinstance(x, float) and math.isnan(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    return x
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--root", default=RLGainProtocol().root, help="the rl_gain protocol's folder (bench/protocol.py)")
+    p.add_argument("--world-model", default="", help="world model to check (default: the protocol's)")
+    p.add_argument("--policies", nargs="+", default=[], help="policy checkpoints (default: the protocol's BC, and "
+                                                             "the RL policy of bench/rl_gain.py when it exists)")
+    p.add_argument("--names", nargs="+", default=[], help="one label per policy (default: bc, rl, or folder names)")
+    p.add_argument("--train-data", default="", help="the world model's training data: fits the proprio model and "
+                                                    "configures a new gate dataset (default: the protocol's)")
+    p.add_argument("--gate-dir", default="", help="real side: gate dataset (data/) and real evaluations "
+                                                  "(eval_<name>/); default <root>/gate")
+    p.add_argument("--out-dir", default="", help="imagined runs and reward_signal.json; default: --gate-dir")
+    p.add_argument("--branch", action="store_true", help="also from --lead-steps before each recorded episode's "
+                                                         "first grasp (imagination.closed_loop.branch_records)")
+    p.add_argument("--lead-steps", type=int, default=LEAD_STEPS)
+    p.add_argument("--imagined-envs", type=int, default=25, help="imagined episodes per batch")
+    p.add_argument("--device", default="cpu", help="where the world model runs (cpu, cuda)")
+    args = p.parse_args(argv)
+    proto = RLGainProtocol(root=args.root)
+    wm_path = args.world_model or proto.path("world_model_file")
+    train_data = args.train_data or proto.path("data")
+    if args.policies:
+        policies = list(args.policies)
+        names = list(args.names) or [Path(x).parent.name or Path(x).stem for x in policies]
+    else:
+        policies = [proto.path("bc_file")] + ([rl] if (rl := _default_rl(proto)) else [])
+        names = list(args.names) or ["bc", "rl"][:len(policies)]
+    if len(names) != len(policies) or len(set(names)) != len(names):
+        print(f"reward_signal: --names: expected {len(policies)} distinct names (one per policy), got {names}",
+              file=sys.stderr)
+        return 2
+    needed = [("world model", wm_path, wm_path, not args.world_model)]
+    if not args.world_model:  # the protocol calibrates its model's success threshold after training it
+        calibration = str(Path(wm_path).parent / "calibration.json")
+        needed.append(("world model calibration", calibration, calibration, True))
+    needed += [("training data", train_data, str(Path(train_data, "meta", "info.json")), not args.train_data)]
+    needed += [(f"policy {n}", x, x, not args.policies) for n, x in zip(names, policies)]
+    if (line := _missing_line(needed)) is not None:
+        print(line, file=sys.stderr)
+        return 2
+
+    from envs.dataset import EpisodeDataset, EpisodeWriter
+    from imagination.closed_loop import ClosedLoopConfig, branch_records, closed_loop_records
+    from imagination.loop import LoopConfig
+    from imagination.reward_gate import THRESHOLD_AUC, THRESHOLD_GAP, gate_figures, gate_verdict
+    from scripts.cli import load_config
+    from world_models.model import WorldModel
+
+    gate = Path(args.gate_dir or proto.path("gate"))
+    out = Path(args.out_dir) if args.out_dir else gate
+    gate_data = gate / "data"
+    if not (gate_data / "meta" / "info.json").is_file():
+        EpisodeWriter(gate_data, EpisodeDataset(train_data, verify=False).config).close()
+    wm = WorldModel.load(wm_path)
+    threshold = float(wm.cfg.head.success_threshold)
+    own = not args.world_model and not args.train_data
+    proprio = _gate_proprio(Path(proto.path("proprio_file")) if own else out / "proprio.pt", train_data, wm.chunk_len)
+    loop = load_config(LoopConfig, "quick", group="loop")
+    base = replace(loop.eval, env=proto.suite, tasks=list(proto.tasks), episodes_per_task=proto.gate_init_states,
+                   init_state_offset=proto.gate_offset, seed=proto.seed, num_envs=2, fast_render=True)
+    last = proto.gate_offset + proto.gate_init_states - 1
+    print(f"reward gate: {proto.suite} tasks {list(proto.tasks)} x init states {proto.gate_offset}-{last}, seed "
+          f"{proto.seed}; world model {wm_path} (success threshold {threshold:.3f})")
+    cl = ClosedLoopConfig(world_model=wm_path, start_data=str(gate_data), proprio=proprio, num_envs=args.imagined_envs,
+                          device=args.device)
+    rows: list[dict] = []
+    branch_rows: list[dict] = []
+    for name, ckpt in zip(names, policies):
+        real = _real_gate_eval(replace(base, checkpoint=ckpt, out_dir=str(gate / f"eval_{name}")), gate_data, name)
+        imagined_dir = out / f"imagined_{name}"
+        _fresh(imagined_dir / "results.json", wm_path, proprio, str(gate / f"eval_{name}" / "results.json"))
+        rows += [{"policy": name, **r} for r in closed_loop_records(real, ckpt, cl, str(imagined_dir))]
+        if args.branch:
+            branch_rows += [{"policy": name, **r} for r in branch_records(str(gate_data), ckpt, cl, args.lead_steps)]
+
+    def figures(records: list[dict]) -> dict[str, dict]:
+        return {n: gate_figures([r for r in records if n in ("all", r["policy"])], threshold) for n in [*names, "all"]}
+
+    figs = figures(rows)
+    lines = []
+    for name, ckpt in zip(names, policies):
+        lines += _table(name, ckpt, figs[name])
+    if len(names) > 1:
+        lines += _table("all", "every policy's jobs pooled", figs["all"])
+    branch = figures(branch_rows) if args.branch else None
+    if branch:
+        lines.append(f"from {args.lead_steps} steps before the first grasp of each recorded episode (not in the verdict):")
+        for name, ckpt in zip(names, policies):
+            lines += _table(name, ckpt, branch[name])
+    pooled = figs["all"]
+    max_gap = max(figs[n]["max_calibration_gap"] for n in names)
+    verdict = gate_verdict(pooled["auc_within_task"], max_gap)
+    print("\n".join(lines))
+    if not verdict.measurable:
+        per_task = ", ".join(f"task {r['task_id']} {r['real_successes']}/{r['jobs']}" for r in pooled["calibration"])
+        print(f"cannot measure: no task has both a real success and a real failure among the gate's jobs "
+              f"(real successes: {per_task}); the within-task AUC needs both")
+    elif not verdict.passed:
+        print("FAIL: " + "; ".join(verdict.reasons))
+    result = {"protocol": proto.describe(), "world_model": wm_path, "success_threshold": threshold,
+              "train_data": train_data, "proprio": proprio, "gate_data": str(gate_data),
+              "policies": dict(zip(names, policies)), "jobs_per_policy": len(proto.tasks) * proto.gate_init_states,
+              "thresholds": {"auc_within_task": THRESHOLD_AUC, "max_calibration_gap": THRESHOLD_GAP},
+              "figures": figs, "max_calibration_gap": max_gap, "verdict": verdict.label,
+              "measurable": verdict.measurable, "reasons": list(verdict.reasons), "records": rows}
+    if branch:
+        result["branch"] = {"lead_steps": args.lead_steps, "figures": branch, "records": branch_rows}
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / "reward_signal.json.tmp"
+    tmp.write_text(json.dumps(_json_safe(result), indent=2))
+    os.replace(tmp, out / "reward_signal.json")
+    print(f"written: {out / 'reward_signal.json'}")
+    lo, hi = pooled["auc_within_task_ci95"]
+    print(f"BENCH reward_signal policies={','.join(names)} jobs={result['jobs_per_policy']} pairs={pooled['pairs']} "
+          f"auc_within_task={pooled['auc_within_task']:.2f} auc_within_task_ci95=[{lo:.2f},{hi:.2f}] "
+          f"auc={pooled['auc']:.2f} max_calibration_gap={max_gap:.2f} threshold_auc={THRESHOLD_AUC:.2f} "
+          f"threshold_gap={THRESHOLD_GAP:.2f} {verdict.label}")
+    return 0 if verdict.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

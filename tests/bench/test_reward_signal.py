@@ -1,0 +1,136 @@
+"""bench/reward_signal.py: one line and exit 2 when its inputs are missing; on a tiny world model and
+policy with a finished gate evaluation (no LIBERO run), the imagined re-run, the tables, the BENCH
+line, reward_signal.json and the exit status."""
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tests.bench.test_bench_options import ROOT, _load
+
+H, K = 16, 4
+
+
+def test_missing_protocol_inputs_give_one_line_and_exit_2(tmp_path):
+    run = subprocess.run([sys.executable, str(ROOT / "bench" / "reward_signal.py"), "--root", str(tmp_path / "proto")],
+                         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "MUJOCO_GL": "egl"}, timeout=300)
+    assert run.returncode == 2 and run.stdout == ""
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1, run.stderr
+    line = lines[0]
+    assert line.startswith("reward_signal: missing world model ") and "Traceback" not in run.stderr
+    for name in ("world_model/world_model.pt", "calibration.json", "bc/policy.pt", str(tmp_path / "proto" / "data")):
+        assert name in line
+    assert "`python bench/rl_gain.py` builds" in line
+
+
+def test_missing_given_files_are_named(tmp_path, capsys):
+    reward_signal = _load("reward_signal")
+    code = reward_signal.main(["--root", str(tmp_path), "--world-model", str(tmp_path / "wm.pt"),
+                               "--train-data", str(tmp_path / "data"), "--policies", str(tmp_path / "p.pt")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert err[0] == (f"reward_signal: missing world model {tmp_path / 'wm.pt'}, training data {tmp_path / 'data'}, "
+                      f"policy {tmp_path.name} {tmp_path / 'p.pt'}; give existing files")
+    assert reward_signal.main(["--root", str(tmp_path), "--policies", "a.pt", "b.pt", "--names", "x", "x"]) == 2
+    assert "2 distinct names" in capsys.readouterr().err
+
+
+def _episodes(root: Path, source: str, policy: str, outcomes: dict[int, bool], init: int) -> None:
+    """One short episode per task of outcomes (task -> real success), the gripper closing at step 6."""
+    from envs.dataset import DatasetConfig, Episode, EpisodeWriter
+
+    rng = np.random.default_rng(init)
+    with EpisodeWriter(root, DatasetConfig(views=("agentview",), image_size=(H, H))) as w:
+        for task, ok in outcomes.items():
+            T = 12
+            action = rng.uniform(-1, 1, (T, 7)).astype(np.float32)
+            action[:, 6] = np.where(np.arange(T) >= 6, 1.0, -1.0)
+            success = np.zeros(T, bool)
+            success[-1] = ok
+            w.append(Episode(
+                frames={"agentview": rng.integers(0, 255, (T, H, H, 3), dtype=np.uint8)},
+                state=rng.normal(size=(T, 8)).astype(np.float32), action=action, reward=success.astype(np.float32),
+                success=success, instruction=f"task {task}", suite="libero_spatial", task_id=task, source=source,
+                perturbation="", init_state_id=init, extra={"policy": policy} if policy else {}))
+
+
+@pytest.fixture(scope="module")
+def protocol_root(tmp_path_factory):
+    """The protocol's inputs in miniature: data, a world model whose head always says sigmoid(2), BC."""
+    from policies.vla import VLAConfig, VLAPolicy
+    from world_models.denoiser import DenoiserConfig
+    from world_models.model import WorldModel, WorldModelConfig
+
+    root = tmp_path_factory.mktemp("reward_signal")
+    _episodes(root / "data", "expert", "", {t: True for t in range(5)}, init=0)
+    torch.manual_seed(0)
+    d = DenoiserConfig(image_size=H, channels=3, context_frames=2, chunk_len=K, block_out_channels=[8, 16], norm_num_groups=4)
+    wm = WorldModel(WorldModelConfig(views=["agentview"], denoiser=d))
+    with torch.no_grad():
+        wm.head.out.weight.zero_()
+        wm.head.out.bias.fill_(2.0)
+    (root / "world_model").mkdir()
+    wm.save(root / "world_model" / "world_model.pt")
+    (root / "world_model" / "calibration.json").write_text("{}")
+    (root / "bc").mkdir()
+    VLAPolicy(VLAConfig(views=["agentview"], image_size=H, chunk_len=K, conv_channels=[8, 8])).save(root / "bc" / "policy.pt")
+    return root
+
+
+def _finished_gate_eval(root: Path, successes) -> None:
+    """The BC policy's gate evaluation as if run in LIBERO (outcomes given) and its recorded episodes."""
+    from imagination.evaluate import plan_jobs
+    from imagination.loop import LoopConfig
+    from scripts.cli import load_config
+
+    bc = str(root / "bc" / "policy.pt")
+    gate = root / "gate"
+    if not (gate / "data").exists():
+        _episodes(gate / "data", "policy", bc, {t: t % 2 == 0 for t in range(5)}, init=10)
+    cfg = replace(load_config(LoopConfig, "quick", group="loop").eval, env="libero_spatial", tasks=[0, 1, 2, 3, 4],
+                  episodes_per_task=10, init_state_offset=10, seed=0, num_envs=2, fast_render=True, checkpoint=bc,
+                  out_dir=str(gate / "eval_bc"), max_steps=8)
+    jobs = plan_jobs(cfg, cfg.tasks, lambda task: 50)
+    episodes = [{"task_id": j.task_id, "init_state_id": j.init_state_id, "seed": j.seed, "success": bool(s), "steps": 8}
+                for j, s in zip(jobs, successes(jobs))]
+    (gate / "eval_bc").mkdir(parents=True, exist_ok=True)
+    (gate / "eval_bc" / "results.json").write_text(json.dumps({"config": asdict(cfg), "episodes": episodes}))
+
+
+@pytest.mark.libero
+def test_a_head_that_says_the_same_everywhere_fails_the_gate(protocol_root, capsys):
+    reward_signal = _load("reward_signal")
+    _finished_gate_eval(protocol_root, lambda jobs: [j.episode % 2 == 0 for j in jobs])  # 5 of 10 on every task
+    code = reward_signal.main(["--root", str(protocol_root), "--branch", "--lead-steps", "4"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "bc: reusing" in out and "fitting the proprio model" in out
+    bench = out.strip().splitlines()[-1]
+    # every job imagined at sigmoid(2) = 0.88: all ties within task (0.5), every task imagined 10/10 vs 5/10 real
+    assert bench == ("BENCH reward_signal policies=bc jobs=50 pairs=125 auc_within_task=0.50 "
+                     "auc_within_task_ci95=[0.50,0.50] auc=0.50 max_calibration_gap=0.50 threshold_auc=0.80 "
+                     "threshold_gap=0.15 FAIL")
+    assert "FAIL: within-task AUC 0.500 < 0.80; largest per-task |imagined - real| 0.500 > 0.15" in out
+    assert "     0    5/10     10/10    +0.50" in out and "every policy's jobs pooled" not in out
+    saved = json.loads((protocol_root / "gate" / "reward_signal.json").read_text())
+    assert saved["verdict"] == "FAIL" and len(saved["records"]) == 50
+    assert saved["figures"]["bc"]["calibration"][0]["imagined_successes"] == 10
+    assert saved["branch"]["figures"]["bc"]["jobs"] == 5  # the recorded episodes, from 4 steps before the grasp
+    assert all(r["start_t"] == 2 for r in saved["branch"]["records"])
+    assert (protocol_root / "proprio.pt").is_file()  # the protocol's cached proprio model
+
+    # every job solved for real: nothing to separate, said plainly; the cached proprio model is reused
+    _finished_gate_eval(protocol_root, lambda jobs: [True] * len(jobs))
+    assert reward_signal.main(["--root", str(protocol_root)]) == 1
+    out = capsys.readouterr().out
+    assert "fitting the proprio model" not in out and "older than its inputs, imagining again" in out
+    assert "cannot measure: no task has both a real success and a real failure" in out
+    assert out.strip().splitlines()[-1].startswith("BENCH reward_signal policies=bc jobs=50 pairs=0 auc_within_task=nan")
+    assert json.loads((protocol_root / "gate" / "reward_signal.json").read_text())["measurable"] is False
