@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from envs.dataset import DatasetConfig, Episode, EpisodeDataset, EpisodeWriter
-from envs.experts import PERTURBATION_KINDS, Perturbation, PerturbedExpert, SpatialExpert
+from envs.experts import DEFAULT_PERTURBATIONS, PERTURBATION_KINDS, Perturbation, PerturbedExpert, SpatialExpert
 from envs.libero_env import LiberoEnv, LiberoEnvConfig
 from envs.libero_suites import suite_info
 from envs.style import style_processor
@@ -34,7 +34,8 @@ class CollectConfig:
     episodes_per_task: int = 10
     init_state_offset: int = 0  # episode j of a task starts from init state (offset + j) % num_init_states
     perturbed_fraction: float = 0.3  # share of episodes run by a perturbed expert
-    perturbations: list[str] = field(default_factory=lambda: list(PERTURBATION_KINDS))
+    # Any of PERTURBATION_KINDS; the default stays the original four (near_miss is opt-in).
+    perturbations: list[str] = field(default_factory=lambda: list(DEFAULT_PERTURBATIONS))
     perturbation_strength: float = 1.0
     image_size: int = 64
     views: list[str] = field(default_factory=lambda: ["agentview", "wrist"])

@@ -12,6 +12,13 @@ state machine as ``SpatialExpert`` with one controlled defect:
                    the way to the plate, and always >= 10 cm from its centre: it drops beside.
     offset_target  place the bowl at 0.06 * strength m (random direction) from the plate centre:
                    it lands half on / beside the plate (near-success).
+    near_miss      close the gripper at a horizontal offset from the planned grasp point, of
+                   magnitude uniform in [0, 0.05 * strength] m and uniform direction, without
+                   retrying. Measured on task 0: up to ~4 cm the fingers still pinch the rim (the
+                   expert succeeds); at 5 cm most directions close on nothing (never lifted) and
+                   some pinch the rim's edge, lift the bowl and let it slip. strength > 1 gives
+                   more failures. Not in DEFAULT_PERTURBATIONS, so the datasets that existing
+                   configs collect stay what they were.
 
 Each episode's label is ``expert.perturbation_label`` (the kind string), which
 ``run_expert_episode`` copies into ``ExpertEpisodeResult.perturbation``; details (strength,
@@ -35,10 +42,14 @@ class PerturbationKind(str, Enum):
     WRONG_AZIMUTH = "wrong_azimuth"
     EARLY_RELEASE = "early_release"
     OFFSET_TARGET = "offset_target"
+    NEAR_MISS = "near_miss"
 
 
 # The perturbation kinds a dataset can request (everything but "none").
 PERTURBATION_KINDS: tuple[str, ...] = tuple(k.value for k in PerturbationKind if k is not PerturbationKind.NONE)
+# What a collection cycles through unless told otherwise: fixed, so a config collects the same
+# episodes after a new kind is added.
+DEFAULT_PERTURBATIONS: tuple[str, ...] = ("noise", "wrong_azimuth", "early_release", "offset_target")
 
 
 @dataclass
@@ -57,6 +68,9 @@ class Perturbation:
     release_fraction: float = 0.5  # fraction of the carry left when releasing (early_release)
     release_min_dist: float = 0.10  # m; never release closer than this to the plate centre
     place_offset: float = 0.06  # m from the plate centre (offset_target)
+    near_miss_max_m: float = 0.05  # m; the grasp offset is uniform in [0, this * strength] (near_miss)
+    # m; fixes the near-miss offset's magnitude (the direction is still drawn), e.g. for tests.
+    near_miss_offset_m: float | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -66,6 +80,11 @@ class Perturbation:
             raise ValueError(f"unknown perturbation kind {self.kind!r}; expected one of {valid}") from None
         if not np.isfinite(self.strength) or self.strength < 0:
             raise ValueError(f"strength must be a finite number >= 0, got {self.strength!r}")
+        fixed = self.near_miss_offset_m
+        if fixed is not None and (not np.isfinite(fixed) or fixed < 0):
+            raise ValueError(f"near_miss_offset_m must be None or a finite number of metres >= 0, got {fixed!r}")
+        if not np.isfinite(self.near_miss_max_m) or self.near_miss_max_m < 0:
+            raise ValueError(f"near_miss_max_m must be a finite number of metres >= 0, got {self.near_miss_max_m!r}")
 
     @property
     def label(self) -> str:
@@ -85,11 +104,13 @@ class PerturbedExpert(SpatialExpert):
             perturbation = Perturbation(kind=perturbation)
         self.perturbation = perturbation
         cfg = config or ExpertConfig()
-        if perturbation.kind == PerturbationKind.WRONG_AZIMUTH:
+        if perturbation.kind in (PerturbationKind.WRONG_AZIMUTH, PerturbationKind.NEAR_MISS):
             # A retry would simply fix the bad grasp; the point is to record the failure.
             cfg = dataclasses.replace(cfg, max_regrasps=0)
         super().__init__(cfg, rng)
         self.perturbation_info: dict = {}
+        self._near_miss = np.zeros(3)
+        self._ranking = False
 
     @property
     def perturbation_label(self) -> str:
@@ -103,10 +124,20 @@ class PerturbedExpert(SpatialExpert):
         angle = float(self.rng.uniform(0.0, 2.0 * np.pi))
         self._place_offset = p.place_offset * s * np.array([np.cos(angle), np.sin(angle), 0.0])
         self._bad_pick = float(self.rng.uniform())
+        self._near_miss = np.zeros(3)
+        if p.kind == PerturbationKind.NEAR_MISS:
+            # Drawn only for this kind: the other kinds' rng streams (noise) stay as they were.
+            size = float(self.rng.uniform(0.0, p.near_miss_max_m * s))
+            if p.near_miss_offset_m is not None:
+                size = float(p.near_miss_offset_m)
+            heading = float(self.rng.uniform(0.0, 2.0 * np.pi))
+            self._near_miss = size * np.array([np.cos(heading), np.sin(heading), 0.0])
         self.perturbation_info = {"perturbation": p.label, "strength": float(s)}
         super().reset(raw_env, raw_obs)
         if p.kind == PerturbationKind.OFFSET_TARGET:
             self.perturbation_info["place_offset_m"] = self._place_offset[:2].round(4).tolist()
+        if p.kind == PerturbationKind.NEAR_MISS:
+            self.perturbation_info["grasp_offset_m"] = self._near_miss[:2].round(4).tolist()
 
     def _grasp_offset(self) -> np.ndarray:
         p = self.perturbation
@@ -114,6 +145,19 @@ class PerturbedExpert(SpatialExpert):
             # Too far out (the wall ends up outside the finger gap) and too high on the wall.
             return np.array([p.radial_shift * p.strength, p.height_shift * p.strength])
         return super()._grasp_offset()
+
+    def _grasp_frame(self, obs: dict, azimuth: float) -> tuple[np.ndarray, np.ndarray, float]:
+        point, horizontal, slope = super()._grasp_frame(obs, azimuth)
+        if self._ranking:
+            return point, horizontal, slope  # the plan is the clean one: only its execution is off
+        return point + self._near_miss, horizontal, slope
+
+    def _rank_azimuths(self, obs: dict) -> list[float]:
+        self._ranking = True
+        try:
+            return super()._rank_azimuths(obs)
+        finally:
+            self._ranking = False
 
     def _choose_azimuth(self, obs: dict) -> float:
         azimuth = super()._choose_azimuth(obs)
