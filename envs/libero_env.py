@@ -36,6 +36,8 @@ class LiberoEnvConfig:
 
     suite: str = "libero_spatial"
     task_id: int = 0
+    # () = no cameras: nothing is rendered (~10x faster), observations carry image [0, H, W, 3]; for
+    # controllers and labelling that read simulator state only.
     views: tuple[str, ...] = ("agentview", "wrist")
     image_size: int = 64  # square renders; rendering cost is dominated by geometry, not pixels
     chunk_len: int = 8  # K actions per `step`
@@ -80,8 +82,8 @@ class LiberoEnv(gym.Env):
     ):
         self.cfg = cfg = config or LiberoEnvConfig()
         unknown = [v for v in cfg.views if v not in CAMERAS]
-        if not cfg.views or unknown:
-            raise ValueError(f"views: expected a non-empty subset of {list(CAMERAS)}, got {list(cfg.views)}")
+        if unknown:
+            raise ValueError(f"views: expected a subset of {list(CAMERAS)} (empty = no cameras), got {list(cfg.views)}")
         if cfg.chunk_len < 1:
             raise ValueError(f"chunk_len: expected an integer >= 1, got {cfg.chunk_len}")
         if cfg.image_size < 8:
@@ -151,7 +153,9 @@ class LiberoEnv(gym.Env):
 
     def _obs(self, raw_obs: dict) -> dict[str, Any]:
         # [::-1] flips rows: robosuite/OpenGL images come bottom row first.
-        image = np.stack([raw_obs[f"{CAMERAS[v]}_image"][::-1] for v in self.cfg.views]).astype(np.uint8)
+        size = self.cfg.image_size
+        image = (np.stack([raw_obs[f"{CAMERAS[v]}_image"][::-1] for v in self.cfg.views]).astype(np.uint8)
+                 if self.cfg.views else np.zeros((0, size, size, 3), np.uint8))
         obs = {"image": image, "state": _raw_state(raw_obs), "instruction": self.instruction}
         self._last_obs = obs
         return obs
@@ -227,8 +231,8 @@ class LiberoEnv(gym.Env):
         return bool(self._raw.check_success())
 
     def render(self) -> np.ndarray | None:
-        """uint8 [H, V*W, 3]: the current views side by side (upright)."""
-        if self._last_obs is None:
+        """uint8 [H, V*W, 3]: the current views side by side (upright); None without cameras."""
+        if self._last_obs is None or not self.cfg.views:
             return None
         return np.concatenate(list(self._last_obs["image"]), axis=1)
 

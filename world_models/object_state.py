@@ -3,8 +3,9 @@
 The video model's success head has to see, at 64 px, whether the fingers closed on a bowl rim one or
 two pixels away (docs/loop.md: within-task AUC 0.25-0.64 on unseen episodes). The simulator knows the
 answer in numbers: whether the object rose with the gripper and where it ended. This module learns
-those numbers from recorded real episodes (per-step labels `Episode.sim`, free at collection time) so
-that imagination can use them where no simulator runs:
+those numbers from recorded real episodes (per-step labels that `envs.sim_labels` reads by replaying each
+recorded episode in the simulator, kept beside the dataset) so that imagination can use them where no
+simulator runs:
 
     ObjectModel    object position over a chunk, from the robot's: whether the object is held after
                    each step (logits g), and o[t+k] = o[t] + sum_j<=k sigmoid(g_j) (eef[t+j] - eef[t+j-1])
@@ -33,7 +34,7 @@ from torch.nn import functional as F
 
 _FORMAT = "wm-vla-rl/state_reward"
 SCALE = 10.0  # metres -> decimetres: inputs and targets of order 1
-SIM_KEYS = ("object_pos", "target_pos", "grasped")  # the Episode.sim arrays this module reads
+SIM_KEYS = ("object_pos", "target_pos", "grasped")  # the per-step labels this module reads (envs.sim_labels)
 
 
 @dataclass
@@ -140,20 +141,25 @@ def track(model: StateReward, ep: "LabelledEpisode", t0: int = 0) -> tuple[np.nd
 
 
 def labelled_episodes(data_dir: str, indices: list[int] | None = None) -> tuple[list[LabelledEpisode], list[int]]:
-    """The episodes of a dataset (all, or `indices`) that carry the per-step simulator labels (`Episode.sim`
-    with SIM_KEYS), and their indices; episodes without them (tasks with no pick-and-place object, data
-    recorded before the labels existed) are skipped."""
-    from envs.dataset import EpisodeDataset  # the dataset format stays out of the model's import path
+    """The episodes of a dataset (all, or `indices`) that have per-step simulator labels (SIM_KEYS, written
+    beside the dataset by `envs.sim_labels.label_dataset`), and their indices; episodes without them
+    (tasks with no pick-and-place object, replays that did not reproduce the recording, datasets not
+    labelled yet: scripts/label_episodes.py) are skipped."""
+    # The dataset format and the simulator stay out of the model's import path.
+    from envs.dataset import EpisodeDataset
+    from envs.sim_labels import read_sim_labels
 
     ds = EpisodeDataset(data_dir, verify=False)
     out, kept = [], []
     for i in range(len(ds)) if indices is None else indices:
-        ep = ds[i]
-        sim = getattr(ep, "sim", None) or {}
-        if not all(k in sim for k in SIM_KEYS) or not np.isfinite(sim["object_pos"]).all():
+        sim = read_sim_labels(data_dir, i)
+        if sim is None or not np.isfinite(sim["object_pos"]).all():
             continue
-        out.append(LabelledEpisode(ep.state, np.asarray(sim["object_pos"], np.float32), np.asarray(sim["target_pos"], np.float32),
-                                   np.asarray(sim["grasped"]) > 0.5, np.asarray(ep.success, bool)))
+        ep = ds[i]
+        if len(sim["grasped"]) != len(ep):
+            raise ValueError(f"{data_dir}: the labels of episode {i} have {len(sim['grasped'])} rows, the episode "
+                             f"{len(ep)}: stale labels of another dataset? Delete sim_labels/ and label again")
+        out.append(LabelledEpisode(ep.state, sim["object_pos"], sim["target_pos"], sim["grasped"], np.asarray(ep.success, bool)))
         kept.append(i)
     return out, kept
 

@@ -1,0 +1,246 @@
+"""Per-step simulator labels of recorded episodes: where the goal's object is, and whether it is held.
+
+The state reward (`world_models.object_state`) learns from numbers only the simulator knows: the
+position of the goal's object and of its target, and whether the fingers hold the object. Recorded
+datasets do not store them, but every recorded episode can be re-run exactly: collection and real
+evaluation reset with `env.reset(seed=meta["seed"], options={"task_id", "init_state_id"})`, which
+makes the scene reproducible, and MuJoCo is deterministic. `label_dataset` replays each episode's
+actions in a camera-less `LiberoEnv` (nothing rendered) and writes the labels beside the dataset:
+
+    <data_dir>/sim_labels/episode_{index:06d}.npz
+        object_pos  float32 [T, 3]   the goal's object (world, m), row t = before action t
+        target_pos  float32 [T, 3]   its target's body
+        grasped     bool    [T]      both fingers touch the object (robosuite's _check_grasp)
+        info        JSON string      objects, task_id, seed, init_state_id, length, max_state_diff
+
+A replay is only trusted if it reproduces the recording: the replayed robot state must match every
+recorded `state` row to MAX_STATE_DIFF and the success flags must agree; otherwise the episode is
+skipped with a reason, so no label is ever silently wrong.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from envs.libero_env import LiberoEnv, LiberoEnvConfig
+from envs.outcome import pick_place_objects
+
+LABELS_DIR = "sim_labels"
+LABEL_KEYS = ("object_pos", "target_pos", "grasped")  # = world_models.object_state.SIM_KEYS
+# Float32 rounding of a recorded state is ~1e-7; a replay that went its own way differs by mm at once.
+MAX_STATE_DIFF = 1e-3
+REPLAY_MAX_STEPS = 100_000  # the replay never truncates: recorded episodes set their own length
+
+
+def _object_model(raw_env, name: str):
+    """The robosuite model of LIBERO object `name` (movable objects, then fixtures)."""
+    env = raw_env.env
+    for table in (env.objects_dict, env.fixtures_dict):
+        if name in table:
+            return table[name]
+    raise ValueError(f"object: {name!r} is neither a LIBERO object nor a fixture of this scene "
+                     f"(objects {sorted(env.objects_dict)}, fixtures {sorted(env.fixtures_dict)})")
+
+
+def step_labels(raw_env, raw_obs: dict, objects: tuple[str, str]) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(object_pos [3], target_pos [3], grasped) of the current simulator state, for the goal's
+    (object, target) names from `envs.outcome.pick_place_objects`; `raw_obs` must be the current one.
+
+    grasped: each finger touches the object with any of its collision geoms. robosuite's default asks
+    for the two pads only, but a pinch of a bowl's rim edge lifts it on the fingers' sides (measured:
+    the bowl 9-15 cm up while the pad check says not grasped), and those slips are the cases to learn."""
+    obj, target = objects
+    env = raw_env.env
+    fingers = env.robots[0].gripper.important_geoms
+    grasped = env._check_grasp(gripper=[fingers["left_finger"], fingers["right_finger"]],
+                               object_geoms=_object_model(raw_env, obj))
+    return (np.asarray(raw_obs[f"{obj}_pos"], np.float32), np.asarray(raw_obs[f"{target}_pos"], np.float32),
+            bool(grasped))
+
+
+def replay_env(suite: str, task_id: int = 0) -> LiberoEnv:
+    """A camera-less env that replays recorded actions one by one and never ends an episode itself."""
+    return LiberoEnv(LiberoEnvConfig(suite=suite, task_id=task_id, views=(), chunk_len=1, max_steps=REPLAY_MAX_STEPS,
+                                     terminate_on_success=False))
+
+
+def scene_processor(extra: dict) -> Callable[[str], str] | None:
+    """The scene-XML processor an episode was recorded with (its `extra`: fast_render, style, style_seed),
+    composed in LiberoEnv's order. Both change only visual attributes, but the replay rebuilds exactly
+    the scene of the recording rather than rely on that."""
+    from envs.libero_suites import fast_render_xml
+    from envs.style import style_processor
+
+    steps = [fast_render_xml] if extra.get("fast_render") else []
+    if int(extra.get("style", 0)):
+        steps.append(style_processor(int(extra["style_seed"])))
+    if not steps:
+        return None
+
+    def process(xml: str) -> str:
+        for step in steps:
+            xml = step(xml)
+        return xml
+
+    return process
+
+
+@dataclass
+class Replay:
+    """The result of replaying one episode: `labels` (LABEL_KEYS -> arrays) or None with a `reason`."""
+
+    labels: dict[str, np.ndarray] | None
+    reason: str  # "" when labelled
+    max_state_diff: float  # largest |replayed - recorded| robot state over the rows replayed (nan: none)
+    objects: tuple[str, str] | None = None
+
+
+def replay_episode(env: LiberoEnv, meta: dict, action: np.ndarray, state: np.ndarray, success: np.ndarray,
+                   tol: float = MAX_STATE_DIFF) -> Replay:
+    """Replay a recorded episode in `env` (from `replay_env`) and read the labels of every row.
+
+    meta: the episode's dataset metadata (task_id, seed, init_state_id, extra); action float32 [T, 7],
+    state float32 [T, S] and success bool [T] as recorded. Row t's labels are read before action t
+    is stepped, as its state was.
+    """
+    action, state = np.asarray(action, np.float32), np.asarray(state, np.float32)
+    success = np.asarray(success, bool)
+    T = len(action)
+    if action.ndim != 2 or state.shape[0] != T or success.shape != (T,):
+        raise ValueError(f"episode: expected action [T, 7], state [T, S], success [T] of one length, got "
+                         f"{action.shape}, {state.shape}, {success.shape}")
+    if env.cfg.terminate_on_success or env.max_steps < T or env.cfg.chunk_len != 1:
+        raise ValueError("env: expected a replay env (chunk_len=1, terminate_on_success=False, max_steps >= T); "
+                         "build it with envs.sim_labels.replay_env")
+    if int(meta["init_state_id"]) < 0:
+        return Replay(None, "no init state recorded", math.nan)
+    env.set_xml_processor(scene_processor(meta.get("extra") or {}))
+    obs, _ = env.reset(seed=int(meta["seed"]), options={"task_id": int(meta["task_id"]),
+                                                         "init_state_id": int(meta["init_state_id"])})
+    objects = pick_place_objects(env.raw, env.raw_obs)
+    if objects is None:
+        return Replay(None, "no pick-and-place object", math.nan)
+    out = {"object_pos": np.zeros((T, 3), np.float32), "target_pos": np.zeros((T, 3), np.float32),
+           "grasped": np.zeros(T, bool)}
+    worst = 0.0
+    for t in range(T):
+        worst = max(worst, float(np.abs(obs["state"] - state[t]).max()))
+        if worst > tol:
+            return Replay(None, f"diverged: robot state differs by {worst:.2e} at row {t}", worst, objects)
+        out["object_pos"][t], out["target_pos"][t], out["grasped"][t] = step_labels(env.raw, env.raw_obs, objects)
+        obs, _, _, _, info = env.step_single(action[t])
+        if bool(info["success"]) != success[t]:
+            return Replay(None, f"diverged: success is {info['success']} after action {t}, recorded {success[t]}",
+                          worst, objects)
+    return Replay(out, "", worst, objects)
+
+
+def replay_labels(env: LiberoEnv, episode_meta: dict, actions: np.ndarray, state: np.ndarray,
+                  success: np.ndarray) -> dict[str, np.ndarray] | None:
+    """The labels of a recorded episode (object_pos [T, 3], target_pos [T, 3], grasped [T]), or None when
+    the task has no pick-and-place object or the replay does not reproduce the recording (the reason is
+    in `replay_episode`'s result)."""
+    return replay_episode(env, episode_meta, actions, state, success).labels
+
+
+# ------------------------------------------------------------------------------------------ sidecar
+def label_path(data_dir: str | os.PathLike, index: int) -> Path:
+    return Path(data_dir) / LABELS_DIR / f"episode_{int(index):06d}.npz"
+
+
+def write_labels(path: Path, labels: dict[str, np.ndarray], info: dict[str, Any]) -> None:
+    """Atomic: a reader sees the old file, no file, or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:  # a file object: np.savez would append ".npz" to a tmp name
+        np.savez(f, **{k: labels[k] for k in LABEL_KEYS}, info=np.array(json.dumps(info)))
+    os.replace(tmp, path)
+
+
+def load_labels(path: str | os.PathLike) -> dict[str, Any]:
+    """{object_pos [T, 3], target_pos [T, 3], grasped [T], info dict} from a file of `write_labels`."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            out: dict[str, Any] = {k: z[k] for k in z.files}
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: not a readable labels file ({err})") from None
+    missing = [k for k in (*LABEL_KEYS, "info") if k not in out]
+    if missing:
+        raise ValueError(f"{path}: lacks {missing}; expected {list(LABEL_KEYS)} and info")
+    T = len(out["grasped"])
+    for key, shape in (("object_pos", (T, 3)), ("target_pos", (T, 3)), ("grasped", (T,))):
+        if out[key].shape != shape:
+            raise ValueError(f"{path}: {key} has shape {out[key].shape}, expected {shape}")
+    out["object_pos"] = out["object_pos"].astype(np.float32)
+    out["target_pos"] = out["target_pos"].astype(np.float32)
+    out["grasped"] = out["grasped"].astype(bool)
+    out["info"] = json.loads(str(out["info"]))
+    return out
+
+
+def read_sim_labels(data_dir: str | os.PathLike, index: int) -> dict[str, Any] | None:
+    """The labels `label_dataset` wrote for episode `index` of the dataset at data_dir, or None if it has none."""
+    path = label_path(data_dir, index)
+    return load_labels(path) if path.is_file() else None
+
+
+def label_dataset(data_dir: str | os.PathLike, progress: bool = True, tol: float = MAX_STATE_DIFF) -> dict[str, Any]:
+    """Label every episode of the dataset at data_dir that has no labels file yet (resumable).
+
+    Returns {"episodes", "labelled" (this call), "already", "skipped": {reason kind: count},
+    "skipped_episodes": {index: reason}, "max_state_diff" (over the labelled ones), "seconds",
+    "seconds_per_episode"}. Skipped episodes are tried again on the next call (their replay is cheap
+    to repeat, and a fix to the replay then applies to them).
+    """
+    from envs.dataset import EpisodeDataset
+
+    ds = EpisodeDataset(data_dir, verify=False)
+    metas = ds.meta
+    todo = [i for i in range(len(ds)) if not label_path(data_dir, i).is_file()]
+    # One simulator, rebuilt only when the task changes (~8 s): episodes in task order.
+    todo.sort(key=lambda i: (metas[i]["suite"], metas[i]["task_id"], i))
+    stats: dict[str, Any] = {"episodes": len(ds), "labelled": 0, "already": len(ds) - len(todo), "skipped": {},
+                             "skipped_episodes": {}, "max_state_diff": 0.0}
+    start, env = time.perf_counter(), None
+    try:
+        for k, i in enumerate(todo):
+            m = metas[i]
+            if env is None or env.cfg.suite != m["suite"]:
+                if env is not None:
+                    env.close()
+                env = replay_env(m["suite"], int(m["task_id"]))
+            ep = ds[i]
+            r = replay_episode(env, m, ep.action, ep.state, ep.success, tol)
+            if r.labels is None:
+                kind = r.reason.split(":")[0]
+                stats["skipped"][kind] = stats["skipped"].get(kind, 0) + 1
+                stats["skipped_episodes"][i] = r.reason
+            else:
+                info = {"objects": list(r.objects), "task_id": int(m["task_id"]), "seed": int(m["seed"]),
+                        "init_state_id": int(m["init_state_id"]), "length": len(ep), "max_state_diff": r.max_state_diff}
+                write_labels(label_path(data_dir, i), r.labels, info)
+                stats["labelled"] += 1
+                stats["max_state_diff"] = max(stats["max_state_diff"], r.max_state_diff)
+            if progress:
+                status = r.reason or f"labelled (state diff {r.max_state_diff:.1e})"
+                print(f"[{k + 1}/{len(todo)}] episode {i} (task {m['task_id']}, {len(ep)} steps): {status}",
+                      file=sys.stderr, flush=True)
+    finally:
+        if env is not None:
+            env.close()
+    stats["seconds"] = time.perf_counter() - start
+    stats["seconds_per_episode"] = stats["seconds"] / max(len(todo), 1)
+    return stats
+
+
+__all__ = ["LABELS_DIR", "LABEL_KEYS", "MAX_STATE_DIFF", "Replay", "label_dataset", "label_path", "load_labels",
+           "read_sim_labels", "replay_env", "replay_episode", "replay_labels", "scene_processor", "step_labels",
+           "write_labels"]

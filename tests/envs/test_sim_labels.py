@@ -1,0 +1,130 @@
+"""Per-step simulator labels on real LIBERO: a recorded expert episode replayed and labelled (envs.sim_labels),
+a tampered replay refused, and labelled episodes simulated without rendering (envs.label_collection).
+
+One short rendered recording (16 px, one view) and camera-less replays: about a minute on 2 cores.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+pytest.importorskip("libero.libero")
+
+from envs.collection import PlanItem, record_episode  # noqa: E402
+from envs.dataset import DatasetConfig, EpisodeDataset, EpisodeWriter  # noqa: E402
+from envs.label_collection import LabelCollectConfig, collect_labels, load_labelled, read_episode  # noqa: E402
+from envs.libero_env import LiberoEnv, LiberoEnvConfig  # noqa: E402
+from envs.outcome import LIFT_M  # noqa: E402
+from envs.sim_labels import label_dataset, label_path, read_sim_labels, replay_env, replay_episode  # noqa: E402
+from world_models.object_state import StateRewardConfig, fit_state_reward, labelled_episodes  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.libero]
+
+BOWL = "akita_black_bowl_1"
+# A style variant: the replay must rebuild the recording's restyled scene (envs.style) as well.
+ITEM = PlanItem(task_id=0, index=0, init_state_id=3, perturbation="", seed=11, style=1)
+
+
+class TappedEnv(LiberoEnv):
+    """The recording env, noting where the bowl is before every action it is given."""
+
+    bowl_rows: list
+
+    def step_single(self, action):
+        self.bowl_rows.append(np.array(self.raw_obs[f"{BOWL}_pos"], np.float32))
+        return super().step_single(action)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """A one-episode dataset of the clean expert, with what the recording env saw."""
+    root = tmp_path_factory.mktemp("sim_labels") / "data"
+    env = TappedEnv(LiberoEnvConfig(task_id=0, views=("agentview",), image_size=16, chunk_len=1, fast_render=True,
+                                    terminate_on_success=False))
+    env.bowl_rows = []
+    try:
+        episode = record_episode(env, ITEM, post_success_steps=4)
+        tracker = env.tracker.info()
+    finally:
+        env.close()
+    with EpisodeWriter(root, DatasetConfig(views=("agentview",), image_size=(16, 16))) as writer:
+        writer.append(episode)
+    return root, episode, tracker, np.stack(env.bowl_rows)
+
+
+def test_replayed_labels_follow_the_recorded_episode(recorded):
+    root, episode, tracker, bowl_rows = recorded
+    assert episode.episode_success and episode.extra["style"] == 1
+    stats = label_dataset(root, progress=False)
+    assert stats["labelled"] == 1 and stats["skipped"] == {}, stats
+    assert stats["max_state_diff"] < 1e-4
+    labels = read_sim_labels(root, 0)
+    T = len(episode)
+    assert labels["object_pos"].shape == (T, 3) and labels["target_pos"].shape == (T, 3) and labels["grasped"].shape == (T,)
+    assert labels["info"]["objects"] == [BOWL, "plate_1"] and labels["info"]["length"] == T
+    # row t: where the bowl was when the recording env was given action t (the row convention, replayed exactly)
+    np.testing.assert_allclose(labels["object_pos"], bowl_rows, atol=1e-5)
+    lift = labels["object_pos"][:, 2] - labels["object_pos"][0, 2]
+    grasped = labels["grasped"]
+    first = int(np.argmax(grasped))
+    assert grasped.any() and not grasped[0] and lift[:first].max() < 0.01  # resting until the fingers hold it
+    assert lift[grasped].max() > LIFT_M  # held, it rose with the hand
+    assert not grasped[-1]  # released on the plate
+    # the same figures the recording env's tracker reported (the labels stop one step before its last)
+    assert lift.max() == pytest.approx(tracker["object_lift_m"], abs=0.005)
+    final = np.linalg.norm(labels["object_pos"][-1, :2] - labels["target_pos"][-1, :2])
+    assert final == pytest.approx(tracker["target_distance_m"], abs=0.005) and final < 0.03
+
+    # resumable: a second call labels nothing; the state reward's reader finds the episode
+    assert label_dataset(root, progress=False)["already"] == 1
+    eps, kept = labelled_episodes(str(root))
+    assert kept == [0]
+    np.testing.assert_array_equal(eps[0].object_pos, labels["object_pos"])
+    np.testing.assert_array_equal(eps[0].grasped, grasped)
+    np.testing.assert_array_equal(eps[0].state, episode.state)
+
+
+def test_a_tampered_episode_is_refused(recorded):
+    root, episode, _, _ = recorded
+    meta = EpisodeDataset(root, verify=False).meta[0]
+    env = replay_env("libero_spatial", 0)
+    try:
+        tampered = episode.action.copy()
+        tampered[10:20, 0] = np.clip(tampered[10:20, 0] + 0.5, -1, 1)  # 10 steps pushed 2.5 cm further in x
+        r = replay_episode(env, meta, tampered, episode.state, episode.success)
+        assert r.labels is None and r.reason.startswith("diverged") and r.max_state_diff > 1e-3
+        assert env.render() is None and env.raw_obs is not None  # no cameras, nothing rendered
+        # another start than the recorded one is caught at row 0
+        r = replay_episode(env, dict(meta, init_state_id=meta["init_state_id"] + 1), episode.action, episode.state,
+                           episode.success)
+        assert r.labels is None and "row 0" in r.reason
+    finally:
+        env.close()
+    assert not label_path(root, 1).exists()
+
+
+def test_label_collection_without_rendering(tmp_path):
+    cfg = LabelCollectConfig(out_dir=str(tmp_path / "labels"), tasks=[0], episodes_per_task=2, init_state_offset=3,
+                             kinds=["expert", "near_miss"], post_success_steps=2)
+    stats = collect_labels(cfg, progress=False)
+    assert stats["written"] == 2 and stats["episodes_per_s"] > 0
+    episodes, infos = load_labelled(cfg.out_dir)
+    assert [i["kind"] for i in infos] == ["expert", "near_miss"] and [i["init_state_id"] for i in infos] == [3, 4]
+    assert "grasp_offset_m" in infos[1]["perturbation_info"]
+    expert = episodes[0]
+    assert infos[0]["outcome"] == "success" and expert.success.any()
+    T = len(expert.state)
+    assert expert.object_pos.shape == (T, 3) and expert.grasped.any()
+    assert (expert.object_pos[expert.grasped, 2] - expert.object_pos[0, 2]).max() > LIFT_M
+    arrays, _ = read_episode(tmp_path / "labels" / "task00_ep0000.npz")
+    assert arrays["action"].shape == (T, 7) and arrays["state"].dtype == np.float32
+    # the state reward trains on them
+    model, log = fit_state_reward(episodes, StateRewardConfig(steps=3, hidden=16, layers=1, batch_size=32))
+    assert len(log["object_loss"]) == 3 and np.isfinite(log["object_loss"]).all()
+    # resumable; a config whose plan differs from the files is refused
+    assert collect_labels(cfg, progress=False)["already"] == 2
+    with pytest.raises(ValueError, match="another plan"):
+        collect_labels(LabelCollectConfig(**{**cfg.__dict__, "seed": 1}), progress=False)
