@@ -51,7 +51,10 @@ class LabelCollectConfig:
     suite: str = "libero_spatial"
     tasks: list[int] = field(default_factory=list)  # empty = every task of the suite
     episodes_per_task: int = 20
-    init_state_offset: int = 0  # episode j of a task starts from init state (offset + j) % num_init_states
+    init_state_offset: int = 0  # episode j of a task starts from init state offset + j % init_states
+    # How many init states to cycle through from the offset; 0 = all of the task's. A benchmark that keeps
+    # init states apart for scoring (bench/protocol.py trains on 0-9) simulates many episodes on a few.
+    init_states: int = 0
     # Episode j runs kinds[j % len(kinds)]: "expert" or a perturbation kind (envs.experts.PERTURBATION_KINDS).
     kinds: list[str] = field(default_factory=lambda: ["near_miss", "near_miss", "near_miss", EXPERT])
     strength: float = 1.0  # perturbation strength (near_miss: offsets up to 0.05 m * strength)
@@ -85,6 +88,8 @@ def validate(cfg: LabelCollectConfig) -> None:
         raise ValueError(f"episodes_per_task: expected an integer >= 1, got {cfg.episodes_per_task}")
     if cfg.init_state_offset < 0:
         raise ValueError(f"init_state_offset: expected an integer >= 0, got {cfg.init_state_offset}")
+    if cfg.init_states < 0:
+        raise ValueError(f"init_states: expected an integer >= 0 (0 = all), got {cfg.init_states}")
     unknown = [k for k in cfg.kinds if k != EXPERT and k not in PERTURBATION_KINDS]
     if not cfg.kinds or unknown:
         raise ValueError(f"kinds: expected a non-empty list of {[EXPERT, *PERTURBATION_KINDS]}, got {cfg.kinds}")
@@ -102,7 +107,8 @@ def make_plan(cfg: LabelCollectConfig, num_init_states: int = 50) -> list[LabelP
         for j in range(cfg.episodes_per_task):
             # Keyed by (seed, task, j): an episode's seed does not depend on which other tasks are planned.
             seed = int(np.random.default_rng([cfg.seed, task_id, j]).integers(2**31))
-            plan.append(LabelPlanItem(task_id, j, (cfg.init_state_offset + j) % num_init_states,
+            cycle = cfg.init_states or num_init_states
+            plan.append(LabelPlanItem(task_id, j, (cfg.init_state_offset + j % cycle) % num_init_states,
                                       cfg.kinds[j % len(cfg.kinds)], seed))
     return plan
 

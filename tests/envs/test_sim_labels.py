@@ -15,7 +15,8 @@ pytest.importorskip("libero.libero")
 
 from envs.collection import PlanItem, record_episode  # noqa: E402
 from envs.dataset import DatasetConfig, EpisodeDataset, EpisodeWriter  # noqa: E402
-from envs.label_collection import LabelCollectConfig, collect_labels, load_labelled, read_episode  # noqa: E402
+from envs.label_collection import (LabelCollectConfig, collect_labels, load_labelled, make_plan,  # noqa: E402
+                                    read_episode, validate)
 from envs.libero_env import LiberoEnv, LiberoEnvConfig  # noqa: E402
 from envs.outcome import LIFT_M  # noqa: E402
 from envs.sim_labels import label_dataset, label_path, read_sim_labels, replay_env, replay_episode  # noqa: E402
@@ -128,3 +129,14 @@ def test_label_collection_without_rendering(tmp_path):
     assert collect_labels(cfg, progress=False)["already"] == 2
     with pytest.raises(ValueError, match="another plan"):
         collect_labels(LabelCollectConfig(**{**cfg.__dict__, "seed": 1}), progress=False)
+
+
+def test_label_plan_cycles_through_the_requested_init_states():
+    cfg = LabelCollectConfig(tasks=[2], episodes_per_task=25, init_state_offset=0, init_states=10)
+    plan = make_plan(cfg)
+    assert [p.init_state_id for p in plan] == [j % 10 for j in range(25)]
+    assert len({p.seed for p in plan}) == 25  # repeated init states get their own seeds
+    every = make_plan(LabelCollectConfig(tasks=[2], episodes_per_task=60, init_state_offset=45))
+    assert [p.init_state_id for p in every][:7] == [45, 46, 47, 48, 49, 0, 1]
+    with pytest.raises(ValueError, match="init_states"):
+        validate(LabelCollectConfig(init_states=-1))
