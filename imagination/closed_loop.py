@@ -56,6 +56,8 @@ class ClosedLoopConfig:
     max_steps: int = 0  # imagined horizon; 0 = the real evaluation's
     num_envs: int = 16  # imagined episodes per batch
     num_threads: int = 1
+    reward: str = "head"  # what judges success in imagination: the world model's head, or "state" (ImaginationConfig)
+    state_reward: str = ""  # StateReward checkpoint for reward "state"
     device: str = "cpu"
 
 
@@ -72,7 +74,8 @@ def real_jobs_config(real_results: dict, policy_path: str, cfg: ClosedLoopConfig
         init_state_offset=int(rc["init_state_offset"]), seed=int(rc["seed"]), action_steps=int(rc["action_steps"]),
         deterministic=bool(rc["deterministic"]), max_steps=cfg.max_steps or int(rc["max_steps"]), videos=0,
         out_dir=out_dir, num_envs=cfg.num_envs, num_threads=cfg.num_threads, world_model=cfg.world_model,
-        start_data=cfg.start_data, proprio=cfg.proprio, success_threshold=math.inf, device=cfg.device)
+        start_data=cfg.start_data, proprio=cfg.proprio, success_threshold=math.inf, reward=cfg.reward,
+        state_reward=cfg.state_reward, device=cfg.device)
 
 
 def closed_loop_records(real_results: dict, policy_path: str, cfg: ClosedLoopConfig, out_dir: str,
@@ -131,7 +134,8 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
     n = min(cfg.num_envs, len(starts))
     venv = ImaginationVectorEnv(wm, proprio, episodes, n, ImaginationConfig(
         max_steps=horizon, success_threshold=math.inf, keyframes=KeyframeConfig(mode="start"),
-        policy_views=list(getattr(policy.config, "views", [])), device=cfg.device))
+        policy_views=list(getattr(policy.config, "views", [])), reward=cfg.reward, state_reward=cfg.state_reward,
+        device=cfg.device))
     best = np.zeros(len(starts))
     batches = range(0, len(starts), n)
     with torch.no_grad():  # (fitting the proprio model above needs grad)

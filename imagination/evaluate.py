@@ -59,6 +59,8 @@ class EvalConfig:
     proprio: str = ""
     sampling_steps: int = 0  # denoising steps per chunk; 0 = the world model's default
     success_threshold: float | None = None  # imagination only; None = the world model's calibrated threshold
+    reward: str = "head"  # imagination only: "head" or "state" (ImaginationConfig.reward)
+    state_reward: str = ""  # imagination only: the StateReward checkpoint of reward "state"
     device: str = "cpu"  # imagination only: where the world model runs (cpu, cuda); the policy stays on the CPU
 
 

@@ -46,7 +46,8 @@ class ImaginationEvalEnv:
         horizon = cfg.max_steps or libero_suites.suite_info(self.suite).max_steps
         config = ImaginationConfig(max_steps=horizon, success_threshold=cfg.success_threshold,
                                    sampling_steps=cfg.sampling_steps or None, keyframes=KeyframeConfig(mode="start"),
-                                   policy_views=list(spec.views), device=cfg.device)
+                                   policy_views=list(spec.views), reward=cfg.reward, state_reward=cfg.state_reward,
+                                   device=cfg.device)
         self.num_envs = len(first_tasks)
         self.venv = ImaginationVectorEnv(wm, proprio, episodes, self.num_envs, config)
         self.exact_starts: dict[int, bool] = {}  # job index -> started from its own init state

@@ -181,3 +181,62 @@ def test_policy_views_show_a_subset_of_the_imagined_views(models):
         ImaginationVectorEnv(wm2, prop, eps, config=ImaginationConfig(policy_views=["eye_in_hand"]))
     with pytest.raises(ValueError, match="policy_views"):
         ImaginationVectorEnv(wm2, prop, eps, config=ImaginationConfig(policy_views=["wrist", "wrist"]))
+
+
+def _labelled(eps):
+    """The same episodes with simulator labels: an object that starts 5 cm from the first eef position."""
+    out = []
+    for e in eps:
+        T = len(e.state)
+        obj = np.repeat((e.state[0, :3] + [0.05, 0.0, 0.0])[None], T, 0).astype(np.float32)
+        sim = {"object_pos": obj, "target_pos": obj + np.float32([0.2, 0.0, 0.0]), "grasped": np.zeros(T, bool)}
+        out.append(StartEpisode(e.frames, e.state, e.action, e.instruction, e.task_id, sim))
+    return out
+
+
+def test_state_reward_carries_the_object_along_the_proprio_states(models, tmp_path):
+    """reward 'state': success probabilities are the state reward's along the proprio model's predicted
+    states, the object carried from chunk to chunk from the keyframe's labels (what `track` does on records)."""
+    from world_models.object_state import LabelledEpisode, StateReward, StateRewardConfig, track
+
+    wm, prop = models
+    torch.manual_seed(1)
+    sr = StateReward(StateRewardConfig(chunk_len=4, hidden=16, layers=1))
+    with torch.no_grad():  # a success net whose output depends on its inputs visibly
+        for p in sr.parameters():
+            p.mul_(5.0)
+    sr.save(tmp_path / "sr.pt")
+    eps = _labelled(_episodes())
+    venv = ImaginationVectorEnv(wm, prop, eps, num_envs=1, config=ImaginationConfig(
+        max_steps=100, success_threshold=float("inf"), reward="state", state_reward=str(tmp_path / "sr.pt")))
+    venv.reset(seed=0, options={"keyframes": [Keyframe(1, 3)]})
+    acts = np.random.default_rng(0).uniform(-1, 1, (2, 1, 4, 7)).astype(np.float32)
+    probs, states = [], [torch.as_tensor(eps[1].state[3])[None]]
+    for a in acts:
+        with torch.no_grad():
+            states.append(prop.predict(states[-1][-1:], torch.as_tensor(a))[0])
+        probs.append(venv.step(a)[4]["success_prob"][0])
+    rows = torch.cat(states).numpy()  # the keyframe's state, then 2 chunks of predicted states
+    sim = eps[1].sim
+    rec = LabelledEpisode(rows, np.repeat(sim["object_pos"][3:4], len(rows), 0), np.repeat(sim["target_pos"][3:4], len(rows), 0),
+                          np.zeros(len(rows), bool), np.zeros(len(rows), bool))
+    rec.object_pos[0] = sim["object_pos"][3]
+    _, expected = track(StateReward.load(tmp_path / "sr.pt"), rec, 0)
+    np.testing.assert_allclose(probs, [expected[:4].max(), expected[4:].max()], rtol=1e-5)
+    assert len(set(np.round(expected, 4))) > 1  # not a constant: the test can tell the steps apart
+
+
+def test_state_reward_needs_a_checkpoint_and_labelled_starts(models, tmp_path):
+    from world_models.object_state import StateReward, StateRewardConfig
+
+    wm, prop = models
+    with pytest.raises(ValueError, match="state_reward"):
+        ImaginationVectorEnv(wm, prop, _labelled(_episodes()), 1, ImaginationConfig(reward="state"))
+    StateReward(StateRewardConfig(chunk_len=4, hidden=8, layers=1)).save(tmp_path / "sr.pt")
+    with pytest.raises(ValueError, match="simulator labels"):
+        ImaginationVectorEnv(wm, prop, _episodes(), 1, ImaginationConfig(reward="state", state_reward=str(tmp_path / "sr.pt")))
+    StateReward(StateRewardConfig(chunk_len=8, hidden=8, layers=1)).save(tmp_path / "sr8.pt")
+    with pytest.raises(ValueError, match="chunk_len"):
+        ImaginationVectorEnv(wm, prop, _labelled(_episodes()), 1, ImaginationConfig(reward="state", state_reward=str(tmp_path / "sr8.pt")))
+    with pytest.raises(ValueError, match="reward"):
+        ImaginationVectorEnv(wm, prop, _labelled(_episodes()), 1, ImaginationConfig(reward="pixels"))
