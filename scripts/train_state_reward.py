@@ -1,6 +1,10 @@
 """Train the state reward (world_models/object_state.py) on a dataset's per-step simulator labels.
 
-    python scripts/train_state_reward.py data_dir=outputs/bench/rl_gain/data_labelled out=outputs/state_reward.pt
+    python scripts/train_state_reward.py data_dir=outputs/bench/rl_gain/data out=outputs/state_reward.pt
+    python scripts/train_state_reward.py data_dir=... 'label_dirs=[outputs/data/sim_labels/libero_spatial]'
+
+data_dir is a recorded dataset labelled by scripts/label_episodes.py; label_dirs add episodes simulated
+without rendering by scripts/collect_labels.py (near-miss grasps: the failure boundary), for training only.
 
 Every `holdout_every`-th labelled episode is held out; on those, the object is carried along the
 recorded robot states from the first row and the highest success probability is compared with the
@@ -19,6 +23,7 @@ import numpy as np
 import torch
 
 from envs.dataset import EpisodeDataset
+from envs.label_collection import load_labelled
 from imagination.closed_loop import outcome_separation
 from scripts.cli import parse_config
 from world_models.object_state import StateRewardConfig, fit_state_reward, labelled_episodes, track
@@ -27,6 +32,7 @@ from world_models.object_state import StateRewardConfig, fit_state_reward, label
 @dataclass
 class TrainStateRewardConfig:
     data_dir: str = "outputs/bench/rl_gain/data"
+    label_dirs: list[str] = field(default_factory=list)  # scripts/collect_labels.py out_dirs, added to training
     out: str = "outputs/state_reward/state_reward.pt"
     model: StateRewardConfig = field(default_factory=StateRewardConfig)
     holdout_every: int = 5  # every 5th labelled episode is held out for the figures (0 = none)
@@ -37,10 +43,16 @@ def main(cfg: TrainStateRewardConfig) -> dict:
     torch.set_num_threads(cfg.num_threads)
     episodes, kept = labelled_episodes(cfg.data_dir)
     if not episodes:
-        raise SystemExit(f"data_dir: {cfg.data_dir} has no episode with per-step simulator labels (Episode.sim); "
-                         "collect with this version of scripts/collect.py")
+        raise SystemExit(f"data_dir: {cfg.data_dir} has no episode with per-step simulator labels; "
+                         "label it with scripts/label_episodes.py (tasks without a pick-and-place object have none)")
     held = [k for k in range(len(episodes)) if cfg.holdout_every and k % cfg.holdout_every == cfg.holdout_every - 1]
     train = [e for k, e in enumerate(episodes) if k not in held]
+    for d in cfg.label_dirs:
+        if not Path(d).is_dir():
+            raise SystemExit(f"label_dirs: {d} is not a directory (scripts/collect_labels.py writes one)")
+        extra, _ = load_labelled(d)
+        print(f"  + {len(extra)} simulated episodes from {d}")
+        train += extra
     model, log = fit_state_reward(train, cfg.model)
     model.save(cfg.out)
     meta = EpisodeDataset(cfg.data_dir, verify=False).meta
