@@ -24,7 +24,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np
 import torch
 
-from imagination.env import ImaginationConfig, ImaginationVectorEnv, load_start_episodes
+from imagination.env import ImaginationConfig, load_start_episodes
+from imagination.imagine import open_imagination
 from policies.vla import VLAConfig, VLAPolicy
 from scripts.cli import load_config
 from world_models.model import WorldModel
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     # autoresets would count compute that was never spent. Every timed step imagines a whole chunk.
     cfg = ImaginationConfig(sampling_steps=args.sampler_steps, success_threshold=1.01, max_steps=10**6)
     for b in args.batches:
-        env = ImaginationVectorEnv(wm, proprio, episodes, num_envs=b, config=cfg)
+        env = open_imagination(wm, episodes, proprio, num_envs=b, config=cfg)
         figures[f"imagined_b{b}"] = timed_rollout(env, policy, args.chunks)
         print(f"  imagination env, batch {b:>3}: {figures[f'imagined_b{b}']:8.1f} steps/s", flush=True)
 

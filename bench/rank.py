@@ -55,11 +55,12 @@ from envs.dataset import EpisodeDataset
 from imagination.calibrate import replay_success_prob
 from imagination.env import load_start_episodes
 from imagination.evaluate import EnvSpec, EvalConfig, evaluate, make_eval_env
+from imagination.imagine import open_proprio
 from policies.base import Policy, RandomPolicy, RandomPolicyConfig
 from policies.bc import BCConfig, train_bc
 from scripts.cli import load_config
 from world_models.model import WorldModel
-from world_models.proprio import ProprioModel, fit_proprio
+from world_models.proprio import ProprioModel
 
 
 @dataclass
@@ -291,12 +292,11 @@ def main(argv: list[str] | None = None) -> int:
     proprio_path = out / "proprio.pt"
     proprio_key = out / "proprio.key"
     pkey = _digest([str(Path(args.data).resolve()), EpisodeDataset(args.data, verify=False).meta])
-    if not proprio_path.is_file() or not proprio_key.is_file() or proprio_key.read_text() != pkey:
-        ds = EpisodeDataset(args.data, verify=False)
-        eps = [ds[i] for i in range(len(ds))]
-        model, _ = fit_proprio([e.state for e in eps], [e.action for e in eps])
-        model.save(proprio_path)
-        proprio_key.write_text(pkey)
+    if not proprio_key.is_file() or proprio_key.read_text() != pkey:
+        proprio_path.unlink(missing_ok=True)  # fitted on other data
+    # fitted on every episode of --data with the world model's chunk length (again when the cached one's differs)
+    proprio = open_proprio(wm, fit_data=args.data, cache=proprio_path)
+    proprio_key.write_text(pkey)
 
     common = dict(tasks=list(args.tasks), episodes_per_task=args.episodes_per_task,
                   init_state_offset=args.init_offset, seed=args.seed, max_steps=args.max_steps, videos=0,
@@ -325,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
             replay = cached["result"]
         else:
             torch.set_num_threads(max(args.threads, 2))
-            replay = imagined_replay(wm, ProprioModel.load(proprio_path), args.data, list(args.tasks), args.max_steps,
+            replay = imagined_replay(wm, proprio, args.data, list(args.tasks), args.max_steps,
                                      args.sampling_steps, args.seed, args.device)
             replay_path.parent.mkdir(parents=True, exist_ok=True)
             replay_path.write_text(json.dumps({"key": rkey, "result": replay}, indent=2))

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from imagination.env import ImaginationConfig, ImaginationVectorEnv, StartEpisode
+from imagination.env import ImaginationConfig, StartEpisode
+from imagination.imagine import imagine, open_imagination, recorded_actions, recorded_ends
 from imagination.keyframes import Keyframe, KeyframeConfig
 from world_models.model import WorldModel
 from world_models.proprio import ProprioModel
@@ -49,31 +50,16 @@ def replay_success_prob(
         raise ValueError("episodes: need at least one real episode to replay")
     if batch_size < 1:
         raise ValueError(f"batch_size: expected an integer >= 1, got {batch_size}")
-    K = wm.chunk_len
     out = np.zeros(len(episodes), np.float32)
     for lo in range(0, len(episodes), batch_size):
         eps = episodes[lo: lo + batch_size]
-        lengths = np.array([len(e.action) if max_steps <= 0 else min(len(e.action), max_steps) for e in eps])
-        B = len(eps)
-        env = ImaginationVectorEnv(wm, proprio, eps, B, ImaginationConfig(
-            max_steps=int(lengths.max()), success_threshold=float("inf"), sampling_steps=sampling_steps,
+        ends = recorded_ends(eps, max_steps)
+        env = open_imagination(wm, eps, proprio, len(eps), ImaginationConfig(
+            max_steps=int(ends.max()), success_threshold=float("inf"), sampling_steps=sampling_steps,
             keyframes=KeyframeConfig(mode="start"), device=device))
-        env.reset(seed=seed + lo, options={"keyframes": [Keyframe(i, 0) for i in range(B)]})
-        t = np.zeros(B, np.int64)
-        best = np.zeros(B, np.float32)
-        while (t < lengths).any():
-            actions = np.zeros((B, K, 7), np.float32)
-            for i, ep in enumerate(eps):
-                rec = ep.action[t[i]: t[i] + K]
-                actions[i, : len(rec)] = rec
-                actions[i, len(rec):, 6] = ep.action[-1, 6]  # past the recording: hold still, gripper as it was
-            _, _, _, truncated, info = env.step(actions)
-            live = t < lengths
-            best[live] = np.maximum(best[live], info["success_prob"][live])
-            t = np.asarray(info["t"])
-            if truncated.all():
-                break
-        out[lo: lo + B] = best
+        # every env runs to the longest episode's end (the batch stays whole); each counts to its own
+        run = imagine(env, recorded_actions(env), [Keyframe(i, 0) for i in range(len(eps))], seed=seed + lo)
+        out[lo: lo + len(eps)] = run.max_success_prob_before(ends)
         env.close()
     return out
 

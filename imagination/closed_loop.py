@@ -39,8 +39,9 @@ from tqdm.auto import tqdm
 from envs import libero_suites
 from envs.dataset import EpisodeDataset
 from imagination.calibrate import ThresholdChoice, pick_threshold
-from imagination.env import ImaginationConfig, ImaginationVectorEnv, load_or_fit_proprio, load_start_episodes
+from imagination.env import ImaginationConfig, load_start_episodes
 from imagination.evaluate import EvalConfig, evaluate
+from imagination.imagine import imagine, open_imagination, open_proprio, policy_mean
 from imagination.keyframes import Keyframe, KeyframeConfig
 from policies.base import Policy
 from world_models.model import WorldModel
@@ -126,31 +127,19 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
     torch.set_num_threads(cfg.num_threads)
     wm = WorldModel.load(cfg.world_model, map_location=cfg.device)
     episodes = load_start_episodes(data_dir, list(wm.cfg.views))
-    proprio = load_or_fit_proprio(cfg.proprio, episodes, wm.chunk_len)
+    # fitted (proprio "") before the policy is built: the fit starts from torch's global random state
+    proprio = open_proprio(wm, cfg.proprio, episodes)
     policy = Policy.load(policy_path, map_location=cfg.device)
     horizon = cfg.max_steps or libero_suites.suite_info(mine[0]["suite"]).max_steps
-    starts = [Keyframe(int(m["episode_index"]), decisive_step(episodes[int(m["episode_index"])].action, lead_steps))
+    n = min(cfg.num_envs, len(mine))
+    venv = open_imagination(wm, episodes, proprio, n, ImaginationConfig(
+        max_steps=horizon, success_threshold=math.inf, keyframes=KeyframeConfig(mode="start"), reward=cfg.reward,
+        state_reward=cfg.state_reward, device=cfg.device), policy=policy)
+    starts = [Keyframe(int(m["episode_index"]), decisive_step(venv.episodes[int(m["episode_index"])].action, lead_steps))
               for m in mine]
-    n = min(cfg.num_envs, len(starts))
-    venv = ImaginationVectorEnv(wm, proprio, episodes, n, ImaginationConfig(
-        max_steps=horizon, success_threshold=math.inf, keyframes=KeyframeConfig(mode="start"),
-        policy_views=list(getattr(policy.config, "views", [])), reward=cfg.reward, state_reward=cfg.state_reward,
-        device=cfg.device))
-    best = np.zeros(len(starts))
-    batches = range(0, len(starts), n)
-    with torch.no_grad():  # (fitting the proprio model above needs grad)
-        for b in tqdm(batches, desc="branches", disable=not progress):
-            kfs = starts[b:b + n]
-            real = len(kfs)
-            obs, _ = venv.reset(seed=b, options={"keyframes": kfs + [kfs[0]] * (n - real)})  # pad the last batch
-            policy.reset()
-            alive = np.arange(n) < real
-            venv.freeze(~alive)
-            while alive.any():
-                obs, _, terminated, truncated, info = venv.step(policy.predict_action_chunk(obs).cpu().numpy().astype(np.float32))
-                best[b:b + real] = np.maximum(best[b:b + real], np.where(alive, info["success_prob"], 0.0)[:real])
-                alive &= ~(terminated | truncated)
-                venv.freeze(~alive)
+    act = policy_mean(policy)
+    best = np.concatenate([imagine(venv, act, starts[b:b + n], seed=b).max_success_prob
+                           for b in tqdm(range(0, len(starts), n), desc="branches", disable=not progress)])
     return [{"episode": int(m["episode_index"]), "task_id": int(m["task_id"]), "init_state_id": int(m["init_state_id"]),
              "start_t": kf.t, "real_success": bool(m["success"]), "max_success_prob": float(p)}
             for m, kf, p in zip(mine, starts, best)]

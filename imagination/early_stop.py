@@ -18,10 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import numpy as np
-import torch
-
 from imagination.env import ImaginationVectorEnv
+from imagination.imagine import imagine, policy_mean
 from imagination.keyframes import Keyframe
 from policies.base import Policy
 
@@ -84,26 +82,14 @@ class EarlyStopper:
         return stopper
 
 
-@torch.no_grad()
 def heldout_success(env: ImaginationVectorEnv, policy: Policy, seed: int = 0) -> float:
     """Imagined success rate of the policy's mean chunks from frame 0 of every start episode of `env`
     (one imagined episode each, batched by env.num_envs), with fixed world-model noise (`seed`)."""
     starts = [Keyframe(e, 0) for e in range(len(env.episodes))]
-    n, successes = env.num_envs, 0
+    n = env.num_envs
     policy.eval()
-    for b in range(0, len(starts), n):
-        batch = starts[b:b + n]
-        real = len(batch)
-        obs, _ = env.reset(seed=seed + b, options={"keyframes": batch + [batch[0]] * (n - real)})
-        policy.reset()
-        alive, success = np.arange(n) < real, np.zeros(n, bool)
-        env.freeze(~alive)
-        while alive.any():
-            obs, _, terminated, truncated, _ = env.step(policy.predict_action_chunk(obs).cpu().numpy().astype(np.float32))
-            success |= terminated & alive
-            alive &= ~(terminated | truncated)
-            env.freeze(~alive)
-        successes += int(success[:real].sum())
+    act = policy_mean(policy)
+    successes = sum(int(imagine(env, act, starts[b:b + n], seed=seed + b).success.sum()) for b in range(0, len(starts), n))
     return successes / len(starts)
 
 

@@ -14,8 +14,9 @@ import numpy as np
 
 from envs import libero_suites
 from envs.dataset import EpisodeDataset
-from imagination.env import ImaginationConfig, ImaginationVectorEnv, load_or_fit_proprio, load_start_episodes
+from imagination.env import ImaginationConfig
 from imagination.evaluate import EnvSpec, EvalConfig, Job
+from imagination.imagine import open_imagination
 from imagination.keyframes import Keyframe, KeyframeConfig
 from world_models.model import WorldModel
 
@@ -35,8 +36,6 @@ class ImaginationEvalEnv:
         if spec.chunk_len != wm.chunk_len:
             raise ValueError(f"action_steps: the world model steps chunks of {wm.chunk_len} actions, got {spec.chunk_len}")
         meta = EpisodeDataset(cfg.start_data, verify=False).meta
-        episodes = load_start_episodes(cfg.start_data, list(wm.cfg.views))
-        proprio = load_or_fit_proprio(cfg.proprio, episodes, wm.chunk_len)
         suites = {m["suite"] for m in meta}
         if len(suites) != 1:
             raise ValueError(f"start_data: expected episodes of one LIBERO suite, got {sorted(suites)}")
@@ -49,7 +48,7 @@ class ImaginationEvalEnv:
                                    policy_views=list(spec.views), reward=cfg.reward, state_reward=cfg.state_reward,
                                    device=cfg.device)
         self.num_envs = len(first_tasks)
-        self.venv = ImaginationVectorEnv(wm, proprio, episodes, self.num_envs, config)
+        self.venv = open_imagination(wm, cfg.start_data, cfg.proprio, self.num_envs, config)  # proprio "": fitted
         self.exact_starts: dict[int, bool] = {}  # job index -> started from its own init state
 
     def num_tasks(self) -> int:

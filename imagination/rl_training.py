@@ -7,8 +7,8 @@ continues exactly as if it had not stopped. No real simulator is created: all in
 
 Outputs in out_dir: config.yaml, policy.pt (the latest policy, `Policy.load`), checkpoint.pt (policy,
 optimizer, iteration, history; atomic), metrics.csv and logs/ (tensorboard), proprio.pt (the proprio
-model, fitted on start_data when none is given), videos/ (imagined episodes, one frame per chunk),
-result.json.
+model, fitted on start_data with the world model's chunk length when none is given), videos/ (imagined
+episodes, one frame per chunk), result.json.
 """
 from __future__ import annotations
 
@@ -29,13 +29,12 @@ from tqdm import tqdm
 from envs.dataset import EpisodeDataset, encode_video
 from envs.libero_env import LiberoEnv
 from imagination.early_stop import EarlyStopper, HeldoutConfig, heldout_success
-from imagination.env import ImaginationConfig, ImaginationVectorEnv, load_start_episodes
+from imagination.env import ImaginationConfig, ImaginationVectorEnv
+from imagination.imagine import open_imagination
 from imagination.keyframes import KeyframeConfig
 from imagination.rl import RLConfig, update
 from imagination.rollout import Rollouts, collect_rollouts, to_batch
 from policies.base import Policy
-from world_models.model import WorldModel
-from world_models.proprio import ProprioConfig, ProprioModel, fit_proprio
 
 
 @dataclass
@@ -105,27 +104,13 @@ def load_rl_env(cfg: ImagineRLConfig, out_dir: Path, policy: Policy | None = Non
     for name in ("world_model", "start_data"):
         if not Path(getattr(cfg, name)).exists():
             raise FileNotFoundError(f"{name}: {getattr(cfg, name)!r} does not exist")
-    wm = WorldModel.load(cfg.world_model)
     picked = start_indices(cfg)
     if not picked:
         raise ValueError(f"start_data: no episode of {cfg.start_data} matches tasks={cfg.tasks} sources={cfg.sources}")
-    episodes = load_start_episodes(cfg.start_data, list(wm.cfg.views), picked)
-    proprio_path = out_dir / "proprio.pt"
-    if cfg.proprio:
-        proprio = ProprioModel.load(cfg.proprio)
-    elif proprio_path.exists():
-        proprio = ProprioModel.load(proprio_path)
-    else:
-        all_eps = load_start_episodes(cfg.start_data, list(wm.cfg.views))  # every episode teaches the dynamics
-        proprio, _ = fit_proprio([e.state for e in all_eps], [e.action for e in all_eps],
-                                 ProprioConfig(chunk_len=wm.chunk_len))
-        proprio.save(proprio_path)
-    icfg = cfg.imagination
-    if policy is not None:
-        if policy.chunk_len != wm.chunk_len:
-            raise ValueError(f"policy: chunk_len {policy.chunk_len} differs from the world model's chunk_len {wm.chunk_len}")
-        icfg = replace(icfg, policy_views=list(getattr(policy.config, "views", [])))
-    return ImaginationVectorEnv(wm, proprio, episodes, cfg.num_groups * cfg.group_size, icfg)
+    # with no proprio model given, one is fitted on every episode of start_data (all of them teach the
+    # dynamics) and kept in out_dir
+    return open_imagination(cfg.world_model, cfg.start_data, cfg.proprio, cfg.num_groups * cfg.group_size,
+                            cfg.imagination, indices=picked, policy=policy, proprio_cache=out_dir / "proprio.pt")
 
 
 def _save_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimizer, iteration: int,
@@ -143,14 +128,15 @@ def heldout_env(cfg: ImagineRLConfig, env: ImaginationVectorEnv) -> ImaginationV
     data = h.start_data or cfg.start_data
     if not Path(data).exists():
         raise FileNotFoundError(f"heldout.start_data: {data!r} does not exist")
-    wm = WorldModel.load(h.world_model) if h.world_model else env.wm
+    if h.world_model and not Path(h.world_model).is_file():
+        raise FileNotFoundError(f"heldout.world_model: {h.world_model!r} is not a file")
     meta = EpisodeDataset(data, verify=False).meta
     picked = [m["episode_index"] for m in meta if not h.tasks or m["task_id"] in h.tasks][: h.max_episodes]
     if not picked:
         raise ValueError(f"heldout.start_data: no episode of {data} matches heldout.tasks={h.tasks}")
-    episodes = load_start_episodes(data, list(wm.cfg.views), picked)
     icfg = replace(env.cfg, keyframes=KeyframeConfig(mode="start"), uncertainty="off")
-    return ImaginationVectorEnv(wm, env.proprio, episodes, min(len(episodes), cfg.num_groups * cfg.group_size), icfg)
+    return open_imagination(h.world_model or env.wm, data, env.proprio, min(len(picked), cfg.num_groups * cfg.group_size),
+                            icfg, indices=picked)
 
 
 def _write_videos(folder: Path, r: Rollouts, n: int) -> list[str]:

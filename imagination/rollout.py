@@ -3,8 +3,8 @@
 One call fills every env of an `ImaginationVectorEnv` with `num_groups` keyframes x `group_size`
 copies, steps the policy's sampled chunks until every episode has terminated (success head) or been
 truncated (horizon, uncertainty), and returns the chunks as flat samples with per-episode outcomes.
-Envs that finish early are frozen (`ImaginationVectorEnv.freeze`), so no compute goes to episodes
-that would be thrown away.
+The episodes run in `imagination.imagine.imagine`, which freezes envs that finish early, so no compute
+goes to episodes that would be thrown away.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from imagination.env import ImaginationVectorEnv
+from imagination.imagine import imagine, policy_sample
 from imagination.rl import Batch, RLConfig, gae, group_advantages
 from policies.base import Policy
 
@@ -51,7 +52,6 @@ class Rollouts:
                 "uncertainty": float(self.uncertainty.mean())}
 
 
-@torch.no_grad()
 def collect_rollouts(env: ImaginationVectorEnv, policy: Policy, num_groups: int, group_size: int, seed: int,
                      max_chunks: int = 1000) -> Rollouts:
     """Run num_groups * group_size (= env.num_envs) imagined episodes to their ends with policy.sample.
@@ -65,48 +65,15 @@ def collect_rollouts(env: ImaginationVectorEnv, policy: Policy, num_groups: int,
     rng = np.random.default_rng(seed)
     starts = env.keyframes.sample(num_groups, rng)
     keyframes = [kf for kf in starts for _ in range(group_size)]
-    obs, _ = env.reset(seed=seed, options={"keyframes": keyframes})
     gen = torch.Generator(device=policy.device).manual_seed(seed)
-    alive = np.ones(B, bool)
-    cols: dict[str, list] = {k: [] for k in ("image", "state", "instruction", "actions", "log_prob", "value",
-                                              "reward", "done", "episode", "step")}
-    ep_return, success = np.zeros(B, np.float32), np.zeros(B, bool)
-    length, unc_sum = np.zeros(B, np.int64), np.zeros(B, np.float64)
-    policy.reset()
-    for t in range(max_chunks):
-        actions, log_prob, value = policy.sample(obs, generator=gen)
-        nxt, reward, terminated, truncated, info = env.step(actions.cpu().numpy().astype(np.float32))
-        idx = np.flatnonzero(alive)
-        cols["image"].append(obs["image"][idx])
-        cols["state"].append(np.asarray(obs["state"])[idx])
-        cols["instruction"] += [obs["instruction"][i] for i in idx]
-        pick = torch.as_tensor(idx)
-        for k, v in (("actions", actions.cpu()), ("log_prob", log_prob.cpu()), ("value", value.cpu())):
-            cols[k].append(v[pick])
-        ended = terminated | truncated
-        cols["reward"].append(torch.as_tensor(reward[idx]))
-        cols["done"].append(torch.as_tensor(ended[idx]))
-        cols["episode"].append(idx)
-        cols["step"].append(np.full(len(idx), t))
-        ep_return[idx] += reward[idx]
-        success[idx] |= terminated[idx]
-        length[idx] += 1
-        unc_sum[idx] += np.asarray(info["uncertainty"])[idx]
-        alive &= ~ended
-        env.freeze(~alive)
-        obs = nxt
-        if not alive.any():
-            break
-    else:
-        raise RuntimeError(f"imagined episodes did not end within {max_chunks} chunks: is the env's max_steps set?")
+    run = imagine(env, policy_sample(policy, gen), keyframes, seed=seed, keep_obs=True, max_chunks=max_chunks)
     return Rollouts(
-        image=np.concatenate(cols["image"]), state=np.concatenate(cols["state"]).astype(np.float32),
-        instruction=cols["instruction"], actions=torch.cat(cols["actions"]), log_prob=torch.cat(cols["log_prob"]),
-        value=torch.cat(cols["value"]), reward=torch.cat(cols["reward"]).float(), done=torch.cat(cols["done"]),
-        episode=np.concatenate(cols["episode"]), step=np.concatenate(cols["step"]),
-        episode_return=ep_return, success=success, length=length,
+        image=run.image, state=run.state, instruction=run.instruction, actions=torch.from_numpy(run.actions),
+        log_prob=run.extras["log_prob"], value=run.extras["value"], reward=torch.from_numpy(run.reward).float(),
+        done=torch.from_numpy(run.done), episode=run.env, step=run.step,
+        episode_return=run.episode_return, success=run.success, length=run.length,
         group=np.repeat(np.arange(num_groups), group_size),
-        keyframe=np.array([(kf.episode, kf.t) for kf in keyframes]), uncertainty=unc_sum / np.maximum(length, 1),
+        keyframe=np.array([(kf.episode, kf.t) for kf in keyframes]), uncertainty=run.mean_uncertainty,
     )
 
 

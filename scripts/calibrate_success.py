@@ -25,10 +25,10 @@ import torch
 
 from envs.dataset import EpisodeDataset
 from imagination.calibrate import pick_threshold, plot_outcome_histogram, replay_success_prob
-from imagination.env import load_start_episodes
+from imagination.env import ImaginationConfig
+from imagination.imagine import open_imagination
 from scripts.cli import parse_config
 from world_models.model import WorldModel
-from world_models.proprio import ProprioModel, fit_proprio
 
 
 @dataclass
@@ -37,7 +37,7 @@ class CalibrateConfig:
     data_dir: str = ""  # "" = the data_dir of the run's split.json
     episodes: list[int] = field(default_factory=list)  # [] = every episode of data_dir
     out: str = ""  # "" = write the threshold into `checkpoint` itself (atomic)
-    proprio: str = ""  # a saved proprio model; "" = fit one on the episodes (~15 s; it only feeds obs["state"])
+    proprio: str = ""  # a saved proprio model; "" = fit one on data_dir (~15 s; it only feeds obs["state"])
     max_steps: int = 0  # replay length cap; 0 = each episode's recorded length
     sampling_steps: int = 0  # denoising steps per chunk; 0 = the model's default
     batch_size: int = 32
@@ -72,13 +72,11 @@ def main(cfg: CalibrateConfig) -> dict:
     meta = {m["episode_index"]: m for m in ds.meta}
     labels = np.array([bool(meta[i]["success"]) for i in indices])
     sources = [str(meta[i]["source"]) for i in indices]
-    episodes = load_start_episodes(data, list(wm.cfg.views), indices)
-    if cfg.proprio:
-        proprio = ProprioModel.load(cfg.proprio)
-    else:
-        proprio, _ = fit_proprio([e.state for e in episodes], [e.action for e in episodes])
+    # the start episodes and the proprio model (fitted with the world model's chunk length when none is given)
+    env = open_imagination(wm, data, cfg.proprio, indices=indices, config=ImaginationConfig(device=cfg.device))
+    episodes = env.episodes
     print(f"replaying {len(episodes)} episodes ({labels.sum()} real successes) in imagination", flush=True)
-    probs = replay_success_prob(wm, proprio, episodes, max_steps=cfg.max_steps, batch_size=cfg.batch_size,
+    probs = replay_success_prob(wm, env.proprio, episodes, max_steps=cfg.max_steps, batch_size=cfg.batch_size,
                                 sampling_steps=cfg.sampling_steps or None, seed=cfg.seed, device=cfg.device)
     choice = pick_threshold(probs, labels)
     out = Path(cfg.out or cfg.checkpoint)

@@ -143,3 +143,23 @@ def test_script_writes_threshold_report_and_plot(tmp_path):
     with pytest.raises(ValueError, match="both real successes and real failures"):
         main(CalibrateConfig(checkpoint=str(tmp_path / "wm.pt"), data_dir=str(tmp_path / "data"), episodes=[0, 1],
                              proprio=str(tmp_path / "proprio.pt"), out=str(tmp_path / "cal2" / "wm.pt")))
+
+
+def test_script_fits_the_proprio_model_with_the_world_models_chunk_length(tmp_path, monkeypatch):
+    import imagination.imagine
+    from scripts.calibrate_success import CalibrateConfig, main
+
+    fitted = []
+
+    def short_fit(chunk_len):  # a short fit (the default takes ~15 s); record the chunk length it is given
+        fitted.append(chunk_len)
+        return ProprioConfig(chunk_len=chunk_len, hidden=16, layers=1, steps=10)
+
+    monkeypatch.setattr(imagination.imagine, "ProprioConfig", short_fit)
+    _write_data(tmp_path / "data", [True, False])
+    wm = _wm()  # chunk length 4, not the proprio model's default 8
+    _bias_success(wm, 1.0)
+    wm.save(tmp_path / "wm.pt")
+    result = main(CalibrateConfig(checkpoint=str(tmp_path / "wm.pt"), data_dir=str(tmp_path / "data"),
+                                  out=str(tmp_path / "cal" / "wm.pt")))
+    assert fitted == [K] and len(result["episodes"]) == 2
