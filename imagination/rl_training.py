@@ -98,15 +98,30 @@ def start_indices(cfg: ImagineRLConfig, source: str | None = None) -> list[int]:
             and (source is None or m["source"] == source)]
 
 
+def labelled_starts(data: str, picked: list[int], icfg: ImaginationConfig) -> list[int]:
+    """`picked` episodes of `data`; with reward "state", only those with simulator labels (the object starts
+    where the simulator had it), saying how many are left out (a replay that diverged has none)."""
+    if icfg.reward != "state":
+        return picked
+    from envs.sim_labels import label_path
+
+    kept = [i for i in picked if label_path(data, i).is_file()]
+    if len(kept) < len(picked):
+        print(f"reward 'state': {len(picked) - len(kept)} of {len(picked)} start episodes of {data} have no simulator "
+              "labels and are left out (scripts/label_episodes.py labels a dataset)")
+    return kept
+
+
 def load_rl_env(cfg: ImagineRLConfig, out_dir: Path, policy: Policy | None = None) -> ImaginationVectorEnv:
     """The imagination env of the run: world model, proprio model, start episodes filtered by task/source.
     With `policy`, checked against the world model, obs show only the views it reads."""
     for name in ("world_model", "start_data"):
         if not Path(getattr(cfg, name)).exists():
             raise FileNotFoundError(f"{name}: {getattr(cfg, name)!r} does not exist")
-    picked = start_indices(cfg)
+    picked = labelled_starts(cfg.start_data, start_indices(cfg), cfg.imagination)
     if not picked:
-        raise ValueError(f"start_data: no episode of {cfg.start_data} matches tasks={cfg.tasks} sources={cfg.sources}")
+        raise ValueError(f"start_data: no episode of {cfg.start_data} matches tasks={cfg.tasks} sources={cfg.sources}"
+                         + (" and has simulator labels" if cfg.imagination.reward == "state" else ""))
     # with no proprio model given, one is fitted on every episode of start_data (all of them teach the
     # dynamics) and kept in out_dir
     return open_imagination(cfg.world_model, cfg.start_data, cfg.proprio, cfg.num_groups * cfg.group_size,
@@ -131,7 +146,8 @@ def heldout_env(cfg: ImagineRLConfig, env: ImaginationVectorEnv) -> ImaginationV
     if h.world_model and not Path(h.world_model).is_file():
         raise FileNotFoundError(f"heldout.world_model: {h.world_model!r} is not a file")
     meta = EpisodeDataset(data, verify=False).meta
-    picked = [m["episode_index"] for m in meta if not h.tasks or m["task_id"] in h.tasks][: h.max_episodes]
+    picked = labelled_starts(data, [m["episode_index"] for m in meta if not h.tasks or m["task_id"] in h.tasks],
+                             env.cfg)[: h.max_episodes]
     if not picked:
         raise ValueError(f"heldout.start_data: no episode of {data} matches heldout.tasks={h.tasks}")
     icfg = replace(env.cfg, keyframes=KeyframeConfig(mode="start"), uncertainty="off")

@@ -149,3 +149,15 @@ def test_data_exploration_sets_the_starting_policy_noise(square_setup, tmp_path)
     got = Policy.load(tmp_path / "d" / "policy.pt").log_std.detach()
     assert torch.allclose(got, expected.expand_as(got), atol=1e-5)
     assert got.std() > 0  # the square world moves along one axis only: the noise differs per dimension
+
+
+def test_state_reward_runs_start_only_from_labelled_episodes(tmp_path, capsys):
+    from envs.sim_labels import label_path
+    from imagination.env import ImaginationConfig
+    from imagination.rl_training import labelled_starts
+
+    label_path(tmp_path, 1).parent.mkdir(parents=True)
+    label_path(tmp_path, 1).write_bytes(b"")
+    assert labelled_starts(str(tmp_path), [0, 1, 2], ImaginationConfig()) == [0, 1, 2]  # the head needs no labels
+    assert labelled_starts(str(tmp_path), [0, 1, 2], ImaginationConfig(reward="state")) == [1]
+    assert "2 of 3 start episodes" in capsys.readouterr().out
