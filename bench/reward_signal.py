@@ -4,6 +4,7 @@
     python bench/reward_signal.py --branch              # also from 8 steps before each episode's first grasp
     python bench/reward_signal.py --world-model other/world_model.pt --out-dir outputs/bench/gate_other
     python bench/reward_signal.py --policies bc/policy.pt rl/policy.pt --names bc rl
+    python bench/reward_signal.py --reward state --state-reward outputs/bench/rl_gain/state_reward/state_reward.pt
 
 Imagined RL optimizes whatever the success head says while the policy acts on imagined frames. On the
 protocol's gate jobs (bench/protocol.py: LIBERO-Spatial tasks 0-4 x init states 10-19, seed 0; nothing
@@ -160,8 +161,17 @@ def main(argv: list[str] | None = None) -> int:
                                                          "first grasp (imagination.closed_loop.branch_records)")
     p.add_argument("--lead-steps", type=int, default=LEAD_STEPS)
     p.add_argument("--imagined-envs", type=int, default=25, help="imagined episodes per batch")
+    p.add_argument("--reward", choices=["head", "state"], default="head",
+                   help="what judges success in imagination: the world model's success head, or a state reward "
+                        "(world_models/object_state.py) carried along the imagined robot states")
+    p.add_argument("--state-reward", default="", help="StateReward checkpoint for --reward state "
+                                                      "(scripts/train_state_reward.py)")
     p.add_argument("--device", default="cpu", help="where the world model runs (cpu, cuda)")
     args = p.parse_args(argv)
+    if args.reward == "state" and not Path(args.state_reward).is_file():
+        print(f"reward_signal: --state-reward: {args.state_reward or '(not given)'} is not a file; --reward state "
+              "needs one (scripts/train_state_reward.py)", file=sys.stderr)
+        return 2
     proto = RLGainProtocol(root=args.root)
     wm_path = args.world_model or proto.path("world_model_file")
     train_data = args.train_data or proto.path("data")
@@ -193,12 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     from world_models.model import WorldModel
 
     gate = Path(args.gate_dir or proto.path("gate"))
-    out = Path(args.out_dir) if args.out_dir else gate
+    # the real side is shared; another reward's imagined runs go beside it
+    out = Path(args.out_dir) if args.out_dir else (gate if args.reward == "head" else gate / "state_reward")
     gate_data = gate / "data"
     if not (gate_data / "meta" / "info.json").is_file():
         EpisodeWriter(gate_data, EpisodeDataset(train_data, verify=False).config).close()
     wm = WorldModel.load(wm_path)
-    threshold = float(wm.cfg.head.success_threshold)
+    # the head's threshold is calibrated per checkpoint; the state reward's probability is trained as one
+    threshold = float(wm.cfg.head.success_threshold) if args.reward == "head" else 0.5
     own = not args.world_model and not args.train_data
     proprio = _gate_proprio(Path(proto.path("proprio_file")) if own else out / "proprio.pt", train_data, wm.chunk_len)
     loop = load_config(LoopConfig, "quick", group="loop")
@@ -208,11 +220,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"reward gate: {proto.suite} tasks {list(proto.tasks)} x init states {proto.gate_offset}-{last}, seed "
           f"{proto.seed}; world model {wm_path} (success threshold {threshold:.3f})")
     cl = ClosedLoopConfig(world_model=wm_path, start_data=str(gate_data), proprio=proprio, num_envs=args.imagined_envs,
-                          device=args.device)
+                          reward=args.reward, state_reward=args.state_reward, device=args.device)
     rows: list[dict] = []
     branch_rows: list[dict] = []
     for name, ckpt in zip(names, policies):
         real = _real_gate_eval(replace(base, checkpoint=ckpt, out_dir=str(gate / f"eval_{name}")), gate_data, name)
+        if args.reward == "state":  # imagined jobs start the object where the simulator had it
+            from envs.sim_labels import label_dataset
+            label_dataset(str(gate_data))
         imagined_dir = out / f"imagined_{name}"
         _fresh(imagined_dir / "results.json", wm_path, proprio, str(gate / f"eval_{name}" / "results.json"))
         rows += [{"policy": name, **r} for r in closed_loop_records(real, ckpt, cl, str(imagined_dir))]
@@ -243,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
               f"(real successes: {per_task}); the within-task AUC needs both")
     elif not verdict.passed:
         print("FAIL: " + "; ".join(verdict.reasons))
-    result = {"protocol": proto.describe(), "world_model": wm_path, "success_threshold": threshold,
+    result = {"protocol": proto.describe(), "world_model": wm_path, "reward": args.reward,
+              "state_reward": args.state_reward, "success_threshold": threshold,
               "train_data": train_data, "proprio": proprio, "gate_data": str(gate_data),
               "policies": dict(zip(names, policies)), "jobs_per_policy": len(proto.tasks) * proto.gate_init_states,
               "thresholds": {"auc_within_task": THRESHOLD_AUC, "max_calibration_gap": THRESHOLD_GAP},
@@ -257,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     os.replace(tmp, out / "reward_signal.json")
     print(f"written: {out / 'reward_signal.json'}")
     lo, hi = pooled["auc_within_task_ci95"]
-    print(f"BENCH reward_signal policies={','.join(names)} jobs={result['jobs_per_policy']} pairs={pooled['pairs']} "
+    print(f"BENCH reward_signal reward={args.reward} policies={','.join(names)} jobs={result['jobs_per_policy']} pairs={pooled['pairs']} "
           f"auc_within_task={pooled['auc_within_task']:.2f} auc_within_task_ci95=[{lo:.2f},{hi:.2f}] "
           f"auc={pooled['auc']:.2f} max_calibration_gap={max_gap:.2f} threshold_auc={THRESHOLD_AUC:.2f} "
           f"threshold_gap={THRESHOLD_GAP:.2f} {verdict.label}")

@@ -114,7 +114,7 @@ def test_a_head_that_says_the_same_everywhere_fails_the_gate(protocol_root, caps
     assert "bc: reusing" in out and "fitting the proprio model" in out
     bench = out.strip().splitlines()[-1]
     # every job imagined at sigmoid(2) = 0.88: all ties within task (0.5), every task imagined 10/10 vs 5/10 real
-    assert bench == ("BENCH reward_signal policies=bc jobs=50 pairs=125 auc_within_task=0.50 "
+    assert bench == ("BENCH reward_signal reward=head policies=bc jobs=50 pairs=125 auc_within_task=0.50 "
                      "auc_within_task_ci95=[0.50,0.50] auc=0.50 max_calibration_gap=0.50 threshold_auc=0.80 "
                      "threshold_gap=0.15 FAIL")
     assert "FAIL: within-task AUC 0.500 < 0.80; largest per-task |imagined - real| 0.500 > 0.15" in out
@@ -132,5 +132,5 @@ def test_a_head_that_says_the_same_everywhere_fails_the_gate(protocol_root, caps
     out = capsys.readouterr().out
     assert "fitting the proprio model" not in out and "older than its inputs, imagining again" in out
     assert "cannot measure: no task has both a real success and a real failure" in out
-    assert out.strip().splitlines()[-1].startswith("BENCH reward_signal policies=bc jobs=50 pairs=0 auc_within_task=nan")
+    assert out.strip().splitlines()[-1].startswith("BENCH reward_signal reward=head policies=bc jobs=50 pairs=0 auc_within_task=nan")
     assert json.loads((protocol_root / "gate" / "reward_signal.json").read_text())["measurable"] is False
