@@ -180,6 +180,10 @@ class ImaginationVectorEnv(VectorEnv):
             self._start[i] = (kf.episode, kf.t)
             if self.state_reward is not None:  # labels checked in _load_state_reward
                 sim = ep.sim
+                if kf.t >= len(sim["grasped"]):  # a replay that diverged labels only the rows before it
+                    raise ValueError(f"keyframe at frame {kf.t} of start episode {kf.episode}: its simulator labels "
+                                     f"cover frames 0-{len(sim['grasped']) - 1} only; start reward 'state' episodes "
+                                     "there (keyframes mode 'start')")
                 self._obj[i] = torch.as_tensor(sim["object_pos"][kf.t], device=self.device)
                 self._target[i] = torch.as_tensor(sim["target_pos"][kf.t], device=self.device)
                 self._z0[i] = float(sim["object_pos"][0, 2])

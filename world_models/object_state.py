@@ -156,10 +156,13 @@ def labelled_episodes(data_dir: str, indices: list[int] | None = None) -> tuple[
         if sim is None or not np.isfinite(sim["object_pos"]).all():
             continue
         ep = ds[i]
-        if len(sim["grasped"]) != len(ep):
-            raise ValueError(f"{data_dir}: the labels of episode {i} have {len(sim['grasped'])} rows, the episode "
-                             f"{len(ep)}: stale labels of another dataset? Delete sim_labels/ and label again")
-        out.append(LabelledEpisode(ep.state, sim["object_pos"], sim["target_pos"], sim["grasped"], np.asarray(ep.success, bool)))
+        rows = len(sim["grasped"])  # fewer than the episode's when its replay diverged (the rows before it)
+        if sim["info"].get("length", rows) != len(ep) or rows > len(ep):
+            raise ValueError(f"{data_dir}: the labels of episode {i} were made for {sim['info'].get('length', rows)} "
+                             f"rows, the episode has {len(ep)}: stale labels of another dataset? Delete sim_labels/ "
+                             "and label again")
+        out.append(LabelledEpisode(ep.state[:rows], sim["object_pos"], sim["target_pos"], sim["grasped"],
+                                   np.asarray(ep.success, bool)[:rows]))
         kept.append(i)
     return out, kept
 

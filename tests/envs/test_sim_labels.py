@@ -98,6 +98,12 @@ def test_a_tampered_episode_is_refused(recorded):
         tampered[10:20, 0] = np.clip(tampered[10:20, 0] + 0.5, -1, 1)  # 10 steps pushed 2.5 cm further in x
         r = replay_episode(env, meta, tampered, episode.state, episode.success)
         assert r.labels is None and r.reason.startswith("diverged") and r.max_state_diff > 1e-3
+        # keep_prefix: the rows replayed faithfully keep their labels (what label_dataset writes)
+        full = replay_episode(env, meta, episode.action, episode.state, episode.success).labels
+        part = replay_episode(env, meta, tampered, episode.state, episode.success, keep_prefix=True)
+        rows = int(part.reason.split("at row ")[1])
+        assert 10 < rows < len(episode) and part.labels["grasped"].shape == (rows,)
+        np.testing.assert_array_equal(part.labels["object_pos"], full["object_pos"][:rows])
         assert env.render() is None and env.raw_obs is not None  # no cameras, nothing rendered
         # another start than the recorded one is caught at row 0
         r = replay_episode(env, dict(meta, init_state_id=meta["init_state_id"] + 1), episode.action, episode.state,
