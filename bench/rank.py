@@ -47,7 +47,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-import numpy as np
 import torch
 from scipy.stats import spearmanr
 

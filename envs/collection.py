@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import atexit
 import logging
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 

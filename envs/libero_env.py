@@ -16,8 +16,9 @@ Conventions fixed here, and nowhere else:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np

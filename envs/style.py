@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 import os
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
 
 import numpy as np
 

@@ -5,8 +5,8 @@ evaluation needs: per-env reset options (a different task or official init state
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode

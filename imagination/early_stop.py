@@ -74,7 +74,7 @@ class EarlyStopper:
         return self.since_best >= self.patience
 
     @classmethod
-    def replay(cls, patience: int, min_delta: float, scores: list[tuple[int, float]]) -> "EarlyStopper":
+    def replay(cls, patience: int, min_delta: float, scores: list[tuple[int, float]]) -> EarlyStopper:
         """The stopper after `scores` (a resumed run's record of its checks)."""
         stopper = cls(patience, min_delta)
         for it, s in scores:

@@ -13,16 +13,16 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
+from gymnasium.vector import AutoresetMode
 from scipy.stats import binomtest
 from tqdm import tqdm
-
-from gymnasium.vector import AutoresetMode
 
 from envs import libero_suites
 from envs.dataset import encode_video

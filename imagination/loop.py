@@ -19,9 +19,10 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from envs.collection import CollectConfig
 from imagination.evaluate import EvalConfig

@@ -25,8 +25,9 @@ is skipped and counted (`skipped_fraction`), so one bad minibatch cannot turn th
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -158,7 +159,7 @@ class Batch:
     def __len__(self) -> int:
         return int(self.actions.shape[0])
 
-    def subset(self, idx: np.ndarray, device: torch.device | str | None = None) -> "Batch":
+    def subset(self, idx: np.ndarray, device: torch.device | str | None = None) -> Batch:
         """The samples at `idx`; tensors moved to `device` (the policy's) when given, obs stay numpy."""
         obs = {"image": self.obs["image"][idx], "state": self.obs["state"][idx],
                "instruction": [self.obs["instruction"][i] for i in idx]}

@@ -19,9 +19,10 @@ import importlib
 import math
 import os
 from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -171,7 +172,7 @@ class Policy(nn.Module, abc.ABC):
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, map_location: str | torch.device = "cpu") -> "Policy":
+    def load(cls, path: str | os.PathLike, map_location: str | torch.device = "cpu") -> Policy:
         """Restore the policy saved at `path` as its own class (a subclass of `cls`), in eval mode."""
         payload = torch.load(path, map_location=map_location, weights_only=True)
         if not isinstance(payload, dict) or payload.get("format") != _FORMAT:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 import torch

@@ -233,7 +233,7 @@ class PolicyServer:
             self._error = e
             self._ready.set()
 
-    def start(self, timeout: float = 60.0) -> "PolicyServer":
+    def start(self, timeout: float = 60.0) -> PolicyServer:
         """Warm up, bind and serve in a background thread; returns once the port is open."""
         if self.cfg.warmup:
             self.warmup()
@@ -268,7 +268,7 @@ class PolicyServer:
             self._latency_file.close()
             self._latency_file = None
 
-    def __enter__(self) -> "PolicyServer":
+    def __enter__(self) -> PolicyServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

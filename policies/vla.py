@@ -14,8 +14,9 @@ underlying (unclipped) Gaussian, the usual exploration measure.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F

@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence, TypeVar
+from typing import TypeVar
 
 import yaml
 from omegaconf import OmegaConf

@@ -38,8 +38,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 import numpy as np
 
 from imagination.calibrate import plot_outcome_histogram
-from imagination.closed_loop import (ClosedLoopConfig, Separation, branch_records, closed_loop_records,
-                                     outcome_separation)
+from imagination.closed_loop import (
+    ClosedLoopConfig,
+    Separation,
+    branch_records,
+    closed_loop_records,
+    outcome_separation,
+)
 from scripts.cli import parse_config, save_config
 from world_models.model import WorldModel
 

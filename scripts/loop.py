@@ -23,14 +23,14 @@ import math
 
 from envs.dataset import EpisodeDataset
 from imagination.closed_loop import paired_separation
-from imagination.evaluate import EvalConfig, evaluate
+from imagination.evaluate import evaluate
 from imagination.loop import LoopConfig, LoopState, finetune_config, guard
 from imagination.real_rollouts import evaluate_and_record
 from imagination.report import write_report
 from imagination.rl_training import train_rl
 from policies.base import Policy
-from scripts import collect as collect_script
 from scripts import calibrate_success, eval_world_model, train_bc, train_world_model
+from scripts import collect as collect_script
 from scripts.cli import parse_config, save_config
 
 

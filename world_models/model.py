@@ -35,7 +35,7 @@ class WorldModelConfig:
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
 
     @staticmethod
-    def from_dict(d: dict) -> "WorldModelConfig":
+    def from_dict(d: dict) -> WorldModelConfig:
         den = dict(d["denoiser"])
         den.setdefault("residual_to", "last")  # checkpoints from before the switch were all relative to the last frame
         return WorldModelConfig(views=list(d["views"]), denoiser=DenoiserConfig(**den),
@@ -143,7 +143,7 @@ class WorldModel(nn.Module):
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, map_location: str | torch.device = "cpu") -> "WorldModel":
+    def load(cls, path: str | os.PathLike, map_location: str | torch.device = "cpu") -> WorldModel:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"world model checkpoint {path} not found")

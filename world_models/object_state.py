@@ -106,7 +106,7 @@ class StateReward(nn.Module):
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "StateReward":
+    def load(cls, path: str | os.PathLike) -> StateReward:
         try:
             blob = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as err:  # torch's own text for random bytes advises weights_only=False: not here
@@ -119,7 +119,7 @@ class StateReward(nn.Module):
 
 
 @torch.no_grad()
-def track(model: StateReward, ep: "LabelledEpisode", t0: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def track(model: StateReward, ep: LabelledEpisode, t0: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Carry the object chunk by chunk along an episode's recorded robot states from row t0 (its recorded
     object as the start), as imagination does with predicted ones: (object positions [N, 3], success
     probabilities [N]) for rows t0+1 .. t0+N, N = the whole chunks that fit."""

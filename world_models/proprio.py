@@ -74,7 +74,7 @@ class ProprioModel(nn.Module):
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "ProprioModel":
+    def load(cls, path: str | os.PathLike) -> ProprioModel:
         blob = torch.load(path, map_location="cpu", weights_only=True)
         if not isinstance(blob, dict) or blob.get("format") != _FORMAT:
             raise ValueError(f"{path} is not a proprio model checkpoint written by ProprioModel.save")

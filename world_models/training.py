@@ -47,8 +47,15 @@ from tqdm import tqdm
 
 from envs.dataset import encode_video
 from world_models.augment import StyleAugConfig, augment_clip
-from world_models.clips import (ClipConfig, ClipSampler, episode_weights, load_episodes, split_episodes,
-                                to_model_frames, to_uint8)
+from world_models.clips import (
+    ClipConfig,
+    ClipSampler,
+    episode_weights,
+    load_episodes,
+    split_episodes,
+    to_model_frames,
+    to_uint8,
+)
 from world_models.losses import BootstrapConfig, WorldModelObjective, bootstrap_context, draw_noise, noise_context
 from world_models.metrics import psnr_per_frame
 from world_models.model import WorldModel, WorldModelConfig

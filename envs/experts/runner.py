@@ -7,8 +7,8 @@ Protocol (as in LIBERO's own evaluation): ``env.reset()``, ``env.set_init_state(
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 

@@ -132,7 +132,7 @@ class RobotArm(abc.ABC):
             self._stopped, self.stop_reason = True, reason
         self._halt()
 
-    def __enter__(self) -> "RobotArm":
+    def __enter__(self) -> RobotArm:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
@@ -139,7 +140,7 @@ class PolicyClient:
     def close(self) -> None:
         self._ws.close()
 
-    def __enter__(self) -> "PolicyClient":
+    def __enter__(self) -> PolicyClient:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -20,8 +20,9 @@ from __future__ import annotations
 import importlib
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from scipy.spatial.transform import Rotation

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 import numpy as np
 
@@ -147,7 +147,7 @@ class EmergencyStop:
         self.reason = ""
 
     @contextmanager
-    def sigint(self) -> Iterator["EmergencyStop"]:
+    def sigint(self) -> Iterator[EmergencyStop]:
         """Within the block, the first Ctrl-C triggers the stop, a second one raises KeyboardInterrupt."""
         if threading.current_thread() is not threading.main_thread():
             yield self  # signal handlers can only be installed from the main thread

@@ -16,8 +16,7 @@ pytest.importorskip("libero.libero")
 
 from envs.collection import PlanItem, record_episode  # noqa: E402
 from envs.dataset import DatasetConfig, EpisodeDataset, EpisodeWriter  # noqa: E402
-from envs.label_collection import (LabelCollectConfig, collect_labels, load_labelled, make_plan,  # noqa: E402
-                                    read_episode, validate)
+from envs.label_collection import LabelCollectConfig, collect_labels, load_labelled, make_plan, read_episode, validate  # noqa: E402
 from envs.libero_env import LiberoEnv, LiberoEnvConfig  # noqa: E402
 from envs.outcome import LIFT_M  # noqa: E402
 from envs.sim_labels import label_dataset, label_path, read_sim_labels, replay_env, replay_episode  # noqa: E402

@@ -8,8 +8,15 @@ import pytest
 import torch
 
 from envs.dataset import DatasetConfig, Episode, EpisodeWriter
-from imagination.closed_loop import (ClosedLoopConfig, branch_records, closed_loop_records, decisive_step, outcome_separation,
-                                     paired_separation, real_jobs_config)
+from imagination.closed_loop import (
+    ClosedLoopConfig,
+    branch_records,
+    closed_loop_records,
+    decisive_step,
+    outcome_separation,
+    paired_separation,
+    real_jobs_config,
+)
 from imagination.evaluate import EvalConfig, evaluate
 from world_models.denoiser import DenoiserConfig
 from world_models.model import WorldModel, WorldModelConfig

@@ -34,7 +34,7 @@ class SignPolicy(Policy):
 class FakeEnv:
     """Job succeeds after (task_id + 2) chunks if actions[..., 0] > 0, else truncates after 4 chunks."""
 
-    instances: list["FakeEnv"] = []
+    instances: list[FakeEnv] = []
 
     def __init__(self, cfg: EvalConfig, spec: ev.EnvSpec, first_tasks: list[int]):
         self.num_envs, self.spec = len(first_tasks), spec

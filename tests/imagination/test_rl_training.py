@@ -14,9 +14,9 @@ from imagination.rl import RLConfig
 from imagination.rl_training import ImagineRLConfig, exploration_log_std, per_task_success, train_rl
 from policies.base import Policy
 from policies.vla import VLAConfig, VLAPolicy
+from tests.world_models.conftest import SIZE, tiny_train_config, write_square_dataset
 from world_models.model import WorldModel
 from world_models.proprio import ProprioConfig, ProprioModel, fit_proprio
-from tests.world_models.conftest import SIZE, tiny_train_config, write_square_dataset
 
 
 @pytest.fixture(scope="module")

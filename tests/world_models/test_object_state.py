@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from world_models.object_state import LabelledEpisode, StateReward, StateRewardConfig, fit_state_reward, object_pairs, track
+from world_models.object_state import (
+    LabelledEpisode,
+    StateReward,
+    StateRewardConfig,
+    fit_state_reward,
+    object_pairs,
+    track,
+)
 
 OBJ0, TARGET = np.array([0.0, 0.0, 0.9]), np.array([0.2, 0.0, 0.9])
 

@@ -7,7 +7,7 @@ from tests.world_models.conftest import SIZE, render, tiny_model_config, tiny_tr
 from world_models.clips import ClipSampler, load_episodes
 from world_models.losses import BootstrapConfig, bootstrap_context
 from world_models.model import WorldModel
-from world_models.training import TrainWorldModelConfig, Trainer, train
+from world_models.training import Trainer, TrainWorldModelConfig, train
 
 pytestmark = pytest.mark.slow
 
