@@ -57,9 +57,8 @@ def _raw_state(raw_obs: dict) -> np.ndarray:
     """Proprio float32 [8]: eef pos (3), eef orientation as axis-angle (3), gripper finger qpos (2)."""
     from robosuite.utils.transform_utils import quat2axisangle  # lazy: robosuite is an optional extra
 
-    return np.concatenate(
-        [raw_obs["robot0_eef_pos"], quat2axisangle(np.asarray(raw_obs["robot0_eef_quat"])), raw_obs["robot0_gripper_qpos"]]
-    ).astype(np.float32)
+    axis_angle = quat2axisangle(np.asarray(raw_obs["robot0_eef_quat"]))
+    return np.concatenate([raw_obs["robot0_eef_pos"], axis_angle, raw_obs["robot0_gripper_qpos"]]).astype(np.float32)
 
 
 class LiberoEnv(gym.Env):
@@ -123,7 +122,8 @@ class LiberoEnv(gym.Env):
         self.instruction = task.language
 
     def _install_xml_processors(self) -> None:
-        processors = [p for p in (libero_suites.fast_render_xml if self.cfg.fast_render else None, self._user_xml_processor) if p]
+        fast = libero_suites.fast_render_xml if self.cfg.fast_render else None
+        processors = [p for p in (fast, self._user_xml_processor) if p]
 
         # robosuite's public hook: applied to the scene XML at every (hard) reset, before the sim is built.
         def process(xml: str) -> str:
@@ -169,7 +169,8 @@ class LiberoEnv(gym.Env):
         self.next_reset_options = None
         unknown = set(opts) - {"init_state_id", "task_id"}
         if unknown:
-            raise ValueError(f"reset options: unknown keys {sorted(unknown)}; expected 'init_state_id' and/or 'task_id'")
+            raise ValueError(f"reset options: unknown keys {sorted(unknown)}; "
+                             "expected 'init_state_id' and/or 'task_id'")
         task_id = int(opts.get("task_id", self.task_id))
         if task_id != self.task_id:
             self._load_task(task_id)

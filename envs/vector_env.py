@@ -56,7 +56,8 @@ class LiberoVectorEnv(AsyncVectorEnv):
         for key, value in options.items():
             values = list(value) if isinstance(value, (list, tuple, np.ndarray)) else [value] * self.num_envs
             if len(values) != self.num_envs:
-                raise ValueError(f"reset options[{key!r}]: expected {self.num_envs} values (one per env), got {len(values)}")
+                raise ValueError(f"reset options[{key!r}]: expected {self.num_envs} values (one per env), "
+                                 f"got {len(values)}")
             for opts, v in zip(per_env, values):
                 if v is not None:
                     opts[key] = int(v)

@@ -89,7 +89,8 @@ def pick_threshold(probs: np.ndarray, labels: np.ndarray, default: float = 0.5) 
     probs = np.asarray(probs, dtype=np.float64)
     labels = np.asarray(labels, dtype=bool)
     if probs.ndim != 1 or probs.shape != labels.shape:
-        raise ValueError(f"probs and labels: expected two 1-D arrays of one length, got {probs.shape} and {labels.shape}")
+        raise ValueError(f"probs and labels: expected two 1-D arrays of one length, "
+                         f"got {probs.shape} and {labels.shape}")
     pos, neg = int(labels.sum()), int((~labels).sum())
     if pos == 0 or neg == 0:
         raise ValueError(f"labels: need both real successes and real failures to calibrate, got {pos} successes "

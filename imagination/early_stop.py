@@ -89,7 +89,8 @@ def heldout_success(env: ImaginationVectorEnv, policy: Policy, seed: int = 0) ->
     n = env.num_envs
     policy.eval()
     act = policy_mean(policy)
-    successes = sum(int(imagine(env, act, starts[b:b + n], seed=seed + b).success.sum()) for b in range(0, len(starts), n))
+    successes = sum(int(imagine(env, act, starts[b:b + n], seed=seed + b).success.sum())
+                    for b in range(0, len(starts), n))
     return successes / len(starts)
 
 

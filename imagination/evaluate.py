@@ -3,9 +3,9 @@
 The loop knows two things only: a `Policy` (policies.base) and an `EvalEnv`, built by
 `make_eval_env` from `EvalConfig.env`: a LIBERO suite (real simulation) or "imagination" (the
 world model, started from the same tasks and official init states as the real env). Callers with
-another env pass their own factory to `evaluate(..., env_factory=...)`. Every episode is a `Job` (task, official init state, seed): its seed depends on (seed, task,
-episode number) only, so results do not depend on how many envs run in parallel or in what order
-episodes finish.
+another env pass their own factory to `evaluate(..., env_factory=...)`. Every episode is a `Job`
+(task, official init state, seed): its seed depends on (seed, task, episode number) only, so
+results do not depend on how many envs run in parallel or in what order episodes finish.
 """
 from __future__ import annotations
 
@@ -167,7 +167,8 @@ def make_eval_env(cfg: EvalConfig, spec: EnvSpec, first_tasks: list[int]) -> Eva
         from imagination.imagined_eval import ImaginationEvalEnv  # torch/world-model imports only when used
 
         return ImaginationEvalEnv(cfg, spec, first_tasks)
-    raise ValueError(f"env: {cfg.env!r} is not available; expected one of {sorted(libero_suites.SUITES) + [IMAGINATION]}")
+    raise ValueError(f"env: {cfg.env!r} is not available; "
+                     f"expected one of {sorted(libero_suites.SUITES) + [IMAGINATION]}")
 
 
 def load_policy(cfg: EvalConfig) -> Policy:
@@ -290,7 +291,8 @@ def summarize(records: list[dict], instructions: dict[int, str]) -> dict:
         return out
 
     tasks = sorted({r["task_id"] for r in records})
-    per_task = {str(t): {"instruction": instructions[t], **block([r for r in records if r["task_id"] == t])} for t in tasks}
+    per_task = {str(t): {"instruction": instructions[t], **block([r for r in records if r["task_id"] == t])}
+                for t in tasks}
     return {"overall": block(records), "per_task": per_task}
 
 
@@ -302,7 +304,8 @@ def evaluate(cfg: EvalConfig, policy: Policy | None = None, progress: bool = Tru
     torch.set_num_threads(cfg.num_threads)
     policy = (policy or load_policy(cfg)).eval()
     if not 0 <= cfg.action_steps <= policy.chunk_len:
-        raise ValueError(f"action_steps: expected 0..{policy.chunk_len} (the policy's chunk_len), got {cfg.action_steps}")
+        raise ValueError(f"action_steps: expected 0..{policy.chunk_len} (the policy's chunk_len), "
+                         f"got {cfg.action_steps}")
     pcfg = policy.config
     spec = EnvSpec(tuple(getattr(pcfg, "views", ("agentview", "wrist"))),
                    cfg.image_size or int(getattr(pcfg, "image_size", 64)), cfg.action_steps or policy.chunk_len)
@@ -321,7 +324,8 @@ def evaluate(cfg: EvalConfig, policy: Policy | None = None, progress: bool = Tru
     finally:
         env.close()
     steps = sum(r["steps"] for r in records)
-    result = {"env": cfg.env, "checkpoint": cfg.checkpoint, "policy": type(policy).__name__, **summarize(records, instructions),
+    result = {"env": cfg.env, "checkpoint": cfg.checkpoint, "policy": type(policy).__name__,
+              **summarize(records, instructions),
               "timing": {"seconds": seconds, "env_steps": steps, "env_steps_per_second": steps / seconds,
                          "episodes_per_minute": 60 * len(records) / seconds},
               "episodes": records, "config": asdict(cfg)}

@@ -34,7 +34,8 @@ class ImaginationEvalEnv:
             raise ValueError(f"the policy reads {spec.image_size} px images but the world model imagines {size} px: "
                              "evaluate a policy trained at the world model's image size")
         if spec.chunk_len != wm.chunk_len:
-            raise ValueError(f"action_steps: the world model steps chunks of {wm.chunk_len} actions, got {spec.chunk_len}")
+            raise ValueError(f"action_steps: the world model steps chunks of {wm.chunk_len} actions, "
+                             f"got {spec.chunk_len}")
         meta = EpisodeDataset(cfg.start_data, verify=False).meta
         suites = {m["suite"] for m in meta}
         if len(suites) != 1:
@@ -59,7 +60,8 @@ class ImaginationEvalEnv:
 
     def instruction(self, task_id: int) -> str:
         if task_id not in self._instructions:
-            raise ValueError(f"tasks: start_data has no episode of task {task_id} (it has {sorted(self._instructions)})")
+            raise ValueError(f"tasks: start_data has no episode of task {task_id} "
+                             f"(it has {sorted(self._instructions)})")
         return self._instructions[task_id]
 
     def _start_episode(self, job: Job) -> int:

@@ -86,7 +86,8 @@ def finetune_config(cfg: LoopConfig, data_dir: str, out_dir: str, init_from: str
     would otherwise never see its own predictions, the very condition RL rollouts run in.
     """
     wm = cfg.world_model
-    clips = replace(wm.clips, data_dir=data_dir, source_weights={**wm.clips.source_weights, "policy": cfg.policy_weight},
+    clips = replace(wm.clips, data_dir=data_dir,
+                    source_weights={**wm.clips.source_weights, "policy": cfg.policy_weight},
                     failure_weight=failure_weight)
     bootstrap = replace(wm.bootstrap, prob_start=wm.bootstrap.prob_end, ramp_start=0)
     return replace(wm, out_dir=out_dir, clips=clips, init_from=init_from, steps=cfg.finetune_steps,
@@ -103,7 +104,8 @@ class LoopState:
                                      "phases": [], "world_models": [], "guard": [], "data": {}, "bc_dir": ""}
         if self.path.exists():
             old = json.loads(self.path.read_text())
-            self.data.update({k: old[k] for k in ("stages", "phases", "world_models", "guard", "data", "bc_dir") if k in old})
+            kept = ("stages", "phases", "world_models", "guard", "data", "bc_dir")
+            self.data.update({k: old[k] for k in kept if k in old})
         self.run_dir.mkdir(parents=True, exist_ok=True)
 
     def save(self) -> None:

@@ -119,7 +119,8 @@ class RecordingEvalEnv:
             frames={v: images[:, k] for k, v in enumerate(views)}, state=state, action=action,
             reward=flags.astype(np.float32), success=flags, instruction=self.instruction(job.task_id),
             suite=self.inner.suite, task_id=job.task_id, source="policy", seed=job.seed,
-            init_state_id=job.init_state_id, extra={**self.extra, "job": job.index, "near_success": near, "outcome": how}))
+            init_state_id=job.init_state_id,
+            extra={**self.extra, "job": job.index, "near_success": near, "outcome": how}))
         self.recorded.append({"job": job.index, "task_id": job.task_id, "success": success, "near_success": near,
                               "steps": T - 1})
 

@@ -252,11 +252,13 @@ def _imagined(loop: dict, phases: list[dict], real: dict, imagined: dict) -> lis
         cell, auc = _signal(im, re)
         if auc < SIGNAL_AUC:
             weak.append(f"{p['label']} ({auc:.2f})")
-        rows.append([p["label"], _cell(im["overall"]) if im else NOT_RUN, _cell(re["overall"]) if re else NOT_RUN, gap, cell])
+        rows.append([p["label"], _cell(im["overall"]) if im else NOT_RUN, _cell(re["overall"]) if re else NOT_RUN,
+                     gap, cell])
     out += _table(["policy", "imagined", "real", "gap (imagined − real)", "reward signal: AUC within task"], rows)
     out += ["The last column asks whether imagination tells this policy's real successes from its real failures "
             "on the same task: each job's highest imagined success probability against its real outcome "
-            "(0.5 = no signal; `scripts/closed_loop_check.py` measures it without the success head ending episodes).", ""]
+            "(0.5 = no signal; `scripts/closed_loop_check.py` measures it without the success head ending "
+            "episodes).", ""]
     if weak:
         out += [f"> ⚠️ **The reward has little closed-loop signal** for {', '.join(weak)}: within a task, imagined "
                 f"success does not follow real success (AUC within task below {SIGNAL_AUC}), so imagined RL's real "
@@ -295,7 +297,7 @@ def _world_models(run: _Run, wms: list[dict]) -> list[str]:
             rows.append([wm["name"]] + [NOT_RUN] * 6 + [_threshold(wm)])
             continue
         evals[wm["name"]] = ev
-        f = lambda k, fmt: format(ev[k], fmt) if isinstance(ev.get(k), (int, float)) else "–"  # noqa: E731
+        f = lambda k, fmt, ev=ev: format(ev[k], fmt) if isinstance(ev.get(k), (int, float)) else "–"  # noqa: E731
         rows.append([wm["name"], f("psnr", ".2f"), f("ssim", ".3f"), f("static_psnr", ".2f"), f("static_ssim", ".3f"),
                      f("success_f1", ".2f"), f("done_f1", ".2f"), _threshold(wm)])
     if not wms:
@@ -344,7 +346,7 @@ def _curves(run: _Run, loop: dict, rl_phases: list[dict]) -> list[str]:
             rows.append([p["label"]] + [NOT_RUN] * 5)
             continue
         metrics[p["label"]] = m
-        first_last = lambda k: f"{m[k][0]:.2f} → {m[k][-1]:.2f}" if k in m else "–"  # noqa: E731
+        first_last = lambda k, m=m: f"{m[k][0]:.2f} → {m[k][-1]:.2f}" if k in m else "–"  # noqa: E731
         rows.append([p["label"], str(len(m["iteration"])), first_last("imagined_success_rate"),
                      first_last("imagined_return"), f"{res['seconds'] / 60:.1f}" if res and "seconds" in res else "–",
                      str(res.get("real_env_steps", "–")) if res else "–"])

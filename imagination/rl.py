@@ -69,9 +69,11 @@ class RLConfig:
             if getattr(self, name) < 0:
                 raise ValueError(f"rl.{name}: expected a number >= 0, got {getattr(self, name)}")
         if not (0 <= self.gamma <= 1 and 0 <= self.gae_lambda <= 1):
-            raise ValueError(f"rl.gamma and rl.gae_lambda: expected values in [0, 1], got {self.gamma}, {self.gae_lambda}")
+            raise ValueError(f"rl.gamma and rl.gae_lambda: expected values in [0, 1], "
+                             f"got {self.gamma}, {self.gae_lambda}")
         if self.epochs < 1 or self.minibatch_size < 1:
-            raise ValueError(f"rl.epochs and rl.minibatch_size: expected integers >= 1, got {self.epochs}, {self.minibatch_size}")
+            raise ValueError(f"rl.epochs and rl.minibatch_size: expected integers >= 1, "
+                             f"got {self.epochs}, {self.minibatch_size}")
 
 
 def group_advantages(returns: torch.Tensor, groups: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -217,4 +219,5 @@ def update(policy: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Bat
     return {k: float(np.mean(v)) for k, v in logs.items()}
 
 
-__all__ = ["ALGOS", "KL_ESTIMATORS", "Batch", "RLConfig", "clipped_surrogate", "gae", "group_advantages", "kl_k2", "kl_k3", "update"]
+__all__ = ["ALGOS", "KL_ESTIMATORS", "Batch", "RLConfig", "clipped_surrogate", "gae", "group_advantages", "kl_k2",
+           "kl_k3", "update"]

@@ -87,7 +87,8 @@ def check_actions(actions: Any, batch: int, chunk_len: int, device: torch.device
     """Actions as float32 [B, K, 7] on `device`; ValueError on a wrong shape."""
     a = torch.as_tensor(actions, dtype=torch.float32, device=device)
     if a.shape != (batch, chunk_len, ACTION_DIM):
-        raise ValueError(f"actions: expected float32 [B, K, 7] = [{batch}, {chunk_len}, {ACTION_DIM}], got {tuple(a.shape)}")
+        raise ValueError(f"actions: expected float32 [B, K, 7] = [{batch}, {chunk_len}, {ACTION_DIM}], "
+                         f"got {tuple(a.shape)}")
     return a
 
 
@@ -99,7 +100,8 @@ class Policy(nn.Module, abc.ABC):
     def __init__(self, config: PolicyConfig):
         super().__init__()
         if not isinstance(config, self.config_class):
-            raise TypeError(f"{type(self).__name__}: expected a {self.config_class.__name__}, got {type(config).__name__}")
+            raise TypeError(f"{type(self).__name__}: expected a {self.config_class.__name__}, "
+                            f"got {type(config).__name__}")
         if config.chunk_len < 1 or not 0 <= config.n_action_steps <= config.chunk_len:
             raise ValueError(f"chunk_len >= 1 and 0 <= n_action_steps <= chunk_len expected, got "
                              f"chunk_len={config.chunk_len}, n_action_steps={config.n_action_steps}")
@@ -178,7 +180,8 @@ class Policy(nn.Module, abc.ABC):
         if not isinstance(payload, dict) or payload.get("format") != _FORMAT:
             raise ValueError(f"{path}: not a policy checkpoint (expected format {_FORMAT!r}, written by Policy.save)")
         if payload.get("version") != _VERSION:
-            raise ValueError(f"{path}: policy checkpoint version {payload.get('version')} is not supported ({_VERSION})")
+            raise ValueError(f"{path}: policy checkpoint version {payload.get('version')} is not supported "
+                             f"({_VERSION})")
         module, _, qualname = payload["class"].partition(":")
         obj: Any = importlib.import_module(module)
         for part in qualname.split("."):

@@ -94,11 +94,13 @@ class ChunkData:
     def __len__(self) -> int:
         return self.state.shape[0]
 
-    def batch(self, idx: torch.Tensor, shift: int, generator: torch.Generator) -> tuple[dict, torch.Tensor, torch.Tensor]:
+    def batch(self, idx: torch.Tensor, shift: int,
+              generator: torch.Generator) -> tuple[dict, torch.Tensor, torch.Tensor]:
         image = self.image[idx]
         if shift > 0:
             image = random_shift(image, shift, generator)
-        obs = {"image": image, "state": self.state[idx], "instruction": [self.instructions[i] for i in self.text_id[idx]]}
+        obs = {"image": image, "state": self.state[idx],
+               "instruction": [self.instructions[i] for i in self.text_id[idx]]}
         return obs, self.target[idx], self.mask[idx]
 
 
@@ -126,7 +128,8 @@ def random_shift(image: torch.Tensor, pad: int, generator: torch.Generator) -> t
     return flat[n, rows[:, :, None], cols[:, None, :]].reshape(B, V, H, W, C)
 
 
-def bc_loss(policy: VLAPolicy, obs: dict, target: torch.Tensor, mask: torch.Tensor, kind: str) -> tuple[torch.Tensor, float]:
+def bc_loss(policy: VLAPolicy, obs: dict, target: torch.Tensor, mask: torch.Tensor,
+            kind: str) -> tuple[torch.Tensor, float]:
     """Masked loss over the chunk -> (loss to minimise, plain MSE of the mean for logging)."""
     out = policy(obs)
     m = mask[..., None].to(out.mean.dtype)  # [B, K, 1]

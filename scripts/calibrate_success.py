@@ -83,8 +83,8 @@ def main(cfg: CalibrateConfig) -> dict:
     wm.cfg.head.success_threshold = choice.threshold
     wm.save(out)
     result = {"checkpoint": cfg.checkpoint, "out": str(out), "data_dir": data, **asdict(choice),
-              "episodes": [{"episode_index": i, "source": s, "real_success": bool(l), "max_success_prob": float(p)}
-                           for i, s, l, p in zip(indices, sources, labels, probs)]}
+              "episodes": [{"episode_index": i, "source": s, "real_success": bool(label), "max_success_prob": float(p)}
+                           for i, s, label, p in zip(indices, sources, labels, probs)]}
     tmp = out.parent / "calibration.json.tmp"
     tmp.write_text(json.dumps(result, indent=2))
     tmp.replace(out.parent / "calibration.json")

@@ -45,7 +45,8 @@ def _preset_path(name: str, group: str) -> Path:
     if candidate.exists():
         return candidate
     available = sorted(x.stem for x in (CONFIGS / group).glob("*.yaml")) if (CONFIGS / group).is_dir() else []
-    raise FileNotFoundError(f"--config: no preset {name!r} (looked for {p} and {candidate}); available presets: {available}")
+    raise FileNotFoundError(f"--config: no preset {name!r} (looked for {p} and {candidate}); "
+                            f"available presets: {available}")
 
 
 def build_parser(cls: type, description: str, group: str) -> argparse.ArgumentParser:

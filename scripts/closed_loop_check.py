@@ -71,7 +71,8 @@ def _check(cfg: CheckConfig) -> list[str]:
         if cfg.lead_steps < 0:
             raise SystemExit(f"lead_steps: expected an integer >= 0, got {cfg.lead_steps}")
     elif len(cfg.real_results) != len(cfg.policies):
-        raise SystemExit(f"real_results: expected one results.json per policy ({len(cfg.policies)}), got {len(cfg.real_results)}")
+        raise SystemExit(f"real_results: expected one results.json per policy ({len(cfg.policies)}), "
+                         f"got {len(cfg.real_results)}")
     if not cfg.world_model:
         raise SystemExit("world_model: required (the world model to check)")
     if not cfg.branch_data and not cfg.start_data:
@@ -100,7 +101,8 @@ def main(cfg: CheckConfig) -> dict:
         if cfg.branch_data:
             records = branch_records(cfg.branch_data, policy, cfg, cfg.lead_steps)
         else:
-            records = closed_loop_records(json.loads(Path(cfg.real_results[i]).read_text()), policy, cfg, str(out / name))
+            real = json.loads(Path(cfg.real_results[i]).read_text())
+            records = closed_loop_records(real, policy, cfg, str(out / name))
         rows += [{"policy": name, **r} for r in records]
     probs = np.array([r["max_success_prob"] for r in rows])
     labels = np.array([r["real_success"] for r in rows])

@@ -65,7 +65,8 @@ def main(cfg: EvalConfig) -> dict:
               f"  mean steps {row['mean_steps']:.0f}  {row['instruction']}")
     if o.get("failures"):
         print("  failures: " + ", ".join(f"{k} {n}" for k, n in o["failures"].items()))
-    print(f"  {t['seconds']:.0f} s, {t['env_steps_per_second']:.1f} env steps/s, {t['episodes_per_minute']:.1f} episodes/min")
+    print(f"  {t['seconds']:.0f} s, {t['env_steps_per_second']:.1f} env steps/s, "
+          f"{t['episodes_per_minute']:.1f} episodes/min")
     print(f"  results: {Path(cfg.out_dir) / 'results.json'}")
     if record_to:
         r = result["recorded"]

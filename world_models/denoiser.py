@@ -1,6 +1,7 @@
 """Action-conditioned EDM denoiser predicting the next K frames jointly (DIAMOND-style, pixel space).
 
-    D(x_sigma; sigma, context, anchor, actions) = c_skip(sigma) x_sigma + c_out(sigma) F(c_in(sigma) x_sigma, c_noise(sigma), ...)
+    D(x_sigma; sigma, context, anchor, actions)
+        = c_skip(sigma) x_sigma + c_out(sigma) F(c_in(sigma) x_sigma, c_noise(sigma), ...)
 
 F is a `diffusers.UNet2DModel`. Its input stacks, along channels, for a batch of B clips:
 

@@ -65,7 +65,8 @@ class WorldModel(nn.Module):
 
     def set_scheduler(self, scheduler: str, steps: int | None = None) -> None:
         """Swap the sampling scheduler (see world_models.sampler.SCHEDULERS) without touching weights."""
-        sc = dataclasses.replace(self.cfg.sampler, scheduler=scheduler, steps=self.cfg.sampler.steps if steps is None else steps)
+        sc = dataclasses.replace(self.cfg.sampler, scheduler=scheduler,
+                                 steps=self.cfg.sampler.steps if steps is None else steps)
         self.sampler = Sampler(sc)
         self.cfg = dataclasses.replace(self.cfg, sampler=sc)
 

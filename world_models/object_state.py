@@ -85,7 +85,8 @@ class StateReward(nn.Module):
                              f"{tuple(state.shape)} and {tuple(next_states.shape)}")
         eef, grip = state[:, :3], state[:, 6:8]
         x = torch.cat([(obj - eef) * SCALE, lift[:, None] * SCALE, grip * SCALE, grasped[:, None].float(),
-                       ((next_states[..., :3] - eef[:, None]) * SCALE).flatten(1), (next_states[..., 6:8] * SCALE).flatten(1)], 1)
+                       ((next_states[..., :3] - eef[:, None]) * SCALE).flatten(1),
+                       (next_states[..., 6:8] * SCALE).flatten(1)], 1)
         out = self.object_net(x).view(B, K, 4)
         # Why this form: a held object moves with the hand. Step j carries it by the hand's step times the
         # probability that it is held then; the net adds only what the hand does not explain (a drop, a slip).
@@ -129,7 +130,8 @@ def track(model: StateReward, ep: LabelledEpisode, t0: int = 0) -> tuple[np.ndar
     objs, probs = [], []
     for t in range(t0, len(ep.state) - K, K):
         states = torch.as_tensor(ep.state[t + 1:t + K + 1], dtype=torch.float32)[None]
-        nxt, g = model.object_step(obj, obj[:, 2] - z0, grasped, torch.as_tensor(ep.state[t], dtype=torch.float32)[None], states)
+        state = torch.as_tensor(ep.state[t], dtype=torch.float32)[None]
+        nxt, g = model.object_step(obj, obj[:, 2] - z0, grasped, state, states)
         held = (torch.sigmoid(g) > 0.5).float()
         target = torch.as_tensor(ep.target_pos[t + 1:t + K + 1], dtype=torch.float32)[None]
         p = torch.sigmoid(model.success_logit(nxt, target, nxt[..., 2] - z0, states[..., 6:8], held))
@@ -159,7 +161,8 @@ def labelled_episodes(data_dir: str, indices: list[int] | None = None) -> tuple[
         if len(sim["grasped"]) != len(ep):
             raise ValueError(f"{data_dir}: the labels of episode {i} have {len(sim['grasped'])} rows, the episode "
                              f"{len(ep)}: stale labels of another dataset? Delete sim_labels/ and label again")
-        out.append(LabelledEpisode(ep.state, sim["object_pos"], sim["target_pos"], sim["grasped"], np.asarray(ep.success, bool)))
+        out.append(LabelledEpisode(ep.state, sim["object_pos"], sim["target_pos"], sim["grasped"],
+                                   np.asarray(ep.success, bool)))
         kept.append(i)
     return out, kept
 
@@ -178,7 +181,8 @@ class LabelledEpisode:
 
 def object_pairs(episodes: list[LabelledEpisode], K: int) -> dict[str, torch.Tensor]:
     """Chunk samples over every row t with a successor: inputs at t, targets at t+1..t+K, mask [N, K]."""
-    cols: dict[str, list] = {k: [] for k in ("obj", "lift", "grasped", "state", "next", "target_obj", "target_grasp", "mask")}
+    keys = ("obj", "lift", "grasped", "state", "next", "target_obj", "target_grasp", "mask")
+    cols: dict[str, list] = {k: [] for k in keys}
     for e in episodes:
         T = len(e.state)
         lift = e.object_pos[:, 2] - e.object_pos[0, 2]
@@ -232,7 +236,8 @@ def fit_state_reward(episodes: list[LabelledEpisode], cfg: StateRewardConfig | N
         grasp_err = F.binary_cross_entropy_with_logits(grasp_logit, pairs["target_grasp"][i], reduction="none")
         obj_loss = ((pos_err + grasp_err) * m).sum() / m.sum().clamp_min(1.0)
         j = torch.randint(0, len(rows["obj"]), (min(cfg.batch_size, len(rows["obj"])),), generator=gen)
-        logit = model.success_logit(rows["obj"][j], rows["target"][j], rows["lift"][j], rows["grip"][j], rows["grasped"][j])
+        logit = model.success_logit(rows["obj"][j], rows["target"][j], rows["lift"][j], rows["grip"][j],
+                                    rows["grasped"][j])
         succ_loss = F.binary_cross_entropy_with_logits(logit, rows["label"][j], pos_weight=pos_weight)
         opt.zero_grad()
         (obj_loss + succ_loss).backward()

@@ -104,7 +104,8 @@ def chunk_pairs(states: list[np.ndarray], actions: list[np.ndarray], K: int) -> 
             np.asarray(masks, np.float32))
 
 
-def fit_proprio(states: list[np.ndarray], actions: list[np.ndarray], cfg: ProprioConfig | None = None) -> tuple[ProprioModel, list[float]]:
+def fit_proprio(states: list[np.ndarray], actions: list[np.ndarray],
+                cfg: ProprioConfig | None = None) -> tuple[ProprioModel, list[float]]:
     """Train a `ProprioModel` on episodes (state [T, S], action [T, A] each); returns (model, losses)."""
     cfg = cfg or ProprioConfig()
     s0, acts, targets, masks = (torch.from_numpy(a) for a in chunk_pairs(states, actions, cfg.chunk_len))

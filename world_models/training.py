@@ -204,7 +204,8 @@ class Trainer:
             # a YAML read elsewhere (one's own OmegaConf.load) still turns it into "False"
             hint = " (YAML reads a bare no as false: quote it, mixed_precision: 'no')" \
                 if str(cfg.mixed_precision).lower() == "false" else ""
-            raise ValueError(f"mixed_precision: expected one of {list(MIXED_PRECISION)}, got {cfg.mixed_precision!r}{hint}")
+            raise ValueError(f"mixed_precision: expected one of {list(MIXED_PRECISION)}, "
+                             f"got {cfg.mixed_precision!r}{hint}")
         self.acc = accelerator or Accelerator(mixed_precision=cfg.mixed_precision, log_with="tensorboard",
                                               project_dir=str(self.out / "logs"))
         set_seed(cfg.seed)

@@ -64,10 +64,11 @@ class PolicyClient:
         headers = {"Authorization": f"Bearer {token}"} if token else None
         try:
             # proxy=None: a loopback connection must never be routed through an HTTP proxy from the environment.
-            # entered as a context manager (websockets' supported form); close() exits it
+            # entered as a context manager (websockets' supported form); close() exits it.
+            # close_timeout: a stalled server must not block close().
             self._ws: ClientConnection = connect(url, additional_headers=headers, open_timeout=open_timeout,
                                                  max_size=max_reply_bytes, compression=None, proxy=None,
-                                                 close_timeout=1.0).__enter__()  # a stalled server must not block close()
+                                                 close_timeout=1.0).__enter__()
         except InvalidStatus as e:
             code = e.response.status_code
             raise ServerUnavailable(f"{url} refused the connection: HTTP {code}"

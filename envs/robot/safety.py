@@ -50,9 +50,11 @@ def check_limits(limits: SafetyLimits) -> SafetyLimits:
     """Validate a SafetyLimits; ValueError naming the field."""
     lo, hi = np.asarray(limits.workspace_min, float), np.asarray(limits.workspace_max, float)
     if lo.shape != (3,) or hi.shape != (3,):
-        raise ValueError(f"workspace_min/workspace_max: expected 3 values (x, y, z) each, got {lo.tolist()}, {hi.tolist()}")
+        raise ValueError("workspace_min/workspace_max: expected 3 values (x, y, z) each, "
+                         f"got {lo.tolist()}, {hi.tolist()}")
     if not np.all(lo < hi):
-        raise ValueError(f"workspace_min: must be below workspace_max on every axis, got {lo.tolist()} vs {hi.tolist()}")
+        raise ValueError("workspace_min: must be below workspace_max on every axis, "
+                         f"got {lo.tolist()} vs {hi.tolist()}")
     for name in ("pos_scale", "rot_scale", "max_translation", "max_rotation"):
         value = getattr(limits, name)
         if not (np.isfinite(value) and value > 0):

@@ -374,7 +374,7 @@ def test_killed_at_any_write_leaves_a_valid_dataset(tmp_path: Path, monkeypatch:
         write(root, episodes[:1])
         calls = []
 
-        def counted(real):
+        def counted(real, calls=calls, crash_at=crash_at):
             def wrapper(*args, **kwargs):
                 calls.append(args[0])
                 if len(calls) > crash_at:

@@ -64,7 +64,8 @@ def test_replayed_labels_follow_the_recorded_episode(recorded):
     assert stats["max_state_diff"] < 1e-4
     labels = read_sim_labels(root, 0)
     T = len(episode)
-    assert labels["object_pos"].shape == (T, 3) and labels["target_pos"].shape == (T, 3) and labels["grasped"].shape == (T,)
+    assert labels["object_pos"].shape == (T, 3) and labels["target_pos"].shape == (T, 3)
+    assert labels["grasped"].shape == (T,)
     assert labels["info"]["objects"] == [BOWL, "plate_1"] and labels["info"]["length"] == T
     # row t: where the bowl was when the recording env was given action t (the row convention, replayed exactly)
     np.testing.assert_allclose(labels["object_pos"], bowl_rows, atol=1e-5)
