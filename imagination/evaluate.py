@@ -9,9 +9,7 @@ results do not depend on how many envs run in parallel or in what order episodes
 """
 from __future__ import annotations
 
-import json
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -25,6 +23,7 @@ from scipy.stats import binomtest
 from tqdm import tqdm
 
 from envs import libero_suites
+from envs.atomic import atomic_write_json
 from envs.dataset import encode_video
 from envs.libero_env import LiberoEnvConfig
 from envs.outcome import FIGURES, failure_counts, outcome
@@ -329,11 +328,7 @@ def evaluate(cfg: EvalConfig, policy: Policy | None = None, progress: bool = Tru
               "timing": {"seconds": seconds, "env_steps": steps, "env_steps_per_second": steps / seconds,
                          "episodes_per_minute": 60 * len(records) / seconds},
               "episodes": records, "config": asdict(cfg)}
-    out = Path(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "results.json.tmp"
-    tmp.write_text(json.dumps(result, indent=2))
-    os.replace(tmp, out / "results.json")
+    atomic_write_json(Path(cfg.out_dir) / "results.json", result, indent=2)
     return result
 
 

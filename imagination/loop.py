@@ -17,13 +17,13 @@ failed episodes up by `guard_failure_weight`, so the model learns exactly the ca
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from envs.atomic import atomic_write_json
 from envs.collection import CollectConfig
 from imagination.evaluate import EvalConfig
 from imagination.rl_training import ImagineRLConfig
@@ -109,9 +109,7 @@ class LoopState:
         self.run_dir.mkdir(parents=True, exist_ok=True)
 
     def save(self) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(self.data, indent=1, default=str))
-        os.replace(tmp, self.path)
+        atomic_write_json(self.path, self.data, indent=1, default=str)
 
     def done(self, name: str) -> dict | None:
         return next((s for s in self.data["stages"] if s["name"] == name and s["status"] in ("done", "reused")), None)

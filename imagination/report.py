@@ -12,7 +12,6 @@ import csv
 import hashlib
 import html
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -22,6 +21,7 @@ from urllib.parse import quote
 import numpy as np
 from matplotlib.figure import Figure
 
+from envs.atomic import atomic_write, atomic_write_text
 from envs.outcome import OUTCOMES
 from imagination.closed_loop import paired_separation
 
@@ -77,9 +77,7 @@ class _Run:
             rel = Path(ASSETS) / "linked" / f"{digest}_{path.name}"
             dest = self.dir / rel
             if not dest.exists() or dest.stat().st_size != path.stat().st_size:
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(path, dest.with_name(dest.name + ".tmp"))
-                os.replace(dest.with_name(dest.name + ".tmp"), dest)
+                atomic_write(dest, lambda tmp: shutil.copyfile(path, tmp))
         return quote(rel.as_posix())
 
     def json(self, p: Any, results: bool = False) -> dict | None:
@@ -101,10 +99,7 @@ class _Run:
 
     def save(self, fig: Figure, name: str) -> str:
         """Write `fig` to report_assets/name (atomically); returns its relative link."""
-        self.assets.mkdir(parents=True, exist_ok=True)
-        tmp = self.assets / (name + ".tmp")
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-        os.replace(tmp, self.assets / name)
+        atomic_write(self.assets / name, lambda tmp: fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight"))
         return f"{ASSETS}/{name}"
 
 
@@ -434,9 +429,7 @@ def write_report(run_dir: str | Path) -> tuple[Path, Path]:
             f"</title>\n<style>{CSS}</style></head>\n<body>\n{body}\n</body></html>\n")
     paths = run_dir / "report.md", run_dir / "report.html"
     for path, content in zip(paths, (text, page)):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(content, encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write_text(path, content)
     return paths
 
 

@@ -21,12 +21,13 @@ import os
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import nn
+
+from envs.atomic import atomic_torch_save
 
 ACTION_DIM = 7
 _FORMAT = "wm-vla-rl/policy"
@@ -159,9 +160,7 @@ class Policy(nn.Module, abc.ABC):
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> None:
-        """Write class, config and weights to `path` atomically (temporary file, then os.replace)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        """Write class, config and weights to `path` atomically (envs.atomic)."""
         payload = {
             "format": _FORMAT,
             "version": _VERSION,
@@ -169,9 +168,7 @@ class Policy(nn.Module, abc.ABC):
             "config": asdict(self.config),
             "state_dict": self.state_dict(),
         }
-        tmp = path.with_name(path.name + ".tmp")
-        torch.save(payload, tmp)
-        os.replace(tmp, path)
+        atomic_torch_save(path, payload)
 
     @classmethod
     def load(cls, path: str | os.PathLike, map_location: str | torch.device = "cpu") -> Policy:

@@ -13,7 +13,6 @@ final policy (`Policy.load`), `out_dir/policy_step{N}.pt` the policy at each of 
 from __future__ import annotations
 
 import csv
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -26,6 +25,7 @@ import torch.nn.functional as F
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
+from envs.atomic import atomic_torch_save
 from policies.vla import VLAConfig, VLAPolicy
 
 
@@ -151,12 +151,6 @@ def _read_log(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def _save_atomic(obj: dict, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
-
 def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = None,
              progress: bool = True, on_log: Callable[[dict], None] | None = None) -> dict:
     """Train (or resume) a VLA by BC on `episodes`; returns {"policy_path", "steps", "final_loss", ...}.
@@ -194,9 +188,9 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
         step = int(ck["step"])
 
     def checkpoint() -> None:
-        _save_atomic({"policy": policy.state_dict(), "policy_config": asdict(cfg.policy), "optimizer": opt.state_dict(),
-                      "scheduler": sched.state_dict(), "generator": gen.get_state(),
-                      "torch_rng": torch.get_rng_state(), "step": step}, ckpt_path)
+        atomic_torch_save(ckpt_path, {"policy": policy.state_dict(), "policy_config": asdict(cfg.policy),
+                                      "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                                      "generator": gen.get_state(), "torch_rng": torch.get_rng_state(), "step": step})
 
     log_path, columns = out / "loss.csv", ["step", "loss", "mse", "lr", "seconds"]
     # rows logged after the checkpoint we resume from will be logged again: drop them

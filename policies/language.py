@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from envs.atomic import atomic_write
+
 EMBED_DIM = 384
 MODEL_NAME = "all-MiniLM-L6-v2"
 
@@ -118,12 +120,15 @@ class InstructionEncoder:
             self.add(dict(zip(data["texts"].tolist(), torch.from_numpy(data["embeddings"]))))
 
     def _write_disk_cache(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         texts = sorted(self._cache)
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez(tmp, model=np.array(MODEL_NAME), texts=np.array(texts, dtype=np.str_),
-                 embeddings=torch.stack([self._cache[t] for t in texts]).numpy())
-        os.replace(tmp, path)  # atomic: a reader never sees a half-written cache
+        arrays = {"model": np.array(MODEL_NAME), "texts": np.array(texts, dtype=np.str_),
+                  "embeddings": torch.stack([self._cache[t] for t in texts]).numpy()}
+
+        def write(tmp: Path) -> None:
+            with open(tmp, "wb") as f:  # a file object: np.savez would append ".npz" to the temporary name
+                np.savez(f, **arrays)
+
+        atomic_write(path, write)  # a reader never sees a half-written cache
 
 
 _SHARED: dict[tuple[str, str], InstructionEncoder] = {}

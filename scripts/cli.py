@@ -19,6 +19,8 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from envs.atomic import atomic_write_text
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = REPO_ROOT / "configs"
 
@@ -142,9 +144,6 @@ def _omegaconf_message(e: Exception) -> str:
 
 
 def save_config(cfg: object, path: Path) -> None:
-    """Write the resolved config next to a run's outputs (reproducibility)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
-    tmp.replace(path)
+    """Write the resolved config next to a run's outputs (reproducibility), atomically."""
+    atomic_write_text(path, OmegaConf.to_yaml(OmegaConf.structured(cfg)))
 

@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 
 import numpy as np
 
+from envs.atomic import atomic_write_json
 from imagination.calibrate import plot_outcome_histogram
 from imagination.closed_loop import (
     ClosedLoopConfig,
@@ -120,9 +121,7 @@ def main(cfg: CheckConfig) -> dict:
         print(f"  best closed-loop threshold {pooled['threshold']['threshold']:.3f}: balanced accuracy "
               f"{pooled['threshold']['balanced_accuracy']:.3f}")
     result = {"world_model": cfg.world_model, "success_threshold": threshold, "separation": table, "jobs": rows}
-    tmp = out / "closed_loop.json.tmp"
-    tmp.write_text(json.dumps(result, indent=2))
-    tmp.replace(out / "closed_loop.json")
+    atomic_write_json(out / "closed_loop.json", result, indent=2)
     plot_outcome_histogram(out / "closed_loop.png", probs, labels, threshold,
                            "highest success probability, policy acting in imagination", "model threshold", bins=40)
     print(f"  written: {out / 'closed_loop.json'}, {out / 'closed_loop.png'}")

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 import numpy as np
 import torch
 
+from envs.atomic import atomic_write_json
 from envs.dataset import encode_video
 from scripts.cli import parse_config, save_config
 from world_models.clips import load_episodes, to_model_frames, to_uint8
@@ -163,9 +164,7 @@ def main(cfg: EvalWorldModelConfig) -> dict:
     }
     out.mkdir(parents=True, exist_ok=True)
     _plot(out / "psnr_vs_horizon.png", psnr_s, ssim_s, base_s)
-    tmp = out / "eval.json.tmp"
-    tmp.write_text(json.dumps(result, indent=1))
-    tmp.replace(out / "eval.json")
+    atomic_write_json(out / "eval.json", result, indent=1)
     print(f"open loop over {len(per_ep)} episodes ({sum(e['steps'] for e in per_ep)} steps): "
           f"PSNR {result['psnr']:.2f} dB (first frame held still: {result['static_psnr']:.2f}), "
           f"SSIM {result['ssim']:.3f} (still: {result['static_ssim']:.3f}), "

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from envs.atomic import atomic_torch_save
 from world_models.denoiser import Denoiser, DenoiserConfig
 from world_models.heads import HeadConfig, SuccessDoneHead
 from world_models.sampler import Sampler, SamplerConfig
@@ -135,13 +136,10 @@ class WorldModel(nn.Module):
 
     # ---------------------------------------------------------------- persistence
     def save(self, path: str | os.PathLike) -> None:
-        """Write config + weights atomically (temporary file, then os.replace)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
+        """Write config + weights atomically (envs.atomic)."""
         state = {k: v.detach().cpu() for k, v in self.state_dict().items()}
-        torch.save({"format": _FORMAT, "version": _VERSION, "config": asdict(self.cfg), "state_dict": state}, tmp)
-        os.replace(tmp, path)
+        atomic_torch_save(path, {"format": _FORMAT, "version": _VERSION, "config": asdict(self.cfg),
+                                 "state_dict": state})
 
     @classmethod
     def load(cls, path: str | os.PathLike, map_location: str | torch.device = "cpu") -> WorldModel:

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+from envs.atomic import atomic_torch_save
 
 _FORMAT = "wm-vla-rl/state_reward"
 SCALE = 10.0  # metres -> decimetres: inputs and targets of order 1
@@ -100,11 +101,7 @@ class StateReward(nn.Module):
         return self.success_net(success_features(obj, target, lift, grip, grasped))[..., 0]
 
     def save(self, path: str | os.PathLike) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        torch.save({"format": _FORMAT, "config": asdict(self.cfg), "state_dict": self.state_dict()}, tmp)
-        os.replace(tmp, path)
+        atomic_torch_save(path, {"format": _FORMAT, "config": asdict(self.cfg), "state_dict": self.state_dict()})
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> StateReward:

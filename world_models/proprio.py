@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
+
+from envs.atomic import atomic_torch_save
 
 _FORMAT = "wm-vla-rl/proprio_model"
 
@@ -67,11 +68,7 @@ class ProprioModel(nn.Module):
         return self.forward(state.float(), actions.float())
 
     def save(self, path: str | os.PathLike) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        torch.save({"format": _FORMAT, "config": asdict(self.cfg), "state_dict": self.state_dict()}, tmp)
-        os.replace(tmp, path)
+        atomic_torch_save(path, {"format": _FORMAT, "config": asdict(self.cfg), "state_dict": self.state_dict()})
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> ProprioModel:

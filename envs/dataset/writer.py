@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from envs.atomic import atomic_write_bytes
 from envs.dataset.episode import Episode
 from envs.dataset.layout import (
     CODEBASE_VERSION,
@@ -45,7 +46,7 @@ from envs.dataset.stats import (
     stats_to_json,
     unflatten_stats,
 )
-from envs.dataset.video import encode_video, sha256_file, write_bytes_atomic
+from envs.dataset.video import encode_video, sha256_file
 
 try:  # advisory lock against two writers appending at once; POSIX only
     import fcntl
@@ -317,12 +318,12 @@ def _write_parquet_atomic(table: pa.Table, path: Path) -> str:
     # page checksums let readers that verify them detect bit rot in the episodes parquet too
     pq.write_table(table, sink, write_page_checksum=True)
     data = sink.getvalue().to_pybytes()
-    write_bytes_atomic(path, data)
+    atomic_write_bytes(path, data)
     return hashlib.sha256(data).hexdigest()
 
 
 def _write_json_atomic(path: Path, obj: Any) -> None:
-    write_bytes_atomic(path, (json.dumps(obj, indent=4) + "\n").encode())
+    atomic_write_bytes(path, (json.dumps(obj, indent=4) + "\n").encode())
 
 
 def _check_creatable(root: Path) -> None:
