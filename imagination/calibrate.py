@@ -113,7 +113,7 @@ def plot_outcome_histogram(path, probs: np.ndarray, labels: np.ndarray, threshol
 
     probs, labels = np.asarray(probs), np.asarray(labels, bool)
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    edges = np.linspace(0, 1, bins + 1)
+    edges = np.linspace(0, 1, bins + 1).tolist()
     ax.hist(probs[labels], bins=edges, alpha=0.6, label=f"real success ({labels.sum()})")
     ax.hist(probs[~labels], bins=edges, alpha=0.6, label=f"real failure ({(~labels).sum()})")
     ax.axvline(threshold, color="k", ls="--", label=f"{threshold_label} {threshold:.2f}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -94,7 +94,7 @@ class EvalEnv(Protocol):
 
     def instruction(self, task_id: int) -> str: ...
 
-    def reset_envs(self, jobs: list[Job | None]) -> dict[str, Any]:
+    def reset_envs(self, jobs: Sequence[Job | None]) -> dict[str, Any]:
         """Start job i in env i where jobs[i] is not None (others untouched); returns the batched obs."""
 
     def step(self, actions: np.ndarray) -> tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray, dict]:
@@ -135,7 +135,7 @@ class LiberoEvalEnv:
     def instruction(self, task_id: int) -> str:
         return self._task(task_id).language
 
-    def reset_envs(self, jobs: list[Job | None]) -> dict[str, Any]:
+    def reset_envs(self, jobs: Sequence[Job | None]) -> dict[str, Any]:
         obs, _ = self.venv.reset(seed=[j.seed if j else None for j in jobs], options={
             "task_id": [j.task_id if j else None for j in jobs],
             "init_state_id": [j.init_state_id if j else None for j in jobs],
@@ -144,7 +144,7 @@ class LiberoEvalEnv:
 
     def step(self, actions: np.ndarray):
         obs, reward, terminated, truncated, info = self.venv.step(actions)
-        out = {"t": np.asarray(info["t"]), **{k: np.asarray(info[k], np.float64) for k in FIGURES}}
+        out: dict[str, Any] = {"t": np.asarray(info["t"]), **{k: np.asarray(info[k], np.float64) for k in FIGURES}}
         if self.record:
             out["frames"] = [np.stack([o["image"] for o in chunk]) for chunk in info["chunk_obs"]]
             out["states"] = [np.stack([o["state"] for o in chunk]) for chunk in info["chunk_obs"]]
@@ -180,7 +180,7 @@ def load_policy(cfg: EvalConfig) -> Policy:
 
 def plan_jobs(cfg: EvalConfig, tasks: list[int], num_init_states: Callable[[int], int]) -> list[Job]:
     """Episodes in task order; seeds from (seed, task, j) so they do not depend on scheduling."""
-    jobs = []
+    jobs: list[Job] = []
     for task in tasks:
         n = num_init_states(task)
         for j in range(cfg.episodes_per_task):
@@ -255,12 +255,12 @@ def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig,
             restart[i] = running[i] = nxt or job
         if len(records) < len(jobs) and any(r is not None for r in restart):
             obs = env.reset_envs(restart)
-            for i, job in enumerate(restart):
-                if job is not None:
+            for i, started in enumerate(restart):
+                if started is not None:
                     t_start[i] = time.time()
                     best_prob[i] = 0.0
-                    if not padding[i] and job.index < cfg.videos:
-                        frames[job.index] = [obs["image"][i]]
+                    if not padding[i] and started.index < cfg.videos:
+                        frames[started.index] = [obs["image"][i]]
     bar.close()
     for index, seq in frames.items():
         r = records[index]

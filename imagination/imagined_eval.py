@@ -8,6 +8,7 @@ task is picked by the job's seed, and the record says so (`exact_start` False).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -75,7 +76,7 @@ class ImaginationEvalEnv:
         pick = exact[0] if exact else same_task[job.seed % len(same_task)]
         return int(pick["episode_index"])
 
-    def reset_envs(self, jobs: list[Job | None]) -> dict[str, Any]:
+    def reset_envs(self, jobs: Sequence[Job | None]) -> dict[str, Any]:
         mask = np.array([j is not None for j in jobs])
         keyframes = [Keyframe(self._start_episode(j), 0) if j is not None else None for j in jobs]
         seed = next((j.seed for j in jobs if j is not None), None)
@@ -89,4 +90,4 @@ class ImaginationEvalEnv:
                                                     "success_prob": info["success_prob"]}
 
     def close(self) -> None:
-        self.venv = None
+        self.venv = None  # type: ignore[assignment]  # frees the world model; the env is not used after close

@@ -16,6 +16,7 @@ recorded frame would show the success the head must learn.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,7 @@ class RecordingEvalEnv:
     def _policy_obs(self, obs: dict) -> dict:
         return {**obs, "image": np.asarray(obs["image"])[:, self._pick]}
 
-    def reset_envs(self, jobs: list[Job | None]) -> dict[str, Any]:
+    def reset_envs(self, jobs: Sequence[Job | None]) -> dict[str, Any]:
         obs = self.inner.reset_envs(jobs)
         for i, job in enumerate(jobs):
             if job is not None:
@@ -98,6 +99,7 @@ class RecordingEvalEnv:
 
     def _finish(self, i: int, success: bool, object_lift_m: float) -> None:
         buf, self._buffers[i] = self._buffers[i], None
+        assert buf is not None  # called for an env that is recording an episode
         job: Job = buf["job"]
         if job.index in self._written:
             return

@@ -39,7 +39,8 @@ class _Run:
     """Paths of one run: resolves the paths in loop.json and turns files into relative links."""
 
     def __init__(self, run_dir: Path, loop: dict):
-        self.dir, self.assets, self.notes = run_dir, run_dir / ASSETS, []
+        self.dir, self.assets = run_dir, run_dir / ASSETS
+        self.notes: list[str] = []
         recorded = loop.get("run_dir")
         self.recorded = Path(recorded) if isinstance(recorded, str) and recorded else None
 
@@ -194,12 +195,13 @@ def _real(run: _Run, phases: list[dict], real: dict[str, dict | None]) -> list[s
     rows = [[f"{t}: {_short(names.get(t, ''))}"]
             + [_cell((real[p["name"]] or {}).get("per_task", {}).get(str(t))) if real[p["name"]] else NOT_RUN
                for p in phases] for t in tasks]
-    rows.append(["**all**"] + [_cell(real[p["name"]]["overall"]) if real[p["name"]] else NOT_RUN for p in phases])
+    ran: dict[str, dict] = {name: r for name, r in real.items() if r}  # the phases with results
+    rows.append(["**all**"] + [_cell(ran[p["name"]]["overall"]) if p["name"] in ran else NOT_RUN for p in phases])
     out += _table(["task"] + [p["label"] for p in phases], rows)
-    done = [p for p in phases if real[p["name"]]]
+    done = [p for p in phases if p["name"] in ran]
     if not done:
         return out
-    failed = [(p["label"], real[p["name"]]["overall"]) for p in done if "failures" in real[p["name"]]["overall"]]
+    failed = [(p["label"], ran[p["name"]]["overall"]) for p in done if "failures" in ran[p["name"]]["overall"]]
     if failed:  # how the real failures happened, from the simulator's objects (envs.outcome)
         kinds = [k for k in OUTCOMES[1:] if any(k in b["failures"] for _, b in failed)] or list(OUTCOMES[1:3])
         out += ["How the real episodes failed (the goal's object never lifted: a missed grasp; lifted, not "
@@ -210,7 +212,7 @@ def _real(run: _Run, phases: list[dict], real: dict[str, dict | None]) -> list[s
     fig = Figure(figsize=(11, 3.8))
     ax0, ax1 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, max(2, len(tasks))]})
     for k, p in enumerate(done):
-        blocks = [real[p["name"]]["overall"]] + [real[p["name"]]["per_task"].get(str(t)) for t in tasks]
+        blocks = [ran[p["name"]]["overall"]] + [ran[p["name"]]["per_task"].get(str(t)) for t in tasks]
         rate = np.array([b["success_rate"] if b else np.nan for b in blocks])
         err = np.array([[b["success_rate"] - b["ci95"][0], b["ci95"][1] - b["success_rate"]] if b else [0, 0]
                         for b in blocks]).T
@@ -265,15 +267,15 @@ def _imagined(loop: dict, phases: list[dict], real: dict, imagined: dict) -> lis
         return out + [f"Exploitation guard: {NOT_RUN}.", ""]
     for g in guard:
         where = f"round {g.get('round', '?')}, {labels.get(g.get('phase'), g.get('phase', '?'))}"
-        gap, margin = float(g.get("gap") or 0), float(g.get("margin") or 0)
+        excess, margin = float(g.get("gap") or 0), float(g.get("margin") or 0)
         figures = (f"{_pct(float(g.get('imagined_success') or 0))}% imagined vs "
                    f"{_pct(float(g.get('real_success') or 0))}% real, margin {_pct(margin)} points")
         if g.get("fired"):
             out += [f"> ⚠️ **Exploitation warning ({where}):** imagined success exceeds real by "
-                    f"{_pct(gap)} points ({figures}); the next round weighted failures up by "
+                    f"{_pct(excess)} points ({figures}); the next round weighted failures up by "
                     f"{float(g.get('failure_weight') or 1):g}×.", ""]
         else:
-            out += [f"- Exploitation guard ({where}): gap {_pct(gap)} points is within the margin ({figures}).", ""]
+            out += [f"- Exploitation guard ({where}): gap {_pct(excess)} points is within the margin ({figures}).", ""]
     return out
 
 
@@ -305,7 +307,8 @@ def _world_models(run: _Run, wms: list[dict]) -> list[str]:
             "(`scripts/calibrate_success.py`); balanced accuracy of the episode outcomes, at 0.5 in brackets.", ""]
     curves = {n: e for n, e in evals.items() if e.get("psnr_per_step")}
     if curves:
-        ax = Figure(figsize=(7, 3.8)).subplots()
+        fig = Figure(figsize=(7, 3.8))
+        ax = fig.subplots()
         statics = [np.asarray(e.get("static_psnr_per_step") or [], float) for e in curves.values()]
         same = all(len(s) == len(statics[0]) and np.allclose(s, statics[0]) for s in statics)
         for k, (name, e) in enumerate(curves.items()):
@@ -315,7 +318,7 @@ def _world_models(run: _Run, wms: list[dict]) -> list[str]:
                         label="still frame" if same else f"{name} still frame")
         ax.set(xlabel="frames ahead (open loop)", ylabel="PSNR (dB)")
         ax.legend(fontsize=8)
-        out += [f"![PSNR vs horizon]({run.save(ax.figure, 'psnr_vs_horizon.png')})", ""]
+        out += [f"![PSNR vs horizon]({run.save(fig, 'psnr_vs_horizon.png')})", ""]
     return out
 
 
@@ -386,8 +389,8 @@ def _videos(run: _Run, loop: dict, phases: list[dict], real: dict) -> list[str]:
     for wm in loop.get("world_models") or []:
         ev_path = run.path(wm.get("eval"))
         vids = sorted((ev_path.parent / "videos").glob("*.mp4")) if ev_path and ev_path.is_file() else []
-        links = ", ".join(f"[{v.stem}]({run.link(v)})" for v in vids)
-        out.append(f"- {wm['name']}: {links or NOT_RUN}")
+        wm_links = ", ".join(f"[{v.stem}]({run.link(v)})" for v in vids)
+        out.append(f"- {wm['name']}: {wm_links or NOT_RUN}")
     out += ["", "### Real evaluation", ""]
     for p in phases:
         res, folder = real[p["name"]], run.path(p.get("real"))
@@ -399,7 +402,9 @@ def _videos(run: _Run, loop: dict, phases: list[dict], real: dict) -> list[str]:
                 links.append(f"[task {e.get('task_id')} init {e.get('init_state_id')} {tag}]({run.link(video)})")
         out.append(f"- {p['label']}: " + (", ".join(links) or NOT_RUN))
     out += ["", "### Imagined RL episodes", ""]
-    for p, rl_dir in [(p, run.path(p["rl"])) for p in phases if p.get("rl")]:
+    for p, rl_dir in [(p, run.path(p.get("rl"))) for p in phases]:
+        if rl_dir is None:  # no RL in this phase
+            continue
         res = run.json(str(rl_dir / "result.json")) or {}
         vids = [v for v in (run.find(v, rl_dir / "videos") for v in res.get("videos", [])) if v is not None]
         out.append(f"- {p['label']}: " + (", ".join(f"[{v.stem}]({run.link(v)})" for v in vids) or NOT_RUN))

@@ -27,10 +27,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from policies.base import Policy
 
 ALGOS = ("grpo", "ppo")
 
@@ -174,7 +177,7 @@ class Batch:
                      None if self.ref_log_prob is None else take(self.ref_log_prob))
 
 
-def update(policy: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, cfg: RLConfig,
+def update(policy: Policy, optimizer: torch.optim.Optimizer, batch: Batch, cfg: RLConfig,
            rng: np.random.Generator) -> dict[str, float]:
     """`cfg.epochs` passes of minibatch updates on `batch`; returns the mean of each logged figure.
 

@@ -203,6 +203,7 @@ class RandomPolicy(Policy):
     """Uniform random actions in [-1, 1]: the baseline a trained policy must beat."""
 
     config_class = RandomPolicyConfig
+    config: RandomPolicyConfig
 
     def __init__(self, config: RandomPolicyConfig | None = None):
         super().__init__(config or RandomPolicyConfig())

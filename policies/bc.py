@@ -199,7 +199,7 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
     writer = csv.writer(log_file)
     writer.writerow(columns)
     writer.writerows([[r[k] for k in columns] for r in rows])
-    last = {k: float(v) for k, v in rows[-1].items()} if rows else None
+    last: dict[str, Any] | None = {k: float(v) for k, v in rows[-1].items()} if rows else None
     tb = SummaryWriter(str(out / "logs"))
     policy.train()
     bar = tqdm(total=cfg.steps, initial=step, desc="bc", unit="step", disable=not progress)

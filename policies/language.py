@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -52,7 +53,7 @@ class InstructionEncoder:
 
     def __init__(self, config: LanguageConfig | None = None):
         self.config = config or LanguageConfig()
-        self._model = None  # loaded on the first string that is not cached
+        self._model: Any = None  # loaded on the first string that is not cached
         self._cache: dict[str, torch.Tensor] = {}
         self._lock = threading.Lock()
         if self.config.cache_path and Path(self.config.cache_path).is_file():
@@ -121,12 +122,11 @@ class InstructionEncoder:
 
     def _write_disk_cache(self, path: Path) -> None:
         texts = sorted(self._cache)
-        arrays = {"model": np.array(MODEL_NAME), "texts": np.array(texts, dtype=np.str_),
-                  "embeddings": torch.stack([self._cache[t] for t in texts]).numpy()}
+        embeddings = torch.stack([self._cache[t] for t in texts]).numpy()
 
         def write(tmp: Path) -> None:
             with open(tmp, "wb") as f:  # a file object: np.savez would append ".npz" to the temporary name
-                np.savez(f, **arrays)
+                np.savez(f, model=np.array(MODEL_NAME), texts=np.array(texts, dtype=np.str_), embeddings=embeddings)
 
         atomic_write(path, write)  # a reader never sees a half-written cache
 

@@ -125,7 +125,8 @@ class Denoiser(nn.Module):
             planes,
         ], dim=1)
         emb = self.action_mlp(actions.reshape(B, -1).to(noisy))
-        f = self.unet(x, self.c_noise(sigma) * self.cfg.noise_embed_scale, class_labels=emb).sample
+        # mypy cannot see nn.Module.__call__ through diffusers' ModelMixin
+        f = self.unet(x, self.c_noise(sigma) * self.cfg.noise_embed_scale, class_labels=emb).sample  # type: ignore[operator]
         x0 = self.c_skip(s) * noisy.reshape(B, K * ch, H, W) + self.c_out(s) * f
         return x0.reshape(B, K, ch, H, W)
 

@@ -133,7 +133,8 @@ def track(model: StateReward, ep: LabelledEpisode, t0: int = 0) -> tuple[np.ndar
         target = torch.as_tensor(ep.target_pos[t + 1:t + K + 1], dtype=torch.float32)[None]
         p = torch.sigmoid(model.success_logit(nxt, target, nxt[..., 2] - z0, states[..., 6:8], held))
         obj, grasped = nxt[:, -1], held[:, -1]
-        objs.append(nxt[0].numpy()), probs.append(p[0].numpy())
+        objs.append(nxt[0].numpy())
+        probs.append(p[0].numpy())
     if not objs:
         return np.zeros((0, 3), np.float32), np.zeros(0, np.float32)
     return np.concatenate(objs), np.concatenate(probs)
@@ -203,8 +204,11 @@ def success_rows(episodes: list[LabelledEpisode]) -> dict[str, torch.Tensor]:
     (success[t - 1]; row 0: the start, never solved)."""
     obj, target, lift, grip, grasped, label = [], [], [], [], [], []
     for e in episodes:
-        obj.append(e.object_pos), target.append(e.target_pos), grip.append(e.state[:, 6:8])
-        lift.append(e.object_pos[:, 2] - e.object_pos[0, 2]), grasped.append(e.grasped.astype(np.float32))
+        obj.append(e.object_pos)
+        target.append(e.target_pos)
+        grip.append(e.state[:, 6:8])
+        lift.append(e.object_pos[:, 2] - e.object_pos[0, 2])
+        grasped.append(e.grasped.astype(np.float32))
         label.append(np.concatenate([[False], np.asarray(e.success[:-1], bool)]).astype(np.float32))
     return {k: torch.as_tensor(np.concatenate(v).astype(np.float32)) for k, v in
             (("obj", obj), ("target", target), ("lift", lift), ("grip", grip), ("grasped", grasped), ("label", label))}

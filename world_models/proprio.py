@@ -38,6 +38,11 @@ class ProprioConfig:
 class ProprioModel(nn.Module):
     """state [B, S] + actions [B, K, A] -> states after each action [B, K, S]."""
 
+    # buffers (register_buffer): normalisation statistics
+    state_mean: torch.Tensor
+    state_std: torch.Tensor
+    delta_std: torch.Tensor
+
     def __init__(self, cfg: ProprioConfig):
         super().__init__()
         self.cfg = cfg

@@ -66,6 +66,13 @@ class EpisodeWriter:
     Holds an advisory lock on meta/.writer.lock until `close()` (or the end of a `with` block).
     """
 
+    # set by _create or _open_existing; updated by each committed append
+    _config: DatasetConfig
+    _total_episodes: int
+    _total_frames: int
+    _tasks: list[str]
+    _stats: dict[str, dict[str, np.ndarray]]
+
     def __init__(self, root: str | os.PathLike, config: DatasetConfig | None = None):
         self.root = Path(root)
         self._dirty = False  # True while (or after a failed) append has files beyond the commit point
@@ -183,8 +190,8 @@ class EpisodeWriter:
         self._config = config
         self._total_episodes = self._total_frames = 0
         self._remove_uncommitted()  # temp files of an interrupted earlier creation
-        self._tasks: list[str] = []
-        self._stats: dict[str, dict[str, np.ndarray]] = {}
+        self._tasks = []
+        self._stats = {}
         _write_parquet_atomic(tasks_table([]), self.root / TASKS_PATH)
         _write_json_atomic(self.root / STATS_PATH, {})
         self._write_info(build_info(config, total_episodes=0, total_frames=0, total_tasks=0))
@@ -242,7 +249,7 @@ class EpisodeWriter:
                 match = _EPISODE_FILE.search(rel)
                 is_tmp = path.name.startswith(".") and path.name.endswith(".tmp")
                 is_episode_file = match is not None and (top != "meta" or rel.startswith("meta/episodes/"))
-                if is_episode_file:
+                if is_episode_file and match is not None:
                     index = int(match.group(1)) * self._config.chunks_size + int(match.group(2))
                     if index < self._total_episodes:
                         continue

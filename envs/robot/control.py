@@ -119,7 +119,8 @@ def run_episode(arm: RobotArm, client: PolicyClient, cfg: ControlConfig | None =
     cfg, limits, estop = cfg or ControlConfig(), check_limits(limits or SafetyLimits()), estop or EmergencyStop()
     rate = cfg.rate_hz or (arm.control_hz if arm.realtime else 0.0)
     period = 1.0 / rate if rate > 0 else 0.0
-    res, queue = EpisodeResult(), []
+    res = EpisodeResult()
+    queue: list[np.ndarray] = []
     watchdog = Watchdog(lambda what: arm.stop(f"watchdog: {what}"))
     estop.on_trigger(arm.stop)
     t_start = next_tick = time.perf_counter()

@@ -99,6 +99,8 @@ def square_resize(frame: np.ndarray, size: int) -> np.ndarray:
 class LeRobotArm(RobotArm):
     """`RobotArm` over a connected-or-not LeRobot robot instance (e.g. from `make_robot_from_config`)."""
 
+    config: LeRobotArmConfig
+
     def __init__(self, robot: Any, config: LeRobotArmConfig,
                  observation_fn: Callable[[dict], dict] | None = None,
                  action_fn: Callable[[dict, dict], dict] | None = None):

@@ -102,7 +102,7 @@ def _arrays(obj: Any, path: str, depth: int, max_depth: int) -> Any:
     return obj
 
 
-def unpack(data: bytes, limits: WireLimits | None = None) -> Any:
+def unpack(data: object, limits: WireLimits | None = None) -> Any:
     """Decode msgpack bytes into Python objects with numpy arrays; RequestError on anything malformed."""
     limits = limits or WireLimits()
     if not isinstance(data, (bytes, bytearray, memoryview)):
