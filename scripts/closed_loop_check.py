@@ -1,7 +1,7 @@
 """Can imagined RL's reward tell a real failure from a real success? The closed-loop check.
 
-    python scripts/closed_loop_check.py world_model=outputs/world_model/gpu64/world_model.pt \
-        start_data=outputs/data/spatial64 policies=[bc/policy.pt,rl/policy.pt] \
+    python scripts/closed_loop_check.py world_model=outputs/world_model/gpu64/world_model.pt \\
+        start_data=outputs/data/spatial64 policies=[bc/policy.pt,rl/policy.pt] \\
         real_results=[eval_bc/results.json,eval_rl/results.json] max_steps=160
 
 For every policy, the jobs of its real evaluation (`scripts/eval_policy.py` in a LIBERO suite:
@@ -18,7 +18,7 @@ dataset (the loop's data/, `source: policy`) continue in imagination from `lead_
 policy first closes the gripper, the real frames up to there as context. This is what RL starting
 from the policy's own keyframes sees; no real_results are needed:
 
-    python scripts/closed_loop_check.py world_model=round1/world_model/world_model.pt \
+    python scripts/closed_loop_check.py world_model=round1/world_model/world_model.pt \\
         branch_data=data policies=[round1/rl/policy.pt]
 
 Run it before imagined RL: when the within-task AUC is near 0.5, the head rewards the world model's
