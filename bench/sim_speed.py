@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     key = "single_64px_default"
     ok = figures.get(key, 0.0) >= args.min_steps_per_s
     fields = " ".join(f"{k}={v:.1f}" for k, v in figures.items())
-    print(f"BENCH sim_speed cameras=2 steps={steps} {fields} threshold_{key}={args.min_steps_per_s} {'PASS' if ok else 'FAIL'}")
+    print(f"BENCH sim_speed cameras=2 steps={steps} {fields} threshold_{key}={args.min_steps_per_s} "
+          f"{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 
 

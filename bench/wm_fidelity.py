@@ -7,8 +7,8 @@ Each held-out episode of the run's split is replayed from its first frame with i
 `--horizon` steps, autoregressively (scripts/eval_world_model.py). Prints the PSNR/SSIM averaged
 over steps and episodes, the same PSNR for a "nothing moves" predictor (the first frame held still),
 the success-head F1 over the *whole* held-out episodes (a 64-step window of a LIBERO episode rarely
-holds its success; the perturbed failures in the held-out set are the hard negatives), and a final `BENCH wm_fidelity ... PASS|FAIL` line; exits 1 below the
-thresholds (SSIM >= 0.80 and PSNR >= 24 dB by default).
+holds its success; the perturbed failures in the held-out set are the hard negatives), and a final
+`BENCH wm_fidelity ... PASS|FAIL` line; exits 1 below the thresholds (SSIM >= 0.80 and PSNR >= 24 dB by default).
 """
 from __future__ import annotations
 

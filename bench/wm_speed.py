@@ -109,8 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     ratio_best = figures[best_key] / real
     ok = ratio_best >= args.min_ratio
     fields = " ".join(f"{k}={v:.1f}" for k, v in figures.items())
-    print(f"BENCH wm_speed {fields} real_steps_per_s={real:.1f} real_source={source} device={args.device} ratio_b1_s{args.sampler_steps[0]}={ratio_b1:.2f} "
-          f"ratio_best={ratio_best:.2f} best={best_key} threshold_ratio={args.min_ratio} {'PASS' if ok else 'FAIL'}")
+    print(f"BENCH wm_speed {fields} real_steps_per_s={real:.1f} real_source={source} device={args.device} "
+          f"ratio_b1_s{args.sampler_steps[0]}={ratio_b1:.2f} ratio_best={ratio_best:.2f} best={best_key} "
+          f"threshold_ratio={args.min_ratio} {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import atexit
 import logging
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 
@@ -84,7 +84,8 @@ def validate(cfg: CollectConfig) -> None:
         raise ValueError(f"perturbed_fraction: expected a number in [0, 1], got {cfg.perturbed_fraction}")
     unknown = [p for p in cfg.perturbations if p not in PERTURBATION_KINDS]
     if unknown or (cfg.perturbed_fraction > 0 and not cfg.perturbations):
-        raise ValueError(f"perturbations: expected a non-empty subset of {list(PERTURBATION_KINDS)}, got {cfg.perturbations}")
+        raise ValueError(f"perturbations: expected a non-empty subset of {list(PERTURBATION_KINDS)}, "
+                         f"got {cfg.perturbations}")
     if cfg.post_success_steps < 0:
         raise ValueError(f"post_success_steps: expected an integer >= 0, got {cfg.post_success_steps}")
     if cfg.style_variants < 0:
@@ -123,7 +124,8 @@ def record_episode(env: LiberoEnv, item: PlanItem, strength: float = 1.0, post_s
     env.set_xml_processor(style_processor(item.style_seed) if item.style else None)
     rng = np.random.default_rng(item.seed)
     expert = (
-        PerturbedExpert(Perturbation(item.perturbation, strength), rng=rng) if item.perturbation else SpatialExpert(rng=rng)
+        PerturbedExpert(Perturbation(item.perturbation, strength), rng=rng) if item.perturbation
+        else SpatialExpert(rng=rng)
     )
     obs, _ = env.reset(seed=item.seed, options={"task_id": item.task_id, "init_state_id": item.init_state_id})
     expert.reset(env.raw, env.raw_obs)
@@ -231,7 +233,8 @@ def collect(cfg: CollectConfig, progress: Callable[[Episode], None] | None = Non
 
 def _done_keys(root: Path) -> set[tuple[int, int, str, int]]:
     meta = EpisodeDataset(root, verify=False).meta
-    return {(m["task_id"], int(m["extra"].get("plan_index", -1)), m["perturbation"], int(m["extra"].get("style", 0))) for m in meta}
+    return {(m["task_id"], int(m["extra"].get("plan_index", -1)), m["perturbation"], int(m["extra"].get("style", 0)))
+            for m in meta}
 
 
 def plan_size(cfg: CollectConfig) -> int:

@@ -16,15 +16,24 @@ Conventions fixed here, and nowhere else:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from envs import libero_suites
 from envs.outcome import ObjectTracker
-from envs.spaces import ACTION_DIM, STATE_DIM, action_space, check_action_chunk, observation_space
+from envs.spaces import (
+    ACTION_DIM,
+    STATE_DIM,
+    Info,
+    Observation,
+    action_space,
+    check_action_chunk,
+    observation_space,
+)
 
 # Our view names -> robosuite camera names.
 CAMERAS = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
@@ -56,12 +65,11 @@ def _raw_state(raw_obs: dict) -> np.ndarray:
     """Proprio float32 [8]: eef pos (3), eef orientation as axis-angle (3), gripper finger qpos (2)."""
     from robosuite.utils.transform_utils import quat2axisangle  # lazy: robosuite is an optional extra
 
-    return np.concatenate(
-        [raw_obs["robot0_eef_pos"], quat2axisangle(np.asarray(raw_obs["robot0_eef_quat"])), raw_obs["robot0_gripper_qpos"]]
-    ).astype(np.float32)
+    axis_angle = quat2axisangle(np.asarray(raw_obs["robot0_eef_quat"]))
+    return np.concatenate([raw_obs["robot0_eef_pos"], axis_angle, raw_obs["robot0_gripper_qpos"]]).astype(np.float32)
 
 
-class LiberoEnv(gym.Env):
+class LiberoEnv(gym.Env[Observation, np.ndarray]):
     """A single real LIBERO task. Observation/action spaces: see `envs.spaces`.
 
     reset(options) accepts {"init_state_id": int, "task_id": int}; without an init state id one is
@@ -96,9 +104,9 @@ class LiberoEnv(gym.Env):
         self.observation_space = observation_space(len(cfg.views), cfg.image_size, cfg.image_size, STATE_DIM)
         self.action_space = action_space(cfg.chunk_len)
         self._user_xml_processor = xml_processor
-        self._raw = None
+        self._raw: Any = None  # LIBERO's OffScreenRenderEnv (untyped), built by _load_task
         self.task_id = -1
-        self.raw_obs: dict | None = None
+        self.raw_obs: dict[str, Any] = {}  # robosuite's latest raw observation (empty before the first reset)
         self._t = 0
         self._done = True
         self._last_obs: dict | None = None
@@ -122,7 +130,8 @@ class LiberoEnv(gym.Env):
         self.instruction = task.language
 
     def _install_xml_processors(self) -> None:
-        processors = [p for p in (libero_suites.fast_render_xml if self.cfg.fast_render else None, self._user_xml_processor) if p]
+        fast = libero_suites.fast_render_xml if self.cfg.fast_render else None
+        processors = [p for p in (fast, self._user_xml_processor) if p]
 
         # robosuite's public hook: applied to the scene XML at every (hard) reset, before the sim is built.
         def process(xml: str) -> str:
@@ -151,7 +160,7 @@ class LiberoEnv(gym.Env):
         """Control steps taken in the current episode (settle steps excluded)."""
         return self._t
 
-    def _obs(self, raw_obs: dict) -> dict[str, Any]:
+    def _obs(self, raw_obs: dict) -> Observation:
         # [::-1] flips rows: robosuite/OpenGL images come bottom row first.
         size = self.cfg.image_size
         image = (np.stack([raw_obs[f"{CAMERAS[v]}_image"][::-1] for v in self.cfg.views]).astype(np.uint8)
@@ -161,14 +170,15 @@ class LiberoEnv(gym.Env):
         return obs
 
     # ----------------------------------------------------------------------------------------------
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Observation, Info]:
         super().reset(seed=seed)
         opts = dict(self.next_reset_options or {})
         opts.update(options or {})
         self.next_reset_options = None
         unknown = set(opts) - {"init_state_id", "task_id"}
         if unknown:
-            raise ValueError(f"reset options: unknown keys {sorted(unknown)}; expected 'init_state_id' and/or 'task_id'")
+            raise ValueError(f"reset options: unknown keys {sorted(unknown)}; "
+                             "expected 'init_state_id' and/or 'task_id'")
         task_id = int(opts.get("task_id", self.task_id))
         if task_id != self.task_id:
             self._load_task(task_id)
@@ -191,22 +201,24 @@ class LiberoEnv(gym.Env):
         self.raw_obs = raw_obs
         self.tracker.reset(self._raw, raw_obs)
         self._t, self._done = 0, False
-        info = {"task_id": self.task_id, "init_state_id": self.init_state_id, "success": False, **self.tracker.info()}
+        info: Info = {"task_id": self.task_id, "init_state_id": self.init_state_id, "success": False,
+                      **self.tracker.info()}
         return self._obs(raw_obs), info
 
-    def step(self, action: np.ndarray):
+    def step(self, action: np.ndarray) -> tuple[Observation, float, bool, bool, Info]:
         """Execute a chunk float32 [K, 7]; stops early on success or at the horizon."""
         chunk = check_action_chunk(action, self.cfg.chunk_len)
         return self._run(chunk)
 
-    def step_single(self, action: np.ndarray):
+    def step_single(self, action: np.ndarray) -> tuple[Observation, float, bool, bool, Info]:
         """Execute one 7-D action (a chunk of one); same return values as `step`."""
         return self._run(check_action_chunk(np.asarray(action).reshape(1, -1) if np.ndim(action) == 1 else action, 1))
 
-    def _run(self, chunk: np.ndarray):
+    def _run(self, chunk: np.ndarray) -> tuple[Observation, float, bool, bool, Info]:
         if self._done:
             raise RuntimeError("step() called on a finished episode: call reset() first")
-        success, chunk_obs, executed = False, [], 0
+        success, executed = False, 0
+        chunk_obs: list[Observation] = []
         for a in chunk:
             raw_obs, _, _, _ = self._raw.step(a.astype(np.float64))
             self._t += 1
@@ -222,7 +234,8 @@ class LiberoEnv(gym.Env):
         terminated = success and self.cfg.terminate_on_success
         truncated = (not terminated) and self._t >= self.max_steps
         self._done = terminated or truncated
-        info = {"success": success, "steps": executed, "t": self._t, "task_id": self.task_id, **self.tracker.info()}
+        info: Info = {"success": success, "steps": executed, "t": self._t, "task_id": self.task_id,
+                      **self.tracker.info()}
         if self.cfg.chunk_info:
             info["chunk_obs"] = chunk_obs
         return self._obs(raw_obs), float(success), terminated, truncated, info

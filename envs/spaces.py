@@ -12,6 +12,7 @@ Action: float32 [K, 7] chunk in [-1, 1] (delta eef pos, delta axis-angle, grippe
 from __future__ import annotations
 
 import string
+from typing import Any, TypeAlias
 
 import numpy as np
 from gymnasium import spaces
@@ -24,6 +25,14 @@ ACTION_NAMES = ("dx", "dy", "dz", "dax", "day", "daz", "gripper")
 # punctuation must be allowed explicitly or check_env rejects every real observation.
 INSTRUCTION_CHARSET = frozenset(string.ascii_letters + string.digits + " .,;:'\"-_()/&!?")
 INSTRUCTION_MAX_LEN = 256
+
+# Type aliases of the Gymnasium reset/step values (plain dicts: policies and wrappers add keys of their own).
+Observation: TypeAlias = dict[str, Any]
+"""One env: {"image": uint8 [V, H, W, 3], "state": float32 [8], "instruction": str}."""
+BatchObservation: TypeAlias = dict[str, Any]
+"""N envs: {"image": uint8 [N, V, H, W, 3], "state": float32 [N, 8], "instruction": N strings}."""
+Info: TypeAlias = dict[str, Any]
+"""reset/step info: "success", "task_id", "init_state_id", ... (batched: one array per key, plus "_key" masks)."""
 
 
 def observation_space(views: int, height: int, width: int, state_dim: int = STATE_DIM) -> spaces.Dict:

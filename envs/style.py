@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 import os
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
 
 import numpy as np
 
@@ -101,7 +101,8 @@ def style_processor(seed: int, config: StyleConfig | None = None) -> Callable[[s
                 # Keyed by keyword group, so the table top and its legs get the same new texture.
                 name, file = tex.get("name", ""), tex.get("file")
                 if file and name in _SURFACE_TEXTURES:
-                    tex.set("file", _replacement_texture(file, _SURFACE_TEXTURES[name], _unit(seed, "texture:" + ",".join(_SURFACE_TEXTURES[name]))))
+                    group = _SURFACE_TEXTURES[name]
+                    tex.set("file", _replacement_texture(file, group, _unit(seed, "texture:" + ",".join(group))))
         return ET.tostring(root, encoding="unicode")
 
     process.style_seed = seed  # type: ignore[attr-defined]

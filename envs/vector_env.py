@@ -5,13 +5,15 @@ evaluation needs: per-env reset options (a different task or official init state
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
+from typing import Any
 
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode
 
 from envs.libero_env import LiberoEnvConfig, make_env_fn
+from envs.spaces import BatchObservation, Info
 
 
 class LiberoVectorEnv(AsyncVectorEnv):
@@ -42,7 +44,8 @@ class LiberoVectorEnv(AsyncVectorEnv):
         super().__init__(fns, shared_memory=False, context=context, autoreset_mode=autoreset_mode)
         self.config = config
 
-    def reset(self, *, seed: int | list[int | None] | None = None, options: dict | None = None):
+    def reset(self, *, seed: int | list[int | None] | None = None,
+              options: dict[str, Any] | None = None) -> tuple[BatchObservation, Info]:
         """options: per-env lists (or one value for all) of "init_state_id" / "task_id", and Gymnasium's
         "reset_mask" (bool [B]) to restart only some envs; None entries leave an env's option unset."""
         options = dict(options or {})
@@ -51,12 +54,19 @@ class LiberoVectorEnv(AsyncVectorEnv):
             self.set_attr("next_reset_options", self._split_options(options))
         return super().reset(seed=seed, options=None if mask is None else {"reset_mask": np.asarray(mask, bool)})
 
+    def step(self, actions: np.ndarray) -> tuple[BatchObservation, np.ndarray, np.ndarray, np.ndarray, Info]:
+        """actions float32 [B, K, 7] -> (observations, reward float [B], terminated bool [B], truncated bool [B],
+        info: per-key arrays [B] with "_key" masks). With NEXT_STEP autoreset, an env that ended is reset by
+        the step after (that step's action is ignored and its reward is 0)."""
+        return super().step(actions)
+
     def _split_options(self, options: dict) -> list[dict]:
         per_env: list[dict] = [{} for _ in range(self.num_envs)]
         for key, value in options.items():
             values = list(value) if isinstance(value, (list, tuple, np.ndarray)) else [value] * self.num_envs
             if len(values) != self.num_envs:
-                raise ValueError(f"reset options[{key!r}]: expected {self.num_envs} values (one per env), got {len(values)}")
+                raise ValueError(f"reset options[{key!r}]: expected {self.num_envs} values (one per env), "
+                                 f"got {len(values)}")
             for opts, v in zip(per_env, values):
                 if v is not None:
                     opts[key] = int(v)

@@ -89,7 +89,8 @@ def pick_threshold(probs: np.ndarray, labels: np.ndarray, default: float = 0.5) 
     probs = np.asarray(probs, dtype=np.float64)
     labels = np.asarray(labels, dtype=bool)
     if probs.ndim != 1 or probs.shape != labels.shape:
-        raise ValueError(f"probs and labels: expected two 1-D arrays of one length, got {probs.shape} and {labels.shape}")
+        raise ValueError(f"probs and labels: expected two 1-D arrays of one length, "
+                         f"got {probs.shape} and {labels.shape}")
     pos, neg = int(labels.sum()), int((~labels).sum())
     if pos == 0 or neg == 0:
         raise ValueError(f"labels: need both real successes and real failures to calibrate, got {pos} successes "
@@ -112,7 +113,7 @@ def plot_outcome_histogram(path, probs: np.ndarray, labels: np.ndarray, threshol
 
     probs, labels = np.asarray(probs), np.asarray(labels, bool)
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    edges = np.linspace(0, 1, bins + 1)
+    edges = np.linspace(0, 1, bins + 1).tolist()
     ax.hist(probs[labels], bins=edges, alpha=0.6, label=f"real success ({labels.sum()})")
     ax.hist(probs[~labels], bins=edges, alpha=0.6, label=f"real failure ({(~labels).sum()})")
     ax.axvline(threshold, color="k", ls="--", label=f"{threshold_label} {threshold:.2f}")

@@ -71,8 +71,9 @@ def real_jobs_config(real_results: dict, policy_path: str, cfg: ClosedLoopConfig
     if rc.get("env") == "imagination":
         raise ValueError("real_results: that evaluation ran in imagination; give one from a LIBERO suite")
     return EvalConfig(
-        checkpoint=policy_path, env="imagination", tasks=list(rc["tasks"]), episodes_per_task=int(rc["episodes_per_task"]),
-        init_state_offset=int(rc["init_state_offset"]), seed=int(rc["seed"]), action_steps=int(rc["action_steps"]),
+        checkpoint=policy_path, env="imagination", tasks=list(rc["tasks"]),
+        episodes_per_task=int(rc["episodes_per_task"]), init_state_offset=int(rc["init_state_offset"]),
+        seed=int(rc["seed"]), action_steps=int(rc["action_steps"]),
         deterministic=bool(rc["deterministic"]), max_steps=cfg.max_steps or int(rc["max_steps"]), videos=0,
         out_dir=out_dir, num_envs=cfg.num_envs, num_threads=cfg.num_threads, world_model=cfg.world_model,
         start_data=cfg.start_data, proprio=cfg.proprio, success_threshold=math.inf, reward=cfg.reward,
@@ -97,8 +98,9 @@ def closed_loop_records(real_results: dict, policy_path: str, cfg: ClosedLoopCon
         if key not in real:
             raise ValueError(f"real_results: no real episode for task {key[0]}, init state {key[1]}, seed {key[2]}; "
                              "was it written by the same evaluation settings?")
-        out.append({"task_id": key[0], "init_state_id": key[1], "seed": key[2], "real_success": bool(real[key]["success"]),
-                    "max_success_prob": float(e["max_success_prob"]), "imagined_steps": int(e["steps"])})
+        out.append({"task_id": key[0], "init_state_id": key[1], "seed": key[2],
+                    "real_success": bool(real[key]["success"]), "max_success_prob": float(e["max_success_prob"]),
+                    "imagined_steps": int(e["steps"])})
     return out
 
 
@@ -135,8 +137,8 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
     venv = open_imagination(wm, episodes, proprio, n, ImaginationConfig(
         max_steps=horizon, success_threshold=math.inf, keyframes=KeyframeConfig(mode="start"), reward=cfg.reward,
         state_reward=cfg.state_reward, device=cfg.device), policy=policy)
-    starts = [Keyframe(int(m["episode_index"]), decisive_step(venv.episodes[int(m["episode_index"])].action, lead_steps))
-              for m in mine]
+    indices = [int(m["episode_index"]) for m in mine]
+    starts = [Keyframe(i, decisive_step(venv.episodes[i].action, lead_steps)) for i in indices]
     act = policy_mean(policy)
     best = np.concatenate([imagine(venv, act, starts[b:b + n], seed=b).max_success_prob
                            for b in tqdm(range(0, len(starts), n), desc="branches", disable=not progress)])

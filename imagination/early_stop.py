@@ -74,7 +74,7 @@ class EarlyStopper:
         return self.since_best >= self.patience
 
     @classmethod
-    def replay(cls, patience: int, min_delta: float, scores: list[tuple[int, float]]) -> "EarlyStopper":
+    def replay(cls, patience: int, min_delta: float, scores: list[tuple[int, float]]) -> EarlyStopper:
         """The stopper after `scores` (a resumed run's record of its checks)."""
         stopper = cls(patience, min_delta)
         for it, s in scores:
@@ -89,7 +89,8 @@ def heldout_success(env: ImaginationVectorEnv, policy: Policy, seed: int = 0) ->
     n = env.num_envs
     policy.eval()
     act = policy_mean(policy)
-    successes = sum(int(imagine(env, act, starts[b:b + n], seed=seed + b).success.sum()) for b in range(0, len(starts), n))
+    successes = sum(int(imagine(env, act, starts[b:b + n], seed=seed + b).success.sum())
+                    for b in range(0, len(starts), n))
     return successes / len(starts)
 
 

@@ -3,28 +3,27 @@
 The loop knows two things only: a `Policy` (policies.base) and an `EvalEnv`, built by
 `make_eval_env` from `EvalConfig.env`: a LIBERO suite (real simulation) or "imagination" (the
 world model, started from the same tasks and official init states as the real env). Callers with
-another env pass their own factory to `evaluate(..., env_factory=...)`. Every episode is a `Job` (task, official init state, seed): its seed depends on (seed, task,
-episode number) only, so results do not depend on how many envs run in parallel or in what order
-episodes finish.
+another env pass their own factory to `evaluate(..., env_factory=...)`. Every episode is a `Job`
+(task, official init state, seed): its seed depends on (seed, task, episode number) only, so
+results do not depend on how many envs run in parallel or in what order episodes finish.
 """
 from __future__ import annotations
 
-import json
 import math
-import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
+from gymnasium.vector import AutoresetMode
 from scipy.stats import binomtest
 from tqdm import tqdm
 
-from gymnasium.vector import AutoresetMode
-
 from envs import libero_suites
+from envs.atomic import atomic_write_json
 from envs.dataset import encode_video
 from envs.libero_env import LiberoEnvConfig
 from envs.outcome import FIGURES, failure_counts, outcome
@@ -39,7 +38,7 @@ class EvalConfig:
     checkpoint: str = ""  # a Policy.save file, or "random" for the uniform random baseline
     env: str = "libero_spatial"  # a LIBERO suite, or "imagination" (needs world_model and start_data)
     tasks: list[int] = field(default_factory=list)  # empty = every task of the env
-    episodes_per_task: int = 10
+    episodes_per_task: int = 10  # episodes run per task (the 95% interval of its success rate narrows as 1/sqrt(n))
     init_state_offset: int = 0  # episode j of a task starts from init state (offset + j) % num_init_states
     seed: int = 0  # episode seeds derive from (seed, task, j); also seeds sampled actions
     num_envs: int = 2  # parallel simulator processes
@@ -95,7 +94,7 @@ class EvalEnv(Protocol):
 
     def instruction(self, task_id: int) -> str: ...
 
-    def reset_envs(self, jobs: list[Job | None]) -> dict[str, Any]:
+    def reset_envs(self, jobs: Sequence[Job | None]) -> dict[str, Any]:
         """Start job i in env i where jobs[i] is not None (others untouched); returns the batched obs."""
 
     def step(self, actions: np.ndarray) -> tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray, dict]:
@@ -136,7 +135,7 @@ class LiberoEvalEnv:
     def instruction(self, task_id: int) -> str:
         return self._task(task_id).language
 
-    def reset_envs(self, jobs: list[Job | None]) -> dict[str, Any]:
+    def reset_envs(self, jobs: Sequence[Job | None]) -> dict[str, Any]:
         obs, _ = self.venv.reset(seed=[j.seed if j else None for j in jobs], options={
             "task_id": [j.task_id if j else None for j in jobs],
             "init_state_id": [j.init_state_id if j else None for j in jobs],
@@ -145,7 +144,7 @@ class LiberoEvalEnv:
 
     def step(self, actions: np.ndarray):
         obs, reward, terminated, truncated, info = self.venv.step(actions)
-        out = {"t": np.asarray(info["t"]), **{k: np.asarray(info[k], np.float64) for k in FIGURES}}
+        out: dict[str, Any] = {"t": np.asarray(info["t"]), **{k: np.asarray(info[k], np.float64) for k in FIGURES}}
         if self.record:
             out["frames"] = [np.stack([o["image"] for o in chunk]) for chunk in info["chunk_obs"]]
             out["states"] = [np.stack([o["state"] for o in chunk]) for chunk in info["chunk_obs"]]
@@ -167,7 +166,8 @@ def make_eval_env(cfg: EvalConfig, spec: EnvSpec, first_tasks: list[int]) -> Eva
         from imagination.imagined_eval import ImaginationEvalEnv  # torch/world-model imports only when used
 
         return ImaginationEvalEnv(cfg, spec, first_tasks)
-    raise ValueError(f"env: {cfg.env!r} is not available; expected one of {sorted(libero_suites.SUITES) + [IMAGINATION]}")
+    raise ValueError(f"env: {cfg.env!r} is not available; "
+                     f"expected one of {sorted(libero_suites.SUITES) + [IMAGINATION]}")
 
 
 def load_policy(cfg: EvalConfig) -> Policy:
@@ -180,7 +180,7 @@ def load_policy(cfg: EvalConfig) -> Policy:
 
 def plan_jobs(cfg: EvalConfig, tasks: list[int], num_init_states: Callable[[int], int]) -> list[Job]:
     """Episodes in task order; seeds from (seed, task, j) so they do not depend on scheduling."""
-    jobs = []
+    jobs: list[Job] = []
     for task in tasks:
         n = num_init_states(task)
         for j in range(cfg.episodes_per_task):
@@ -255,12 +255,12 @@ def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig,
             restart[i] = running[i] = nxt or job
         if len(records) < len(jobs) and any(r is not None for r in restart):
             obs = env.reset_envs(restart)
-            for i, job in enumerate(restart):
-                if job is not None:
+            for i, started in enumerate(restart):
+                if started is not None:
                     t_start[i] = time.time()
                     best_prob[i] = 0.0
-                    if not padding[i] and job.index < cfg.videos:
-                        frames[job.index] = [obs["image"][i]]
+                    if not padding[i] and started.index < cfg.videos:
+                        frames[started.index] = [obs["image"][i]]
     bar.close()
     for index, seq in frames.items():
         r = records[index]
@@ -290,7 +290,8 @@ def summarize(records: list[dict], instructions: dict[int, str]) -> dict:
         return out
 
     tasks = sorted({r["task_id"] for r in records})
-    per_task = {str(t): {"instruction": instructions[t], **block([r for r in records if r["task_id"] == t])} for t in tasks}
+    per_task = {str(t): {"instruction": instructions[t], **block([r for r in records if r["task_id"] == t])}
+                for t in tasks}
     return {"overall": block(records), "per_task": per_task}
 
 
@@ -302,7 +303,8 @@ def evaluate(cfg: EvalConfig, policy: Policy | None = None, progress: bool = Tru
     torch.set_num_threads(cfg.num_threads)
     policy = (policy or load_policy(cfg)).eval()
     if not 0 <= cfg.action_steps <= policy.chunk_len:
-        raise ValueError(f"action_steps: expected 0..{policy.chunk_len} (the policy's chunk_len), got {cfg.action_steps}")
+        raise ValueError(f"action_steps: expected 0..{policy.chunk_len} (the policy's chunk_len), "
+                         f"got {cfg.action_steps}")
     pcfg = policy.config
     spec = EnvSpec(tuple(getattr(pcfg, "views", ("agentview", "wrist"))),
                    cfg.image_size or int(getattr(pcfg, "image_size", 64)), cfg.action_steps or policy.chunk_len)
@@ -321,15 +323,12 @@ def evaluate(cfg: EvalConfig, policy: Policy | None = None, progress: bool = Tru
     finally:
         env.close()
     steps = sum(r["steps"] for r in records)
-    result = {"env": cfg.env, "checkpoint": cfg.checkpoint, "policy": type(policy).__name__, **summarize(records, instructions),
+    result = {"env": cfg.env, "checkpoint": cfg.checkpoint, "policy": type(policy).__name__,
+              **summarize(records, instructions),
               "timing": {"seconds": seconds, "env_steps": steps, "env_steps_per_second": steps / seconds,
                          "episodes_per_minute": 60 * len(records) / seconds},
               "episodes": records, "config": asdict(cfg)}
-    out = Path(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "results.json.tmp"
-    tmp.write_text(json.dumps(result, indent=2))
-    os.replace(tmp, out / "results.json")
+    atomic_write_json(Path(cfg.out_dir) / "results.json", result, indent=2)
     return result
 
 

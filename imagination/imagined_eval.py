@@ -8,6 +8,7 @@ task is picked by the job's seed, and the record says so (`exact_start` False).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,8 @@ class ImaginationEvalEnv:
             raise ValueError(f"the policy reads {spec.image_size} px images but the world model imagines {size} px: "
                              "evaluate a policy trained at the world model's image size")
         if spec.chunk_len != wm.chunk_len:
-            raise ValueError(f"action_steps: the world model steps chunks of {wm.chunk_len} actions, got {spec.chunk_len}")
+            raise ValueError(f"action_steps: the world model steps chunks of {wm.chunk_len} actions, "
+                             f"got {spec.chunk_len}")
         meta = EpisodeDataset(cfg.start_data, verify=False).meta
         suites = {m["suite"] for m in meta}
         if len(suites) != 1:
@@ -59,7 +61,8 @@ class ImaginationEvalEnv:
 
     def instruction(self, task_id: int) -> str:
         if task_id not in self._instructions:
-            raise ValueError(f"tasks: start_data has no episode of task {task_id} (it has {sorted(self._instructions)})")
+            raise ValueError(f"tasks: start_data has no episode of task {task_id} "
+                             f"(it has {sorted(self._instructions)})")
         return self._instructions[task_id]
 
     def _start_episode(self, job: Job) -> int:
@@ -73,7 +76,7 @@ class ImaginationEvalEnv:
         pick = exact[0] if exact else same_task[job.seed % len(same_task)]
         return int(pick["episode_index"])
 
-    def reset_envs(self, jobs: list[Job | None]) -> dict[str, Any]:
+    def reset_envs(self, jobs: Sequence[Job | None]) -> dict[str, Any]:
         mask = np.array([j is not None for j in jobs])
         keyframes = [Keyframe(self._start_episode(j), 0) if j is not None else None for j in jobs]
         seed = next((j.seed for j in jobs if j is not None), None)
@@ -87,4 +90,4 @@ class ImaginationEvalEnv:
                                                     "success_prob": info["success_prob"]}
 
     def close(self) -> None:
-        self.venv = None
+        self.venv = None  # type: ignore[assignment]  # frees the world model; the env is not used after close

@@ -17,12 +17,13 @@ failed episodes up by `guard_failure_weight`, so the model learns exactly the ca
 from __future__ import annotations
 
 import json
-import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from envs.atomic import atomic_write_json
 from envs.collection import CollectConfig
 from imagination.evaluate import EvalConfig
 from imagination.rl_training import ImagineRLConfig
@@ -85,7 +86,8 @@ def finetune_config(cfg: LoopConfig, data_dir: str, out_dir: str, init_from: str
     would otherwise never see its own predictions, the very condition RL rollouts run in.
     """
     wm = cfg.world_model
-    clips = replace(wm.clips, data_dir=data_dir, source_weights={**wm.clips.source_weights, "policy": cfg.policy_weight},
+    clips = replace(wm.clips, data_dir=data_dir,
+                    source_weights={**wm.clips.source_weights, "policy": cfg.policy_weight},
                     failure_weight=failure_weight)
     bootstrap = replace(wm.bootstrap, prob_start=wm.bootstrap.prob_end, ramp_start=0)
     return replace(wm, out_dir=out_dir, clips=clips, init_from=init_from, steps=cfg.finetune_steps,
@@ -102,13 +104,12 @@ class LoopState:
                                      "phases": [], "world_models": [], "guard": [], "data": {}, "bc_dir": ""}
         if self.path.exists():
             old = json.loads(self.path.read_text())
-            self.data.update({k: old[k] for k in ("stages", "phases", "world_models", "guard", "data", "bc_dir") if k in old})
+            kept = ("stages", "phases", "world_models", "guard", "data", "bc_dir")
+            self.data.update({k: old[k] for k in kept if k in old})
         self.run_dir.mkdir(parents=True, exist_ok=True)
 
     def save(self) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(self.data, indent=1, default=str))
-        os.replace(tmp, self.path)
+        atomic_write_json(self.path, self.data, indent=1, default=str)
 
     def done(self, name: str) -> dict | None:
         return next((s for s in self.data["stages"] if s["name"] == name and s["status"] in ("done", "reused")), None)

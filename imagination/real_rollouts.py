@@ -16,6 +16,7 @@ recorded frame would show the success the head must learn.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,7 @@ class RecordingEvalEnv:
     def _policy_obs(self, obs: dict) -> dict:
         return {**obs, "image": np.asarray(obs["image"])[:, self._pick]}
 
-    def reset_envs(self, jobs: list[Job | None]) -> dict[str, Any]:
+    def reset_envs(self, jobs: Sequence[Job | None]) -> dict[str, Any]:
         obs = self.inner.reset_envs(jobs)
         for i, job in enumerate(jobs):
             if job is not None:
@@ -98,6 +99,7 @@ class RecordingEvalEnv:
 
     def _finish(self, i: int, success: bool, object_lift_m: float) -> None:
         buf, self._buffers[i] = self._buffers[i], None
+        assert buf is not None  # called for an env that is recording an episode
         job: Job = buf["job"]
         if job.index in self._written:
             return
@@ -119,7 +121,8 @@ class RecordingEvalEnv:
             frames={v: images[:, k] for k, v in enumerate(views)}, state=state, action=action,
             reward=flags.astype(np.float32), success=flags, instruction=self.instruction(job.task_id),
             suite=self.inner.suite, task_id=job.task_id, source="policy", seed=job.seed,
-            init_state_id=job.init_state_id, extra={**self.extra, "job": job.index, "near_success": near, "outcome": how}))
+            init_state_id=job.init_state_id,
+            extra={**self.extra, "job": job.index, "near_success": near, "outcome": how}))
         self.recorded.append({"job": job.index, "task_id": job.task_id, "success": success, "near_success": near,
                               "steps": T - 1})
 

@@ -12,7 +12,6 @@ import csv
 import hashlib
 import html
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -22,6 +21,7 @@ from urllib.parse import quote
 import numpy as np
 from matplotlib.figure import Figure
 
+from envs.atomic import atomic_write, atomic_write_text
 from envs.outcome import OUTCOMES
 from imagination.closed_loop import paired_separation
 
@@ -39,7 +39,8 @@ class _Run:
     """Paths of one run: resolves the paths in loop.json and turns files into relative links."""
 
     def __init__(self, run_dir: Path, loop: dict):
-        self.dir, self.assets, self.notes = run_dir, run_dir / ASSETS, []
+        self.dir, self.assets = run_dir, run_dir / ASSETS
+        self.notes: list[str] = []
         recorded = loop.get("run_dir")
         self.recorded = Path(recorded) if isinstance(recorded, str) and recorded else None
 
@@ -77,9 +78,7 @@ class _Run:
             rel = Path(ASSETS) / "linked" / f"{digest}_{path.name}"
             dest = self.dir / rel
             if not dest.exists() or dest.stat().st_size != path.stat().st_size:
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(path, dest.with_name(dest.name + ".tmp"))
-                os.replace(dest.with_name(dest.name + ".tmp"), dest)
+                atomic_write(dest, lambda tmp: shutil.copyfile(path, tmp))
         return quote(rel.as_posix())
 
     def json(self, p: Any, results: bool = False) -> dict | None:
@@ -101,10 +100,7 @@ class _Run:
 
     def save(self, fig: Figure, name: str) -> str:
         """Write `fig` to report_assets/name (atomically); returns its relative link."""
-        self.assets.mkdir(parents=True, exist_ok=True)
-        tmp = self.assets / (name + ".tmp")
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-        os.replace(tmp, self.assets / name)
+        atomic_write(self.assets / name, lambda tmp: fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight"))
         return f"{ASSETS}/{name}"
 
 
@@ -199,12 +195,13 @@ def _real(run: _Run, phases: list[dict], real: dict[str, dict | None]) -> list[s
     rows = [[f"{t}: {_short(names.get(t, ''))}"]
             + [_cell((real[p["name"]] or {}).get("per_task", {}).get(str(t))) if real[p["name"]] else NOT_RUN
                for p in phases] for t in tasks]
-    rows.append(["**all**"] + [_cell(real[p["name"]]["overall"]) if real[p["name"]] else NOT_RUN for p in phases])
+    ran: dict[str, dict] = {name: r for name, r in real.items() if r}  # the phases with results
+    rows.append(["**all**"] + [_cell(ran[p["name"]]["overall"]) if p["name"] in ran else NOT_RUN for p in phases])
     out += _table(["task"] + [p["label"] for p in phases], rows)
-    done = [p for p in phases if real[p["name"]]]
+    done = [p for p in phases if p["name"] in ran]
     if not done:
         return out
-    failed = [(p["label"], real[p["name"]]["overall"]) for p in done if "failures" in real[p["name"]]["overall"]]
+    failed = [(p["label"], ran[p["name"]]["overall"]) for p in done if "failures" in ran[p["name"]]["overall"]]
     if failed:  # how the real failures happened, from the simulator's objects (envs.outcome)
         kinds = [k for k in OUTCOMES[1:] if any(k in b["failures"] for _, b in failed)] or list(OUTCOMES[1:3])
         out += ["How the real episodes failed (the goal's object never lifted: a missed grasp; lifted, not "
@@ -215,7 +212,7 @@ def _real(run: _Run, phases: list[dict], real: dict[str, dict | None]) -> list[s
     fig = Figure(figsize=(11, 3.8))
     ax0, ax1 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, max(2, len(tasks))]})
     for k, p in enumerate(done):
-        blocks = [real[p["name"]]["overall"]] + [real[p["name"]]["per_task"].get(str(t)) for t in tasks]
+        blocks = [ran[p["name"]]["overall"]] + [ran[p["name"]]["per_task"].get(str(t)) for t in tasks]
         rate = np.array([b["success_rate"] if b else np.nan for b in blocks])
         err = np.array([[b["success_rate"] - b["ci95"][0], b["ci95"][1] - b["success_rate"]] if b else [0, 0]
                         for b in blocks]).T
@@ -252,11 +249,13 @@ def _imagined(loop: dict, phases: list[dict], real: dict, imagined: dict) -> lis
         cell, auc = _signal(im, re)
         if auc < SIGNAL_AUC:
             weak.append(f"{p['label']} ({auc:.2f})")
-        rows.append([p["label"], _cell(im["overall"]) if im else NOT_RUN, _cell(re["overall"]) if re else NOT_RUN, gap, cell])
+        rows.append([p["label"], _cell(im["overall"]) if im else NOT_RUN, _cell(re["overall"]) if re else NOT_RUN,
+                     gap, cell])
     out += _table(["policy", "imagined", "real", "gap (imagined − real)", "reward signal: AUC within task"], rows)
     out += ["The last column asks whether imagination tells this policy's real successes from its real failures "
             "on the same task: each job's highest imagined success probability against its real outcome "
-            "(0.5 = no signal; `scripts/closed_loop_check.py` measures it without the success head ending episodes).", ""]
+            "(0.5 = no signal; `scripts/closed_loop_check.py` measures it without the success head ending "
+            "episodes).", ""]
     if weak:
         out += [f"> ⚠️ **The reward has little closed-loop signal** for {', '.join(weak)}: within a task, imagined "
                 f"success does not follow real success (AUC within task below {SIGNAL_AUC}), so imagined RL's real "
@@ -268,15 +267,15 @@ def _imagined(loop: dict, phases: list[dict], real: dict, imagined: dict) -> lis
         return out + [f"Exploitation guard: {NOT_RUN}.", ""]
     for g in guard:
         where = f"round {g.get('round', '?')}, {labels.get(g.get('phase'), g.get('phase', '?'))}"
-        gap, margin = float(g.get("gap") or 0), float(g.get("margin") or 0)
+        excess, margin = float(g.get("gap") or 0), float(g.get("margin") or 0)
         figures = (f"{_pct(float(g.get('imagined_success') or 0))}% imagined vs "
                    f"{_pct(float(g.get('real_success') or 0))}% real, margin {_pct(margin)} points")
         if g.get("fired"):
             out += [f"> ⚠️ **Exploitation warning ({where}):** imagined success exceeds real by "
-                    f"{_pct(gap)} points ({figures}); the next round weighted failures up by "
+                    f"{_pct(excess)} points ({figures}); the next round weighted failures up by "
                     f"{float(g.get('failure_weight') or 1):g}×.", ""]
         else:
-            out += [f"- Exploitation guard ({where}): gap {_pct(gap)} points is within the margin ({figures}).", ""]
+            out += [f"- Exploitation guard ({where}): gap {_pct(excess)} points is within the margin ({figures}).", ""]
     return out
 
 
@@ -295,7 +294,7 @@ def _world_models(run: _Run, wms: list[dict]) -> list[str]:
             rows.append([wm["name"]] + [NOT_RUN] * 6 + [_threshold(wm)])
             continue
         evals[wm["name"]] = ev
-        f = lambda k, fmt: format(ev[k], fmt) if isinstance(ev.get(k), (int, float)) else "–"  # noqa: E731
+        f = lambda k, fmt, ev=ev: format(ev[k], fmt) if isinstance(ev.get(k), (int, float)) else "–"  # noqa: E731
         rows.append([wm["name"], f("psnr", ".2f"), f("ssim", ".3f"), f("static_psnr", ".2f"), f("static_ssim", ".3f"),
                      f("success_f1", ".2f"), f("done_f1", ".2f"), _threshold(wm)])
     if not wms:
@@ -308,7 +307,8 @@ def _world_models(run: _Run, wms: list[dict]) -> list[str]:
             "(`scripts/calibrate_success.py`); balanced accuracy of the episode outcomes, at 0.5 in brackets.", ""]
     curves = {n: e for n, e in evals.items() if e.get("psnr_per_step")}
     if curves:
-        ax = Figure(figsize=(7, 3.8)).subplots()
+        fig = Figure(figsize=(7, 3.8))
+        ax = fig.subplots()
         statics = [np.asarray(e.get("static_psnr_per_step") or [], float) for e in curves.values()]
         same = all(len(s) == len(statics[0]) and np.allclose(s, statics[0]) for s in statics)
         for k, (name, e) in enumerate(curves.items()):
@@ -318,7 +318,7 @@ def _world_models(run: _Run, wms: list[dict]) -> list[str]:
                         label="still frame" if same else f"{name} still frame")
         ax.set(xlabel="frames ahead (open loop)", ylabel="PSNR (dB)")
         ax.legend(fontsize=8)
-        out += [f"![PSNR vs horizon]({run.save(ax.figure, 'psnr_vs_horizon.png')})", ""]
+        out += [f"![PSNR vs horizon]({run.save(fig, 'psnr_vs_horizon.png')})", ""]
     return out
 
 
@@ -344,7 +344,7 @@ def _curves(run: _Run, loop: dict, rl_phases: list[dict]) -> list[str]:
             rows.append([p["label"]] + [NOT_RUN] * 5)
             continue
         metrics[p["label"]] = m
-        first_last = lambda k: f"{m[k][0]:.2f} → {m[k][-1]:.2f}" if k in m else "–"  # noqa: E731
+        first_last = lambda k, m=m: f"{m[k][0]:.2f} → {m[k][-1]:.2f}" if k in m else "–"  # noqa: E731
         rows.append([p["label"], str(len(m["iteration"])), first_last("imagined_success_rate"),
                      first_last("imagined_return"), f"{res['seconds'] / 60:.1f}" if res and "seconds" in res else "–",
                      str(res.get("real_env_steps", "–")) if res else "–"])
@@ -389,8 +389,8 @@ def _videos(run: _Run, loop: dict, phases: list[dict], real: dict) -> list[str]:
     for wm in loop.get("world_models") or []:
         ev_path = run.path(wm.get("eval"))
         vids = sorted((ev_path.parent / "videos").glob("*.mp4")) if ev_path and ev_path.is_file() else []
-        links = ", ".join(f"[{v.stem}]({run.link(v)})" for v in vids)
-        out.append(f"- {wm['name']}: {links or NOT_RUN}")
+        wm_links = ", ".join(f"[{v.stem}]({run.link(v)})" for v in vids)
+        out.append(f"- {wm['name']}: {wm_links or NOT_RUN}")
     out += ["", "### Real evaluation", ""]
     for p in phases:
         res, folder = real[p["name"]], run.path(p.get("real"))
@@ -402,7 +402,9 @@ def _videos(run: _Run, loop: dict, phases: list[dict], real: dict) -> list[str]:
                 links.append(f"[task {e.get('task_id')} init {e.get('init_state_id')} {tag}]({run.link(video)})")
         out.append(f"- {p['label']}: " + (", ".join(links) or NOT_RUN))
     out += ["", "### Imagined RL episodes", ""]
-    for p, rl_dir in [(p, run.path(p["rl"])) for p in phases if p.get("rl")]:
+    for p, rl_dir in [(p, run.path(p.get("rl"))) for p in phases]:
+        if rl_dir is None:  # no RL in this phase
+            continue
         res = run.json(str(rl_dir / "result.json")) or {}
         vids = [v for v in (run.find(v, rl_dir / "videos") for v in res.get("videos", [])) if v is not None]
         out.append(f"- {p['label']}: " + (", ".join(f"[{v.stem}]({run.link(v)})" for v in vids) or NOT_RUN))
@@ -432,9 +434,7 @@ def write_report(run_dir: str | Path) -> tuple[Path, Path]:
             f"</title>\n<style>{CSS}</style></head>\n<body>\n{body}\n</body></html>\n")
     paths = run_dir / "report.md", run_dir / "report.html"
     for path, content in zip(paths, (text, page)):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(content, encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write_text(path, content)
     return paths
 
 

@@ -25,11 +25,15 @@ is skipped and counted (`skipped_fraction`), so one bad minibatch cannot turn th
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from policies.base import Policy
 
 ALGOS = ("grpo", "ppo")
 
@@ -68,9 +72,11 @@ class RLConfig:
             if getattr(self, name) < 0:
                 raise ValueError(f"rl.{name}: expected a number >= 0, got {getattr(self, name)}")
         if not (0 <= self.gamma <= 1 and 0 <= self.gae_lambda <= 1):
-            raise ValueError(f"rl.gamma and rl.gae_lambda: expected values in [0, 1], got {self.gamma}, {self.gae_lambda}")
+            raise ValueError(f"rl.gamma and rl.gae_lambda: expected values in [0, 1], "
+                             f"got {self.gamma}, {self.gae_lambda}")
         if self.epochs < 1 or self.minibatch_size < 1:
-            raise ValueError(f"rl.epochs and rl.minibatch_size: expected integers >= 1, got {self.epochs}, {self.minibatch_size}")
+            raise ValueError(f"rl.epochs and rl.minibatch_size: expected integers >= 1, "
+                             f"got {self.epochs}, {self.minibatch_size}")
 
 
 def group_advantages(returns: torch.Tensor, groups: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -158,7 +164,7 @@ class Batch:
     def __len__(self) -> int:
         return int(self.actions.shape[0])
 
-    def subset(self, idx: np.ndarray, device: torch.device | str | None = None) -> "Batch":
+    def subset(self, idx: np.ndarray, device: torch.device | str | None = None) -> Batch:
         """The samples at `idx`; tensors moved to `device` (the policy's) when given, obs stay numpy."""
         obs = {"image": self.obs["image"][idx], "state": self.obs["state"][idx],
                "instruction": [self.obs["instruction"][i] for i in idx]}
@@ -171,7 +177,7 @@ class Batch:
                      None if self.ref_log_prob is None else take(self.ref_log_prob))
 
 
-def update(policy: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, cfg: RLConfig,
+def update(policy: Policy, optimizer: torch.optim.Optimizer, batch: Batch, cfg: RLConfig,
            rng: np.random.Generator) -> dict[str, float]:
     """`cfg.epochs` passes of minibatch updates on `batch`; returns the mean of each logged figure.
 
@@ -216,4 +222,5 @@ def update(policy: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Bat
     return {k: float(np.mean(v)) for k, v in logs.items()}
 
 
-__all__ = ["ALGOS", "KL_ESTIMATORS", "Batch", "RLConfig", "clipped_surrogate", "gae", "group_advantages", "kl_k2", "kl_k3", "update"]
+__all__ = ["ALGOS", "KL_ESTIMATORS", "Batch", "RLConfig", "clipped_surrogate", "gae", "group_advantages", "kl_k2",
+           "kl_k3", "update"]

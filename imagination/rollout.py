@@ -9,6 +9,7 @@ goes to episodes that would be thrown away.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
@@ -67,9 +68,11 @@ def collect_rollouts(env: ImaginationVectorEnv, policy: Policy, num_groups: int,
     keyframes = [kf for kf in starts for _ in range(group_size)]
     gen = torch.Generator(device=policy.device).manual_seed(seed)
     run = imagine(env, policy_sample(policy, gen), keyframes, seed=seed, keep_obs=True, max_chunks=max_chunks)
+    assert run.image is not None and run.state is not None and run.instruction is not None  # keep_obs=True
     return Rollouts(
         image=run.image, state=run.state, instruction=run.instruction, actions=torch.from_numpy(run.actions),
-        log_prob=run.extras["log_prob"], value=run.extras["value"], reward=torch.from_numpy(run.reward).float(),
+        log_prob=cast(torch.Tensor, run.extras["log_prob"]), value=cast(torch.Tensor, run.extras["value"]),
+        reward=torch.from_numpy(run.reward).float(),
         done=torch.from_numpy(run.done), episode=run.env, step=run.step,
         episode_return=run.episode_return, success=run.success, length=run.length,
         group=np.repeat(np.arange(num_groups), group_size),
@@ -115,9 +118,11 @@ def to_batch(r: Rollouts, cfg: RLConfig, policy: Policy | None = None, reference
     adv, ret = advantages(r, cfg)
     obs = {"image": r.image, "state": r.state, "instruction": r.instruction}
     per_dim = cfg.ratio == "per_dim"
-    if per_dim and policy is None:
-        raise ValueError("to_batch: ratio 'per_dim' needs the policy that sampled the rollouts")
-    old = _log_probs(policy, r, True) if per_dim else r.log_prob
+    old = r.log_prob
+    if per_dim:
+        if policy is None:
+            raise ValueError("to_batch: ratio 'per_dim' needs the policy that sampled the rollouts")
+        old = _log_probs(policy, r, True)
     ref = _log_probs(reference, r, per_dim) if reference is not None and cfg.kl_coef > 0 else None
     return Batch(obs, r.actions, old, adv.float(), ret.float(), ref)
 

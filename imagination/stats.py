@@ -45,7 +45,8 @@ def _key(record: dict) -> JobKey:
     try:
         return int(record["task_id"]), int(record["init_state_id"]), int(record["seed"])
     except KeyError as err:
-        raise ValueError(f"episode record: expected keys task_id, init_state_id, seed and success, missing {err}") from None
+        raise ValueError(f"episode record: expected keys task_id, init_state_id, seed and success, "
+                         f"missing {err}") from None
 
 
 def paired_difference(before: list[dict], after: list[dict], confidence: float = 0.95) -> PairedDifference:

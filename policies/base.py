@@ -19,13 +19,15 @@ import importlib
 import math
 import os
 from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import nn
+
+from envs.atomic import atomic_torch_save
 
 ACTION_DIM = 7
 _FORMAT = "wm-vla-rl/policy"
@@ -86,7 +88,8 @@ def check_actions(actions: Any, batch: int, chunk_len: int, device: torch.device
     """Actions as float32 [B, K, 7] on `device`; ValueError on a wrong shape."""
     a = torch.as_tensor(actions, dtype=torch.float32, device=device)
     if a.shape != (batch, chunk_len, ACTION_DIM):
-        raise ValueError(f"actions: expected float32 [B, K, 7] = [{batch}, {chunk_len}, {ACTION_DIM}], got {tuple(a.shape)}")
+        raise ValueError(f"actions: expected float32 [B, K, 7] = [{batch}, {chunk_len}, {ACTION_DIM}], "
+                         f"got {tuple(a.shape)}")
     return a
 
 
@@ -98,7 +101,8 @@ class Policy(nn.Module, abc.ABC):
     def __init__(self, config: PolicyConfig):
         super().__init__()
         if not isinstance(config, self.config_class):
-            raise TypeError(f"{type(self).__name__}: expected a {self.config_class.__name__}, got {type(config).__name__}")
+            raise TypeError(f"{type(self).__name__}: expected a {self.config_class.__name__}, "
+                            f"got {type(config).__name__}")
         if config.chunk_len < 1 or not 0 <= config.n_action_steps <= config.chunk_len:
             raise ValueError(f"chunk_len >= 1 and 0 <= n_action_steps <= chunk_len expected, got "
                              f"chunk_len={config.chunk_len}, n_action_steps={config.n_action_steps}")
@@ -156,9 +160,7 @@ class Policy(nn.Module, abc.ABC):
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> None:
-        """Write class, config and weights to `path` atomically (temporary file, then os.replace)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        """Write class, config and weights to `path` atomically (envs.atomic)."""
         payload = {
             "format": _FORMAT,
             "version": _VERSION,
@@ -166,18 +168,17 @@ class Policy(nn.Module, abc.ABC):
             "config": asdict(self.config),
             "state_dict": self.state_dict(),
         }
-        tmp = path.with_name(path.name + ".tmp")
-        torch.save(payload, tmp)
-        os.replace(tmp, path)
+        atomic_torch_save(path, payload)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, map_location: str | torch.device = "cpu") -> "Policy":
+    def load(cls, path: str | os.PathLike, map_location: str | torch.device = "cpu") -> Policy:
         """Restore the policy saved at `path` as its own class (a subclass of `cls`), in eval mode."""
         payload = torch.load(path, map_location=map_location, weights_only=True)
         if not isinstance(payload, dict) or payload.get("format") != _FORMAT:
             raise ValueError(f"{path}: not a policy checkpoint (expected format {_FORMAT!r}, written by Policy.save)")
         if payload.get("version") != _VERSION:
-            raise ValueError(f"{path}: policy checkpoint version {payload.get('version')} is not supported ({_VERSION})")
+            raise ValueError(f"{path}: policy checkpoint version {payload.get('version')} is not supported "
+                             f"({_VERSION})")
         module, _, qualname = payload["class"].partition(":")
         obj: Any = importlib.import_module(module)
         for part in qualname.split("."):
@@ -202,6 +203,7 @@ class RandomPolicy(Policy):
     """Uniform random actions in [-1, 1]: the baseline a trained policy must beat."""
 
     config_class = RandomPolicyConfig
+    config: RandomPolicyConfig
 
     def __init__(self, config: RandomPolicyConfig | None = None):
         super().__init__(config or RandomPolicyConfig())

@@ -13,11 +13,11 @@ final policy (`Policy.load`), `out_dir/policy_step{N}.pt` the policy at each of 
 from __future__ import annotations
 
 import csv
-import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
+from envs.atomic import atomic_torch_save
 from policies.vla import VLAConfig, VLAPolicy
 
 
@@ -93,11 +94,13 @@ class ChunkData:
     def __len__(self) -> int:
         return self.state.shape[0]
 
-    def batch(self, idx: torch.Tensor, shift: int, generator: torch.Generator) -> tuple[dict, torch.Tensor, torch.Tensor]:
+    def batch(self, idx: torch.Tensor, shift: int,
+              generator: torch.Generator) -> tuple[dict, torch.Tensor, torch.Tensor]:
         image = self.image[idx]
         if shift > 0:
             image = random_shift(image, shift, generator)
-        obs = {"image": image, "state": self.state[idx], "instruction": [self.instructions[i] for i in self.text_id[idx]]}
+        obs = {"image": image, "state": self.state[idx],
+               "instruction": [self.instructions[i] for i in self.text_id[idx]]}
         return obs, self.target[idx], self.mask[idx]
 
 
@@ -125,7 +128,8 @@ def random_shift(image: torch.Tensor, pad: int, generator: torch.Generator) -> t
     return flat[n, rows[:, :, None], cols[:, None, :]].reshape(B, V, H, W, C)
 
 
-def bc_loss(policy: VLAPolicy, obs: dict, target: torch.Tensor, mask: torch.Tensor, kind: str) -> tuple[torch.Tensor, float]:
+def bc_loss(policy: VLAPolicy, obs: dict, target: torch.Tensor, mask: torch.Tensor,
+            kind: str) -> tuple[torch.Tensor, float]:
     """Masked loss over the chunk -> (loss to minimise, plain MSE of the mean for logging)."""
     out = policy(obs)
     m = mask[..., None].to(out.mean.dtype)  # [B, K, 1]
@@ -145,12 +149,6 @@ def _read_log(path: Path) -> list[dict]:
         return []
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
-
-
-def _save_atomic(obj: dict, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
 
 
 def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = None,
@@ -190,9 +188,9 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
         step = int(ck["step"])
 
     def checkpoint() -> None:
-        _save_atomic({"policy": policy.state_dict(), "policy_config": asdict(cfg.policy), "optimizer": opt.state_dict(),
-                      "scheduler": sched.state_dict(), "generator": gen.get_state(),
-                      "torch_rng": torch.get_rng_state(), "step": step}, ckpt_path)
+        atomic_torch_save(ckpt_path, {"policy": policy.state_dict(), "policy_config": asdict(cfg.policy),
+                                      "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                                      "generator": gen.get_state(), "torch_rng": torch.get_rng_state(), "step": step})
 
     log_path, columns = out / "loss.csv", ["step", "loss", "mse", "lr", "seconds"]
     # rows logged after the checkpoint we resume from will be logged again: drop them
@@ -201,7 +199,7 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
     writer = csv.writer(log_file)
     writer.writerow(columns)
     writer.writerows([[r[k] for k in columns] for r in rows])
-    last = {k: float(v) for k, v in rows[-1].items()} if rows else None
+    last: dict[str, Any] | None = {k: float(v) for k, v in rows[-1].items()} if rows else None
     tb = SummaryWriter(str(out / "logs"))
     policy.train()
     bar = tqdm(total=cfg.steps, initial=step, desc="bc", unit="step", disable=not progress)

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
+
+from envs.atomic import atomic_write
 
 EMBED_DIM = 384
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -50,7 +53,7 @@ class InstructionEncoder:
 
     def __init__(self, config: LanguageConfig | None = None):
         self.config = config or LanguageConfig()
-        self._model = None  # loaded on the first string that is not cached
+        self._model: Any = None  # loaded on the first string that is not cached
         self._cache: dict[str, torch.Tensor] = {}
         self._lock = threading.Lock()
         if self.config.cache_path and Path(self.config.cache_path).is_file():
@@ -118,12 +121,14 @@ class InstructionEncoder:
             self.add(dict(zip(data["texts"].tolist(), torch.from_numpy(data["embeddings"]))))
 
     def _write_disk_cache(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         texts = sorted(self._cache)
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez(tmp, model=np.array(MODEL_NAME), texts=np.array(texts, dtype=np.str_),
-                 embeddings=torch.stack([self._cache[t] for t in texts]).numpy())
-        os.replace(tmp, path)  # atomic: a reader never sees a half-written cache
+        embeddings = torch.stack([self._cache[t] for t in texts]).numpy()
+
+        def write(tmp: Path) -> None:
+            with open(tmp, "wb") as f:  # a file object: np.savez would append ".npz" to the temporary name
+                np.savez(f, model=np.array(MODEL_NAME), texts=np.array(texts, dtype=np.str_), embeddings=embeddings)
+
+        atomic_write(path, write)  # a reader never sees a half-written cache
 
 
 _SHARED: dict[tuple[str, str], InstructionEncoder] = {}

@@ -179,7 +179,8 @@ class PolicyServer:
         self._record(peer, rid, len(message), batch, code, t_infer, time.perf_counter() - t0)
         return reply
 
-    def _record(self, peer: str, rid: int | None, size: int, batch: int, code: str, t_infer: float, total: float) -> None:
+    def _record(self, peer: str, rid: int | None, size: int, batch: int, code: str, t_infer: float,
+                total: float) -> None:
         self.stats["requests"] += 1
         self.stats["errors"] += code != "ok"
         log.log(logging.INFO if code == "ok" else logging.WARNING,
@@ -204,7 +205,7 @@ class PolicyServer:
         return connection.respond(HTTPStatus.UNAUTHORIZED, "a valid token is required (Authorization: Bearer ...)\n")
 
     async def _handler(self, ws: ServerConnection) -> None:
-        peer = "%s:%s" % tuple(ws.remote_address[:2]) if ws.remote_address else "?"
+        peer = "{}:{}".format(*ws.remote_address[:2]) if ws.remote_address else "?"
         try:
             await ws.send(pack(self.metadata))
             async for message in ws:
@@ -233,7 +234,7 @@ class PolicyServer:
             self._error = e
             self._ready.set()
 
-    def start(self, timeout: float = 60.0) -> "PolicyServer":
+    def start(self, timeout: float = 60.0) -> PolicyServer:
         """Warm up, bind and serve in a background thread; returns once the port is open."""
         if self.cfg.warmup:
             self.warmup()
@@ -268,7 +269,7 @@ class PolicyServer:
             self._latency_file.close()
             self._latency_file = None
 
-    def __enter__(self) -> "PolicyServer":
+    def __enter__(self) -> PolicyServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

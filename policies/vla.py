@@ -14,8 +14,9 @@ underlying (unclipped) Gaussian, the usual exploration measure.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -93,6 +94,10 @@ class VLAPolicy(Policy):
     """Small vision-language-action policy with a Gaussian action-chunk head and a value head."""
 
     config_class = VLAConfig
+    config: VLAConfig
+    # buffers (register_buffer): proprio normalisation
+    state_mean: torch.Tensor
+    state_std: torch.Tensor
 
     def __init__(self, config: VLAConfig | None = None):
         super().__init__(config or VLAConfig())

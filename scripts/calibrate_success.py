@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 import numpy as np
 import torch
 
+from envs.atomic import atomic_write_json
 from envs.dataset import EpisodeDataset
 from imagination.calibrate import pick_threshold, plot_outcome_histogram, replay_success_prob
 from imagination.env import ImaginationConfig
@@ -83,11 +84,9 @@ def main(cfg: CalibrateConfig) -> dict:
     wm.cfg.head.success_threshold = choice.threshold
     wm.save(out)
     result = {"checkpoint": cfg.checkpoint, "out": str(out), "data_dir": data, **asdict(choice),
-              "episodes": [{"episode_index": i, "source": s, "real_success": bool(l), "max_success_prob": float(p)}
-                           for i, s, l, p in zip(indices, sources, labels, probs)]}
-    tmp = out.parent / "calibration.json.tmp"
-    tmp.write_text(json.dumps(result, indent=2))
-    tmp.replace(out.parent / "calibration.json")
+              "episodes": [{"episode_index": i, "source": s, "real_success": bool(label), "max_success_prob": float(p)}
+                           for i, s, label, p in zip(indices, sources, labels, probs)]}
+    atomic_write_json(out.parent / "calibration.json", result, indent=2)
     plot_outcome_histogram(out.parent / "calibration.png", probs, labels, choice.threshold,
                            "highest success probability along the imagined replay", "threshold", bins=20)
     for s in sorted(set(sources)):

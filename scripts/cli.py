@@ -4,19 +4,30 @@
 
 OmegaConf merges dataclass defaults <- preset YAML <- `key=value` overrides and type-checks every
 value against the dataclass, so a bad value is reported with its field name. `--help` lists every
-field with its type and default, generated from the dataclass itself.
+field with its type, default and documentation, generated from the dataclass itself: a field is
+documented by its trailing `# comment` and the comment lines right above it (or metadata["help"]);
+nested config dataclasses are listed field by field under their dotted names.
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
+import functools
+import inspect
+import io
 import re
+import textwrap
+import tokenize
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence, TypeVar
+from typing import TypeVar
 
 import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+
+from envs.atomic import atomic_write_text
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = REPO_ROOT / "configs"
@@ -25,15 +36,82 @@ T = TypeVar("T")
 
 
 def _fields_help(cls: type) -> str:
+    rows: list[tuple[str, str, str, str]] = []
+    _field_rows(cls, "", rows)
+    width = min(max((len(name) for name, *_ in rows), default=0), 40)
     lines = ["config fields (set with key=value; lists as key=[a,b], dicts as 'key={a:1,b:2}' or key.a=1):"]
-    for f in dataclasses.fields(cls):
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else "required"  # type: ignore[misc]
-        )
-        type_name = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-        doc = f.metadata.get("help", "")
-        lines.append(f"  {f.name:<22} {type_name:<18} default: {default!r}" + (f"  ({doc})" if doc else ""))
+    for name, type_name, value, doc in rows:
+        lines.append(f"  {name:<{width}}  {type_name:<18} {value}")
+        lines += textwrap.wrap(doc, width=100, initial_indent=" " * 6, subsequent_indent=" " * 6)
     return "\n".join(lines)
+
+
+def _field_rows(cls: type, prefix: str, rows: list[tuple[str, str, str, str]]) -> None:
+    """(dotted name, type, default, doc) of every field of `cls`; nested config dataclasses field by field."""
+    docs = field_docs(cls)
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = "required"
+        type_name = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+        name, doc = prefix + f.name, f.metadata.get("help") or docs.get(f.name, "")
+        nested = dataclasses.is_dataclass(default) and not isinstance(default, type)
+        rows.append((name, type_name, "(nested: its fields follow)" if nested else f"default: {default!r}", doc))
+        if nested:
+            _field_rows(type(default), name + ".", rows)
+
+
+@functools.cache
+def field_docs(cls: type) -> dict[str, str]:
+    """Field name -> its comment in the source of dataclass `cls` (inherited fields included).
+
+    A field's documentation is the block of comment lines right above it plus its trailing comment:
+
+        # the policy's chunk (mean) if True, else sampled
+        deterministic: bool = True
+        episodes_per_task: int = 10  # episodes run per task
+    """
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):  # a subclass's comment wins over its base's
+        if dataclasses.is_dataclass(klass):
+            docs.update(_own_field_comments(klass))
+    return docs
+
+
+def _own_field_comments(klass: type) -> dict[str, str]:
+    try:
+        source = textwrap.dedent(inspect.getsource(klass))
+        tree = ast.parse(source)
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (OSError, TypeError, SyntaxError, tokenize.TokenError):
+        return {}  # no source (built in a REPL, frozen app): no docs, the rest of --help still works
+    trailing: dict[int, str] = {}  # line -> comment after code on that line
+    alone: dict[int, str] = {}  # line -> comment on a line of its own
+    code_lines: set[int] = set()
+    layout = (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)
+    for tok in tokens:
+        if tok.type == tokenize.COMMENT:
+            line = tok.start[0]
+            (trailing if line in code_lines else alone)[line] = tok.string.lstrip("#").strip()
+        elif tok.type not in layout:
+            code_lines.update(range(tok.start[0], tok.end[0] + 1))
+    class_def = next((n for n in tree.body if isinstance(n, ast.ClassDef)), None)
+    docs: dict[str, str] = {}
+    for node in class_def.body if class_def else []:
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        above, line = [], node.lineno - 1
+        while line in alone:
+            above.insert(0, alone[line])
+            line -= 1
+        after = [trailing[n] for n in range(node.lineno, (node.end_lineno or node.lineno) + 1) if n in trailing]
+        text = " ".join(c for c in above + after if c)
+        if text:
+            docs[node.target.id] = text
+    return docs
 
 
 def _preset_path(name: str, group: str) -> Path:
@@ -44,7 +122,8 @@ def _preset_path(name: str, group: str) -> Path:
     if candidate.exists():
         return candidate
     available = sorted(x.stem for x in (CONFIGS / group).glob("*.yaml")) if (CONFIGS / group).is_dir() else []
-    raise FileNotFoundError(f"--config: no preset {name!r} (looked for {p} and {candidate}); available presets: {available}")
+    raise FileNotFoundError(f"--config: no preset {name!r} (looked for {p} and {candidate}); "
+                            f"available presets: {available}")
 
 
 def build_parser(cls: type, description: str, group: str) -> argparse.ArgumentParser:
@@ -140,9 +219,6 @@ def _omegaconf_message(e: Exception) -> str:
 
 
 def save_config(cfg: object, path: Path) -> None:
-    """Write the resolved config next to a run's outputs (reproducibility)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
-    tmp.replace(path)
+    """Write the resolved config next to a run's outputs (reproducibility), atomically."""
+    atomic_write_text(path, OmegaConf.to_yaml(OmegaConf.structured(cfg)))
 

@@ -1,7 +1,7 @@
 """Can imagined RL's reward tell a real failure from a real success? The closed-loop check.
 
-    python scripts/closed_loop_check.py world_model=outputs/world_model/gpu64/world_model.pt \
-        start_data=outputs/data/spatial64 policies=[bc/policy.pt,rl/policy.pt] \
+    python scripts/closed_loop_check.py world_model=outputs/world_model/gpu64/world_model.pt \\
+        start_data=outputs/data/spatial64 policies=[bc/policy.pt,rl/policy.pt] \\
         real_results=[eval_bc/results.json,eval_rl/results.json] max_steps=160
 
 For every policy, the jobs of its real evaluation (`scripts/eval_policy.py` in a LIBERO suite:
@@ -18,7 +18,7 @@ dataset (the loop's data/, `source: policy`) continue in imagination from `lead_
 policy first closes the gripper, the real frames up to there as context. This is what RL starting
 from the policy's own keyframes sees; no real_results are needed:
 
-    python scripts/closed_loop_check.py world_model=round1/world_model/world_model.pt \
+    python scripts/closed_loop_check.py world_model=round1/world_model/world_model.pt \\
         branch_data=data policies=[round1/rl/policy.pt]
 
 Run it before imagined RL: when the within-task AUC is near 0.5, the head rewards the world model's
@@ -37,9 +37,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 
 import numpy as np
 
+from envs.atomic import atomic_write_json
 from imagination.calibrate import plot_outcome_histogram
-from imagination.closed_loop import (ClosedLoopConfig, Separation, branch_records, closed_loop_records,
-                                     outcome_separation)
+from imagination.closed_loop import (
+    ClosedLoopConfig,
+    Separation,
+    branch_records,
+    closed_loop_records,
+    outcome_separation,
+)
 from scripts.cli import parse_config, save_config
 from world_models.model import WorldModel
 
@@ -66,7 +72,8 @@ def _check(cfg: CheckConfig) -> list[str]:
         if cfg.lead_steps < 0:
             raise SystemExit(f"lead_steps: expected an integer >= 0, got {cfg.lead_steps}")
     elif len(cfg.real_results) != len(cfg.policies):
-        raise SystemExit(f"real_results: expected one results.json per policy ({len(cfg.policies)}), got {len(cfg.real_results)}")
+        raise SystemExit(f"real_results: expected one results.json per policy ({len(cfg.policies)}), "
+                         f"got {len(cfg.real_results)}")
     if not cfg.world_model:
         raise SystemExit("world_model: required (the world model to check)")
     if not cfg.branch_data and not cfg.start_data:
@@ -95,7 +102,8 @@ def main(cfg: CheckConfig) -> dict:
         if cfg.branch_data:
             records = branch_records(cfg.branch_data, policy, cfg, cfg.lead_steps)
         else:
-            records = closed_loop_records(json.loads(Path(cfg.real_results[i]).read_text()), policy, cfg, str(out / name))
+            real = json.loads(Path(cfg.real_results[i]).read_text())
+            records = closed_loop_records(real, policy, cfg, str(out / name))
         rows += [{"policy": name, **r} for r in records]
     probs = np.array([r["max_success_prob"] for r in rows])
     labels = np.array([r["real_success"] for r in rows])
@@ -113,9 +121,7 @@ def main(cfg: CheckConfig) -> dict:
         print(f"  best closed-loop threshold {pooled['threshold']['threshold']:.3f}: balanced accuracy "
               f"{pooled['threshold']['balanced_accuracy']:.3f}")
     result = {"world_model": cfg.world_model, "success_threshold": threshold, "separation": table, "jobs": rows}
-    tmp = out / "closed_loop.json.tmp"
-    tmp.write_text(json.dumps(result, indent=2))
-    tmp.replace(out / "closed_loop.json")
+    atomic_write_json(out / "closed_loop.json", result, indent=2)
     plot_outcome_histogram(out / "closed_loop.png", probs, labels, threshold,
                            "highest success probability, policy acting in imagination", "model threshold", bins=40)
     print(f"  written: {out / 'closed_loop.json'}, {out / 'closed_loop.png'}")

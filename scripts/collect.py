@@ -31,7 +31,8 @@ def summarize(root: Path) -> dict:
         cell = table[str(m["task_id"])][key]
         cell[0] += int(m["success"])
         cell[1] += 1
-    return {task: {k: {"success": s, "episodes": n} for k, (s, n) in row.items()} for task, row in sorted(table.items())}
+    return {task: {k: {"success": s, "episodes": n} for k, (s, n) in row.items()}
+            for task, row in sorted(table.items())}
 
 
 def write_previews(root: Path, count: int) -> list[Path]:

@@ -8,7 +8,7 @@ env is one of the LIBERO suites (libero_spatial, libero_object, libero_goal, lib
 or `imagination`: the same jobs run inside a world model, each starting at frame 0 of a real episode
 of the same task and init state (policy ranking compares the two):
 
-    python scripts/eval_policy.py checkpoint=policy.pt env=imagination \
+    python scripts/eval_policy.py checkpoint=policy.pt env=imagination \\
         world_model=outputs/world_model/quick/world_model.pt start_data=outputs/data/libero_spatial_quick
 Episode j of a task starts from official init state (init_state_offset + j) with a seed fixed by
 (seed, task, j), so two checkpoints evaluated with the same command face the same episodes.
@@ -65,7 +65,8 @@ def main(cfg: EvalConfig) -> dict:
               f"  mean steps {row['mean_steps']:.0f}  {row['instruction']}")
     if o.get("failures"):
         print("  failures: " + ", ".join(f"{k} {n}" for k, n in o["failures"].items()))
-    print(f"  {t['seconds']:.0f} s, {t['env_steps_per_second']:.1f} env steps/s, {t['episodes_per_minute']:.1f} episodes/min")
+    print(f"  {t['seconds']:.0f} s, {t['env_steps_per_second']:.1f} env steps/s, "
+          f"{t['episodes_per_minute']:.1f} episodes/min")
     print(f"  results: {Path(cfg.out_dir) / 'results.json'}")
     if record_to:
         r = result["recorded"]

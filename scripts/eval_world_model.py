@@ -7,9 +7,10 @@ Each episode is replayed from its first frame with its real actions, the whole e
 max_steps) autoregressively: the model's context only ever holds its own predictions. Predicted
 frame t is compared with the real frame after action t: PSNR and SSIM per step and averaged, and
 F1 of the success head against the simulator's labels (on imagined frames, and on the real
-frames for reference; with no success step within the horizon F1 is 0 by convention). The held-out episodes are those of the
-run's split.json (next to the checkpoint) unless `episodes` names others. Writes to out_dir:
-eval.json (all figures), psnr_vs_horizon.png, and videos/ep*.mp4 (real | imagined | abs diff x2).
+frames for reference; with no success step within the horizon F1 is 0 by convention). The
+held-out episodes are those of the run's split.json (next to the checkpoint) unless `episodes` names
+others. Writes to out_dir: eval.json (all figures), psnr_vs_horizon.png, and videos/ep*.mp4
+(real | imagined | abs diff x2).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 import numpy as np
 import torch
 
+from envs.atomic import atomic_write_json
 from envs.dataset import encode_video
 from scripts.cli import parse_config, save_config
 from world_models.clips import load_episodes, to_model_frames, to_uint8
@@ -54,7 +56,8 @@ def _episodes_to_use(cfg: EvalWorldModelConfig) -> tuple[str, list[int] | None]:
     if cfg.episodes:
         return data_dir, list(cfg.episodes)
     if split is None or not split["held_out"]:
-        raise ValueError(f"episodes: not given and {split_path} lists no held-out episodes; name some with episodes=[...]")
+        raise ValueError(f"episodes: not given and {split_path} lists no held-out episodes; "
+                         "name some with episodes=[...]")
     return data_dir, list(split["held_out"])
 
 
@@ -161,12 +164,10 @@ def main(cfg: EvalWorldModelConfig) -> dict:
     }
     out.mkdir(parents=True, exist_ok=True)
     _plot(out / "psnr_vs_horizon.png", psnr_s, ssim_s, base_s)
-    tmp = out / "eval.json.tmp"
-    tmp.write_text(json.dumps(result, indent=1))
-    tmp.replace(out / "eval.json")
+    atomic_write_json(out / "eval.json", result, indent=1)
     print(f"open loop over {len(per_ep)} episodes ({sum(e['steps'] for e in per_ep)} steps): "
-          f"PSNR {result['psnr']:.2f} dB (first frame held still: {result['static_psnr']:.2f}), SSIM {result['ssim']:.3f} "
-          f"(still: {result['static_ssim']:.3f}), "
+          f"PSNR {result['psnr']:.2f} dB (first frame held still: {result['static_psnr']:.2f}), "
+          f"SSIM {result['ssim']:.3f} (still: {result['static_ssim']:.3f}), "
           f"success F1 {result['success_f1']:.2f} (on real frames {result['success_f1_real_frames']:.2f}; "
           f"{result['success_labels']} success steps), done F1 {result['done_f1']:.2f}, "
           f"episode outcome F1 {result['episode_success_f1']:.2f}")

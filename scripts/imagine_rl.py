@@ -25,7 +25,8 @@ def main(cfg: ImagineRLConfig) -> dict:
     save_config(cfg, Path(cfg.out_dir) / "config.yaml")
     result = train_rl(cfg)
     first, last = result["first"], result["last"]
-    print(f"imagined success {first.get('imagined_success_rate', 0):.2f} -> {last.get('imagined_success_rate', 0):.2f}, "
+    print(f"imagined success {first.get('imagined_success_rate', 0):.2f} -> "
+          f"{last.get('imagined_success_rate', 0):.2f}, "
           f"return {first.get('imagined_return', 0):.2f} -> {last.get('imagined_return', 0):.2f} over "
           f"{result['iterations']} iterations ({result['seconds']:.0f} s, real env steps {result['real_env_steps']})")
     print(f"policy: {result['policy_path']}")

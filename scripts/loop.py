@@ -23,14 +23,14 @@ import math
 
 from envs.dataset import EpisodeDataset
 from imagination.closed_loop import paired_separation
-from imagination.evaluate import EvalConfig, evaluate
+from imagination.evaluate import evaluate
 from imagination.loop import LoopConfig, LoopState, finetune_config, guard
 from imagination.real_rollouts import evaluate_and_record
 from imagination.report import write_report
 from imagination.rl_training import train_rl
 from policies.base import Policy
-from scripts import collect as collect_script
 from scripts import calibrate_success, eval_world_model, train_bc, train_world_model
+from scripts import collect as collect_script
 from scripts.cli import parse_config, save_config
 
 
@@ -60,7 +60,8 @@ def _calibrate(cfg: LoopConfig, state: LoopState, name: str, model_path: str, da
     cal_cfg = calibrate_success.CalibrateConfig(checkpoint=model_path, data_dir=data,
                                                 num_threads=cfg.world_model.num_threads)
     keep = ("threshold", "balanced_accuracy", "balanced_accuracy_at_default", "positives", "negatives")
-    return state.stage(f"calibrate_{name}", lambda: {k: v for k, v in calibrate_success.main(cal_cfg).items() if k in keep})
+    return state.stage(f"calibrate_{name}",
+                       lambda: {k: v for k, v in calibrate_success.main(cal_cfg).items() if k in keep})
 
 
 def _evaluate_phase(cfg: LoopConfig, state: LoopState, name: str, label: str, policy_path: str, wm_path: str,
@@ -113,7 +114,8 @@ def main(cfg: LoopConfig) -> dict:
 
     n_start = state.stage("collect", collect)["episodes"]
 
-    wm_cfg = replace(cfg.world_model, out_dir=str(run / "world_model"), clips=replace(cfg.world_model.clips, data_dir=data))
+    wm_cfg = replace(cfg.world_model, out_dir=str(run / "world_model"),
+                     clips=replace(cfg.world_model.clips, data_dir=data))
     wm = state.stage("world_model", lambda: train_world_model.main(wm_cfg))
     wm_path, held_out = wm["model_path"], wm["held_out_episodes"]
     state.upsert("world_models", {"name": "wm0", "path": wm_path, "train_dir": str(run / "world_model"),
@@ -132,13 +134,15 @@ def main(cfg: LoopConfig) -> dict:
         sources = ["expert", "perturbed"] + (["policy"] if r > 1 else [])  # later rounds also start from own failures
         rl_cfg = replace(cfg.rl, policy=policy, world_model=wm_path, start_data=data, out_dir=str(run / name / "rl"),
                          sources=sources, seed=cfg.rl.seed + r)
-        rl = state.stage(f"{name}_rl", lambda: {k: v for k, v in train_rl(rl_cfg).items() if k != "history"})
+        rl = state.stage(f"{name}_rl",
+                         lambda rl_cfg=rl_cfg: {k: v for k, v in train_rl(rl_cfg).items() if k != "history"})
         policy = rl["policy_path"]
         last = r == cfg.rounds + 1
         real = _evaluate_phase(cfg, state, name, label, policy, wm_path, None if last else r, rl_cfg.out_dir)
         if last:
             break
-        imagined = _rate(str(run / name / "eval_imagined" / "results.json")) if cfg.imagined_eval else real["success_rate"]
+        imagined = (_rate(str(run / name / "eval_imagined" / "results.json")) if cfg.imagined_eval
+                    else real["success_rate"])
         g = guard(r, name, imagined, real["success_rate"], cfg.guard_margin, cfg.guard_failure_weight)
         state.upsert("guard", g, match="round")
         if g["fired"]:
@@ -146,7 +150,7 @@ def main(cfg: LoopConfig) -> dict:
                   f"by more than {cfg.guard_margin:.2f}; failures weighted x{g['failure_weight']} in the fine-tune")
         ft_dir = run / name / "world_model"
         ft_cfg = finetune_config(cfg, data, str(ft_dir), wm_path, g["failure_weight"])
-        wm_path = state.stage(f"{name}_world_model", lambda: train_world_model.main(ft_cfg))["model_path"]
+        wm_path = state.stage(f"{name}_world_model", lambda ft_cfg=ft_cfg: train_world_model.main(ft_cfg))["model_path"]
         # the same held-out episodes as the first model (a fine-tune never trains on them)
         state.upsert("world_models", {"name": f"wm{r}", "path": wm_path, "train_dir": str(ft_dir),
                                       "eval": _eval_world_model(state, f"wm{r}", wm_path, held_out, cfg.wm_eval_steps),

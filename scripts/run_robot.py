@@ -129,8 +129,9 @@ def main(cfg: RunRobotConfig, arm: RobotArm | None = None) -> dict[str, Any]:
                 if cfg.video and result.frames:
                     row["video"] = write_video(out / f"episode_{e:03d}.mp4", result, arm.control_hz)
                 episodes.append(row)
+                p50 = row["round_trip_ms"]["p50"] if result.requests else 0
                 print(f"episode {e}: {result.steps} steps, {result.stop_reason} ({result.detail}), "
-                      f"success={result.success}, round trip p50 {row['round_trip_ms']['p50'] if result.requests else 0:.1f} ms, "
+                      f"success={result.success}, round trip p50 {p50:.1f} ms, "
                       f"clamps {result.clamps}", flush=True)
                 if estop.is_set():
                     break

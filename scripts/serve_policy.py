@@ -30,7 +30,8 @@ def main(cfg: ServeConfig) -> None:
     server = PolicyServer(load_policy(cfg), cfg)
     server.start()
     m = server.metadata
-    print(f"serving {m['policy']} (chunk {m['chunk_len']}, views {m['views'] or 'any'}, image {m['image_size'] or 'any'} px) "
+    print(f"serving {m['policy']} (chunk {m['chunk_len']}, views {m['views'] or 'any'}, "
+          f"image {m['image_size'] or 'any'} px) "
           f"at {server.url}; token {'required' if server.token else 'not required (loopback only)'}; Ctrl-C stops",
           flush=True)
     server.wait()

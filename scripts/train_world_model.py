@@ -10,7 +10,8 @@
 
 Writes to out_dir: config.yaml, split.json, world_model.pt (WorldModel.load), checkpoints/ (exact
 resume: re-running the same command continues from the newest one), samples/*.mp4 (real | predicted)
-and logs/ (tensorboard --logdir out_dir/logs). Nested fields are set with dots: model.denoiser.block_out_channels=[32,64,64].
+and logs/ (tensorboard --logdir out_dir/logs). Nested fields are set with dots:
+model.denoiser.block_out_channels=[32,64,64].
 """
 from __future__ import annotations
 

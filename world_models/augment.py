@@ -32,7 +32,8 @@ def _uniform(n: int, half_width: float, generator: torch.Generator | None, cente
     return center + half_width * (2.0 * rng.rand(n, generator).cpu() - 1.0)
 
 
-def sample_style(cfg: StyleAugConfig, batch: int, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_style(cfg: StyleAugConfig, batch: int,
+                 generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Draw one colour map per clip: (M [B, 3, 3], b [B, 3]); identity for clips left alone."""
     eye = torch.eye(3).expand(batch, 3, 3)
     # draw every parameter even when disabled or skipped, so the random stream does not depend on it

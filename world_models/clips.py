@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -70,8 +70,8 @@ def check_weights(source_weights: Mapping[str, float], failure_weight: float) ->
 
 def _is_weight(w: object) -> bool:
     # bool is an int subclass; `policy: true` is a typo, not a weight
-    return isinstance(w, (int, float, np.integer, np.floating)) and not isinstance(w, (bool, np.bool_)) \
-        and math.isfinite(w) and w >= 0
+    return bool(isinstance(w, (int, float, np.integer, np.floating)) and not isinstance(w, (bool, np.bool_))
+                and math.isfinite(w) and w >= 0)
 
 
 def split_episodes(n: int, holdout_fraction: float, seed: int, holdout_min: int = 1) -> tuple[list[int], list[int]]:

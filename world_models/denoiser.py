@@ -1,6 +1,7 @@
 """Action-conditioned EDM denoiser predicting the next K frames jointly (DIAMOND-style, pixel space).
 
-    D(x_sigma; sigma, context, anchor, actions) = c_skip(sigma) x_sigma + c_out(sigma) F(c_in(sigma) x_sigma, c_noise(sigma), ...)
+    D(x_sigma; sigma, context, anchor, actions)
+        = c_skip(sigma) x_sigma + c_out(sigma) F(c_in(sigma) x_sigma, c_noise(sigma), ...)
 
 F is a `diffusers.UNet2DModel`. Its input stacks, along channels, for a batch of B clips:
 
@@ -124,7 +125,8 @@ class Denoiser(nn.Module):
             planes,
         ], dim=1)
         emb = self.action_mlp(actions.reshape(B, -1).to(noisy))
-        f = self.unet(x, self.c_noise(sigma) * self.cfg.noise_embed_scale, class_labels=emb).sample
+        # mypy cannot see nn.Module.__call__ through diffusers' ModelMixin
+        f = self.unet(x, self.c_noise(sigma) * self.cfg.noise_embed_scale, class_labels=emb).sample  # type: ignore[operator]
         x0 = self.c_skip(s) * noisy.reshape(B, K * ch, H, W) + self.c_out(s) * f
         return x0.reshape(B, K, ch, H, W)
 

@@ -110,8 +110,9 @@ class WorldModelObjective(nn.Module):
         succ_loss = done_loss = target.new_zeros(())
         for frames in inputs:
             s_logit, d_logit = head(frames, batch["anchor"])
-            succ_loss = succ_loss + F.binary_cross_entropy_with_logits(s_logit, batch["success"], pos_weight=pw_s) / len(inputs)
-            done_loss = done_loss + F.binary_cross_entropy_with_logits(d_logit, batch["done"], pos_weight=pw_d) / len(inputs)
+            bce = F.binary_cross_entropy_with_logits
+            succ_loss = succ_loss + bce(s_logit, batch["success"], pos_weight=pw_s) / len(inputs)
+            done_loss = done_loss + bce(d_logit, batch["done"], pos_weight=pw_d) / len(inputs)
         total = denoise + self.head_weight * (succ_loss + done_loss)
         return {"loss": total, "denoise": denoise.detach(), "success_bce": succ_loss.detach(),
                 "done_bce": done_loss.detach(), "mse": per_clip.mean().detach()}

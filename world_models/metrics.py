@@ -34,6 +34,7 @@ def ssim_per_frame(pred: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
     p, r = _per_frame_views(pred), _per_frame_views(real)
     v = pred.shape[-3] // 3
     out = structural_similarity_index_measure(p, r, data_range=1.0, reduction="none")
+    assert isinstance(out, torch.Tensor)  # a tuple only with return_full_image/return_contrast_sensitivity
     return out.reshape(*pred.shape[:-3], v).mean(-1)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from envs.atomic import atomic_torch_save
 from world_models.denoiser import Denoiser, DenoiserConfig
 from world_models.heads import HeadConfig, SuccessDoneHead
 from world_models.sampler import Sampler, SamplerConfig
@@ -35,7 +36,7 @@ class WorldModelConfig:
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
 
     @staticmethod
-    def from_dict(d: dict) -> "WorldModelConfig":
+    def from_dict(d: dict) -> WorldModelConfig:
         den = dict(d["denoiser"])
         den.setdefault("residual_to", "last")  # checkpoints from before the switch were all relative to the last frame
         return WorldModelConfig(views=list(d["views"]), denoiser=DenoiserConfig(**den),
@@ -65,7 +66,8 @@ class WorldModel(nn.Module):
 
     def set_scheduler(self, scheduler: str, steps: int | None = None) -> None:
         """Swap the sampling scheduler (see world_models.sampler.SCHEDULERS) without touching weights."""
-        sc = dataclasses.replace(self.cfg.sampler, scheduler=scheduler, steps=self.cfg.sampler.steps if steps is None else steps)
+        sc = dataclasses.replace(self.cfg.sampler, scheduler=scheduler,
+                                 steps=self.cfg.sampler.steps if steps is None else steps)
         self.sampler = Sampler(sc)
         self.cfg = dataclasses.replace(self.cfg, sampler=sc)
 
@@ -134,16 +136,13 @@ class WorldModel(nn.Module):
 
     # ---------------------------------------------------------------- persistence
     def save(self, path: str | os.PathLike) -> None:
-        """Write config + weights atomically (temporary file, then os.replace)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
+        """Write config + weights atomically (envs.atomic)."""
         state = {k: v.detach().cpu() for k, v in self.state_dict().items()}
-        torch.save({"format": _FORMAT, "version": _VERSION, "config": asdict(self.cfg), "state_dict": state}, tmp)
-        os.replace(tmp, path)
+        atomic_torch_save(path, {"format": _FORMAT, "version": _VERSION, "config": asdict(self.cfg),
+                                 "state_dict": state})
 
     @classmethod
-    def load(cls, path: str | os.PathLike, map_location: str | torch.device = "cpu") -> "WorldModel":
+    def load(cls, path: str | os.PathLike, map_location: str | torch.device = "cpu") -> WorldModel:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"world model checkpoint {path} not found")

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+from envs.atomic import atomic_torch_save
 
 _FORMAT = "wm-vla-rl/state_reward"
 SCALE = 10.0  # metres -> decimetres: inputs and targets of order 1
@@ -85,7 +86,8 @@ class StateReward(nn.Module):
                              f"{tuple(state.shape)} and {tuple(next_states.shape)}")
         eef, grip = state[:, :3], state[:, 6:8]
         x = torch.cat([(obj - eef) * SCALE, lift[:, None] * SCALE, grip * SCALE, grasped[:, None].float(),
-                       ((next_states[..., :3] - eef[:, None]) * SCALE).flatten(1), (next_states[..., 6:8] * SCALE).flatten(1)], 1)
+                       ((next_states[..., :3] - eef[:, None]) * SCALE).flatten(1),
+                       (next_states[..., 6:8] * SCALE).flatten(1)], 1)
         out = self.object_net(x).view(B, K, 4)
         # Why this form: a held object moves with the hand. Step j carries it by the hand's step times the
         # probability that it is held then; the net adds only what the hand does not explain (a drop, a slip).
@@ -99,14 +101,10 @@ class StateReward(nn.Module):
         return self.success_net(success_features(obj, target, lift, grip, grasped))[..., 0]
 
     def save(self, path: str | os.PathLike) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        torch.save({"format": _FORMAT, "config": asdict(self.cfg), "state_dict": self.state_dict()}, tmp)
-        os.replace(tmp, path)
+        atomic_torch_save(path, {"format": _FORMAT, "config": asdict(self.cfg), "state_dict": self.state_dict()})
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "StateReward":
+    def load(cls, path: str | os.PathLike) -> StateReward:
         try:
             blob = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as err:  # torch's own text for random bytes advises weights_only=False: not here
@@ -119,7 +117,7 @@ class StateReward(nn.Module):
 
 
 @torch.no_grad()
-def track(model: StateReward, ep: "LabelledEpisode", t0: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def track(model: StateReward, ep: LabelledEpisode, t0: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Carry the object chunk by chunk along an episode's recorded robot states from row t0 (its recorded
     object as the start), as imagination does with predicted ones: (object positions [N, 3], success
     probabilities [N]) for rows t0+1 .. t0+N, N = the whole chunks that fit."""
@@ -129,12 +127,14 @@ def track(model: StateReward, ep: "LabelledEpisode", t0: int = 0) -> tuple[np.nd
     objs, probs = [], []
     for t in range(t0, len(ep.state) - K, K):
         states = torch.as_tensor(ep.state[t + 1:t + K + 1], dtype=torch.float32)[None]
-        nxt, g = model.object_step(obj, obj[:, 2] - z0, grasped, torch.as_tensor(ep.state[t], dtype=torch.float32)[None], states)
+        state = torch.as_tensor(ep.state[t], dtype=torch.float32)[None]
+        nxt, g = model.object_step(obj, obj[:, 2] - z0, grasped, state, states)
         held = (torch.sigmoid(g) > 0.5).float()
         target = torch.as_tensor(ep.target_pos[t + 1:t + K + 1], dtype=torch.float32)[None]
         p = torch.sigmoid(model.success_logit(nxt, target, nxt[..., 2] - z0, states[..., 6:8], held))
         obj, grasped = nxt[:, -1], held[:, -1]
-        objs.append(nxt[0].numpy()), probs.append(p[0].numpy())
+        objs.append(nxt[0].numpy())
+        probs.append(p[0].numpy())
     if not objs:
         return np.zeros((0, 3), np.float32), np.zeros(0, np.float32)
     return np.concatenate(objs), np.concatenate(probs)
@@ -181,7 +181,8 @@ class LabelledEpisode:
 
 def object_pairs(episodes: list[LabelledEpisode], K: int) -> dict[str, torch.Tensor]:
     """Chunk samples over every row t with a successor: inputs at t, targets at t+1..t+K, mask [N, K]."""
-    cols: dict[str, list] = {k: [] for k in ("obj", "lift", "grasped", "state", "next", "target_obj", "target_grasp", "mask")}
+    keys = ("obj", "lift", "grasped", "state", "next", "target_obj", "target_grasp", "mask")
+    cols: dict[str, list] = {k: [] for k in keys}
     for e in episodes:
         T = len(e.state)
         lift = e.object_pos[:, 2] - e.object_pos[0, 2]
@@ -205,8 +206,11 @@ def success_rows(episodes: list[LabelledEpisode]) -> dict[str, torch.Tensor]:
     (success[t - 1]; row 0: the start, never solved)."""
     obj, target, lift, grip, grasped, label = [], [], [], [], [], []
     for e in episodes:
-        obj.append(e.object_pos), target.append(e.target_pos), grip.append(e.state[:, 6:8])
-        lift.append(e.object_pos[:, 2] - e.object_pos[0, 2]), grasped.append(e.grasped.astype(np.float32))
+        obj.append(e.object_pos)
+        target.append(e.target_pos)
+        grip.append(e.state[:, 6:8])
+        lift.append(e.object_pos[:, 2] - e.object_pos[0, 2])
+        grasped.append(e.grasped.astype(np.float32))
         label.append(np.concatenate([[False], np.asarray(e.success[:-1], bool)]).astype(np.float32))
     return {k: torch.as_tensor(np.concatenate(v).astype(np.float32)) for k, v in
             (("obj", obj), ("target", target), ("lift", lift), ("grip", grip), ("grasped", grasped), ("label", label))}
@@ -235,7 +239,8 @@ def fit_state_reward(episodes: list[LabelledEpisode], cfg: StateRewardConfig | N
         grasp_err = F.binary_cross_entropy_with_logits(grasp_logit, pairs["target_grasp"][i], reduction="none")
         obj_loss = ((pos_err + grasp_err) * m).sum() / m.sum().clamp_min(1.0)
         j = torch.randint(0, len(rows["obj"]), (min(cfg.batch_size, len(rows["obj"])),), generator=gen)
-        logit = model.success_logit(rows["obj"][j], rows["target"][j], rows["lift"][j], rows["grip"][j], rows["grasped"][j])
+        logit = model.success_logit(rows["obj"][j], rows["target"][j], rows["lift"][j], rows["grip"][j],
+                                    rows["grasped"][j])
         succ_loss = F.binary_cross_entropy_with_logits(logit, rows["label"][j], pos_weight=pos_weight)
         opt.zero_grad()
         (obj_loss + succ_loss).backward()

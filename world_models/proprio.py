@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
+
+from envs.atomic import atomic_torch_save
 
 _FORMAT = "wm-vla-rl/proprio_model"
 
@@ -36,6 +37,11 @@ class ProprioConfig:
 
 class ProprioModel(nn.Module):
     """state [B, S] + actions [B, K, A] -> states after each action [B, K, S]."""
+
+    # buffers (register_buffer): normalisation statistics
+    state_mean: torch.Tensor
+    state_std: torch.Tensor
+    delta_std: torch.Tensor
 
     def __init__(self, cfg: ProprioConfig):
         super().__init__()
@@ -67,14 +73,10 @@ class ProprioModel(nn.Module):
         return self.forward(state.float(), actions.float())
 
     def save(self, path: str | os.PathLike) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        torch.save({"format": _FORMAT, "config": asdict(self.cfg), "state_dict": self.state_dict()}, tmp)
-        os.replace(tmp, path)
+        atomic_torch_save(path, {"format": _FORMAT, "config": asdict(self.cfg), "state_dict": self.state_dict()})
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "ProprioModel":
+    def load(cls, path: str | os.PathLike) -> ProprioModel:
         blob = torch.load(path, map_location="cpu", weights_only=True)
         if not isinstance(blob, dict) or blob.get("format") != _FORMAT:
             raise ValueError(f"{path} is not a proprio model checkpoint written by ProprioModel.save")
@@ -104,7 +106,8 @@ def chunk_pairs(states: list[np.ndarray], actions: list[np.ndarray], K: int) -> 
             np.asarray(masks, np.float32))
 
 
-def fit_proprio(states: list[np.ndarray], actions: list[np.ndarray], cfg: ProprioConfig | None = None) -> tuple[ProprioModel, list[float]]:
+def fit_proprio(states: list[np.ndarray], actions: list[np.ndarray],
+                cfg: ProprioConfig | None = None) -> tuple[ProprioModel, list[float]]:
     """Train a `ProprioModel` on episodes (state [T, S], action [T, A] each); returns (model, losses)."""
     cfg = cfg or ProprioConfig()
     s0, acts, targets, masks = (torch.from_numpy(a) for a in chunk_pairs(states, actions, cfg.chunk_len))

@@ -47,8 +47,15 @@ from tqdm import tqdm
 
 from envs.dataset import encode_video
 from world_models.augment import StyleAugConfig, augment_clip
-from world_models.clips import (ClipConfig, ClipSampler, episode_weights, load_episodes, split_episodes,
-                                to_model_frames, to_uint8)
+from world_models.clips import (
+    ClipConfig,
+    ClipSampler,
+    episode_weights,
+    load_episodes,
+    split_episodes,
+    to_model_frames,
+    to_uint8,
+)
 from world_models.losses import BootstrapConfig, WorldModelObjective, bootstrap_context, draw_noise, noise_context
 from world_models.metrics import psnr_per_frame
 from world_models.model import WorldModel, WorldModelConfig
@@ -197,7 +204,8 @@ class Trainer:
             # a YAML read elsewhere (one's own OmegaConf.load) still turns it into "False"
             hint = " (YAML reads a bare no as false: quote it, mixed_precision: 'no')" \
                 if str(cfg.mixed_precision).lower() == "false" else ""
-            raise ValueError(f"mixed_precision: expected one of {list(MIXED_PRECISION)}, got {cfg.mixed_precision!r}{hint}")
+            raise ValueError(f"mixed_precision: expected one of {list(MIXED_PRECISION)}, "
+                             f"got {cfg.mixed_precision!r}{hint}")
         self.acc = accelerator or Accelerator(mixed_precision=cfg.mixed_precision, log_with="tensorboard",
                                               project_dir=str(self.out / "logs"))
         set_seed(cfg.seed)

@@ -152,7 +152,7 @@ def config_from_info(info: dict[str, Any]) -> DatasetConfig:
     sizes = {tuple(v["shape"][:2]) for v in videos.values()}
     if len(sizes) > 1:
         raise ValueError(f"info.json: views have different image sizes {sorted(sizes)}; expected one (H, W)")
-    first = next(iter(videos.values()), {"shape": DatasetConfig.image_size, "info": {}})
+    first: dict[str, Any] = next(iter(videos.values()), {"shape": DatasetConfig.image_size, "info": {}})
     video_info = first["info"]
     try:
         return DatasetConfig(

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -58,7 +59,8 @@ class EpisodeDataset:
         self.info: dict[str, Any] = read_json(info_path)
         version = self.info.get("codebase_version")
         if version != CODEBASE_VERSION:
-            raise ValueError(f"{info_path}: codebase_version {version!r} is not supported; expected {CODEBASE_VERSION!r}")
+            raise ValueError(f"{info_path}: codebase_version {version!r} is not supported; "
+                             f"expected {CODEBASE_VERSION!r}")
         self._config = config_from_info(self.info)
         self._rows = [self._read_episode_row(i) for i in range(int(self.info["total_episodes"]))]
         self._meta = [self._meta_of(i, row) for i, row in enumerate(self._rows)]

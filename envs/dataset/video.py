@@ -1,4 +1,4 @@
-"""MP4 encode/decode of uint8 RGB frame stacks with PyAV, and the atomic file writes the dataset uses.
+"""MP4 encode/decode of uint8 RGB frame stacks with PyAV (videos are written atomically: envs.atomic).
 
 Two encoders are supported:
 
@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
-from contextlib import contextmanager
 from fractions import Fraction
-from pathlib import Path
-from typing import Iterator
 
 import av
 import numpy as np
+
+from envs.atomic import atomic_file
 
 # config name -> (PyAV encoder name, encoder input pix_fmt, pix_fmt a decoder reports for the stream)
 VIDEO_CODECS: dict[str, tuple[str, str, str]] = {
@@ -27,11 +25,6 @@ VIDEO_CODECS: dict[str, tuple[str, str, str]] = {
     "h264": ("libx264", "yuv420p", "yuv420p"),
 }
 
-
-# mkstemp creates 0600 files; dataset files should get the usual 0666 & ~umask like open() would give.
-_UMASK = os.umask(0)
-os.umask(_UMASK)
-FILE_MODE = 0o666 & ~_UMASK
 
 
 class VideoDecodeError(ValueError):
@@ -74,9 +67,9 @@ def encode_video(path: str | os.PathLike, frames: np.ndarray, fps: float, codec:
     else:
         options = {"crf": str(int(crf))}
 
-    with atomic_file(path) as tmp_name:
+    with atomic_file(path) as tmp:
         # format="mp4" explicitly: the temporary name does not end in .mp4.
-        with av.open(tmp_name, mode="w", format="mp4") as container:
+        with av.open(str(tmp), mode="w", format="mp4") as container:
             stream = container.add_stream(encoder, rate=rate)
             stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
             stream.time_base = 1 / rate
@@ -107,58 +100,6 @@ def decode_video(path: str | os.PathLike) -> np.ndarray:
     if not images:
         raise VideoDecodeError(f"{path}: video stream holds no frames")
     return np.stack(images)
-
-
-def fsync_file(path: str | os.PathLike) -> None:
-    """Flush a file's data to disk (so a rename after it cannot expose an empty file after a crash)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_dir(path: str | os.PathLike) -> None:
-    """Persist directory entries (renames); a no-op where directories cannot be opened (Windows)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse fsync on directories; the rename itself is still atomic
-    finally:
-        os.close(fd)
-
-
-@contextmanager
-def atomic_file(path: str | os.PathLike) -> Iterator[str]:
-    """Yield a temporary name beside `path`; on success it is fsynced and renamed onto `path`.
-
-    `path` holds either its old content or the complete new one, never a partial file; on an
-    exception the temporary file is removed and `path` is untouched.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        yield tmp
-        os.chmod(tmp, FILE_MODE)
-        fsync_file(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
-
-
-def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
-    """`path` holds either the old or the new bytes (see `atomic_file`)."""
-    with atomic_file(path) as tmp:
-        Path(tmp).write_bytes(data)
 
 
 def sha256_file(path: str | os.PathLike) -> str:

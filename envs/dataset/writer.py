@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from envs.atomic import atomic_write_bytes
 from envs.dataset.episode import Episode
 from envs.dataset.layout import (
     CODEBASE_VERSION,
@@ -45,7 +46,7 @@ from envs.dataset.stats import (
     stats_to_json,
     unflatten_stats,
 )
-from envs.dataset.video import encode_video, sha256_file, write_bytes_atomic
+from envs.dataset.video import encode_video, sha256_file
 
 try:  # advisory lock against two writers appending at once; POSIX only
     import fcntl
@@ -64,6 +65,13 @@ class EpisodeWriter:
     Opening an existing dataset takes its config from meta/info.json; a passed `config` must match it.
     Holds an advisory lock on meta/.writer.lock until `close()` (or the end of a `with` block).
     """
+
+    # set by _create or _open_existing; updated by each committed append
+    _config: DatasetConfig
+    _total_episodes: int
+    _total_frames: int
+    _tasks: list[str]
+    _stats: dict[str, dict[str, np.ndarray]]
 
     def __init__(self, root: str | os.PathLike, config: DatasetConfig | None = None):
         self.root = Path(root)
@@ -182,8 +190,8 @@ class EpisodeWriter:
         self._config = config
         self._total_episodes = self._total_frames = 0
         self._remove_uncommitted()  # temp files of an interrupted earlier creation
-        self._tasks: list[str] = []
-        self._stats: dict[str, dict[str, np.ndarray]] = {}
+        self._tasks = []
+        self._stats = {}
         _write_parquet_atomic(tasks_table([]), self.root / TASKS_PATH)
         _write_json_atomic(self.root / STATS_PATH, {})
         self._write_info(build_info(config, total_episodes=0, total_frames=0, total_tasks=0))
@@ -241,7 +249,7 @@ class EpisodeWriter:
                 match = _EPISODE_FILE.search(rel)
                 is_tmp = path.name.startswith(".") and path.name.endswith(".tmp")
                 is_episode_file = match is not None and (top != "meta" or rel.startswith("meta/episodes/"))
-                if is_episode_file:
+                if is_episode_file and match is not None:
                     index = int(match.group(1)) * self._config.chunks_size + int(match.group(2))
                     if index < self._total_episodes:
                         continue
@@ -317,12 +325,12 @@ def _write_parquet_atomic(table: pa.Table, path: Path) -> str:
     # page checksums let readers that verify them detect bit rot in the episodes parquet too
     pq.write_table(table, sink, write_page_checksum=True)
     data = sink.getvalue().to_pybytes()
-    write_bytes_atomic(path, data)
+    atomic_write_bytes(path, data)
     return hashlib.sha256(data).hexdigest()
 
 
 def _write_json_atomic(path: Path, obj: Any) -> None:
-    write_bytes_atomic(path, (json.dumps(obj, indent=4) + "\n").encode())
+    atomic_write_bytes(path, (json.dumps(obj, indent=4) + "\n").encode())
 
 
 def _check_creatable(root: Path) -> None:

@@ -5,7 +5,13 @@ init states, ~100 steps); ``PerturbedExpert`` adds one labelled defect (``PERTUR
 ``run_expert_episode`` rolls either out in a raw LIBERO env with the standard protocol.
 """
 
-from envs.experts.perturbed import DEFAULT_PERTURBATIONS, PERTURBATION_KINDS, Perturbation, PerturbationKind, PerturbedExpert
+from envs.experts.perturbed import (
+    DEFAULT_PERTURBATIONS,
+    PERTURBATION_KINDS,
+    Perturbation,
+    PerturbationKind,
+    PerturbedExpert,
+)
 from envs.experts.runner import ExpertEpisodeResult, run_expert_episode
 from envs.experts.spatial import PHASES, ExpertConfig, SpatialExpert
 

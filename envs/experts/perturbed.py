@@ -88,7 +88,7 @@ class Perturbation:
 
     @property
     def label(self) -> str:
-        return self.kind.value
+        return PerturbationKind(self.kind).value  # __post_init__ made kind a PerturbationKind
 
 
 class PerturbedExpert(SpatialExpert):

@@ -7,8 +7,8 @@ Protocol (as in LIBERO's own evaluation): ``env.reset()``, ``env.set_init_state(
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -81,7 +81,8 @@ def run_expert_episode(
         raise ValueError("on_step must be callable or None")
     obs = start_episode(raw_env, state, settle_steps, reset_seed)
     expert.reset(raw_env, obs)
-    actions, phases = [], []
+    actions: list[np.ndarray] = []
+    phases: list[str] = []
     success = bool(raw_env.check_success())
     while not success and len(actions) < max_steps:
         action = expert.act(obs)

@@ -119,7 +119,10 @@ class SpatialExpert:
     so the plain expert is deterministic given the simulator state.
     """
 
-    perturbation_label = "none"
+    @property
+    def perturbation_label(self) -> str:
+        """The episode's label in the dataset: "none" for the clean expert."""
+        return "none"
 
     def __init__(self, config: ExpertConfig | None = None, rng: np.random.Generator | None = None):
         self.cfg = config or ExpertConfig()
@@ -219,12 +222,12 @@ class SpatialExpert:
             for dr in (-0.08, 0.0, 0.08):
                 for dt in (-0.03, 0.03):
                     probes.append(point + radial * dr + tangent * dt + up * h)
-        probes = np.array(probes)
+        points = np.array(probes)
         centres, rots, halves = self._boxes
         if len(centres) == 0:
-            dist = np.full(len(probes), cfg.clearance_cap)
+            dist = np.full(len(points), cfg.clearance_cap)
         else:
-            local = np.einsum("bji,pbj->pbi", rots, probes[:, None, :] - centres[None])
+            local = np.einsum("bji,pbj->pbi", rots, points[:, None, :] - centres[None])
             dist = np.linalg.norm(np.maximum(np.abs(local) - halves[None], 0.0), axis=-1).min(axis=1)
         # Capped sum: every probe near an obstacle costs, far ones are all equal. A slanted wall
         # squeezes out of vertical fingers, and rim points beyond the arm's comfortable reach
@@ -259,7 +262,7 @@ class SpatialExpert:
         shift = np.linalg.norm(obs[f"{self.bowl}_pos"] - self._plan_pos)
         axis = quat_xyzw_to_mat(obs[f"{self.bowl}_quat"])[:, 2]
         tilt = np.arccos(np.clip(axis @ self._plan_axis, -1.0, 1.0))
-        return shift > self.cfg.replan_shift or tilt > self.cfg.replan_tilt
+        return bool(shift > self.cfg.replan_shift or tilt > self.cfg.replan_tilt)
 
     # ------------------------------------------------------------------ control
     def _site_rotation(self, obs: dict) -> np.ndarray:

@@ -87,14 +87,14 @@ class RobotArm(abc.ABC):
     def _act(self, action: np.ndarray) -> dict[str, Any]:
         """Execute one action float32 [7] for one control period; return {"done": bool, "success": bool}."""
 
-    def _halt(self) -> None:
+    def _halt(self) -> None:  # noqa: B027 (an optional hook: subclasses override it where needed)
         """Make the hardware hold still now (e.g. hold the current pose, brake); default: no more commands."""
 
     def get_state(self) -> np.ndarray:
         """float32 [8] proprio; override where reading it is cheaper than a full observation."""
         return self.get_observation()["state"]
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (an optional hook: subclasses override it where needed)
         """Release the hardware or the simulator."""
 
     # ------------------------------------------------------------------ public
@@ -132,7 +132,7 @@ class RobotArm(abc.ABC):
             self._stopped, self.stop_reason = True, reason
         self._halt()
 
-    def __enter__(self) -> "RobotArm":
+    def __enter__(self) -> RobotArm:
         return self
 
     def __exit__(self, *exc) -> None:

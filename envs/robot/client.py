@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
@@ -63,10 +64,11 @@ class PolicyClient:
         headers = {"Authorization": f"Bearer {token}"} if token else None
         try:
             # proxy=None: a loopback connection must never be routed through an HTTP proxy from the environment.
-            # entered as a context manager (websockets' supported form); close() exits it
+            # entered as a context manager (websockets' supported form); close() exits it.
+            # close_timeout: a stalled server must not block close().
             self._ws: ClientConnection = connect(url, additional_headers=headers, open_timeout=open_timeout,
                                                  max_size=max_reply_bytes, compression=None, proxy=None,
-                                                 close_timeout=1.0).__enter__()  # a stalled server must not block close()
+                                                 close_timeout=1.0).__enter__()
         except InvalidStatus as e:
             code = e.response.status_code
             raise ServerUnavailable(f"{url} refused the connection: HTTP {code}"
@@ -139,7 +141,7 @@ class PolicyClient:
     def close(self) -> None:
         self._ws.close()
 
-    def __enter__(self) -> "PolicyClient":
+    def __enter__(self) -> PolicyClient:
         return self
 
     def __exit__(self, *exc) -> None:

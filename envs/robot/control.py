@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -97,15 +98,17 @@ class EpisodeResult:
     late_steps: int = 0  # steps whose tick had already passed by more than a period (no catch-up burst)
     round_trip_ms: list[float] = field(default_factory=list)
     server_infer_ms: list[float] = field(default_factory=list)
-    clamps: dict[str, int] = field(default_factory=lambda: {"workspace": 0, "translation": 0, "rotation": 0, "gripper": 0})
+    clamps: dict[str, int] = field(
+        default_factory=lambda: {"workspace": 0, "translation": 0, "rotation": 0, "gripper": 0})
     frames: list[np.ndarray] = field(default_factory=list)  # uint8 [V, H, W, 3] after every step (record=True)
     actions: list[np.ndarray] = field(default_factory=list)  # float32 [7] as sent, after the safety limits
 
     def summary(self) -> dict[str, Any]:
-        out = {k: v for k, v in asdict(self).items() if k not in ("frames", "actions", "round_trip_ms", "server_infer_ms")}
+        skip = ("frames", "actions", "round_trip_ms", "server_infer_ms")
+        out = {k: v for k, v in asdict(self).items() if k not in skip}
         for name, xs in (("round_trip_ms", self.round_trip_ms), ("server_infer_ms", self.server_infer_ms)):
-            out[name] = ({"p50": float(np.percentile(xs, 50)), "p99": float(np.percentile(xs, 99)), "max": float(max(xs))}
-                         if xs else None)
+            out[name] = ({"p50": float(np.percentile(xs, 50)), "p99": float(np.percentile(xs, 99)),
+                          "max": float(max(xs))} if xs else None)
         return out
 
 
@@ -116,7 +119,8 @@ def run_episode(arm: RobotArm, client: PolicyClient, cfg: ControlConfig | None =
     cfg, limits, estop = cfg or ControlConfig(), check_limits(limits or SafetyLimits()), estop or EmergencyStop()
     rate = cfg.rate_hz or (arm.control_hz if arm.realtime else 0.0)
     period = 1.0 / rate if rate > 0 else 0.0
-    res, queue = EpisodeResult(), []
+    res = EpisodeResult()
+    queue: list[np.ndarray] = []
     watchdog = Watchdog(lambda what: arm.stop(f"watchdog: {what}"))
     estop.on_trigger(arm.stop)
     t_start = next_tick = time.perf_counter()

@@ -20,8 +20,9 @@ from __future__ import annotations
 import importlib
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from scipy.spatial.transform import Rotation
@@ -53,7 +54,8 @@ def require_lerobot() -> Any:
     try:
         return importlib.import_module("lerobot.robots")
     except ImportError as e:
-        raise ImportError(f"LeRobotArm needs the `lerobot` package, which is not installed ({e}); {LEROBOT_HELP}") from e
+        raise ImportError(f"LeRobotArm needs the `lerobot` package, which is not installed ({e}); "
+                          f"{LEROBOT_HELP}") from e
 
 
 def state_from_ee(raw: dict[str, Any], cfg: LeRobotArmConfig) -> np.ndarray:
@@ -97,6 +99,8 @@ def square_resize(frame: np.ndarray, size: int) -> np.ndarray:
 class LeRobotArm(RobotArm):
     """`RobotArm` over a connected-or-not LeRobot robot instance (e.g. from `make_robot_from_config`)."""
 
+    config: LeRobotArmConfig
+
     def __init__(self, robot: Any, config: LeRobotArmConfig,
                  observation_fn: Callable[[dict], dict] | None = None,
                  action_fn: Callable[[dict, dict], dict] | None = None):
@@ -106,9 +110,11 @@ class LeRobotArm(RobotArm):
             raise TypeError(f"robot: expected a lerobot.robots.Robot, got {type(robot).__name__}")
         missing = [v for v in config.views if v not in config.cameras]
         if missing:
-            raise ValueError(f"cameras: no LeRobot camera given for view(s) {missing}; e.g. cameras={{'agentview': 'front'}}")
+            raise ValueError(f"cameras: no LeRobot camera given for view(s) {missing}; "
+                             "e.g. cameras={'agentview': 'front'}")
         if not config.instruction:
-            raise ValueError("instruction: a real arm does not know its task; set the instruction to send to the policy")
+            raise ValueError("instruction: a real arm does not know its task; "
+                             "set the instruction to send to the policy")
         self.robot, self.control_hz = robot, config.control_hz
         self._observation_fn = observation_fn or (lambda raw: raw)
         self._action_fn = action_fn or (lambda ee, raw: ee)

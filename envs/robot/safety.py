@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 import numpy as np
 
@@ -50,9 +50,11 @@ def check_limits(limits: SafetyLimits) -> SafetyLimits:
     """Validate a SafetyLimits; ValueError naming the field."""
     lo, hi = np.asarray(limits.workspace_min, float), np.asarray(limits.workspace_max, float)
     if lo.shape != (3,) or hi.shape != (3,):
-        raise ValueError(f"workspace_min/workspace_max: expected 3 values (x, y, z) each, got {lo.tolist()}, {hi.tolist()}")
+        raise ValueError("workspace_min/workspace_max: expected 3 values (x, y, z) each, "
+                         f"got {lo.tolist()}, {hi.tolist()}")
     if not np.all(lo < hi):
-        raise ValueError(f"workspace_min: must be below workspace_max on every axis, got {lo.tolist()} vs {hi.tolist()}")
+        raise ValueError("workspace_min: must be below workspace_max on every axis, "
+                         f"got {lo.tolist()} vs {hi.tolist()}")
     for name in ("pos_scale", "rot_scale", "max_translation", "max_rotation"):
         value = getattr(limits, name)
         if not (np.isfinite(value) and value > 0):
@@ -147,7 +149,7 @@ class EmergencyStop:
         self.reason = ""
 
     @contextmanager
-    def sigint(self) -> Iterator["EmergencyStop"]:
+    def sigint(self) -> Iterator[EmergencyStop]:
         """Within the block, the first Ctrl-C triggers the stop, a second one raises KeyboardInterrupt."""
         if threading.current_thread() is not threading.main_thread():
             yield self  # signal handlers can only be installed from the main thread

@@ -35,6 +35,7 @@ class SimArm(RobotArm):
 
     realtime = False
     control_hz = 20.0  # LIBERO's control_freq: one action = 50 ms of simulated time
+    config: SimArmConfig
 
     def __init__(self, config: SimArmConfig | None = None):
         super().__init__(config or SimArmConfig())
@@ -49,7 +50,8 @@ class SimArm(RobotArm):
         self._done = True
         self.success = False
 
-    def _start_episode(self, init_state_id: int | None = None, seed: int | None = None) -> None:
+    # narrower than RobotArm's **options on purpose: an unknown option is a TypeError
+    def _start_episode(self, init_state_id: int | None = None, seed: int | None = None) -> None:  # type: ignore[override]
         cfg: SimArmConfig = self.config
         init = cfg.init_state_id if init_state_id is None else init_state_id
         self._obs, _ = self.env.reset(seed=cfg.seed if seed is None else seed, options={"init_state_id": int(init)})

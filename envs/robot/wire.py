@@ -102,7 +102,7 @@ def _arrays(obj: Any, path: str, depth: int, max_depth: int) -> Any:
     return obj
 
 
-def unpack(data: bytes, limits: WireLimits | None = None) -> Any:
+def unpack(data: object, limits: WireLimits | None = None) -> Any:
     """Decode msgpack bytes into Python objects with numpy arrays; RequestError on anything malformed."""
     limits = limits or WireLimits()
     if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -155,8 +155,10 @@ def parse_request(msg: Any, limits: WireLimits | None = None) -> tuple[dict[str,
         raise RequestError("image", f"expected dtype uint8 (0-255 pixels), got {image.dtype}")
     _, V, H, W, C = image.shape
     if C != 3 or not 1 <= V <= limits.max_views:
-        raise RequestError("image", f"expected [V, H, W, 3] with 1 <= V <= {limits.max_views}, got {list(image.shape[1:])}")
-    if not (limits.min_image_side <= H <= limits.max_image_side and limits.min_image_side <= W <= limits.max_image_side):
+        raise RequestError("image", f"expected [V, H, W, 3] with 1 <= V <= {limits.max_views}, "
+                                    f"got {list(image.shape[1:])}")
+    if not (limits.min_image_side <= H <= limits.max_image_side
+            and limits.min_image_side <= W <= limits.max_image_side):
         raise RequestError("image", f"height and width must be in [{limits.min_image_side}, {limits.max_image_side}], "
                                     f"got {H}x{W}", "too_large" if max(H, W) > limits.max_image_side else "bad_request")
     state, state_batched = _batched("state", msg["state"], 1, limits)

@@ -71,7 +71,8 @@ def protocol_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("reward_signal")
     _episodes(root / "data", "expert", "", {t: True for t in range(5)}, init=0)
     torch.manual_seed(0)
-    d = DenoiserConfig(image_size=H, channels=3, context_frames=2, chunk_len=K, block_out_channels=[8, 16], norm_num_groups=4)
+    d = DenoiserConfig(image_size=H, channels=3, context_frames=2, chunk_len=K, block_out_channels=[8, 16],
+                       norm_num_groups=4)
     wm = WorldModel(WorldModelConfig(views=["agentview"], denoiser=d))
     with torch.no_grad():
         wm.head.out.weight.zero_()
@@ -80,7 +81,8 @@ def protocol_root(tmp_path_factory):
     wm.save(root / "world_model" / "world_model.pt")
     (root / "world_model" / "calibration.json").write_text("{}")
     (root / "bc").mkdir()
-    VLAPolicy(VLAConfig(views=["agentview"], image_size=H, chunk_len=K, conv_channels=[8, 8])).save(root / "bc" / "policy.pt")
+    policy = VLAPolicy(VLAConfig(views=["agentview"], image_size=H, chunk_len=K, conv_channels=[8, 8]))
+    policy.save(root / "bc" / "policy.pt")
     return root
 
 

@@ -367,14 +367,14 @@ def test_interrupted_creation_can_be_redone(tmp_path: Path, monkeypatch: pytest.
 def test_killed_at_any_write_leaves_a_valid_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Crash at each file write of an append in turn; every time the dataset stays consistent."""
     episodes = make_episodes()
-    real_bytes, real_video = writer_module.write_bytes_atomic, writer_module.encode_video
+    real_bytes, real_video = writer_module.atomic_write_bytes, writer_module.encode_video
     n_writes = 7  # data, 2 videos, episodes row, tasks (new task), stats, info
     for crash_at in range(n_writes):
         root = tmp_path / f"crash{crash_at}"
         write(root, episodes[:1])
         calls = []
 
-        def counted(real):
+        def counted(real, calls=calls, crash_at=crash_at):
             def wrapper(*args, **kwargs):
                 calls.append(args[0])
                 if len(calls) > crash_at:
@@ -384,7 +384,7 @@ def test_killed_at_any_write_leaves_a_valid_dataset(tmp_path: Path, monkeypatch:
                 return real(*args, **kwargs)
             return wrapper
 
-        monkeypatch.setattr(writer_module, "write_bytes_atomic", counted(real_bytes))
+        monkeypatch.setattr(writer_module, "atomic_write_bytes", counted(real_bytes))
         monkeypatch.setattr(writer_module, "encode_video", counted(real_video))
         writer = EpisodeWriter(root)
         with pytest.raises(KeyboardInterrupt):

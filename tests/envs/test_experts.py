@@ -153,7 +153,8 @@ def test_near_miss_offsets_are_drawn_around_the_clean_plan(task0_env):
         sizes.append(float(np.linalg.norm(offset)))
         assert expert.cfg.max_regrasps == 0 and expert._azimuth == clean._azimuth  # the plan is the clean one
         point, _, _ = expert._grasp_frame(env.raw_obs, expert._azimuth)
-        np.testing.assert_allclose(point[:2] - clean._grasp_frame(env.raw_obs, clean._azimuth)[0][:2], offset, atol=1e-4)
+        clean_point = clean._grasp_frame(env.raw_obs, clean._azimuth)[0]
+        np.testing.assert_allclose(point[:2] - clean_point[:2], offset, atol=1e-4)
     assert max(sizes) <= 0.025 + 1e-4 and max(sizes) > 0.01 and min(sizes) < max(sizes) / 2  # uniform in [0, 2.5 cm]
 
 

@@ -105,7 +105,8 @@ def test_all_five_suites_resolve_tasks():
 
 
 def test_fast_render_xml_keeps_geometry():
-    xml = '<mujoco><asset><material name="m" reflectance="0.5"/></asset><worldbody><geom size="1"/></worldbody></mujoco>'
+    xml = ('<mujoco><asset><material name="m" reflectance="0.5"/></asset>'
+           '<worldbody><geom size="1"/></worldbody></mujoco>')
     out = libero_suites.fast_render_xml(xml)
     assert 'offsamples="0"' in out and 'reflectance="0"' in out and '<geom size="1"' in out
 

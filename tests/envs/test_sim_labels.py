@@ -16,8 +16,7 @@ pytest.importorskip("libero.libero")
 
 from envs.collection import PlanItem, record_episode  # noqa: E402
 from envs.dataset import DatasetConfig, EpisodeDataset, EpisodeWriter  # noqa: E402
-from envs.label_collection import (LabelCollectConfig, collect_labels, load_labelled, make_plan,  # noqa: E402
-                                    read_episode, validate)
+from envs.label_collection import LabelCollectConfig, collect_labels, load_labelled, make_plan, read_episode, validate  # noqa: E402
 from envs.libero_env import LiberoEnv, LiberoEnvConfig  # noqa: E402
 from envs.outcome import LIFT_M  # noqa: E402
 from envs.sim_labels import label_dataset, label_path, read_sim_labels, replay_env, replay_episode  # noqa: E402
@@ -65,7 +64,8 @@ def test_replayed_labels_follow_the_recorded_episode(recorded):
     assert stats["max_state_diff"] < 1e-4
     labels = read_sim_labels(root, 0)
     T = len(episode)
-    assert labels["object_pos"].shape == (T, 3) and labels["target_pos"].shape == (T, 3) and labels["grasped"].shape == (T,)
+    assert labels["object_pos"].shape == (T, 3) and labels["target_pos"].shape == (T, 3)
+    assert labels["grasped"].shape == (T,)
     assert labels["info"]["objects"] == [BOWL, "plate_1"] and labels["info"]["length"] == T
     # row t: where the bowl was when the recording env was given action t (the row convention, replayed exactly)
     np.testing.assert_allclose(labels["object_pos"], bowl_rows, atol=1e-5)

@@ -19,7 +19,7 @@ def test_vector_env_two_workers():
         assert obs["image"].shape == (2, 1, 64, 64, 3) and obs["state"].shape == (2, 8)
         assert list(info["init_state_id"]) == [4, 7] and list(info["task_id"]) == [0, 3]
         assert obs["instruction"][0] != obs["instruction"][1]
-        for step in range(2):
+        for _ in range(2):
             obs, reward, term, trunc, info = venv.step(np.zeros((2, 8, 7), np.float32))
         assert trunc.all() and not term.any() and reward.shape == (2,)
         with pytest.raises(ValueError, match="one per env"):

@@ -18,7 +18,8 @@ H, K = 16, 4
 
 def _wm() -> WorldModel:
     torch.manual_seed(0)
-    d = DenoiserConfig(image_size=H, channels=3, context_frames=2, chunk_len=K, block_out_channels=[8, 16], norm_num_groups=4)
+    d = DenoiserConfig(image_size=H, channels=3, context_frames=2, chunk_len=K, block_out_channels=[8, 16],
+                       norm_num_groups=4)
     return WorldModel(WorldModelConfig(views=["agentview"], denoiser=d))
 
 

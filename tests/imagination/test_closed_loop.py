@@ -8,8 +8,15 @@ import pytest
 import torch
 
 from envs.dataset import DatasetConfig, Episode, EpisodeWriter
-from imagination.closed_loop import (ClosedLoopConfig, branch_records, closed_loop_records, decisive_step, outcome_separation,
-                                     paired_separation, real_jobs_config)
+from imagination.closed_loop import (
+    ClosedLoopConfig,
+    branch_records,
+    closed_loop_records,
+    decisive_step,
+    outcome_separation,
+    paired_separation,
+    real_jobs_config,
+)
 from imagination.evaluate import EvalConfig, evaluate
 from world_models.denoiser import DenoiserConfig
 from world_models.model import WorldModel, WorldModelConfig
@@ -80,7 +87,8 @@ def setup(tmp_path_factory):
                 reward=np.zeros(T, np.float32), success=np.zeros(T, bool), instruction=f"task {task}",
                 suite="libero_spatial", task_id=task, source="expert", perturbation="", init_state_id=init))
     torch.manual_seed(0)
-    d = DenoiserConfig(image_size=H, channels=3, context_frames=2, chunk_len=K, block_out_channels=[8, 16], norm_num_groups=4)
+    d = DenoiserConfig(image_size=H, channels=3, context_frames=2, chunk_len=K, block_out_channels=[8, 16],
+                       norm_num_groups=4)
     wm = WorldModel(WorldModelConfig(views=["agentview"], denoiser=d))
     with torch.no_grad():  # a head that always says logit 2: every frame's success probability is sigmoid(2)
         wm.head.out.weight.zero_()
@@ -102,8 +110,8 @@ def setup(tmp_path_factory):
 
 
 def _cl(root) -> ClosedLoopConfig:
-    return ClosedLoopConfig(world_model=str(root / "wm.pt"), start_data=str(root / "data"), proprio=str(root / "proprio.pt"),
-                            max_steps=8, num_envs=3)
+    return ClosedLoopConfig(world_model=str(root / "wm.pt"), start_data=str(root / "data"),
+                            proprio=str(root / "proprio.pt"), max_steps=8, num_envs=3)
 
 
 @pytest.mark.libero
@@ -176,9 +184,11 @@ def _policy_data(root, policy_path: str):
 def test_branches_start_from_the_policy_own_rollouts(setup):
     policy = str(setup / "policy.pt")
     _policy_data(setup / "policy_data", policy)
-    cfg = ClosedLoopConfig(world_model=str(setup / "wm.pt"), proprio=str(setup / "proprio.pt"), max_steps=12, num_envs=2)
+    cfg = ClosedLoopConfig(world_model=str(setup / "wm.pt"), proprio=str(setup / "proprio.pt"), max_steps=12,
+                           num_envs=2)
     records = branch_records(str(setup / "policy_data"), policy, cfg, lead_steps=4, progress=False)
-    assert [(r["task_id"], r["init_state_id"], r["real_success"]) for r in records] == [(0, 0, True), (0, 1, False), (1, 0, False)]
+    assert ([(r["task_id"], r["init_state_id"], r["real_success"]) for r in records]
+            == [(0, 0, True), (0, 1, False), (1, 0, False)])
     assert all(r["start_t"] == 2 for r in records)  # 4 steps before the grasp at step 6
     np.testing.assert_allclose([r["max_success_prob"] for r in records], 1 / (1 + math.exp(-2.0)), atol=1e-3)
     fitted = ClosedLoopConfig(**{**vars(cfg), "proprio": ""})  # no proprio model given: one is fitted on the data
@@ -189,7 +199,8 @@ def test_branches_start_from_the_policy_own_rollouts(setup):
     from scripts.closed_loop_check import CheckConfig, main
 
     result = main(CheckConfig(**vars(cfg), policies=[policy],
-                              branch_data=str(setup / "policy_data"), lead_steps=4, out_dir=str(setup / "branch_check")))
+                              branch_data=str(setup / "policy_data"), lead_steps=4,
+                              out_dir=str(setup / "branch_check")))
     assert result["separation"]["all"]["jobs"] == 3 and result["separation"]["all"]["successes"] == 1
     with pytest.raises(SystemExit, match="real_results: not used with branch_data"):
         main(CheckConfig(**vars(cfg), policies=[policy], branch_data=str(setup / "policy_data"),

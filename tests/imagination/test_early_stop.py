@@ -40,7 +40,7 @@ def _same_weights(a: Policy, b: Policy) -> bool:
     return torch.equal(a.predict_action_chunk(obs), b.predict_action_chunk(obs))
 
 
-def test_rl_that_cannot_beat_the_start_stops_early_and_returns_the_start_policy(square_setup, tmp_path):
+def test_rl_that_cannot_beat_the_start_stops_early_and_returns_the_start_policy(square_setup, tmp_path):  # noqa: F811 (the fixture imported above)
     # threshold 0: every imagined episode succeeds at once, so no RL iterate can beat the start (and GRPO's
     # all-success groups do not move it either: this test is about stopping and resuming)
     cfg = replace(_config(square_setup, tmp_path / "run", iterations=6, checkpoint_every=1),
@@ -58,7 +58,7 @@ def test_rl_that_cannot_beat_the_start_stops_early_and_returns_the_start_policy(
     assert json.loads((tmp_path / "run" / "result.json").read_text())["heldout"]["best_iteration"] == 0
 
 
-def test_the_kept_policy_is_the_one_with_the_best_heldout_score(square_setup, tmp_path):
+def test_the_kept_policy_is_the_one_with_the_best_heldout_score(square_setup, tmp_path):  # noqa: F811 (the fixture imported above)
     cfg = replace(_config(square_setup, tmp_path / "run", iterations=8, checkpoint_every=4),
                   heldout=HeldoutConfig(every=2, patience=10, max_episodes=32))
     result = train_rl(cfg, progress=False)

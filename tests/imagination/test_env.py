@@ -29,7 +29,8 @@ def _episodes(n=3, T=30, seed=0):
 @pytest.fixture(scope="module")
 def models():
     torch.manual_seed(0)
-    d = DenoiserConfig(image_size=H, channels=3, context_frames=2, chunk_len=4, block_out_channels=[8, 16], norm_num_groups=4)
+    d = DenoiserConfig(image_size=H, channels=3, context_frames=2, chunk_len=4, block_out_channels=[8, 16],
+                       norm_num_groups=4)
     wm = WorldModel(WorldModelConfig(views=["agentview"], denoiser=d))
     prop = ProprioModel(ProprioConfig(chunk_len=4, hidden=32, layers=1))
     return wm, prop
@@ -131,7 +132,8 @@ def test_proprio_model_learns_integrator():
     rng = np.random.default_rng(0)
     actions = [rng.uniform(-1, 1, (60, 7)).astype(np.float32) for _ in range(7)]
     # state_{t+1} = state_t + 0.05 * action_t (first 7 dims), like the OSC controller's delta commands
-    states = [np.concatenate([np.zeros((1, 8)), np.cumsum(np.pad(0.05 * a[:-1], ((0, 0), (0, 1))), 0)]).astype(np.float32) for a in actions]
+    states = [np.concatenate([np.zeros((1, 8)), np.cumsum(np.pad(0.05 * a[:-1], ((0, 0), (0, 1))), 0)])
+              .astype(np.float32) for a in actions]
     model, losses = fit_proprio(states[:6], actions[:6], ProprioConfig(chunk_len=4, steps=600, hidden=64))
     assert losses[-1] < 0.25 * losses[0]
     s0, a, target, mask = (torch.from_numpy(x) for x in chunk_pairs(states[6:], actions[6:], 4))
@@ -157,13 +159,15 @@ def test_policy_views_show_a_subset_of_the_imagined_views(models):
     view alone, and they still come from the imagined frames after a step."""
     _, prop = models
     torch.manual_seed(0)
-    d = DenoiserConfig(image_size=H, channels=6, context_frames=2, chunk_len=4, block_out_channels=[8, 16], norm_num_groups=4)
+    d = DenoiserConfig(image_size=H, channels=6, context_frames=2, chunk_len=4, block_out_channels=[8, 16],
+                       norm_num_groups=4)
     wm2 = WorldModel(WorldModelConfig(views=["agentview", "wrist"], denoiser=d))
     rng = np.random.default_rng(1)
-    eps = [StartEpisode(rng.integers(0, 255, (30, 2, H, H, 3), dtype=np.uint8), e.state, e.action, e.instruction, e.task_id)
-           for e in _episodes()]
+    eps = [StartEpisode(rng.integers(0, 255, (30, 2, H, H, 3), dtype=np.uint8), e.state, e.action, e.instruction,
+                        e.task_id) for e in _episodes()]
     full = ImaginationVectorEnv(wm2, prop, eps, num_envs=2, config=ImaginationConfig(max_steps=20))
-    shown = ImaginationVectorEnv(wm2, prop, eps, num_envs=2, config=ImaginationConfig(max_steps=20, policy_views=["wrist"]))
+    shown = ImaginationVectorEnv(wm2, prop, eps, num_envs=2,
+                                 config=ImaginationConfig(max_steps=20, policy_views=["wrist"]))
     assert shown.single_observation_space["image"].shape == (1, H, H, 3)
     assert full.single_observation_space["image"].shape == (2, H, H, 3)
     kf = {"keyframes": [Keyframe(0, 5), Keyframe(2, 9)]}
@@ -218,7 +222,8 @@ def test_state_reward_carries_the_object_along_the_proprio_states(models, tmp_pa
         probs.append(venv.step(a)[4]["success_prob"][0])
     rows = torch.cat(states).numpy()  # the keyframe's state, then 2 chunks of predicted states
     sim = eps[1].sim
-    rec = LabelledEpisode(rows, np.repeat(sim["object_pos"][3:4], len(rows), 0), np.repeat(sim["target_pos"][3:4], len(rows), 0),
+    rec = LabelledEpisode(rows, np.repeat(sim["object_pos"][3:4], len(rows), 0),
+                          np.repeat(sim["target_pos"][3:4], len(rows), 0),
                           np.zeros(len(rows), bool), np.zeros(len(rows), bool))
     rec.object_pos[0] = sim["object_pos"][3]
     _, expected = track(StateReward.load(tmp_path / "sr.pt"), rec, 0)
@@ -234,9 +239,11 @@ def test_state_reward_needs_a_checkpoint_and_labelled_starts(models, tmp_path):
         ImaginationVectorEnv(wm, prop, _labelled(_episodes()), 1, ImaginationConfig(reward="state"))
     StateReward(StateRewardConfig(chunk_len=4, hidden=8, layers=1)).save(tmp_path / "sr.pt")
     with pytest.raises(ValueError, match="simulator labels"):
-        ImaginationVectorEnv(wm, prop, _episodes(), 1, ImaginationConfig(reward="state", state_reward=str(tmp_path / "sr.pt")))
+        ImaginationVectorEnv(wm, prop, _episodes(), 1,
+                             ImaginationConfig(reward="state", state_reward=str(tmp_path / "sr.pt")))
     StateReward(StateRewardConfig(chunk_len=8, hidden=8, layers=1)).save(tmp_path / "sr8.pt")
     with pytest.raises(ValueError, match="chunk_len"):
-        ImaginationVectorEnv(wm, prop, _labelled(_episodes()), 1, ImaginationConfig(reward="state", state_reward=str(tmp_path / "sr8.pt")))
+        ImaginationVectorEnv(wm, prop, _labelled(_episodes()), 1,
+                             ImaginationConfig(reward="state", state_reward=str(tmp_path / "sr8.pt")))
     with pytest.raises(ValueError, match="reward"):
         ImaginationVectorEnv(wm, prop, _labelled(_episodes()), 1, ImaginationConfig(reward="pixels"))

@@ -34,7 +34,7 @@ class SignPolicy(Policy):
 class FakeEnv:
     """Job succeeds after (task_id + 2) chunks if actions[..., 0] > 0, else truncates after 4 chunks."""
 
-    instances: list["FakeEnv"] = []
+    instances: list[FakeEnv] = []
 
     def __init__(self, cfg: EvalConfig, spec: ev.EnvSpec, first_tasks: list[int]):
         self.num_envs, self.spec = len(first_tasks), spec
@@ -153,7 +153,8 @@ def test_bad_configs_raise(fake, tmp_path):
     with pytest.raises(ValueError, match="action_steps"):
         run(tmp_path, action_steps=9)
     with pytest.raises(FileNotFoundError, match="checkpoint"):
-        evaluate(EvalConfig(env="fake", checkpoint=str(tmp_path / "missing.pt"), out_dir=str(tmp_path)), env_factory=FakeEnv)
+        evaluate(EvalConfig(env="fake", checkpoint=str(tmp_path / "missing.pt"), out_dir=str(tmp_path)),
+                 env_factory=FakeEnv)
 
 
 def test_unknown_env_is_rejected(tmp_path):
@@ -172,7 +173,8 @@ def test_real_libero_masked_resets_follow_the_plan(tmp_path):
                      max_steps=16, action_steps=8, videos=3, out_dir=str(tmp_path / "eval"))
     result = main(cfg)
     eps = result["episodes"]
-    assert [(e["init_state_id"], e["steps"], e["success"]) for e in eps] == [(0, 16, False), (1, 16, False), (2, 16, False)]
+    assert ([(e["init_state_id"], e["steps"], e["success"]) for e in eps]
+            == [(0, 16, False), (1, 16, False), (2, 16, False)])
     assert result["timing"]["env_steps"] == 48 and result["per_task"]["1"]["ci95"][1] < 0.6
     # 16 random steps never pick the bowl up: every failure is "never lifted" (envs.outcome)
     assert [e["outcome"] for e in eps] == ["never lifted"] * 3 and all(e["object_lift_m"] < 0.03 for e in eps)

@@ -10,8 +10,7 @@ import torch
 from envs.dataset import DatasetConfig, Episode, EpisodeWriter
 from imagination.calibrate import replay_success_prob
 from imagination.env import ImaginationConfig, ImaginationVectorEnv, StartEpisode
-from imagination.imagine import (imagine, open_imagination, open_proprio, policy_mean, recorded_actions,
-                                 recorded_ends)
+from imagination.imagine import imagine, open_imagination, open_proprio, policy_mean, recorded_actions, recorded_ends
 from imagination.keyframes import Keyframe, KeyframeConfig
 from policies.vla import VLAConfig, VLAPolicy
 from world_models.denoiser import DenoiserConfig
@@ -23,7 +22,8 @@ H, K = 16, 4
 
 def _wm(bias: float | None = None) -> WorldModel:
     torch.manual_seed(0)
-    d = DenoiserConfig(image_size=H, channels=3, context_frames=2, chunk_len=K, block_out_channels=[8, 16], norm_num_groups=4)
+    d = DenoiserConfig(image_size=H, channels=3, context_frames=2, chunk_len=K, block_out_channels=[8, 16],
+                       norm_num_groups=4)
     wm = WorldModel(WorldModelConfig(views=["agentview"], denoiser=d))
     if bias is not None:  # every frame's success probability is sigmoid(bias)
         with torch.no_grad():
@@ -38,7 +38,8 @@ def _proprio(chunk_len: int = K) -> ProprioModel:
 
 def _episodes(lengths=(9, 13, 6)) -> list[StartEpisode]:
     rng = np.random.default_rng(0)
-    return [StartEpisode(rng.integers(0, 255, (T, 1, H, H, 3), dtype=np.uint8), rng.normal(size=(T, 8)).astype(np.float32),
+    return [StartEpisode(rng.integers(0, 255, (T, 1, H, H, 3), dtype=np.uint8),
+                         rng.normal(size=(T, 8)).astype(np.float32),
                          rng.uniform(-1, 1, (T, 7)).astype(np.float32), f"task {i}", i) for i, T in enumerate(lengths)]
 
 
@@ -102,7 +103,8 @@ def test_fitted_proprio_takes_the_world_models_chunk_length_and_is_cached(files,
     stamp = cache.stat().st_mtime_ns
     again = open_imagination(files / "wm.pt", files / "data", proprio_cache=cache)
     assert cache.stat().st_mtime_ns == stamp  # loaded, not fitted again
-    assert all(torch.equal(a, b) for a, b in zip(env.proprio.state_dict().values(), again.proprio.state_dict().values()))
+    assert all(torch.equal(a, b)
+               for a, b in zip(env.proprio.state_dict().values(), again.proprio.state_dict().values()))
 
 
 def test_policy_decides_the_views_obs_show(files):
@@ -114,7 +116,8 @@ def test_policy_decides_the_views_obs_show(files):
 
 def test_imagine_pads_freezes_and_records_extras():
     wm = _wm(bias=2.0)
-    env = ImaginationVectorEnv(wm, _proprio(), _episodes(), 3, ImaginationConfig(max_steps=12, success_threshold=math.inf))
+    env = ImaginationVectorEnv(wm, _proprio(), _episodes(), 3,
+                               ImaginationConfig(max_steps=12, success_threshold=math.inf))
     batches = []
     predict = wm.predict
     wm.predict = lambda context, *a: (batches.append(len(context)), predict(context, *a))[1]
@@ -128,7 +131,8 @@ def test_imagine_pads_freezes_and_records_extras():
     assert env._frozen.tolist() == [True, True, True]
     assert run.env.tolist() == [0, 1, 0, 0] and run.step.tolist() == [0, 0, 1, 2] and run.t.tolist() == [0, 8, 4, 8]
     assert run.done.tolist() == [False, True, False, True]
-    assert torch.equal(run.extras["value"], torch.tensor([0.0, 1.0, 0.0, 0.0])) and run.extras["tag"].tolist() == [0, 10, 0, 0]
+    assert torch.equal(run.extras["value"], torch.tensor([0.0, 1.0, 0.0, 0.0]))
+    assert run.extras["tag"].tolist() == [0, 10, 0, 0]
     assert run.length.tolist() == [3, 1] and run.final_t.tolist() == [12, 12] and run.keyframes == starts
     assert run.image.shape == (4, 1, H, H, 3) and run.instruction == ["task 0", "task 1", "task 0", "task 0"]
     assert not run.success.any() and run.episode_return.tolist() == [0.0, 0.0]
@@ -139,13 +143,15 @@ def test_imagine_pads_freezes_and_records_extras():
 
 def test_imagine_ends_episodes_on_success_and_keeps_their_highest_probability():
     wm = _wm()
-    env = ImaginationVectorEnv(wm, _proprio(), _episodes(), 4, ImaginationConfig(max_steps=12, success_threshold=math.inf))
+    env = ImaginationVectorEnv(wm, _proprio(), _episodes(), 4,
+                               ImaginationConfig(max_steps=12, success_threshold=math.inf))
     run = imagine(env, policy_mean(_policy()), [Keyframe(e, 0) for e in range(3)], seed=1)
     for e in range(3):
         assert run.max_success_prob[e] == run.success_prob[run.env == e].max()
     # the highest first-chunk probability as threshold: the same first chunks (same seed) pass it once
     first = run.success_prob[run.step == 0]
-    env = ImaginationVectorEnv(wm, _proprio(), _episodes(), 4, ImaginationConfig(max_steps=12, success_threshold=float(first.max())))
+    env = ImaginationVectorEnv(wm, _proprio(), _episodes(), 4,
+                               ImaginationConfig(max_steps=12, success_threshold=float(first.max())))
     again = imagine(env, policy_mean(_policy()), [Keyframe(e, 0) for e in range(3)], seed=1)
     assert again.success[first.argmax()] and again.length[first.argmax()] == 1
     threshold = float(first.max())

@@ -30,7 +30,8 @@ def setup(tmp_path_factory):
                 suite="libero_spatial", task_id=task, source=source,
                 perturbation="noise" if source == "perturbed" else "", init_state_id=init))
     torch.manual_seed(0)
-    d = DenoiserConfig(image_size=H, channels=3, context_frames=2, chunk_len=K, block_out_channels=[8, 16], norm_num_groups=4)
+    d = DenoiserConfig(image_size=H, channels=3, context_frames=2, chunk_len=K, block_out_channels=[8, 16],
+                       norm_num_groups=4)
     WorldModel(WorldModelConfig(views=["agentview"], denoiser=d)).save(root / "wm.pt")
     ProprioModel(ProprioConfig(chunk_len=K, hidden=16, layers=1)).save(root / "proprio.pt")
     return root

@@ -37,7 +37,8 @@ def _results(path: Path, successes: dict[int, int], episodes: int = 10, video_pr
             if prob is not None:
                 records[-1]["max_success_prob"] = round(prob(task, j), 4)
             else:
-                records[-1]["outcome"] = "success" if j < s else ("never lifted" if j % 2 == 0 else "lifted, not placed")
+                failure = "never lifted" if j % 2 == 0 else "lifted, not placed"
+                records[-1]["outcome"] = "success" if j < s else failure
     for r in records[:2]:
         name = f"ep{r['index']:03d}_task{r['task_id']}_init{r['init_state_id']}.mp4"
         _video(path.parent / "videos" / name)
@@ -68,7 +69,8 @@ def _scalars(folder: Path, tags: list[str], steps: int) -> None:
 def run_dir(tmp_path: Path) -> Path:
     """A loop run: BC, a finished RL phase, an RL phase still running; two world models, one evaluated."""
     run, outside = tmp_path / "run", tmp_path / "elsewhere"
-    _csv(run / "bc" / "loss.csv", [{"step": s, "loss": 1 / s, "mse": 1 / s, "lr": 1e-3, "seconds": s} for s in (50, 100)])
+    _csv(run / "bc" / "loss.csv",
+         [{"step": s, "loss": 1 / s, "mse": 1 / s, "lr": 1e-3, "seconds": s} for s in (50, 100)])
     _scalars(run / "wm0" / "logs" / "world_model", ["train/loss", "train/mse"], 5)
     steps = 6
     ev = {"psnr": 24.5, "ssim": 0.812, "static_psnr": 21.25, "static_ssim": 0.846, "success_f1": 0.67, "done_f1": 0.5,
@@ -79,7 +81,8 @@ def run_dir(tmp_path: Path) -> Path:
     _video(run / "wm0" / "eval" / "videos" / "ep0000.mp4")
     _results(run / "eval" / "bc_real" / "results.json", {0: 6, 1: 3}, video_prefix="outputs/eval/bc_real")
     # task 0: the probability falls with j as real success does (j < 6); task 1: one probability for all
-    _results(run / "eval" / "bc_imagined" / "results.json", {0: 8, 1: 7}, prob=lambda t, j: 0.9 - 0.05 * j if t == 0 else 0.5)
+    _results(run / "eval" / "bc_imagined" / "results.json", {0: 8, 1: 7},
+             prob=lambda t, j: 0.9 - 0.05 * j if t == 0 else 0.5)
     # rl1's real evaluation lives outside the run folder (linked videos are copied in)
     _results(outside / "rl1_real" / "results.json", {0: 9, 1: 5}, video_prefix=str(outside / "rl1_real"))
     _results(run / "eval" / "rl1_imagined" / "results.json", {0: 10, 1: 10}, prob=lambda t, j: 0.7)

@@ -6,8 +6,16 @@ import numpy as np
 import pytest
 
 from imagination.closed_loop import outcome_separation
-from imagination.reward_gate import (THRESHOLD_AUC, THRESHOLD_GAP, TaskCalibration, calibration_table, gate_figures,
-                                     gate_verdict, max_calibration_gap, within_task_auc_interval)
+from imagination.reward_gate import (
+    THRESHOLD_AUC,
+    THRESHOLD_GAP,
+    TaskCalibration,
+    calibration_table,
+    gate_figures,
+    gate_verdict,
+    max_calibration_gap,
+    within_task_auc_interval,
+)
 
 # Task 0 is hard and scored high, task 1 easy and scored low; inside each task successes score higher.
 PROBS = np.array([0.9, 0.8, 0.7, 0.6, 0.4, 0.3, 0.2, 0.1])

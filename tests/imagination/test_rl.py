@@ -90,7 +90,8 @@ class _Gaussian(torch.nn.Module):
 @pytest.mark.parametrize("estimator", ["k3", "k2"])
 def test_update_skips_a_step_whose_gradient_is_not_finite(estimator):
     n, policy = 8, _Gaussian()
-    obs = {"image": np.zeros((n, 1, 4, 4, 3), np.uint8), "state": np.zeros((n, 8), np.float32), "instruction": ["x"] * n}
+    obs = {"image": np.zeros((n, 1, 4, 4, 3), np.uint8), "state": np.zeros((n, 8), np.float32),
+           "instruction": ["x"] * n}
     actions = torch.randn(n, 2, 7, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         old = policy.evaluate(obs, actions, per_dim=True)[0]

@@ -14,9 +14,9 @@ from imagination.rl import RLConfig
 from imagination.rl_training import ImagineRLConfig, exploration_log_std, per_task_success, train_rl
 from policies.base import Policy
 from policies.vla import VLAConfig, VLAPolicy
+from tests.world_models.conftest import SIZE, tiny_train_config, write_square_dataset
 from world_models.model import WorldModel
 from world_models.proprio import ProprioConfig, ProprioModel, fit_proprio
-from tests.world_models.conftest import SIZE, tiny_train_config, write_square_dataset
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,8 @@ def square_setup(tmp_path_factory):
         trainer.step()
     trainer.unwrapped().eval().save(root / "wm.pt")
     episodes = EpisodeDataset(data, verify=False)
-    proprio, _ = fit_proprio([episodes[i].state for i in range(len(episodes))], [episodes[i].action for i in range(len(episodes))],
+    proprio, _ = fit_proprio([episodes[i].state for i in range(len(episodes))],
+                             [episodes[i].action for i in range(len(episodes))],
                              ProprioConfig(chunk_len=4, hidden=32, layers=1, steps=100))
     proprio.save(root / "proprio.pt")
     torch.manual_seed(0)
@@ -53,8 +54,8 @@ def square_setup(tmp_path_factory):
 def _config(setup, out, iterations, **kw) -> ImagineRLConfig:
     data, wm, policy, proprio = setup
     return ImagineRLConfig(
-        policy=str(policy), world_model=str(wm), start_data=str(data), proprio=str(proprio), sources=[], out_dir=str(out),
-        iterations=iterations, num_groups=4, group_size=8, init_log_std=-1.0, num_threads=1, videos=1,
+        policy=str(policy), world_model=str(wm), start_data=str(data), proprio=str(proprio), sources=[],
+        out_dir=str(out), iterations=iterations, num_groups=4, group_size=8, init_log_std=-1.0, num_threads=1, videos=1,
         imagination=ImaginationConfig(max_steps=12, keyframes=KeyframeConfig(mode="start")),
         rl=RLConfig(algo="grpo", lr=3e-3, kl_coef=0.0, epochs=4, minibatch_size=32), **kw)
 
@@ -62,8 +63,9 @@ def _config(setup, out, iterations, **kw) -> ImagineRLConfig:
 def _imagined_success(setup, policy: Policy, n: int = 64) -> float:
     """Success rate of the policy's deterministic chunks from n fixed starts of the square world."""
     data, wm, _, proprio = setup
-    env = ImaginationVectorEnv(WorldModel.load(wm), ProprioModel.load(proprio), load_start_episodes(str(data), ["agentview"]),
-                               n, ImaginationConfig(max_steps=12, keyframes=KeyframeConfig(mode="start")))
+    env = ImaginationVectorEnv(WorldModel.load(wm), ProprioModel.load(proprio),
+                               load_start_episodes(str(data), ["agentview"]), n,
+                               ImaginationConfig(max_steps=12, keyframes=KeyframeConfig(mode="start")))
     obs, _ = env.reset(seed=123)
     success, alive = np.zeros(n, bool), np.ones(n, bool)
     while alive.any():

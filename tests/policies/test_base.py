@@ -21,7 +21,8 @@ def test_policy_is_abstract():
         Policy(RandomPolicyConfig())
 
 
-@pytest.mark.parametrize("make", [lambda: VLAPolicy(tiny_config()), lambda: RandomPolicy(RandomPolicyConfig(chunk_len=4))])
+@pytest.mark.parametrize("make", [lambda: VLAPolicy(tiny_config()),
+                                  lambda: RandomPolicy(RandomPolicyConfig(chunk_len=4))])
 def test_contract_shapes_and_dtypes(make):
     p, obs = make(), make_obs(batch=3)
     chunk = p.predict_action_chunk(obs)

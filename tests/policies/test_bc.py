@@ -1,4 +1,5 @@
-"""Behaviour cloning: chunk targets, augmentation, loss falls, exact resume, the script; BC beats random in real LIBERO."""
+"""Behaviour cloning: chunk targets, augmentation, loss falls, exact resume, the script; BC beats random in
+real LIBERO."""
 from __future__ import annotations
 
 import csv
@@ -176,7 +177,8 @@ def test_bc_on_four_expert_episodes_beats_random_in_real_libero(tmp_path):
     # held-out init states 4 and 5; same seeds, horizon and rendering for both policies
     common = dict(env="libero_spatial", tasks=[0], episodes_per_task=2, init_state_offset=4, max_steps=150,
                   num_envs=2, fast_render=True, videos=0)
-    ours = evaluate(EvalConfig(checkpoint=bc["policy_path"], out_dir=str(tmp_path / "eval_bc"), **common), progress=False)
+    ours = evaluate(EvalConfig(checkpoint=bc["policy_path"], out_dir=str(tmp_path / "eval_bc"), **common),
+                    progress=False)
     rand = evaluate(EvalConfig(checkpoint="random", out_dir=str(tmp_path / "eval_random"), **common), progress=False)
     assert [e["init_state_id"] for e in ours["episodes"]] == [4, 5]
     assert [e["seed"] for e in ours["episodes"]] == [e["seed"] for e in rand["episodes"]]

@@ -42,7 +42,8 @@ def server(tmp_path_factory):
 def test_valid_requests_single_and_batched(server):
     with PolicyClient(server.url) as client:
         m = client.metadata
-        assert (m["policy"], m["chunk_len"], m["views"], m["image_size"]) == ("VLAPolicy", 8, ["agentview", "wrist"], 64)
+        assert ((m["policy"], m["chunk_len"], m["views"], m["image_size"])
+                == ("VLAPolicy", 8, ["agentview", "wrist"], 64))
         one = client.infer(obs(), timeout=10)
         assert one.actions.shape == (8, 7) and one.actions.dtype == np.float32
         assert np.all(np.abs(one.actions) <= 1) and one.server_ms["infer"] > 0 and one.round_trip_ms > 0
@@ -181,4 +182,5 @@ def test_wire_round_trip_and_limits():
     with pytest.raises(RequestError, match="state"):
         parse_request(unpack(pack({**obs(), "state": np.zeros(8)})))
     batch, batched, rid = parse_request(unpack(pack({**obs(), "id": 5})))
-    assert not batched and rid == 5 and batch["image"].shape == (1, 2, 64, 64, 3) and batch["instruction"] == [obs()["instruction"]]
+    assert not batched and rid == 5 and batch["image"].shape == (1, 2, 64, 64, 3)
+    assert batch["instruction"] == [obs()["instruction"]]

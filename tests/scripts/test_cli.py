@@ -65,3 +65,55 @@ def test_yaml_boolean_words_stay_strings_in_string_fields_of_presets(tmp_path):
     preset.write_text("precision: no\ninner:\n  mode: Off\n  enabled: yes\n")
     cfg = load_config(Outer, str(preset))
     assert (cfg.precision, cfg.inner.mode, cfg.inner.enabled) == ("no", "Off", True)  # a bool field still reads yes
+
+
+@dataclass
+class _Inner:
+    # how often to blink
+    # (two comment lines above a field)
+    rate: float = 1.0
+    mode: str = "a"  # a | b
+
+
+@dataclass
+class _Base:
+    steps: int = 3  # optimisation steps
+    undocumented: int = 0
+
+
+@dataclass
+class _Outer(_Base):
+    inner: _Inner = field(default_factory=_Inner)  # the inner block
+    steps: int = 5  # steps, as the subclass documents them
+    tagged: int = field(default=1, metadata={"help": "from metadata"})  # the comment loses to metadata
+
+
+def test_field_docs_come_from_comments_above_and_after_each_field():
+    from scripts.cli import field_docs
+
+    assert field_docs(_Inner) == {"rate": "how often to blink (two comment lines above a field)", "mode": "a | b"}
+    docs = field_docs(_Outer)  # inherited fields included; the subclass's comment wins
+    assert docs["steps"] == "steps, as the subclass documents them" and "undocumented" not in docs
+    assert docs["inner"] == "the inner block"
+
+
+def test_help_shows_each_fields_comment_and_nested_fields(capsys):
+    with pytest.raises(SystemExit):
+        parse_config(_Outer, "d", "none", ["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "inner.rate float default: 1.0 how often to blink (two comment lines above a field)" in out
+    assert "inner.mode str default: 'a' a | b" in out
+    assert "steps int default: 5 steps, as the subclass documents them" in out
+    assert "tagged int default: 1 from metadata" in out and "loses to metadata" not in out
+
+
+def test_a_real_scripts_help_shows_the_config_comments(capsys):
+    from scripts.eval_policy import EvalPolicyConfig
+
+    with pytest.raises(SystemExit) as e:
+        parse_config(EvalPolicyConfig, "evaluate", "eval", ["--help"])
+    assert e.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    # EvalConfig's trailing comment of episodes_per_task, and the subclass's own field
+    assert "episodes_per_task int default: 10 episodes run per task (the 95% interval" in out
+    assert "record_to str default: '' a dataset folder: append every real episode" in out

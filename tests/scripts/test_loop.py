@@ -60,7 +60,8 @@ def _tiny(out: Path) -> LoopConfig:
     cfg = load_config(LoopConfig, "quick", [
         f"out_dir={out}", "collect.tasks=[0]", "collect.episodes_per_task=2", "collect.perturbed_fraction=0.5",
         "collect.num_workers=1", "collect.preview_videos=0",
-        "world_model.steps=6", "world_model.batch_size=2", "world_model.sample_every=0", "world_model.checkpoint_every=3",
+        "world_model.steps=6", "world_model.batch_size=2", "world_model.sample_every=0",
+        "world_model.checkpoint_every=3",
         "world_model.model.denoiser.block_out_channels=[8,16]", "world_model.model.denoiser.norm_num_groups=4",
         "world_model.model.head.channels=[4,8]", "world_model.warmup_steps=1",
         "bc.steps=4", "bc.batch_size=4", "bc.policy.conv_channels=[8,8]", "bc.policy.hidden=32",

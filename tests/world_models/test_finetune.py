@@ -1,9 +1,9 @@
 """Fine-tuning a trained world model: init_from, resume over init, and episode-weighted clip sampling."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-import json
 import numpy as np
 import pytest
 import torch

@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from world_models.object_state import LabelledEpisode, StateReward, StateRewardConfig, fit_state_reward, object_pairs, track
+from world_models.object_state import (
+    LabelledEpisode,
+    StateReward,
+    StateRewardConfig,
+    fit_state_reward,
+    object_pairs,
+    track,
+)
 
 OBJ0, TARGET = np.array([0.0, 0.0, 0.9]), np.array([0.2, 0.0, 0.9])
 
@@ -24,10 +31,12 @@ def toy_episode(offset: np.ndarray, T: int = 40) -> LabelledEpisode:
     obj, grasped = np.repeat(OBJ0[None], T, 0), np.zeros(T, bool)
     for t in range(1, T):
         grasped[t] = holds and closed_from < t < open_from
-        obj[t] = eef[t] - offset if grasped[t] else (obj[t - 1] if obj[t - 1][2] <= 0.9 + 1e-9 else obj[t - 1] * [1, 1, 0] + [0, 0, 0.9])
+        fallen = obj[t - 1] if obj[t - 1][2] <= 0.9 + 1e-9 else obj[t - 1] * [1, 1, 0] + [0, 0, 0.9]
+        obj[t] = eef[t] - offset if grasped[t] else fallen
     success = np.zeros(T, bool)
     success[:-1] = (np.linalg.norm(obj[1:, :2] - TARGET[:2], axis=1) < 0.03) & ~grasped[1:]
-    return LabelledEpisode(state, obj.astype(np.float32), np.repeat(TARGET[None], T, 0).astype(np.float32), grasped, success)
+    return LabelledEpisode(state, obj.astype(np.float32), np.repeat(TARGET[None], T, 0).astype(np.float32), grasped,
+                           success)
 
 
 @pytest.fixture(scope="module")

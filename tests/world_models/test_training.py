@@ -7,7 +7,7 @@ from tests.world_models.conftest import SIZE, render, tiny_model_config, tiny_tr
 from world_models.clips import ClipSampler, load_episodes
 from world_models.losses import BootstrapConfig, bootstrap_context
 from world_models.model import WorldModel
-from world_models.training import TrainWorldModelConfig, Trainer, train
+from world_models.training import Trainer, TrainWorldModelConfig, train
 
 pytestmark = pytest.mark.slow
 
@@ -21,7 +21,8 @@ def test_loss_decreases(trained_square):
 def _centroid(frames: torch.Tensor) -> torch.Tensor:
     """Mean (x, y) of the bright square over frames [K, 3, H, W] -> [K, 2] (its red channel is high)."""
     w = ((frames[:, 0] + 1) / 2 - 0.5).clamp(min=0)
-    ys, xs = torch.meshgrid(torch.arange(SIZE, dtype=torch.float32), torch.arange(SIZE, dtype=torch.float32), indexing="ij")
+    axis = torch.arange(SIZE, dtype=torch.float32)
+    ys, xs = torch.meshgrid(axis, axis, indexing="ij")
     mass = w.sum((1, 2)).clamp_min(1e-6)
     return torch.stack([(w * xs).sum((1, 2)) / mass, (w * ys).sum((1, 2)) / mass], -1)
 
@@ -105,7 +106,8 @@ def test_training_step_bootstraps_when_enabled(square_data, tmp_path):
 
 
 def test_mixed_precision_is_checked_with_a_hint(tmp_path):
-    with pytest.raises(ValueError, match="quote it"):  # what `mixed_precision: no` becomes in YAML read outside scripts/cli
+    # what `mixed_precision: no` becomes in YAML read outside scripts/cli
+    with pytest.raises(ValueError, match="quote it"):
         Trainer(TrainWorldModelConfig(out_dir=str(tmp_path), mixed_precision="False"))
     with pytest.raises(ValueError, match=r"expected one of \['no', 'fp16', 'bf16'\], got 'fp64'"):
         Trainer(TrainWorldModelConfig(out_dir=str(tmp_path), mixed_precision="fp64"))
