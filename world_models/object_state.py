@@ -47,6 +47,10 @@ class StateRewardConfig:
     batch_size: int = 256
     lr: float = 1e-3
     success_pos_weight: float = 5.0  # success rows are rare (the solved scene's last few rows)
+    # What the success model reads. "geometry": object - target and lift only, as LIBERO's On/In predicates do;
+    # "all": also the gripper and grasped. Why geometry: experts release before the goal holds, policies often
+    # solve it still holding the bowl, so with the gripper in its inputs the model called those failures.
+    success_inputs: str = "geometry"
     seed: int = 0
 
 
@@ -70,6 +74,8 @@ class StateReward(nn.Module):
 
     def __init__(self, cfg: StateRewardConfig):
         super().__init__()
+        if cfg.success_inputs not in ("geometry", "all"):
+            raise ValueError(f"success_inputs: expected 'geometry' or 'all', got {cfg.success_inputs!r}")
         self.cfg = cfg
         K, H, L = cfg.chunk_len, cfg.hidden, cfg.layers
         self.object_net = _mlp(3 + 1 + 2 + 1 + K * 3 + K * 2, K * 4, H, L)  # -> K x (delta xyz, grasped logit)
@@ -98,6 +104,8 @@ class StateReward(nn.Module):
     def success_logit(self, obj: torch.Tensor, target: torch.Tensor, lift: torch.Tensor, grip: torch.Tensor,
                       grasped: torch.Tensor) -> torch.Tensor:
         """[...]: the goal's logit for states with object/target [..., 3], lift [...], grip [..., 2], grasped [...]."""
+        if self.cfg.success_inputs == "geometry":
+            grip, grasped = torch.zeros_like(grip), torch.zeros_like(grasped)
         return self.success_net(success_features(obj, target, lift, grip, grasped))[..., 0]
 
     def save(self, path: str | os.PathLike) -> None:

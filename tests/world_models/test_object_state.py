@@ -47,7 +47,8 @@ def fitted():
     offsets = [np.array([ri * np.cos(ai), ri * np.sin(ai), 0.0]) for ri, ai in zip(r, a)]
     eps = [toy_episode(o) for o in offsets]
     torch.manual_seed(0)
-    return fit_state_reward(eps, StateRewardConfig(chunk_len=4, hidden=64, layers=2, steps=1500, batch_size=128))
+    return fit_state_reward(eps, StateRewardConfig(chunk_len=4, hidden=64, layers=2, steps=1500, batch_size=128,
+                                                          success_inputs="all"))  # the toy's goal needs an open gripper
 
 
 def test_object_model_carries_a_held_object_and_leaves_a_missed_one(fitted):
@@ -76,3 +77,13 @@ def test_save_load_round_trip_and_clear_errors(fitted, tmp_path):
         model.object_step(torch.zeros(2, 3), torch.zeros(2), torch.zeros(2), torch.zeros(2, 8), torch.zeros(2, 3, 8))
     with pytest.raises(ValueError, match="2 rows"):
         object_pairs([toy_episode(np.zeros(3), T=40)][:0], 4)
+
+
+def test_geometry_success_ignores_the_gripper():
+    model = StateReward(StateRewardConfig(chunk_len=4, hidden=16, layers=1))
+    x, lift = torch.randn(3, 3), torch.randn(3)
+    held = model.success_logit(x, torch.zeros(3, 3), lift, torch.full((3, 2), 0.04), torch.ones(3))
+    free = model.success_logit(x, torch.zeros(3, 3), lift, torch.zeros(3, 2), torch.zeros(3))
+    assert torch.equal(held, free)
+    with pytest.raises(ValueError, match="success_inputs"):
+        StateReward(StateRewardConfig(success_inputs="pixels"))
