@@ -65,7 +65,8 @@ def _missing_line(needed: list[tuple[str, str, str, bool]]) -> str | None:
         return None
     line = "reward_signal: missing " + ", ".join(f"{label} {path or '(not given)'}" for label, path, _ in gone)
     if any(own for _, _, own in gone):
-        return line + "; `python bench/rl_gain.py` builds the protocol's (or give --world-model, --policies, --train-data)"
+        return line + ("; `python bench/rl_gain.py` builds the protocol's "
+                       "(or give --world-model, --policies, --train-data)")
     return line + "; give existing files"
 
 
@@ -82,7 +83,8 @@ def _gate_proprio(path: Path, train_data: str, chunk_len: int) -> str:
         return str(path)
     print(f"fitting the proprio model on {train_data} ({len(ds)} episodes, chunk {chunk_len}) -> {path}")
     episodes = [ds[i] for i in range(len(ds))]
-    model, _ = fit_proprio([e.state for e in episodes], [e.action for e in episodes], ProprioConfig(chunk_len=chunk_len))
+    model, _ = fit_proprio([e.state for e in episodes], [e.action for e in episodes],
+                           ProprioConfig(chunk_len=chunk_len))
     model.save(path)
     keyfile.write_text(json.dumps(key))
     return str(path)
@@ -108,7 +110,8 @@ def _real_gate_eval(cfg: EvalConfig, gate_data: Path, label: str) -> dict:
                 and (m["task_id"], m["init_state_id"]) in gate_jobs]
     n = len(cfg.tasks) * cfg.episodes_per_task
     if recorded:  # an interrupted or overwritten evaluation: its episodes stay, the new ones are not added
-        print(f"{label}: {n} real episodes -> {path} (not recorded: {gate_data} holds {len(recorded)} of its episodes already)")
+        print(f"{label}: {n} real episodes -> {path} "
+              f"(not recorded: {gate_data} holds {len(recorded)} of its episodes already)")
         return evaluate(cfg)
     print(f"{label}: {n} real episodes -> {path}, recorded into {gate_data}")
     return evaluate_and_record(cfg, load_policy(cfg), gate_data, {"policy": cfg.checkpoint, "gate": True})
@@ -129,8 +132,8 @@ def _table(name: str, checkpoint: str, figs: dict) -> list[str]:
              f"outcomes), AUC {figs['auc']:.3f}",
              f"  {'task':>4}  {'real':>7}  {'imagined':>8}  {'gap':>6}"]
     for r in figs["calibration"]:
-        lines.append(f"  {r['task_id']:>4}  {r['real_successes']:>3}/{r['jobs']:<3}  {r['imagined_successes']:>4}/{r['jobs']:<3}"
-                     f"  {r['gap']:>+6.2f}")
+        lines.append(f"  {r['task_id']:>4}  {r['real_successes']:>3}/{r['jobs']:<3}  "
+                     f"{r['imagined_successes']:>4}/{r['jobs']:<3}  {r['gap']:>+6.2f}")
     lines.append(f"  largest |imagined - real| {figs['max_calibration_gap']:.2f}")
     return lines
 
@@ -195,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         print(line, file=sys.stderr)
         return 2
 
+    from envs.atomic import atomic_write_json
     from envs.dataset import EpisodeDataset, EpisodeWriter
     from imagination.closed_loop import ClosedLoopConfig, branch_records, closed_loop_records
     from imagination.loop import LoopConfig
@@ -245,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         lines += _table("all", "every policy's jobs pooled", figs["all"])
     branch = figures(branch_rows) if args.branch else None
     if branch:
-        lines.append(f"from {args.lead_steps} steps before the first grasp of each recorded episode (not in the verdict):")
+        lines.append(f"from {args.lead_steps} steps before the first grasp of each recorded episode "
+                     "(not in the verdict):")
         for name, ckpt in zip(names, policies):
             lines += _table(name, ckpt, branch[name])
     pooled = figs["all"]
@@ -268,12 +273,11 @@ def main(argv: list[str] | None = None) -> int:
     if branch:
         result["branch"] = {"lead_steps": args.lead_steps, "figures": branch, "records": branch_rows}
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "reward_signal.json.tmp"
-    tmp.write_text(json.dumps(_json_safe(result), indent=2))
-    os.replace(tmp, out / "reward_signal.json")
+    atomic_write_json(out / "reward_signal.json", _json_safe(result), indent=2)
     print(f"written: {out / 'reward_signal.json'}")
     lo, hi = pooled["auc_within_task_ci95"]
-    print(f"BENCH reward_signal reward={args.reward} policies={','.join(names)} jobs={result['jobs_per_policy']} pairs={pooled['pairs']} "
+    print(f"BENCH reward_signal reward={args.reward} policies={','.join(names)} jobs={result['jobs_per_policy']} "
+          f"pairs={pooled['pairs']} "
           f"auc_within_task={pooled['auc_within_task']:.2f} auc_within_task_ci95=[{lo:.2f},{hi:.2f}] "
           f"auc={pooled['auc']:.2f} max_calibration_gap={max_gap:.2f} threshold_auc={THRESHOLD_AUC:.2f} "
           f"threshold_gap={THRESHOLD_GAP:.2f} {verdict.label}")

@@ -33,14 +33,13 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 from omegaconf import OmegaConf
 
+from bench.protocol import RLGainProtocol, build
 from envs.libero_env import LiberoEnv
 from imagination.evaluate import EvalConfig, evaluate
 from imagination.loop import LoopConfig
 from imagination.rl_training import train_rl
 from imagination.stats import paired_difference
 from scripts.cli import load_config
-
-from bench.protocol import RLGainProtocol, build
 
 HEADROOM = (0.15, 0.65)  # per-task BC success that leaves RL something to gain and something to learn from
 BUDGET_MINUTES = 90  # RL plus both real evaluations on 2 cores
@@ -50,7 +49,8 @@ def _evaluate(cfg: EvalConfig, label: str) -> dict:
     path = Path(cfg.out_dir) / "results.json"
     if path.exists():  # a finished evaluation of the same policy on the same jobs: reuse it
         old = json.loads(path.read_text())
-        same = {k: old["config"].get(k) for k in ("checkpoint", "tasks", "episodes_per_task", "init_state_offset", "seed")}
+        same = {k: old["config"].get(k)
+                for k in ("checkpoint", "tasks", "episodes_per_task", "init_state_offset", "seed")}
         if same == {k: getattr(cfg, k) for k in same}:
             print(f"{label}: reusing {path}")
             return old
@@ -109,7 +109,8 @@ def finished_rl_run(run: Path, bc: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     proto = RLGainProtocol()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--run", default="", help="a finished loop run (make demo): takes bc/, world_model/ and data/ from it")
+    p.add_argument("--run", default="",
+                   help="a finished loop run (make demo): takes bc/, world_model/ and data/ from it")
     p.add_argument("--bc", default="", help="BC policy (Policy.save file); with none of --run/--bc/--world-model/"
                                             "--data, the protocol's own are built or reused")
     p.add_argument("--world-model", default="", help="world model file")
@@ -160,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     diff = paired_difference(before["episodes"], after["episodes"])
     print("\n".join(per_task_lines(before, after, rl["history"])))
     print(f"imagined success during RL: {rl['first'].get('imagined_success_rate', 0):.2f} -> "
-          f"{rl['last'].get('imagined_success_rate', 0):.2f} over {rl['iterations']} iterations ({rl['seconds']:.0f} s)")
+          f"{rl['last'].get('imagined_success_rate', 0):.2f} over {rl['iterations']} iterations "
+          f"({rl['seconds']:.0f} s)")
     minutes = (rl["seconds"] + before["timing"]["seconds"] + after["timing"]["seconds"]) / 60
     print(f"paired: {diff.improved} jobs gained, {diff.worsened} lost of {diff.n}; RL + both real evaluations "
           f"{minutes:.0f} min (budget {BUDGET_MINUTES})")

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from envs.atomic import atomic_write
 from envs.experts import PERTURBATION_KINDS, Perturbation, PerturbedExpert, SpatialExpert
 from envs.libero_env import LiberoEnv, LiberoEnvConfig
 from envs.libero_suites import suite_info
@@ -118,14 +119,16 @@ def run_episode(env: LiberoEnv, item: LabelPlanItem, strength: float = 1.0,
     """Run the plan item's expert in `env` (no cameras, chunk_len 1, terminate_on_success False);
     -> (arrays of ARRAY_KEYS, info). Rows as in a recorded dataset: row t is before action t."""
     rng = np.random.default_rng(item.seed)
-    expert = SpatialExpert(rng=rng) if item.kind == EXPERT else PerturbedExpert(Perturbation(item.kind, strength), rng=rng)
+    expert = (SpatialExpert(rng=rng) if item.kind == EXPERT
+              else PerturbedExpert(Perturbation(item.kind, strength), rng=rng))
     obs, _ = env.reset(seed=item.seed, options={"task_id": item.task_id, "init_state_id": item.init_state_id})
     objects = pick_place_objects(env.raw, env.raw_obs)
     if objects is None:
         raise ValueError(f"task {item.task_id} of {env.cfg.suite} has no pick-and-place object to label")
     expert.reset(env.raw, env.raw_obs)
     rows: dict[str, list] = {k: [] for k in ARRAY_KEYS}
-    done, left, info = False, post_success_steps, {}
+    done, left = False, post_success_steps
+    info: dict[str, Any] = {}
     while not done:
         for key, value in zip(LABEL_KEYS, step_labels(env.raw, env.raw_obs, objects)):
             rows[key].append(value)
@@ -148,10 +151,13 @@ def run_episode(env: LiberoEnv, item: LabelPlanItem, strength: float = 1.0,
 
 
 def _write(path: Path, arrays: dict[str, np.ndarray], info: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:  # a file object: np.savez would append ".npz" to a tmp name
-        np.savez(f, **arrays, info=np.array(json.dumps(info)))
-    os.replace(tmp, path)
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:  # a file object: np.savez would append ".npz" to a tmp name
+            np.savez(f, state=arrays["state"], action=arrays["action"], success=arrays["success"],
+                     object_pos=arrays["object_pos"], target_pos=arrays["target_pos"], grasped=arrays["grasped"],
+                     info=np.array(json.dumps(info)))
+
+    atomic_write(path, write)
 
 
 def read_episode(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -165,7 +171,8 @@ def read_episode(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[s
     if missing:
         raise ValueError(f"{path}: lacks {missing}; expected {list(ARRAY_KEYS)} and info")
     T = len(data["action"])
-    shapes = {"state": (T, 8), "action": (T, 7), "success": (T,), "object_pos": (T, 3), "target_pos": (T, 3), "grasped": (T,)}
+    shapes = {"state": (T, 8), "action": (T, 7), "success": (T,), "object_pos": (T, 3), "target_pos": (T, 3),
+              "grasped": (T,)}
     for key, shape in shapes.items():
         if data[key].shape != shape:
             raise ValueError(f"{path}: {key} has shape {data[key].shape}, expected {shape}")
@@ -220,7 +227,8 @@ def load_labelled(out_dir: str | os.PathLike) -> tuple[list, list[dict[str, Any]
 
     paths = sorted(p for p in Path(out_dir).glob("*.npz") if _FILE_RE.match(p.name))
     if not paths:
-        raise ValueError(f"out_dir: {out_dir} holds no labelled episodes (task??_ep????.npz); run scripts/collect_labels.py")
+        raise ValueError(f"out_dir: {out_dir} holds no labelled episodes (task??_ep????.npz); "
+                         "run scripts/collect_labels.py")
     episodes, infos = [], []
     for p in paths:
         a, info = read_episode(p)
@@ -229,5 +237,5 @@ def load_labelled(out_dir: str | os.PathLike) -> tuple[list, list[dict[str, Any]
     return episodes, infos
 
 
-__all__ = ["ARRAY_KEYS", "EXPERT", "LabelCollectConfig", "LabelPlanItem", "collect_labels", "load_labelled", "make_plan",
-           "read_episode", "run_episode", "validate"]
+__all__ = ["ARRAY_KEYS", "EXPERT", "LabelCollectConfig", "LabelPlanItem", "collect_labels", "load_labelled",
+           "make_plan", "read_episode", "run_episode", "validate"]

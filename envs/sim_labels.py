@@ -24,12 +24,14 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
+from envs.atomic import atomic_write
 from envs.libero_env import LiberoEnv, LiberoEnvConfig
 from envs.outcome import pick_place_objects
 
@@ -79,7 +81,7 @@ def scene_processor(extra: dict) -> Callable[[str], str] | None:
     from envs.libero_suites import fast_render_xml
     from envs.style import style_processor
 
-    steps = [fast_render_xml] if extra.get("fast_render") else []
+    steps: list[Callable[[str], str]] = [fast_render_xml] if extra.get("fast_render") else []
     if int(extra.get("style", 0)):
         steps.append(style_processor(int(extra["style_seed"])))
     if not steps:
@@ -166,11 +168,13 @@ def label_path(data_dir: str | os.PathLike, index: int) -> Path:
 
 def write_labels(path: Path, labels: dict[str, np.ndarray], info: dict[str, Any]) -> None:
     """Atomic: a reader sees the old file, no file, or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:  # a file object: np.savez would append ".npz" to a tmp name
-        np.savez(f, **{k: labels[k] for k in LABEL_KEYS}, info=np.array(json.dumps(info)))
-    os.replace(tmp, path)
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:  # a file object: np.savez would append ".npz" to a tmp name
+            np.savez(f, object_pos=labels["object_pos"], target_pos=labels["target_pos"], grasped=labels["grasped"],
+                     info=np.array(json.dumps(info)))
+
+    atomic_write(path, write)
 
 
 def load_labels(path: str | os.PathLike) -> dict[str, Any]:
@@ -234,6 +238,7 @@ def label_dataset(data_dir: str | os.PathLike, progress: bool = True, tol: float
                 stats["skipped"][kind] = stats["skipped"].get(kind, 0) + 1
                 stats["skipped_episodes"][i] = r.reason
             else:
+                assert r.objects is not None  # a replay that gave labels found the objects
                 info = {"objects": list(r.objects), "task_id": int(m["task_id"]), "seed": int(m["seed"]),
                         "init_state_id": int(m["init_state_id"]), "length": len(ep), "max_state_diff": r.max_state_diff,
                         "rows": len(r.labels["grasped"]), "diverged": r.reason}

@@ -114,13 +114,15 @@ class ImaginationVectorEnv(VectorEnv):
         if cfg.reward not in REWARDS:
             raise ValueError(f"reward: expected one of {list(REWARDS)}, got {cfg.reward!r}")
         self.wm = world_model.to(cfg.device).eval()
-        self.state_reward = _load_state_reward(cfg, world_model.chunk_len, episodes) if cfg.reward == "state" else None
+        self.state_reward = (_load_state_reward(cfg, world_model.chunk_len, episodes) if cfg.reward == "state"
+                             else None)
         # the head's threshold is calibrated per checkpoint; the state reward is a probability trained as one
         default_threshold = world_model.cfg.head.success_threshold if self.state_reward is None else 0.5
         self.success_threshold = default_threshold if cfg.success_threshold is None else cfg.success_threshold
         self.proprio = proprio.to(cfg.device).eval()
         if proprio.cfg.chunk_len != world_model.chunk_len:
-            raise ValueError(f"proprio chunk_len {proprio.cfg.chunk_len} != world model chunk_len {world_model.chunk_len}")
+            raise ValueError(f"proprio chunk_len {proprio.cfg.chunk_len} != world model chunk_len "
+                             f"{world_model.chunk_len}")
         T0, V, H, W, _ = episodes[0].frames.shape
         d = world_model.cfg.denoiser
         if V != len(world_model.cfg.views) or H != d.image_size or W != d.image_size:
@@ -131,8 +133,8 @@ class ImaginationVectorEnv(VectorEnv):
         wm_views = list(world_model.cfg.views)
         shown = list(cfg.policy_views) or wm_views
         if any(v not in wm_views for v in shown) or len(set(shown)) != len(shown):
-            raise ValueError(f"policy_views: the policy reads views {list(cfg.policy_views)} but the world model imagines "
-                             f"{wm_views}: expected distinct views among those (train the policy on them)")
+            raise ValueError(f"policy_views: the policy reads views {list(cfg.policy_views)} but the world model "
+                             f"imagines {wm_views}: expected distinct views among those (train the policy on them)")
         self._pick = [wm_views.index(v) for v in shown]  # indices into the world model's views
         self.episodes = episodes
         # only starts that leave something to do before the horizon (real episodes may run past it)
@@ -211,9 +213,11 @@ class ImaginationVectorEnv(VectorEnv):
         mask = np.asarray(options.get("reset_mask", np.ones(self.num_envs, bool)), dtype=bool)
         keyframes = options.get("keyframes")
         if mask.shape != (self.num_envs,):
-            raise ValueError(f"reset options['reset_mask']: expected {self.num_envs} booleans (one per env), got shape {mask.shape}")
+            raise ValueError(f"reset options['reset_mask']: expected {self.num_envs} booleans (one per env), "
+                             f"got shape {mask.shape}")
         if keyframes is not None and len(keyframes) != self.num_envs:
-            raise ValueError(f"reset options['keyframes']: expected {self.num_envs} keyframes (one per env), got {len(keyframes)}")
+            raise ValueError(f"reset options['keyframes']: expected {self.num_envs} keyframes (one per env), "
+                             f"got {len(keyframes)}")
         drawn = iter(self.keyframes.sample(self.num_envs, self._rng))
         chosen = [(keyframes[i] if keyframes is not None and keyframes[i] is not None else next(drawn))
                   for i in np.flatnonzero(mask)]
@@ -228,7 +232,8 @@ class ImaginationVectorEnv(VectorEnv):
     def step(self, actions: np.ndarray):
         actions = np.asarray(actions, dtype=np.float32)
         if actions.shape != (self.num_envs, self.K, 7):
-            raise ValueError(f"actions: expected float array [B={self.num_envs}, K={self.K}, 7], got shape {actions.shape}")
+            raise ValueError(f"actions: expected float array [B={self.num_envs}, K={self.K}, 7], "
+                             f"got shape {actions.shape}")
         B = self.num_envs
         reward = np.zeros(B, np.float32)
         terminated, truncated, success = np.zeros(B, bool), np.zeros(B, bool), np.zeros(B, bool)
@@ -239,12 +244,15 @@ class ImaginationVectorEnv(VectorEnv):
             self._start_envs(resetting)
         active = np.flatnonzero(~resetting & ~frozen)
         if len(active):
-            acts = torch.as_tensor(np.stack([check_action_chunk(actions[i], self.K) for i in active]), device=self.device)
+            acts = torch.as_tensor(np.stack([check_action_chunk(actions[i], self.K) for i in active]),
+                                   device=self.device)
             a = torch.as_tensor(active, device=self.device)
-            frames, s_logits, _ = self.wm.predict(self._context[a], self._anchor[a], acts, self.cfg.sampling_steps, self._gen)
+            frames, s_logits, _ = self.wm.predict(self._context[a], self._anchor[a], acts, self.cfg.sampling_steps,
+                                                  self._gen)
             states = self.proprio.predict(self._state[a], acts)  # [b, K, S]
             if self.cfg.uncertainty != "off":
-                again, _, _ = self.wm.predict(self._context[a], self._anchor[a], acts, self.cfg.sampling_steps, self._gen)
+                again, _, _ = self.wm.predict(self._context[a], self._anchor[a], acts, self.cfg.sampling_steps,
+                                              self._gen)
                 disagreement = (frames - again).abs().mean(dim=(2, 3, 4))  # [b, K]
             if self.state_reward is not None:
                 obj_path, held_path, state_prob = self._object_path(a, states)
@@ -281,6 +289,7 @@ class ImaginationVectorEnv(VectorEnv):
         """The state reward along one chunk of the envs `a` [b], robot states [b, K, S] predicted after each
         action (the envs' own states are still those before the chunk): object positions [b, K, 3], held
         [b, K] (0/1) and success probabilities [b, K]. As `world_models.object_state.track` does on records."""
+        assert self.state_reward is not None  # step() calls this only with a state reward
         sr, obj, z0 = self.state_reward, self._obj[a], self._z0[a]
         nxt, grasp_logits = sr.object_step(obj, obj[:, 2] - z0, self._held[a], self._state[a], states)
         held = (torch.sigmoid(grasp_logits) > 0.5).float()
@@ -288,7 +297,7 @@ class ImaginationVectorEnv(VectorEnv):
         prob = torch.sigmoid(sr.success_logit(nxt, target, nxt[..., 2] - z0[:, None], states[..., 6:8], held))
         return nxt, held, prob
 
-    def render(self) -> np.ndarray:
+    def render(self) -> np.ndarray:  # type: ignore[override]  # one array for all envs, not a tuple of frames
         """uint8 [B, H, V*W, 3]: every env's current views side by side."""
         return np.concatenate(list(self._image.transpose(1, 0, 2, 3, 4)), axis=2)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Protocol, cast
 
 import numpy as np
 import torch
@@ -29,11 +29,21 @@ from policies.base import Policy
 from world_models.model import WorldModel
 from world_models.proprio import ProprioConfig, ProprioModel, fit_proprio
 
-Chunk = Union[np.ndarray, torch.Tensor]
+Chunk = np.ndarray | torch.Tensor
+
+
+class ResettableActionSource(Protocol):
+    """An action source with the optional reset(keyframes) that `imagine` calls."""
+
+    def __call__(self, obs: dict) -> Chunk | dict: ...
+
+    def reset(self, keyframes: list[Keyframe]) -> None: ...
+
+
 # obs -> actions [B, K, 7], or {"actions": [B, K, 7], name: per-env values [B, ...], ...}. An optional
-# act.reset(keyframes) is called after the envs are reset at `keyframes` (padding included).
-ActionSource = Callable[[dict], Union[Chunk, dict]]
-DataSource = Union[str, Path, Sequence[StartEpisode]]
+# act.reset(keyframes) (ResettableActionSource) is called after the envs are reset at `keyframes` (padding included).
+ActionSource = Callable[[dict], Chunk | dict] | ResettableActionSource
+DataSource = str | Path | Sequence[StartEpisode]
 
 
 def _fit_arrays(data: DataSource) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -46,8 +56,8 @@ def _fit_arrays(data: DataSource) -> tuple[list[np.ndarray], list[np.ndarray]]:
     return [e.state for e in episodes], [e.action for e in episodes]
 
 
-def open_proprio(world_model: WorldModel, proprio: str | Path | ProprioModel = "", fit_data: DataSource | None = None,
-                 cache: str | Path = "") -> ProprioModel:
+def open_proprio(world_model: WorldModel, proprio: str | Path | ProprioModel = "",
+                 fit_data: DataSource | None = None, cache: str | Path = "") -> ProprioModel:
     """The proprio model for `world_model`: `proprio` (a model or a file); with proprio "", the one cached at
     `cache` when its chunk length is the world model's, else one fitted with the world model's chunk
     length on every episode of `fit_data` (saved at `cache` when given). The fit's initial weights come
@@ -78,9 +88,10 @@ def open_proprio(world_model: WorldModel, proprio: str | Path | ProprioModel = "
 
 
 def open_imagination(world_model: str | Path | WorldModel, start_data: DataSource,
-                     proprio: str | Path | ProprioModel = "", num_envs: int = 1, config: ImaginationConfig | None = None,
-                     *, indices: Sequence[int] | None = None, policy: Policy | None = None,
-                     proprio_fit_data: DataSource | None = None, proprio_cache: str | Path = "") -> ImaginationVectorEnv:
+                     proprio: str | Path | ProprioModel = "", num_envs: int = 1,
+                     config: ImaginationConfig | None = None, *, indices: Sequence[int] | None = None,
+                     policy: Policy | None = None, proprio_fit_data: DataSource | None = None,
+                     proprio_cache: str | Path = "") -> ImaginationVectorEnv:
     """An `ImaginationVectorEnv` of `num_envs` envs.
 
     world_model: a `WorldModel` or its file. start_data: a dataset directory (its episodes `indices`, default
@@ -112,7 +123,8 @@ def open_imagination(world_model: str | Path | WorldModel, start_data: DataSourc
     model = open_proprio(wm, proprio, start_data if proprio_fit_data is None else proprio_fit_data, proprio_cache)
     if policy is not None:
         if policy.chunk_len != wm.chunk_len:
-            raise ValueError(f"policy: chunk_len {policy.chunk_len} differs from the world model's chunk_len {wm.chunk_len}")
+            raise ValueError(f"policy: chunk_len {policy.chunk_len} differs from the world model's chunk_len "
+                             f"{wm.chunk_len}")
         cfg = replace(cfg, policy_views=list(getattr(policy.config, "views", [])))
     return ImaginationVectorEnv(wm, model, episodes, num_envs, cfg)
 
@@ -174,7 +186,7 @@ def imagine(env: ImaginationVectorEnv, act: ActionSource, starts: Sequence[Keyfr
     keyframes = list(starts) + [starts[0]] * (B - E)
     obs, info = env.reset(seed=seed, options={"keyframes": keyframes})
     if callable(getattr(act, "reset", None)):
-        act.reset(keyframes)
+        cast(ResettableActionSource, act).reset(keyframes)
     alive = np.arange(B) < E
     env.freeze(~alive)
     t_now = np.asarray(info["t"])
@@ -187,7 +199,8 @@ def imagine(env: ImaginationVectorEnv, act: ActionSource, starts: Sequence[Keyfr
     for c in range(max_chunks):
         out = act(obs)
         chunk = out["actions"] if isinstance(out, dict) else out
-        actions = (chunk.detach().cpu().numpy() if isinstance(chunk, torch.Tensor) else np.asarray(chunk)).astype(np.float32)
+        actions = (chunk.detach().cpu().numpy() if isinstance(chunk, torch.Tensor)
+                   else np.asarray(chunk)).astype(np.float32)
         nxt, reward, terminated, truncated, info = env.step(actions)
         idx = np.flatnonzero(alive)
         ended = terminated | truncated
@@ -290,5 +303,5 @@ def recorded_ends(episodes: Sequence[StartEpisode], max_steps: int = 0) -> np.nd
     return np.array([len(e.action) if max_steps <= 0 else min(len(e.action), max_steps) for e in episodes], np.int64)
 
 
-__all__ = ["ActionSource", "ImaginedEpisodes", "RecordedActions", "imagine", "open_imagination", "open_proprio",
-           "policy_mean", "policy_sample", "recorded_actions", "recorded_ends"]
+__all__ = ["ActionSource", "ImaginedEpisodes", "RecordedActions", "ResettableActionSource", "imagine",
+           "open_imagination", "open_proprio", "policy_mean", "policy_sample", "recorded_actions", "recorded_ends"]

@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import copy
 import csv
-import json
 import math
-import os
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
+from envs.atomic import atomic_torch_save, atomic_write, atomic_write_json
 from envs.dataset import EpisodeDataset, encode_video
 from envs.libero_env import LiberoEnv
 from imagination.early_stop import EarlyStopper, HeldoutConfig, heldout_success
@@ -130,10 +130,13 @@ def load_rl_env(cfg: ImagineRLConfig, out_dir: Path, policy: Policy | None = Non
 
 def _save_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimizer, iteration: int,
                      history: list[dict], heldout: list[tuple[int, float]]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save({"iteration": iteration, "policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
-                "history": history, "heldout": heldout}, tmp)
-    os.replace(tmp, path)
+    atomic_torch_save(path, {"iteration": iteration, "policy": policy.state_dict(),
+                             "optimizer": optimizer.state_dict(), "history": history, "heldout": heldout})
+
+
+def _log_std(policy: Policy) -> torch.Tensor:
+    """The log-std parameter of a policy that has one (Gaussian heads; `Policy` does not declare it)."""
+    return cast(torch.Tensor, policy.log_std)
 
 
 def heldout_env(cfg: ImagineRLConfig, env: ImaginationVectorEnv) -> ImaginationVectorEnv:
@@ -151,8 +154,8 @@ def heldout_env(cfg: ImagineRLConfig, env: ImaginationVectorEnv) -> ImaginationV
     if not picked:
         raise ValueError(f"heldout.start_data: no episode of {data} matches heldout.tasks={h.tasks}")
     icfg = replace(env.cfg, keyframes=KeyframeConfig(mode="start"), uncertainty="off")
-    return open_imagination(h.world_model or env.wm, data, env.proprio, min(len(picked), cfg.num_groups * cfg.group_size),
-                            icfg, indices=picked)
+    return open_imagination(h.world_model or env.wm, data, env.proprio,
+                            min(len(picked), cfg.num_groups * cfg.group_size), icfg, indices=picked)
 
 
 def _write_videos(folder: Path, r: Rollouts, n: int) -> list[str]:
@@ -187,7 +190,8 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if not Path(cfg.policy).is_file():
-        raise FileNotFoundError(f"policy: {cfg.policy!r} is not a file (a Policy.save checkpoint, e.g. from train_bc.py)")
+        raise FileNotFoundError(f"policy: {cfg.policy!r} is not a file "
+                                "(a Policy.save checkpoint, e.g. from train_bc.py)")
     policy = Policy.load(cfg.policy, map_location=cfg.device)
     env = load_rl_env(cfg, out, policy)
     if not math.isnan(cfg.init_log_std) and hasattr(policy, "log_std"):
@@ -196,8 +200,9 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
         picked = start_indices(cfg)  # env.episodes follow this order
         eps = [ep for i, ep in zip(picked, env.episodes) if i in expert] or env.episodes
         actions = np.concatenate([ep.action for ep in eps])
+        log_std = _log_std(policy)
         with torch.no_grad():
-            policy.log_std.copy_(exploration_log_std(cfg, actions).to(policy.log_std).expand_as(policy.log_std))
+            log_std.copy_(exploration_log_std(cfg, actions).to(log_std).expand_as(log_std))
     # The reference shares the exploration noise, so the KL measures how far the mean has moved.
     reference = copy.deepcopy(policy).eval() if cfg.rl.kl_coef > 0 else None
     optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.rl.lr)
@@ -227,7 +232,7 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
         logs = update(policy, optimizer, batch, cfg.rl, np.random.default_rng(seed))
         row = {"iteration": it + 1, **{f"imagined_{k}": v for k, v in rollouts.stats().items()},
                **per_task_success(rollouts, env), **logs,
-               "std": float(policy.log_std.detach().exp().mean()) if hasattr(policy, "log_std") else float("nan")}
+               "std": float(_log_std(policy).detach().exp().mean()) if hasattr(policy, "log_std") else float("nan")}
         history.append(row)
         for k, v in row.items():
             if k != "iteration":
@@ -235,6 +240,7 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
         bar.set_postfix(success=f"{row['imagined_success_rate']:.2f}", ret=f"{row['imagined_return']:.2f}")
         checked = stopper is not None and (it + 1) % cfg.heldout.every == 0
         if checked:
+            assert stopper is not None and check_env is not None  # both are set when cfg.heldout.every
             row["heldout_success"] = heldout_success(check_env, policy, cfg.seed)
             writer.add_scalar("heldout_success", row["heldout_success"], it + 1)
             if stopper.observe(it + 1, row["heldout_success"]):
@@ -244,7 +250,8 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
             _save_checkpoint(ckpt_path, policy, optimizer, it + 1, history, stopper.scores if stopper else [])
         if stopper is not None and stopper.should_stop:
             print(f"imagined RL: stopped after iteration {it + 1}: no better held-out success in "
-                  f"{cfg.heldout.patience} checks (best {stopper.best_score:.3f} at iteration {stopper.best_iteration})")
+                  f"{cfg.heldout.patience} checks (best {stopper.best_score:.3f} at iteration "
+                  f"{stopper.best_iteration})")
             break
     writer.close()
     _write_metrics(out / "metrics.csv", history)
@@ -259,9 +266,7 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     if stopper is not None:  # which policy policy_path is, and why
         result["heldout"] = {"scores": stopper.scores, "best_iteration": stopper.best_iteration,
                              "best_success": stopper.best_score, "stopped_early": stopper.should_stop}
-    tmp = out / "result.json.tmp"
-    tmp.write_text(json.dumps(result, indent=2))
-    os.replace(tmp, out / "result.json")
+    atomic_write_json(out / "result.json", result, indent=2)
     return result
 
 
@@ -277,12 +282,14 @@ def _write_metrics(path: Path, history: list[dict]) -> None:
     if not history:
         return
     keys = sorted({k for row in history for k in row}, key=lambda k: (k != "iteration", k))
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
-        w.writeheader()
-        w.writerows(history)
-    os.replace(tmp, path)
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys)
+            w.writeheader()
+            w.writerows(history)
+
+    atomic_write(path, write)
 
 
 __all__ = ["EXPLORATION_MODES", "ImagineRLConfig", "exploration_log_std", "load_rl_env", "per_task_success", "train_rl"]

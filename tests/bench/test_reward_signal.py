@@ -134,5 +134,6 @@ def test_a_head_that_says_the_same_everywhere_fails_the_gate(protocol_root, caps
     out = capsys.readouterr().out
     assert "fitting the proprio model" not in out and "older than its inputs, imagining again" in out
     assert "cannot measure: no task has both a real success and a real failure" in out
-    assert out.strip().splitlines()[-1].startswith("BENCH reward_signal reward=head policies=bc jobs=50 pairs=0 auc_within_task=nan")
+    assert out.strip().splitlines()[-1].startswith(
+        "BENCH reward_signal reward=head policies=bc jobs=50 pairs=0 auc_within_task=nan")
     assert json.loads((protocol_root / "gate" / "reward_signal.json").read_text())["measurable"] is False
