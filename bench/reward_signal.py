@@ -233,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
             from envs.sim_labels import label_dataset
             label_dataset(str(gate_data))
         imagined_dir = out / f"imagined_{name}"
-        _fresh(imagined_dir / "results.json", wm_path, proprio, str(gate / f"eval_{name}" / "results.json"))
+        inputs = [wm_path, proprio, str(gate / f"eval_{name}" / "results.json")]
+        _fresh(imagined_dir / "results.json", *inputs, *([args.state_reward] if args.reward == "state" else []))
         rows += [{"policy": name, **r} for r in closed_loop_records(real, ckpt, cl, str(imagined_dir))]
         if args.branch:
             branch_rows += [{"policy": name, **r} for r in branch_records(str(gate_data), ckpt, cl, args.lead_steps)]
