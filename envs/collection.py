@@ -71,15 +71,20 @@ class PlanItem:
         return (self.seed * 7919 + self.style) % 2**31 if self.style else 0
 
 
-def validate(cfg: CollectConfig) -> None:
-    info = suite_info(cfg.suite)
-    if cfg.suite not in SCRIPTED_SUITES:
-        raise ValueError(f"suite: scripted experts exist for {list(SCRIPTED_SUITES)}, got {cfg.suite!r}")
-    bad = [t for t in cfg.tasks if not 0 <= t < info.num_tasks]
+def check_expert_plan(suite: str, tasks: list[int], episodes_per_task: int) -> None:
+    """The checks every scripted-expert collection shares: a suite with experts, its task ids, >= 1 episode."""
+    info = suite_info(suite)
+    if suite not in SCRIPTED_SUITES:
+        raise ValueError(f"suite: scripted experts exist for {list(SCRIPTED_SUITES)}, got {suite!r}")
+    bad = [t for t in tasks if not 0 <= t < info.num_tasks]
     if bad:
         raise ValueError(f"tasks: expected task ids in [0, {info.num_tasks - 1}], got {bad}")
-    if cfg.episodes_per_task < 1:
-        raise ValueError(f"episodes_per_task: expected an integer >= 1, got {cfg.episodes_per_task}")
+    if episodes_per_task < 1:
+        raise ValueError(f"episodes_per_task: expected an integer >= 1, got {episodes_per_task}")
+
+
+def validate(cfg: CollectConfig) -> None:
+    check_expert_plan(cfg.suite, cfg.tasks, cfg.episodes_per_task)
     if not 0.0 <= cfg.perturbed_fraction <= 1.0:
         raise ValueError(f"perturbed_fraction: expected a number in [0, 1], got {cfg.perturbed_fraction}")
     unknown = [p for p in cfg.perturbations if p not in PERTURBATION_KINDS]

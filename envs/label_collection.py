@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from envs.atomic import atomic_write
+from envs.collection import check_expert_plan
 from envs.experts import PERTURBATION_KINDS, Perturbation, PerturbedExpert, SpatialExpert
 from envs.libero_env import LiberoEnv, LiberoEnvConfig
 from envs.libero_suites import suite_info
@@ -39,7 +40,6 @@ from envs.outcome import outcome, pick_place_objects
 from envs.sim_labels import LABEL_KEYS, step_labels
 
 EXPERT = "expert"  # the clean expert's entry in `kinds`
-SCRIPTED_SUITES = ("libero_spatial",)  # suites with a scripted expert
 ARRAY_KEYS = ("state", "action", "success", *LABEL_KEYS)
 _FILE_RE = re.compile(r"^task(\d{2})_ep(\d{4})\.npz$")
 
@@ -79,14 +79,7 @@ class LabelPlanItem:
 
 
 def validate(cfg: LabelCollectConfig) -> None:
-    info = suite_info(cfg.suite)
-    if cfg.suite not in SCRIPTED_SUITES:
-        raise ValueError(f"suite: scripted experts exist for {list(SCRIPTED_SUITES)}, got {cfg.suite!r}")
-    bad = [t for t in cfg.tasks if not 0 <= t < info.num_tasks]
-    if bad:
-        raise ValueError(f"tasks: expected task ids in [0, {info.num_tasks - 1}], got {bad}")
-    if cfg.episodes_per_task < 1:
-        raise ValueError(f"episodes_per_task: expected an integer >= 1, got {cfg.episodes_per_task}")
+    check_expert_plan(cfg.suite, cfg.tasks, cfg.episodes_per_task)
     if cfg.init_state_offset < 0:
         raise ValueError(f"init_state_offset: expected an integer >= 0, got {cfg.init_state_offset}")
     if cfg.init_states < 0:
