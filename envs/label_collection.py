@@ -37,7 +37,7 @@ from envs.experts import PERTURBATION_KINDS, Perturbation, PerturbedExpert, Spat
 from envs.libero_env import LiberoEnv, LiberoEnvConfig
 from envs.libero_suites import suite_info
 from envs.outcome import outcome, pick_place_objects
-from envs.sim_labels import LABEL_KEYS, step_labels
+from envs.sim_labels import LABEL_KEYS, read_checked_npz, step_labels
 
 EXPERT = "expert"  # the clean expert's entry in `kinds`
 ARRAY_KEYS = ("state", "action", "success", *LABEL_KEYS)
@@ -155,21 +155,8 @@ def _write(path: Path, arrays: dict[str, np.ndarray], info: dict[str, Any]) -> N
 
 def read_episode(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """(arrays of ARRAY_KEYS, info) of one file written by `collect_labels`."""
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            data = {k: z[k] for k in z.files}
-    except (OSError, ValueError) as err:
-        raise ValueError(f"{path}: not a readable labelled episode ({err})") from None
-    missing = [k for k in (*ARRAY_KEYS, "info") if k not in data]
-    if missing:
-        raise ValueError(f"{path}: lacks {missing}; expected {list(ARRAY_KEYS)} and info")
-    T = len(data["action"])
-    shapes = {"state": (T, 8), "action": (T, 7), "success": (T,), "object_pos": (T, 3), "target_pos": (T, 3),
-              "grasped": (T,)}
-    for key, shape in shapes.items():
-        if data[key].shape != shape:
-            raise ValueError(f"{path}: {key} has shape {data[key].shape}, expected {shape}")
-    return {k: data[k] for k in ARRAY_KEYS}, json.loads(str(data["info"]))
+    widths = {"state": 8, "action": 7, "success": None, "object_pos": 3, "target_pos": 3, "grasped": None}
+    return read_checked_npz(path, widths, "labelled episode")
 
 
 def collect_labels(cfg: LabelCollectConfig, progress: bool = True) -> dict[str, Any]:

@@ -177,25 +177,32 @@ def write_labels(path: Path, labels: dict[str, np.ndarray], info: dict[str, Any]
     atomic_write(path, write)
 
 
-def load_labels(path: str | os.PathLike) -> dict[str, Any]:
-    """{object_pos [T, 3], target_pos [T, 3], grasped [T], info dict} from a file of `write_labels`."""
+def read_checked_npz(path: str | os.PathLike, widths: dict[str, int | None],
+                     what: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The arrays named in `widths` (each [T, width], or [T] for None; T from the first) and the JSON "info"
+    of an .npz file, with one clear error for an unreadable file, a missing array or a wrong shape."""
     try:
         with np.load(path, allow_pickle=False) as z:
-            out: dict[str, Any] = {k: z[k] for k in z.files}
+            data: dict[str, Any] = {k: z[k] for k in z.files}
     except (OSError, ValueError) as err:
-        raise ValueError(f"{path}: not a readable labels file ({err})") from None
-    missing = [k for k in (*LABEL_KEYS, "info") if k not in out]
+        raise ValueError(f"{path}: not a readable {what} ({err})") from None
+    missing = [k for k in (*widths, "info") if k not in data]
     if missing:
-        raise ValueError(f"{path}: lacks {missing}; expected {list(LABEL_KEYS)} and info")
-    T = len(out["grasped"])
-    for key, shape in (("object_pos", (T, 3)), ("target_pos", (T, 3)), ("grasped", (T,))):
-        if out[key].shape != shape:
-            raise ValueError(f"{path}: {key} has shape {out[key].shape}, expected {shape}")
-    out["object_pos"] = out["object_pos"].astype(np.float32)
-    out["target_pos"] = out["target_pos"].astype(np.float32)
-    out["grasped"] = out["grasped"].astype(bool)
-    out["info"] = json.loads(str(out["info"]))
-    return out
+        raise ValueError(f"{path}: lacks {missing}; expected {list(widths)} and info")
+    T = len(data[next(iter(widths))])
+    for key, width in widths.items():
+        shape = (T,) if width is None else (T, width)
+        if data[key].shape != shape:
+            raise ValueError(f"{path}: {key} has shape {data[key].shape}, expected {shape}")
+    return {k: data[k] for k in widths}, json.loads(str(data["info"]))
+
+
+def load_labels(path: str | os.PathLike) -> dict[str, Any]:
+    """{object_pos [T, 3], target_pos [T, 3], grasped [T], info dict} from a file of `write_labels`."""
+    arrays, info = read_checked_npz(path, {"object_pos": 3, "target_pos": 3, "grasped": None}, "labels file")
+    return {"object_pos": arrays["object_pos"].astype(np.float32),
+            "target_pos": arrays["target_pos"].astype(np.float32),
+            "grasped": arrays["grasped"].astype(bool), "info": info}
 
 
 def read_sim_labels(data_dir: str | os.PathLike, index: int) -> dict[str, Any] | None:
@@ -259,5 +266,5 @@ def label_dataset(data_dir: str | os.PathLike, progress: bool = True, tol: float
 
 
 __all__ = ["LABELS_DIR", "LABEL_KEYS", "MAX_STATE_DIFF", "Replay", "label_dataset", "label_path", "load_labels",
-           "read_sim_labels", "replay_env", "replay_episode", "replay_labels", "scene_processor", "step_labels",
-           "write_labels"]
+           "read_checked_npz", "read_sim_labels", "replay_env", "replay_episode", "replay_labels", "scene_processor",
+           "step_labels", "write_labels"]
