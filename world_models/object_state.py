@@ -134,16 +134,17 @@ def track(model: StateReward, ep: LabelledEpisode, t0: int = 0) -> tuple[np.ndar
     """Carry the object chunk by chunk along an episode's recorded robot states from row t0 (its recorded
     object as the start), as imagination does with predicted ones: (object positions [N, 3], success
     probabilities [N]) for rows t0+1 .. t0+N, N = the whole chunks that fit."""
+    # torch.tensor copies: dataset arrays are read-only, and as_tensor would warn on every call
     K = model.cfg.chunk_len
-    obj = torch.as_tensor(ep.object_pos[t0], dtype=torch.float32)[None]
+    obj = torch.tensor(ep.object_pos[t0], dtype=torch.float32)[None]
     z0, grasped = float(ep.object_pos[0, 2]), torch.tensor([float(ep.grasped[t0])])
     objs, probs = [], []
     for t in range(t0, len(ep.state) - K, K):
-        states = torch.as_tensor(ep.state[t + 1:t + K + 1], dtype=torch.float32)[None]
-        state = torch.as_tensor(ep.state[t], dtype=torch.float32)[None]
+        states = torch.tensor(ep.state[t + 1:t + K + 1], dtype=torch.float32)[None]
+        state = torch.tensor(ep.state[t], dtype=torch.float32)[None]
         nxt, g = model.object_step(obj, obj[:, 2] - z0, grasped, state, states)
         held = (torch.sigmoid(g) > 0.5).float()
-        target = torch.as_tensor(ep.target_pos[t + 1:t + K + 1], dtype=torch.float32)[None]
+        target = torch.tensor(ep.target_pos[t + 1:t + K + 1], dtype=torch.float32)[None]
         p = torch.sigmoid(model.success_logit(nxt, target, nxt[..., 2] - z0, states[..., 6:8], held))
         obj, grasped = nxt[:, -1], held[:, -1]
         objs.append(nxt[0].numpy())
