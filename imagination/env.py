@@ -29,7 +29,7 @@ from envs.spaces import action_space, check_action_chunk, observation_space
 from imagination.keyframes import KeyframeConfig, KeyframeSampler
 from world_models.clips import to_model_frames, to_uint8
 from world_models.model import WorldModel
-from world_models.proprio import ProprioConfig, ProprioModel, fit_proprio
+from world_models.proprio import ProprioModel
 
 UNCERTAINTY_MODES = ("off", "report", "truncate", "penalize")
 REWARDS = ("head", "state")
@@ -82,13 +82,6 @@ def load_start_episodes(root: str, views: list[str], indices: list[int] | None =
         out.append(StartEpisode(np.stack([ep.frames[v] for v in views], axis=1), ep.state, ep.action, ep.instruction,
                                 ep.task_id, read_sim_labels(root, i)))
     return out
-
-
-def load_or_fit_proprio(path: str, episodes: list[StartEpisode], chunk_len: int) -> ProprioModel:
-    """The `ProprioModel` saved at `path`; with path "", one fitted on the episodes' states and actions."""
-    if path:
-        return ProprioModel.load(path)
-    return fit_proprio([e.state for e in episodes], [e.action for e in episodes], ProprioConfig(chunk_len=chunk_len))[0]
 
 
 class ImaginationVectorEnv(VectorEnv):
