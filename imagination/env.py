@@ -17,6 +17,7 @@ Autoreset: next-step (an env that ended is reset by the following `step`, which 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -25,7 +26,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from envs.dataset import EpisodeDataset
-from envs.spaces import action_space, check_action_chunk, observation_space
+from envs.spaces import BatchObservation, Info, Observation, action_space, check_action_chunk, observation_space
 from imagination.keyframes import KeyframeConfig, KeyframeSampler
 from world_models.clips import to_model_frames, to_uint8
 from world_models.model import WorldModel
@@ -196,7 +197,8 @@ class ImaginationVectorEnv(VectorEnv):
             raise ValueError(f"freeze mask: expected {self.num_envs} booleans (one per env), got shape {mask.shape}")
         self._frozen |= mask
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[BatchObservation, Info]:
         """options: {"keyframes": [Keyframe | None, ...]} starts env i at a given real frame (None: drawn);
         {"reset_mask": bool [B]} restarts only those envs (the others keep their episode)."""
         if seed is not None:
@@ -222,7 +224,9 @@ class ImaginationVectorEnv(VectorEnv):
                 "keyframe_t": self._start[:, 1].copy(), **extra}
 
     @torch.no_grad()
-    def step(self, actions: np.ndarray):
+    def step(self, actions: np.ndarray) -> tuple[BatchObservation, np.ndarray, np.ndarray, np.ndarray, Info]:
+        """actions float32 [B, K, 7] -> obs, reward float32 [B], terminated, truncated bool [B], info (per-env
+        arrays: success, t, steps, success_prob, uncertainty, reset, keyframe_episode, keyframe_t)."""
         actions = np.asarray(actions, dtype=np.float32)
         if actions.shape != (self.num_envs, self.K, 7):
             raise ValueError(f"actions: expected float array [B={self.num_envs}, K={self.K}, 7], "
@@ -337,12 +341,12 @@ class ImaginationEnv(gym.Env):
         self.action_space = self.vec.single_action_space
         self.render_mode = "rgb_array"
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Observation, Info]:
         super().reset(seed=seed)
         obs, info = self.vec.reset(seed=seed, options=options)
         return _first(obs), _first(info)
 
-    def step(self, action: np.ndarray):
+    def step(self, action: np.ndarray) -> tuple[Observation, float, bool, bool, Info]:
         if self.vec._needs_reset[0]:
             raise RuntimeError("step() called on a finished episode: call reset() first")
         obs, reward, terminated, truncated, info = self.vec.step(np.asarray(action, np.float32)[None])
