@@ -131,8 +131,11 @@ class ImaginationVectorEnv(VectorEnv):
                              f"imagines {wm_views}: expected distinct views among those (train the policy on them)")
         self._pick = [wm_views.index(v) for v in shown]  # indices into the world model's views
         self.episodes = episodes
-        # only starts that leave something to do before the horizon (real episodes may run past it)
-        self.keyframes = KeyframeSampler([e.action[: cfg.max_steps] for e in episodes], cfg.keyframes)
+        # only starts that leave something to do before the horizon (real episodes may run past it), and with
+        # the state reward only rows its labels cover (a replay that diverged labels the rows before it only)
+        ends = [min(cfg.max_steps, len(e.sim["grasped"]) if self.state_reward is not None and e.sim else cfg.max_steps)
+                for e in episodes]
+        self.keyframes = KeyframeSampler([e.action[:end] for e, end in zip(episodes, ends)], cfg.keyframes)
         self.num_envs = num_envs
         self.K, self.C, self.V = world_model.chunk_len, world_model.context_frames, V
         self.single_observation_space = observation_space(len(self._pick), H, W, episodes[0].state.shape[1])
@@ -176,10 +179,9 @@ class ImaginationVectorEnv(VectorEnv):
             self._start[i] = (kf.episode, kf.t)
             if self.state_reward is not None:  # labels checked in _load_state_reward
                 sim = ep.sim
-                if kf.t >= len(sim["grasped"]):  # a replay that diverged labels only the rows before it
+                if kf.t >= len(sim["grasped"]):  # only a keyframe asked for in reset: drawn ones stay inside
                     raise ValueError(f"keyframe at frame {kf.t} of start episode {kf.episode}: its simulator labels "
-                                     f"cover frames 0-{len(sim['grasped']) - 1} only; start reward 'state' episodes "
-                                     "there (keyframes mode 'start')")
+                                     f"cover frames 0-{len(sim['grasped']) - 1} only (its replay diverged there)")
                 self._obj[i] = torch.as_tensor(sim["object_pos"][kf.t], device=self.device)
                 self._target[i] = torch.as_tensor(sim["target_pos"][kf.t], device=self.device)
                 self._z0[i] = float(sim["object_pos"][0, 2])

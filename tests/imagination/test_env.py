@@ -247,3 +247,18 @@ def test_state_reward_needs_a_checkpoint_and_labelled_starts(models, tmp_path):
                              ImaginationConfig(reward="state", state_reward=str(tmp_path / "sr8.pt")))
     with pytest.raises(ValueError, match="reward"):
         ImaginationVectorEnv(wm, prop, _labelled(_episodes()), 1, ImaginationConfig(reward="pixels"))
+
+
+def test_state_reward_draws_keyframes_only_where_the_labels_reach(models, tmp_path):
+    from world_models.object_state import StateReward, StateRewardConfig
+
+    wm, prop = models
+    StateReward(StateRewardConfig(chunk_len=4, hidden=8, layers=1)).save(tmp_path / "sr.pt")
+    eps = _labelled(_episodes())
+    eps[0].sim = {k: v[:5] for k, v in eps[0].sim.items()}  # its replay diverged after row 4
+    venv = ImaginationVectorEnv(wm, prop, eps, 1, ImaginationConfig(
+        reward="state", state_reward=str(tmp_path / "sr.pt"), keyframes=KeyframeConfig(mode="uniform")))
+    drawn = venv.keyframes.sample(500, np.random.default_rng(0))
+    assert max(k.t for k in drawn if k.episode == 0) < 5 and max(k.t for k in drawn if k.episode == 1) >= 5
+    with pytest.raises(ValueError, match="cover frames 0-4"):
+        venv.reset(options={"keyframes": [Keyframe(0, 7)]})
