@@ -287,14 +287,10 @@ class ImaginationVectorEnv(VectorEnv):
     def _object_path(self, a: torch.Tensor, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The state reward along one chunk of the envs `a` [b], robot states [b, K, S] predicted after each
         action (the envs' own states are still those before the chunk): object positions [b, K, 3], held
-        [b, K] (0/1) and success probabilities [b, K]. As `world_models.object_state.track` does on records."""
+        [b, K] (0/1) and success probabilities [b, K]: `StateReward.carry`, as `track` does on records."""
         assert self.state_reward is not None  # step() calls this only with a state reward
-        sr, obj, z0 = self.state_reward, self._obj[a], self._z0[a]
-        nxt, grasp_logits = sr.object_step(obj, obj[:, 2] - z0, self._held[a], self._state[a], states)
-        held = (torch.sigmoid(grasp_logits) > 0.5).float()
         target = self._target[a][:, None].expand(-1, states.shape[1], -1)
-        prob = torch.sigmoid(sr.success_logit(nxt, target, nxt[..., 2] - z0[:, None], states[..., 6:8], held))
-        return nxt, held, prob
+        return self.state_reward.carry(self._obj[a], self._z0[a], self._held[a], self._state[a], states, target)
 
     def render(self) -> np.ndarray:  # type: ignore[override]  # one array for all envs, not a tuple of frames
         """uint8 [B, H, V*W, 3]: every env's current views side by side."""

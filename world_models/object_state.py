@@ -106,6 +106,17 @@ class StateReward(nn.Module):
         carried = (torch.sigmoid(out[..., 3:]) * eef_path.diff(dim=1)).cumsum(1)
         return obj[:, None] + carried + out[..., :3] / SCALE, out[..., 3]
 
+    def carry(self, obj: torch.Tensor, z0: torch.Tensor, held: torch.Tensor, state: torch.Tensor,
+              next_states: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One chunk of the judgement imagination makes: the object at obj [B, 3] (start height z0 [B], held
+        [B] in {0, 1}) carried along robot states [B, S] -> next_states [B, K, S], then judged against target
+        [B, K, 3]. Returns object positions [B, K, 3], held [B, K] (0/1), success probabilities [B, K]."""
+        nxt, grasp_logits = self.object_step(obj, obj[:, 2] - z0, held, state, next_states)
+        now_held = (torch.sigmoid(grasp_logits) > 0.5).float()
+        prob = torch.sigmoid(self.success_logit(nxt, target, nxt[..., 2] - z0[:, None], next_states[..., 6:8],
+                                                now_held))
+        return nxt, now_held, prob
+
     def success_logit(self, obj: torch.Tensor, target: torch.Tensor, lift: torch.Tensor, grip: torch.Tensor,
                       grasped: torch.Tensor) -> torch.Tensor:
         """[...]: the goal's logit for states with object/target [..., 3], lift [...], grip [..., 2], grasped [...]."""
@@ -137,15 +148,13 @@ def track(model: StateReward, ep: LabelledEpisode, t0: int = 0) -> tuple[np.ndar
     # torch.tensor copies: dataset arrays are read-only, and as_tensor would warn on every call
     K = model.cfg.chunk_len
     obj = torch.tensor(ep.object_pos[t0], dtype=torch.float32)[None]
-    z0, grasped = float(ep.object_pos[0, 2]), torch.tensor([float(ep.grasped[t0])])
+    z0, grasped = torch.tensor([float(ep.object_pos[0, 2])]), torch.tensor([float(ep.grasped[t0])])
     objs, probs = [], []
     for t in range(t0, len(ep.state) - K, K):
         states = torch.tensor(ep.state[t + 1:t + K + 1], dtype=torch.float32)[None]
         state = torch.tensor(ep.state[t], dtype=torch.float32)[None]
-        nxt, g = model.object_step(obj, obj[:, 2] - z0, grasped, state, states)
-        held = (torch.sigmoid(g) > 0.5).float()
         target = torch.tensor(ep.target_pos[t + 1:t + K + 1], dtype=torch.float32)[None]
-        p = torch.sigmoid(model.success_logit(nxt, target, nxt[..., 2] - z0, states[..., 6:8], held))
+        nxt, held, p = model.carry(obj, z0, grasped, state, states, target)
         obj, grasped = nxt[:, -1], held[:, -1]
         objs.append(nxt[0].numpy())
         probs.append(p[0].numpy())
