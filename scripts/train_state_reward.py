@@ -4,7 +4,9 @@
     python scripts/train_state_reward.py data_dir=... 'label_dirs=[outputs/data/sim_labels/libero_spatial]'
 
 data_dir is a recorded dataset labelled by scripts/label_episodes.py; label_dirs add episodes simulated
-without rendering by scripts/collect_labels.py (near-miss grasps: the failure boundary), for training only.
+without rendering by scripts/collect_labels.py (near-miss grasps: the failure boundary), and
+train_data_dirs more labelled recorded datasets (e.g. the policy's own real rollouts, whose grasps are not
+the expert's), all for training only.
 
 Every `holdout_every`-th labelled episode is held out; on those, the object is carried along the
 recorded robot states from the first row and the highest success probability is compared with the
@@ -33,6 +35,8 @@ from world_models.object_state import StateRewardConfig, fit_state_reward, label
 class TrainStateRewardConfig:
     data_dir: str = "outputs/bench/rl_gain/data"
     label_dirs: list[str] = field(default_factory=list)  # scripts/collect_labels.py out_dirs, added to training
+    # recorded datasets labelled by scripts/label_episodes.py, added to training whole (none held out)
+    train_data_dirs: list[str] = field(default_factory=list)
     out: str = "outputs/state_reward/state_reward.pt"
     model: StateRewardConfig = field(default_factory=StateRewardConfig)
     holdout_every: int = 5  # every 5th labelled episode is held out for the figures (0 = none)
@@ -52,6 +56,15 @@ def main(cfg: TrainStateRewardConfig) -> dict:
             raise SystemExit(f"label_dirs: {d} is not a directory (scripts/collect_labels.py writes one)")
         extra, _ = load_labelled(d)
         print(f"  + {len(extra)} simulated episodes from {d}")
+        train += extra
+    for d in cfg.train_data_dirs:
+        if not Path(d, "meta", "info.json").is_file():
+            raise SystemExit(f"train_data_dirs: {d} is not a recorded dataset (no meta/info.json)")
+        extra, _ = labelled_episodes(d)
+        if not extra:
+            raise SystemExit(f"train_data_dirs: {d} has no episode with per-step simulator labels; "
+                             "label it with scripts/label_episodes.py")
+        print(f"  + {len(extra)} labelled recorded episodes from {d}")
         train += extra
     model, log = fit_state_reward(train, cfg.model)
     model.save(cfg.out)

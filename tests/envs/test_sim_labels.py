@@ -165,3 +165,8 @@ def test_train_state_reward_adds_simulated_episodes(recorded, tmp_path):
     assert (tmp_path / "sr.pt").is_file() and result["held_out_auc"] is None
     with pytest.raises(SystemExit, match="label_dirs"):
         train_state_reward.main(replace(cfg, label_dirs=[str(tmp_path / "missing")]))
+    # a second labelled recorded dataset (e.g. the policy's own rollouts) is added to training whole
+    result = train_state_reward.main(replace(cfg, train_data_dirs=[str(root)]))
+    assert result["train_episodes"] == 3
+    with pytest.raises(SystemExit, match="train_data_dirs"):
+        train_state_reward.main(replace(cfg, train_data_dirs=[labels.out_dir]))  # not a labelled recorded dataset
