@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from envs.dataset import EpisodeDataset
-from imagination.loop import LoopConfig
+from imagination.loop.config import LoopConfig
 from scripts import calibrate_success, train_bc, train_world_model
 from scripts import collect as collect_script
 

@@ -16,7 +16,7 @@ length:
 
 Then evaluates every policy on the same jobs twice: in real LIBERO (fast render, as the data was
 recorded) and in imagination, each imagined episode starting at frame 0 of the real episode of
---data with the same task and official init state (see imagination.imagined_eval). Jobs are keyed
+--data with the same task and official init state (see imagination.eval.imagined). Jobs are keyed
 by (task, init state, seed), with --episodes-per-task init states per task from --init-offset.
 Prints a table of real and imagined success per policy, the Spearman rank correlation of the two
 success-rate vectors, and `BENCH rank ... PASS|FAIL`; exits 1 when the correlation is below
@@ -51,9 +51,10 @@ import torch
 from scipy.stats import spearmanr
 
 from envs.dataset import EpisodeDataset
-from imagination.calibrate import replay_success_prob
 from imagination.env import load_start_episodes
-from imagination.evaluate import EnvSpec, EvalConfig, evaluate, make_eval_env
+from imagination.eval.calibrate import replay_success_prob
+from imagination.eval.evaluate import evaluate, make_eval_env
+from imagination.eval.jobs import EnvSpec, EvalConfig
 from imagination.imagine import open_proprio
 from policies.base import Policy, RandomPolicy, RandomPolicyConfig
 from policies.bc import BCConfig, train_bc

@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 import numpy as np
 
 from envs.atomic import atomic_write_json
-from imagination.calibrate import plot_outcome_histogram
-from imagination.closed_loop import (
+from imagination.eval.calibrate import plot_outcome_histogram
+from imagination.eval.closed_loop import (
     ClosedLoopConfig,
     Separation,
     branch_records,

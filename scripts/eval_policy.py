@@ -24,7 +24,7 @@ policy's own mistakes, to start imagined RL from the states it reaches (`sources
 check the reward from there (`scripts/closed_loop_check.py branch_data=`). Use init states the
 benchmark does not (init_state_offset=20), so the benchmark's jobs stay unseen.
 
-Other envs: pass your own factory to imagination.evaluate.evaluate(..., env_factory=...).
+Other envs: pass your own factory to imagination.eval.evaluate.evaluate(..., env_factory=...).
 """
 from __future__ import annotations
 
@@ -35,8 +35,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 
 from envs.dataset.layout import INFO_PATH
-from imagination.evaluate import EvalConfig, evaluate, load_policy
-from imagination.real_rollouts import evaluate_and_record
+from imagination.eval.evaluate import evaluate, load_policy
+from imagination.eval.jobs import EvalConfig
+from imagination.eval.real_rollouts import evaluate_and_record
 from scripts.cli import parse_config, save_config
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 
-from imagination.rl_training import ImagineRLConfig, train_rl
+from imagination.rl.training import ImagineRLConfig, train_rl
 from scripts.cli import parse_config, save_config
 
 

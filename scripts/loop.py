@@ -8,7 +8,7 @@ evaluation -> grow the dataset -> fine-tune the world model -> imagined RL again
 Everything lands in out_dir: data/ (the dataset, grown by the policy's real episodes), world_model/
 (and round<r>/world_model/ fine-tunes, each with eval/), bc/, phase folders with rl/, eval_real/ and
 eval_imagined/, loop.json (stages, timings, results) and report.md / report.html. Re-running the
-same command reuses every finished stage and resumes the unfinished one. See imagination/loop.py.
+same command reuses every finished stage and resumes the unfinished one. See imagination/loop/config.py.
 """
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ import json
 import math
 
 from envs.dataset import EpisodeDataset
-from imagination.closed_loop import paired_separation
-from imagination.evaluate import evaluate
-from imagination.loop import LoopConfig, LoopState, finetune_config, guard
-from imagination.real_rollouts import evaluate_and_record
-from imagination.report import write_report
-from imagination.rl_training import train_rl
+from imagination.eval.closed_loop import paired_separation
+from imagination.eval.evaluate import evaluate
+from imagination.eval.real_rollouts import evaluate_and_record
+from imagination.loop.config import LoopConfig, LoopState, finetune_config, guard
+from imagination.loop.report import write_report
+from imagination.rl.training import train_rl
 from policies.base import Policy
 from scripts import calibrate_success, eval_world_model, train_bc, train_world_model
 from scripts import collect as collect_script

@@ -24,7 +24,7 @@ import torch
 
 from envs.dataset import EpisodeDataset
 from envs.label_collection import load_labelled
-from imagination.closed_loop import outcome_separation
+from imagination.eval.closed_loop import outcome_separation
 from scripts.cli import parse_config
 from world_models.object_state import StateRewardConfig, fit_state_reward, labelled_episodes, track
 

@@ -56,7 +56,7 @@ def test_rl_gain_rejects_a_run_from_another_policy_or_an_unfinished_one(tmp_path
 
 
 def test_rl_gain_prints_per_task_changes_and_how_failures_happened():
-    from imagination.evaluate import summarize
+    from imagination.eval.evaluate import summarize
 
     rl_gain = _load("rl_gain")
 
@@ -77,7 +77,7 @@ def test_rl_gain_prints_per_task_changes_and_how_failures_happened():
 
 
 def _finished_eval(folder: Path, checkpoint: str, successes: list[bool], tasks=(0, 1), per_task=2, offset=20) -> None:
-    from imagination.evaluate import summarize
+    from imagination.eval.evaluate import summarize
 
     records = [{"task_id": t, "init_state_id": offset + j, "seed": 100 * t + j, "steps": 50,
                 "success": successes[i * per_task + j]} for i, t in enumerate(tasks) for j in range(per_task)]

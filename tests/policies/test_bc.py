@@ -14,7 +14,8 @@ import torch
 
 from envs.collection import CollectConfig, collect
 from envs.dataset import EpisodeDataset
-from imagination.evaluate import EvalConfig, evaluate
+from imagination.eval.evaluate import evaluate
+from imagination.eval.jobs import EvalConfig
 from policies.base import Policy
 from policies.bc import BCConfig, ChunkData, random_shift, train_bc
 from policies.vla import VLAConfig

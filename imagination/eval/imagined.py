@@ -1,6 +1,6 @@
 """Policy evaluation inside the world model, from the same starts as the real evaluation.
 
-A job (task, official init state, seed) of `imagination.evaluate` starts at frame 0 of a real
+A job (task, official init state, seed) of `imagination.eval.evaluate` starts at frame 0 of a real
 episode of that task recorded from that init state (expert episodes in the original look first),
 so real and imagined success rates of several policies are measured from the same initial states
 (policy ranking). When the start data has no episode from that init state, an episode of the same
@@ -16,14 +16,14 @@ import numpy as np
 from envs import libero_suites
 from envs.dataset import EpisodeDataset
 from imagination.env import ImaginationConfig
-from imagination.evaluate import EnvSpec, EvalConfig, Job
+from imagination.eval.jobs import EnvSpec, EvalConfig, Job
 from imagination.imagine import open_imagination
 from imagination.keyframes import Keyframe, KeyframeConfig
 from world_models.model import WorldModel
 
 
 class ImaginationEvalEnv:
-    """`EvalEnv` over `ImaginationVectorEnv` (see imagination.evaluate.EvalEnv)."""
+    """`EvalEnv` over `ImaginationVectorEnv` (see imagination.eval.jobs.EvalEnv)."""
 
     def __init__(self, cfg: EvalConfig, spec: EnvSpec, first_tasks: list[int]):
         for name in ("world_model", "start_data"):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from envs.dataset import DatasetConfig, Episode, EpisodeWriter
-from imagination.closed_loop import (
+from imagination.eval.closed_loop import (
     ClosedLoopConfig,
     branch_records,
     closed_loop_records,
@@ -17,7 +17,8 @@ from imagination.closed_loop import (
     paired_separation,
     real_jobs_config,
 )
-from imagination.evaluate import EvalConfig, evaluate
+from imagination.eval.evaluate import evaluate
+from imagination.eval.jobs import EvalConfig
 from world_models.denoiser import DenoiserConfig
 from world_models.model import WorldModel, WorldModelConfig
 from world_models.proprio import ProprioConfig, ProprioModel

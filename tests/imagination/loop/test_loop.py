@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from envs.dataset import EpisodeDataset
-from imagination.loop import LoopConfig, LoopState, finetune_config, guard
+from imagination.loop.config import LoopConfig, LoopState, finetune_config, guard
 from scripts.cli import load_config
 from world_models.model import WorldModel
 

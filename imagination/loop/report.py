@@ -4,7 +4,7 @@ Reads run_dir/loop.json and the files it points to (evaluations, RL metrics, BC 
 and writes tables, plots and video links. Links are relative to run_dir and files outside it are copied
 into report_assets/linked/, so the folder can be moved or zipped. Missing pieces read "not run".
 
-    python -m imagination.report RUN_DIR
+    python -m imagination.loop.report RUN_DIR
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 
 from envs.atomic import atomic_write, atomic_write_text
 from envs.outcome import OUTCOMES
-from imagination.closed_loop import paired_separation
+from imagination.eval.closed_loop import paired_separation
 
 NOT_RUN = "not run"
 ASSETS = "report_assets"
@@ -440,5 +440,5 @@ def write_report(run_dir: str | Path) -> tuple[Path, Path]:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: python -m imagination.report RUN_DIR")
+        sys.exit("usage: python -m imagination.loop.report RUN_DIR")
     print(*write_report(sys.argv[1]), sep="\n")

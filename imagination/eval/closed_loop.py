@@ -1,7 +1,7 @@
 """Closed-loop check of the reward: does imagination tell the jobs a policy fails for real from the
 ones it solves?
 
-Open-loop calibration (`imagination.calibrate`) replays *recorded* actions, and there a good model
+Open-loop calibration (`imagination.eval.calibrate`) replays *recorded* actions, and there a good model
 separates real outcomes perfectly. Imagined RL is closed loop: the policy acts on imagined frames.
 This module re-runs the jobs of a finished real evaluation (same policy, tasks, init states, seeds)
 inside the world model with a success head that never ends an episode, keeps each episode's
@@ -38,9 +38,10 @@ from tqdm.auto import tqdm
 
 from envs import libero_suites
 from envs.dataset import EpisodeDataset
-from imagination.calibrate import ThresholdChoice, pick_threshold
 from imagination.env import ImaginationConfig, load_start_episodes
-from imagination.evaluate import EvalConfig, evaluate
+from imagination.eval.calibrate import ThresholdChoice, pick_threshold
+from imagination.eval.evaluate import evaluate
+from imagination.eval.jobs import EvalConfig
 from imagination.imagine import imagine, open_imagination, open_proprio, policy_mean
 from imagination.keyframes import Keyframe, KeyframeConfig
 from policies.base import Policy
@@ -116,7 +117,7 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
     """Continue the policy's recorded real episodes in imagination from their decisive step.
 
     The episodes are the data's `source: policy` ones whose `extra.policy` is `policy_path` (written by
-    `imagination.real_rollouts.evaluate_and_record`). Each starts at `decisive_step`, its real frames up
+    `imagination.eval.real_rollouts.evaluate_and_record`). Each starts at `decisive_step`, its real frames up
     to there as context, the policy acting deterministically to the horizon (`cfg.max_steps`, 0 = the
     suite's) with a head that never ends an episode. Each record: episode, task_id, init_state_id,
     start_t, real_success, max_success_prob."""

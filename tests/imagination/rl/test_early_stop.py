@@ -1,4 +1,4 @@
-"""Imagined RL that stops on a held-out signal and keeps the best policy (imagination/early_stop.py),
+"""Imagined RL that stops on a held-out signal and keeps the best policy (imagination/rl/early_stop.py),
 on the tiny square world of tests/imagination/test_rl_training.py."""
 import json
 from dataclasses import replace
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from imagination.early_stop import EarlyStopper, HeldoutConfig
-from imagination.rl_training import train_rl
+from imagination.rl.early_stop import EarlyStopper, HeldoutConfig
+from imagination.rl.training import train_rl
 from policies.base import Policy
-from tests.imagination.test_rl_training import _config, square_setup  # noqa: F401 (fixture)
+from tests.imagination.rl.test_training import _config, square_setup  # noqa: F401 (fixture)
 from tests.world_models.conftest import SIZE
 
 
@@ -67,7 +67,7 @@ def test_the_kept_policy_is_the_one_with_the_best_heldout_score(square_setup, tm
     assert sorted(scores) == [0, 2, 4, 6, 8] and scores[best] == max(scores.values())
     assert best == min(i for i, s in scores.items() if s == max(scores.values()))  # ties keep the earlier policy
     # the kept file scores what the check recorded for its iteration (same starts, same noise)
-    from imagination.early_stop import heldout_success
-    from imagination.rl_training import heldout_env, load_rl_env
+    from imagination.rl.early_stop import heldout_success
+    from imagination.rl.training import heldout_env, load_rl_env
     env = heldout_env(cfg, load_rl_env(cfg, tmp_path / "run", Policy.load(result["policy_path"])))
     assert heldout_success(env, Policy.load(result["policy_path"]), cfg.seed) == pytest.approx(scores[best])

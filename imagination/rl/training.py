@@ -1,6 +1,6 @@
 """RL post-training of a policy inside the world model (GRPO or PPO), with checkpoints that resume.
 
-Every iteration: collect `num_groups` x `group_size` imagined episodes (`imagination.rollout`), turn
+Every iteration: collect `num_groups` x `group_size` imagined episodes (`imagination.rl.rollout`), turn
 them into advantages, run `rl.epochs` passes of clipped-surrogate updates. The batch of iteration i
 is a pure function of (seed, i) and the policy, so a run stopped and resumed from its checkpoint
 continues exactly as if it had not stopped. No real simulator is created: all interaction is imagined.
@@ -28,12 +28,12 @@ from tqdm import tqdm
 from envs.atomic import atomic_torch_save, atomic_write, atomic_write_json
 from envs.dataset import EpisodeDataset, encode_video
 from envs.libero_env import LiberoEnv
-from imagination.early_stop import EarlyStopper, HeldoutConfig, heldout_success
 from imagination.env import ImaginationConfig, ImaginationVectorEnv
 from imagination.imagine import open_imagination
 from imagination.keyframes import KeyframeConfig
-from imagination.rl import RLConfig, update
-from imagination.rollout import Rollouts, collect_rollouts, to_batch
+from imagination.rl.algo import RLConfig, update
+from imagination.rl.early_stop import EarlyStopper, HeldoutConfig, heldout_success
+from imagination.rl.rollout import Rollouts, collect_rollouts, to_batch
 from policies.base import Policy
 
 
@@ -54,7 +54,7 @@ class ImagineRLConfig:
     imagination: ImaginationConfig = field(
         default_factory=lambda: ImaginationConfig(keyframes=KeyframeConfig(mode="uniform"), uncertainty="report"))
     rl: RLConfig = field(default_factory=RLConfig)
-    # stop on a held-out signal and keep the best policy (imagination/early_stop.py); every=0: off
+    # stop on a held-out signal and keep the best policy (imagination/rl/early_stop.py); every=0: off
     heldout: HeldoutConfig = field(default_factory=HeldoutConfig)
     # BC fits only the mean, so the policy's log-std is still its initial value: set the exploration
     # noise here (log of the per-dimension std); nan keeps the checkpoint's.

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from envs.dataset import DatasetConfig, Episode, EpisodeDataset, EpisodeWriter
-from imagination.evaluate import EnvSpec, EvalConfig, Job, evaluate
+from imagination.eval.evaluate import evaluate
+from imagination.eval.jobs import EnvSpec, EvalConfig, Job
 from world_models.denoiser import DenoiserConfig
 from world_models.model import WorldModel, WorldModelConfig
 from world_models.proprio import ProprioConfig, ProprioModel
@@ -43,7 +44,7 @@ def _cfg(root, **kw):
 
 
 def test_jobs_start_from_their_own_init_state(setup):
-    from imagination.imagined_eval import ImaginationEvalEnv
+    from imagination.eval.imagined import ImaginationEvalEnv
 
     env = ImaginationEvalEnv(_cfg(setup), EnvSpec(("agentview",), H, K), [0, 0])
     ds = EpisodeDataset(setup / "data")

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from imagination.closed_loop import outcome_separation
-from imagination.reward_gate import (
+from imagination.eval.closed_loop import outcome_separation
+from imagination.eval.reward_gate import (
     THRESHOLD_AUC,
     THRESHOLD_GAP,
     TaskCalibration,

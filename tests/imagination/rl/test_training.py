@@ -10,8 +10,8 @@ import torch
 from envs.dataset import EpisodeDataset
 from imagination.env import ImaginationConfig, ImaginationVectorEnv, load_start_episodes
 from imagination.keyframes import KeyframeConfig
-from imagination.rl import RLConfig
-from imagination.rl_training import ImagineRLConfig, exploration_log_std, per_task_success, train_rl
+from imagination.rl.algo import RLConfig
+from imagination.rl.training import ImagineRLConfig, exploration_log_std, per_task_success, train_rl
 from policies.base import Policy
 from policies.vla import VLAConfig, VLAPolicy
 from tests.world_models.conftest import SIZE, tiny_train_config, write_square_dataset
@@ -156,7 +156,7 @@ def test_data_exploration_sets_the_starting_policy_noise(square_setup, tmp_path)
 def test_state_reward_runs_start_only_from_labelled_episodes(tmp_path, capsys):
     from envs.sim_labels import label_path
     from imagination.env import ImaginationConfig
-    from imagination.rl_training import labelled_starts
+    from imagination.rl.training import labelled_starts
 
     label_path(tmp_path, 1).parent.mkdir(parents=True)
     label_path(tmp_path, 1).write_bytes(b"")

@@ -6,7 +6,7 @@ buffered. When an episode ends, it is written to the dataset as source "policy",
 simulator's success, the round and the policy, with the simulator's outcome (`envs.outcome`: never
 lifted / lifted, not placed) and a near-success flag for failures: the goal's object was lifted but
 not placed, or, for tasks without such an object, the proprio rule of `near_success`. The same
-`imagination.evaluate.evaluate` loop drives it, so the recorded episodes *are* the evaluation
+`imagination.eval.evaluate.evaluate` loop drives it, so the recorded episodes *are* the evaluation
 episodes: one set of real rollouts gives both the success figures and the new training data.
 
 Row convention (as in collection): row t holds the observation before action t, action t, and
@@ -25,7 +25,9 @@ import numpy as np
 
 from envs.dataset import Episode, EpisodeDataset, EpisodeWriter
 from envs.outcome import outcome
-from imagination.evaluate import EnvSpec, EvalConfig, Job, LiberoEvalEnv, evaluate
+from imagination.eval.evaluate import evaluate
+from imagination.eval.jobs import EnvSpec, EvalConfig, Job
+from imagination.eval.libero import LiberoEvalEnv
 from policies.base import Policy
 
 

@@ -1,9 +1,9 @@
-"""The paired difference of two evaluations of the same jobs (imagination/stats.py), on hand-made records."""
+"""The paired difference of two evaluations of the same jobs (imagination/eval/stats.py), on hand-made records."""
 import math
 
 import pytest
 
-from imagination.stats import paired_difference
+from imagination.eval.stats import paired_difference
 
 
 def _records(successes: list[bool], task: int = 0) -> list[dict]:

@@ -16,7 +16,7 @@ import torch
 
 from imagination.env import ImaginationVectorEnv
 from imagination.imagine import imagine, policy_sample
-from imagination.rl import Batch, RLConfig, gae, group_advantages
+from imagination.rl.algo import Batch, RLConfig, gae, group_advantages
 from policies.base import Policy
 
 

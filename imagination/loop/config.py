@@ -25,8 +25,8 @@ from typing import Any
 
 from envs.atomic import atomic_write_json
 from envs.collection import CollectConfig
-from imagination.evaluate import EvalConfig
-from imagination.rl_training import ImagineRLConfig
+from imagination.eval.jobs import EvalConfig
+from imagination.rl.training import ImagineRLConfig
 from policies.bc import BCConfig
 from world_models.training import TrainWorldModelConfig
 

@@ -1,7 +1,7 @@
 """The reward gate's figures: does the success head, in closed loop, see real outcomes?
 
 Imagined RL optimizes whatever the world model's success head says while the policy acts on imagined
-frames. `bench/reward_signal.py` re-runs real jobs in imagination (`imagination.closed_loop`) and, from
+frames. `bench/reward_signal.py` re-runs real jobs in imagination (`imagination.eval.closed_loop`) and, from
 each job's highest imagined success probability and its real outcome, computes what this module does:
 
     est = within_task_auc_interval(probs, labels, task_ids)   # AUC within task, 95% bootstrap interval
@@ -11,7 +11,7 @@ each job's highest imagined success probability and its real outcome, computes w
 
 Inputs are per job: probs float [N] (highest imagined success probability), labels bool [N] (real
 success), task_ids int [N]. "Within task" means pairs of one task only (as in
-`imagination.closed_loop.outcome_separation`): GRPO compares episodes from one keyframe, so a head that
+`imagination.eval.closed_loop.outcome_separation`): GRPO compares episodes from one keyframe, so a head that
 only knows which task is hard gives it nothing. Its interval resamples jobs with replacement within
 each task (the number of jobs per task fixed), with a fixed seed, and takes the percentile interval of
 the resampled within-task AUCs; resamples that draw no pair of a success and a failure are left out.
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from imagination.closed_loop import outcome_separation
+from imagination.eval.closed_loop import outcome_separation
 
 THRESHOLD_AUC = 0.80  # the within-task AUC a reward must reach before RL is worth running
 THRESHOLD_GAP = 0.15  # the largest |imagined - real| success rate allowed on any task

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-import imagination.evaluate as ev
+import imagination.eval.evaluate as ev
 from envs.dataset import decode_video
-from imagination.evaluate import EvalConfig, evaluate, plan_jobs, wilson_interval
+from imagination.eval.evaluate import evaluate, plan_jobs, wilson_interval
+from imagination.eval.jobs import EvalConfig
 from policies.base import Policy, PolicyConfig, batch_obs
 
 

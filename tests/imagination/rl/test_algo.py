@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from imagination.rl import Batch, RLConfig, clipped_surrogate, gae, group_advantages, kl_k2, kl_k3, update
+from imagination.rl.algo import Batch, RLConfig, clipped_surrogate, gae, group_advantages, kl_k2, kl_k3, update
 
 
 def test_group_advantages_normalize_within_each_group():
@@ -134,7 +134,7 @@ def test_batch_subset_moves_tensors_to_the_policy_device_and_keeps_obs_on_the_ho
 
 
 def test_rl_presets_load_and_the_gpu_one_runs_on_cuda():
-    from imagination.rl_training import ImagineRLConfig
+    from imagination.rl.training import ImagineRLConfig
     from scripts.cli import load_config
 
     for preset in ("quick", "full", "gpu64"):

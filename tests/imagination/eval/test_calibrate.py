@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from envs.dataset import DatasetConfig, Episode, EpisodeWriter
-from imagination.calibrate import balanced_accuracy, pick_threshold, replay_success_prob
 from imagination.env import ImaginationConfig, ImaginationVectorEnv, StartEpisode
+from imagination.eval.calibrate import balanced_accuracy, pick_threshold, replay_success_prob
 from world_models.denoiser import DenoiserConfig
 from world_models.model import WorldModel, WorldModelConfig
 from world_models.proprio import ProprioConfig, ProprioModel

@@ -11,150 +11,23 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Protocol
 
 import numpy as np
 import torch
-from gymnasium.vector import AutoresetMode
 from scipy.stats import binomtest
 from tqdm import tqdm
 
 from envs import libero_suites
 from envs.atomic import atomic_write_json
 from envs.dataset import encode_video
-from envs.libero_env import LiberoEnvConfig
 from envs.outcome import FIGURES, failure_counts, outcome
-from envs.vector_env import LiberoVectorEnv
+from imagination.eval.jobs import EnvFactory, EnvSpec, EvalConfig, EvalEnv, Job
+from imagination.eval.libero import LiberoEvalEnv
 from policies.base import Policy, RandomPolicy, RandomPolicyConfig
 
-
-@dataclass
-class EvalConfig:
-    """What to evaluate, where, and how many episodes."""
-
-    checkpoint: str = ""  # a Policy.save file, or "random" for the uniform random baseline
-    env: str = "libero_spatial"  # a LIBERO suite, or "imagination" (needs world_model and start_data)
-    tasks: list[int] = field(default_factory=list)  # empty = every task of the env
-    episodes_per_task: int = 10  # episodes run per task (the 95% interval of its success rate narrows as 1/sqrt(n))
-    init_state_offset: int = 0  # episode j of a task starts from init state (offset + j) % num_init_states
-    seed: int = 0  # episode seeds derive from (seed, task, j); also seeds sampled actions
-    num_envs: int = 2  # parallel simulator processes
-    action_steps: int = 0  # actions executed per predicted chunk (receding horizon); 0 = the whole chunk
-    # the policy's chunk (mean) if True; else policy.sample, whose noise also depends on the batch layout
-    deterministic: bool = True
-    max_steps: int = 0  # control steps per episode; 0 = the env's standard horizon
-    fast_render: bool = True  # see LiberoEnvConfig.fast_render: evaluate as the training data was rendered
-    image_size: int = 0  # rendered size; 0 = the policy's image_size (64 if it has none)
-    videos: int = 4  # mp4s (views side by side) of the first N episodes
-    out_dir: str = "outputs/eval/run"
-    num_threads: int = 1  # torch threads for the policy (simulators use the other cores)
-    # env=imagination: the world model, the real episodes whose first frames start imagined ones
-    # (matched by task and init state), and the proprio model (empty: fit one on start_data, ~15 s).
-    world_model: str = ""
-    start_data: str = ""
-    proprio: str = ""
-    sampling_steps: int = 0  # denoising steps per chunk; 0 = the world model's default
-    success_threshold: float | None = None  # imagination only; None = the world model's calibrated threshold
-    reward: str = "head"  # imagination only: "head" or "state" (ImaginationConfig.reward)
-    state_reward: str = ""  # imagination only: the StateReward checkpoint of reward "state"
-    device: str = "cpu"  # imagination only: where the world model runs (cpu, cuda); the policy stays on the CPU
-
-
-@dataclass(frozen=True)
-class Job:
-    """One evaluation episode."""
-
-    index: int  # position in the plan (videos go to the first ones)
-    task_id: int
-    episode: int  # j-th episode of this task
-    init_state_id: int
-    seed: int
-
-
-@dataclass(frozen=True)
-class EnvSpec:
-    """What the policy needs from the env."""
-
-    views: tuple[str, ...]
-    image_size: int
-    chunk_len: int  # actions per env step
-
-
-class EvalEnv(Protocol):
-    """A batched env the loop can drive. Observations follow envs/spaces (batched)."""
-
-    num_envs: int
-
-    def num_tasks(self) -> int: ...
-
-    def num_init_states(self, task_id: int) -> int: ...
-
-    def instruction(self, task_id: int) -> str: ...
-
-    def reset_envs(self, jobs: Sequence[Job | None]) -> dict[str, Any]:
-        """Start job i in env i where jobs[i] is not None (others untouched); returns the batched obs."""
-
-    def step(self, actions: np.ndarray) -> tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray, dict]:
-        """actions float32 [B, K, 7] -> (obs, reward [B], terminated [B], truncated [B], info).
-
-        info["frames"] (when recording) is a list of B uint8 arrays [n, V, H, W, 3], the views after
-        each low-level step; info["t"] [B] the control steps of each episode so far.
-        """
-
-    def close(self) -> None: ...
-
-
-class LiberoEvalEnv:
-    """EvalEnv over `LiberoVectorEnv` with autoreset disabled: the loop starts every episode itself,
-    with its job's task, init state and seed (gymnasium's masked reset restarts only finished envs)."""
-
-    def __init__(self, cfg: EvalConfig, spec: EnvSpec, first_tasks: list[int], record: bool | None = None):
-        # record: return every low-level step's images and states in info (videos, episode recording)
-        self.suite, self.num_envs = cfg.env, len(first_tasks)
-        self.record = cfg.videos > 0 if record is None else record
-        config = LiberoEnvConfig(suite=cfg.env, task_id=first_tasks[0], views=spec.views, image_size=spec.image_size,
-                                 chunk_len=spec.chunk_len, max_steps=cfg.max_steps or None,
-                                 fast_render=cfg.fast_render, chunk_info=self.record)
-        self._tasks: dict[int, libero_suites.LiberoTask] = {}
-        self.venv = LiberoVectorEnv(config, self.num_envs, first_tasks, autoreset_mode=AutoresetMode.DISABLED)
-
-    def num_tasks(self) -> int:
-        return libero_suites.suite_info(self.suite).num_tasks
-
-    def _task(self, task_id: int) -> libero_suites.LiberoTask:
-        if task_id not in self._tasks:
-            self._tasks[task_id] = libero_suites.get_task(self.suite, task_id)
-        return self._tasks[task_id]
-
-    def num_init_states(self, task_id: int) -> int:
-        return len(self._task(task_id).init_states)
-
-    def instruction(self, task_id: int) -> str:
-        return self._task(task_id).language
-
-    def reset_envs(self, jobs: Sequence[Job | None]) -> dict[str, Any]:
-        obs, _ = self.venv.reset(seed=[j.seed if j else None for j in jobs], options={
-            "task_id": [j.task_id if j else None for j in jobs],
-            "init_state_id": [j.init_state_id if j else None for j in jobs],
-            "reset_mask": [j is not None for j in jobs]})
-        return obs
-
-    def step(self, actions: np.ndarray):
-        obs, reward, terminated, truncated, info = self.venv.step(actions)
-        out: dict[str, Any] = {"t": np.asarray(info["t"]), **{k: np.asarray(info[k], np.float64) for k in FIGURES}}
-        if self.record:
-            out["frames"] = [np.stack([o["image"] for o in chunk]) for chunk in info["chunk_obs"]]
-            out["states"] = [np.stack([o["state"] for o in chunk]) for chunk in info["chunk_obs"]]
-        return obs, reward, terminated, truncated, out
-
-    def close(self) -> None:
-        self.venv.close()
-
-
-EnvFactory = Callable[[EvalConfig, EnvSpec, list[int]], EvalEnv]  # (config, spec, first task per env) -> env
 IMAGINATION = "imagination"
 
 
@@ -163,7 +36,7 @@ def make_eval_env(cfg: EvalConfig, spec: EnvSpec, first_tasks: list[int]) -> Eva
     if cfg.env in libero_suites.SUITES:
         return LiberoEvalEnv(cfg, spec, first_tasks)
     if cfg.env == IMAGINATION:
-        from imagination.imagined_eval import ImaginationEvalEnv  # torch/world-model imports only when used
+        from imagination.eval.imagined import ImaginationEvalEnv  # torch/world-model imports only when used
 
         return ImaginationEvalEnv(cfg, spec, first_tasks)
     raise ValueError(f"env: {cfg.env!r} is not available; "
@@ -332,5 +205,4 @@ def evaluate(cfg: EvalConfig, policy: Policy | None = None, progress: bool = Tru
     return result
 
 
-__all__ = ["EnvSpec", "EvalConfig", "EvalEnv", "Job", "evaluate", "load_policy", "make_eval_env", "plan_jobs",
-           "run_episodes", "summarize", "wilson_interval"]
+__all__ = ["evaluate", "load_policy", "make_eval_env", "plan_jobs", "run_episodes", "summarize", "wilson_interval"]
