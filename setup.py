@@ -14,7 +14,7 @@ setup(
         "numpy>=1.24,<3",
         "gymnasium>=1.0,<2",  # 1.x: vector autoreset modes, env_checker on dict/Text spaces
         "omegaconf>=2.3",
-        "pyyaml>=6",  # presets re-read word by word: a bare no/off kept as written in string fields (scripts/cli)
+        "pyyaml>=6",  # presets re-read word by word: a bare no/off kept as written in string fields (envs/cli)
         "tqdm>=4.60",
         "pyarrow>=14",
         "av>=12",  # PyAV: mp4 encode/decode for the LeRobot v3 dataset layout

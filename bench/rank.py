@@ -50,6 +50,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import torch
 from scipy.stats import spearmanr
 
+from envs.cli import load_config
 from envs.dataset import EpisodeDataset
 from imagination.env import load_start_episodes
 from imagination.eval.calibrate import replay_success_prob
@@ -58,7 +59,6 @@ from imagination.eval.jobs import EnvSpec, EvalConfig
 from imagination.imagine import open_proprio
 from policies.base import Policy, RandomPolicy, RandomPolicyConfig
 from policies.bc import BCConfig, train_bc
-from scripts.cli import load_config
 from world_models.model import WorldModel
 from world_models.proprio import ProprioModel
 

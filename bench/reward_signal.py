@@ -199,11 +199,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from envs.atomic import atomic_write_json
+    from envs.cli import load_config
     from envs.dataset import EpisodeDataset, EpisodeWriter
     from imagination.eval.closed_loop import ClosedLoopConfig, branch_records, closed_loop_records
     from imagination.eval.reward_gate import THRESHOLD_AUC, THRESHOLD_GAP, gate_figures, gate_verdict
     from imagination.loop.config import LoopConfig
-    from scripts.cli import load_config
     from world_models.model import WorldModel
 
     gate = Path(args.gate_dir or proto.path("gate"))

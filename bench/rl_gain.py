@@ -34,13 +34,13 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 from omegaconf import OmegaConf
 
 from bench.protocol import RLGainProtocol, build
+from envs.cli import load_config
 from envs.libero_env import LiberoEnv
 from imagination.eval.evaluate import evaluate
 from imagination.eval.jobs import EvalConfig
 from imagination.eval.stats import paired_difference
 from imagination.loop.config import LoopConfig
 from imagination.rl.training import train_rl
-from scripts.cli import load_config
 
 HEADROOM = (0.15, 0.65)  # per-task BC success that leaves RL something to gain and something to learn from
 BUDGET_MINUTES = 90  # RL plus both real evaluations on 2 cores

@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from envs.cli import load_config
 from scripts import eval_world_model, train_world_model
-from scripts.cli import load_config
 from world_models.training import TrainWorldModelConfig
 
 

@@ -25,7 +25,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np
 import torch
 
-from scripts.cli import load_config
+from envs.cli import load_config
 from world_models.model import WorldModel
 from world_models.training import TrainWorldModelConfig, model_config_for_data
 

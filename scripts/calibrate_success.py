@@ -24,11 +24,11 @@ import numpy as np
 import torch
 
 from envs.atomic import atomic_write_json
+from envs.cli import parse_config
 from envs.dataset import EpisodeDataset
 from imagination.env import ImaginationConfig
 from imagination.eval.calibrate import pick_threshold, plot_outcome_histogram, replay_success_prob
 from imagination.imagine import open_imagination
-from scripts.cli import parse_config
 from world_models.model import WorldModel
 
 

@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 import numpy as np
 
 from envs.atomic import atomic_write_json
+from envs.cli import parse_config, save_config
 from imagination.eval.calibrate import plot_outcome_histogram
 from imagination.eval.closed_loop import (
     ClosedLoopConfig,
@@ -46,7 +47,6 @@ from imagination.eval.closed_loop import (
     closed_loop_records,
     outcome_separation,
 )
-from scripts.cli import parse_config, save_config
 from world_models.model import WorldModel
 
 

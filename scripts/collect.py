@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 import numpy as np
 from tqdm import tqdm
 
+from envs.cli import parse_config, save_config
 from envs.collection import CollectConfig, collect, plan_size
 from envs.dataset import EpisodeDataset, encode_video
-from scripts.cli import parse_config, save_config
 
 
 def summarize(root: Path) -> dict:

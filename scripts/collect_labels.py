@@ -16,8 +16,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from envs.cli import parse_config  # noqa: E402
 from envs.label_collection import LabelCollectConfig, collect_labels, validate  # noqa: E402
-from scripts.cli import parse_config  # noqa: E402
 
 
 def main(cfg: LabelCollectConfig) -> dict:

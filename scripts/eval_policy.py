@@ -34,11 +34,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 
+from envs.cli import parse_config, save_config
 from envs.dataset.layout import INFO_PATH
 from imagination.eval.evaluate import evaluate, load_policy
 from imagination.eval.jobs import EvalConfig
 from imagination.eval.real_rollouts import evaluate_and_record
-from scripts.cli import parse_config, save_config
 
 
 @dataclass

@@ -25,8 +25,8 @@ import numpy as np
 import torch
 
 from envs.atomic import atomic_write_json
+from envs.cli import parse_config, save_config
 from envs.dataset import encode_video
-from scripts.cli import parse_config, save_config
 from world_models.clips import load_episodes, to_model_frames, to_uint8
 from world_models.metrics import f1, psnr_per_frame, ssim_per_frame
 from world_models.model import WorldModel

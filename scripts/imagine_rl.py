@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 
+from envs.cli import parse_config, save_config
 from imagination.rl.training import ImagineRLConfig, train_rl
-from scripts.cli import parse_config, save_config
 
 
 def main(cfg: ImagineRLConfig) -> dict:

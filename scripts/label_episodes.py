@@ -17,8 +17,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from envs.cli import parse_config  # noqa: E402
 from envs.sim_labels import MAX_STATE_DIFF, label_dataset  # noqa: E402
-from scripts.cli import parse_config  # noqa: E402
 
 
 @dataclass

@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 import json
 import math
 
+from envs.cli import parse_config, save_config
 from envs.dataset import EpisodeDataset
 from imagination.eval.closed_loop import paired_separation
 from imagination.eval.evaluate import evaluate
@@ -31,7 +32,6 @@ from imagination.rl.training import train_rl
 from policies.base import Policy
 from scripts import calibrate_success, eval_world_model, train_bc, train_world_model
 from scripts import collect as collect_script
-from scripts.cli import parse_config, save_config
 
 
 def _rate(results_path: str) -> float:

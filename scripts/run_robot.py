@@ -34,12 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 
 import numpy as np
 
+from envs.cli import parse_config, save_config
 from envs.robot.base import RobotArm
 from envs.robot.client import PolicyClient
 from envs.robot.control import ControlConfig, EpisodeResult, run_episode
 from envs.robot.safety import EmergencyStop, SafetyLimits, check_limits
 from envs.robot.sim_arm import SimArmConfig
-from scripts.cli import parse_config, save_config
 
 ROBOTS = ("sim", "lerobot")
 

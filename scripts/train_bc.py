@@ -17,9 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 
+from envs.cli import parse_config, save_config
 from envs.dataset import Episode, EpisodeDataset
 from policies.bc import BCConfig, train_bc
-from scripts.cli import parse_config, save_config
 
 
 def load_episodes(cfg: BCConfig) -> tuple[list[Episode], dict]:

@@ -22,10 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 import numpy as np
 import torch
 
+from envs.cli import parse_config
 from envs.dataset import EpisodeDataset
 from envs.label_collection import load_labelled
 from imagination.eval.closed_loop import outcome_separation
-from scripts.cli import parse_config
 from world_models.object_state import StateRewardConfig, fit_state_reward, labelled_episodes, track
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 
-from scripts.cli import parse_config, save_config
+from envs.cli import parse_config, save_config
 from world_models.training import TrainWorldModelConfig, train
 
 

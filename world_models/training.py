@@ -200,7 +200,7 @@ class Trainer:
         if cfg.num_threads > 0:
             torch.set_num_threads(cfg.num_threads)
         if accelerator is None and cfg.mixed_precision not in MIXED_PRECISION:
-            # YAML 1.1 reads a bare `no` as false; scripts.cli keeps the word in presets and overrides,
+            # YAML 1.1 reads a bare `no` as false; envs.cli keeps the word in presets and overrides,
             # a YAML read elsewhere (one's own OmegaConf.load) still turns it into "False"
             hint = " (YAML reads a bare no as false: quote it, mixed_precision: 'no')" \
                 if str(cfg.mixed_precision).lower() == "false" else ""

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from scripts.cli import build_parser, load_config
+from envs.cli import build_parser, load_config
 from tests.world_models.conftest import tiny_model_config, tiny_train_config
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Command-line parsing shared by the scripts: a config dataclass, an optional YAML preset, overrides.
+"""Config parsing shared by the scripts and the benchmarks: a config dataclass, an optional YAML preset, overrides.
 
     python scripts/collect.py --config quick episodes_per_task=3 tasks=[0,1]
 
@@ -103,7 +103,8 @@ def _own_field_comments(klass: type) -> dict[str, str]:
     for node in class_def.body if class_def else []:
         if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
             continue
-        above, line = [], node.lineno - 1
+        above: list[str] = []
+        line = node.lineno - 1
         while line in alone:
             above.insert(0, alone[line])
             line -= 1
