@@ -36,10 +36,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from bench.protocol import RLGainProtocol  # noqa: E402  (after the path set-up above)
+from bench.protocol import RLGainProtocol  # noqa: E402  (after MUJOCO_GL is set above)
 
 if TYPE_CHECKING:
     from imagination.eval.jobs import EvalConfig

@@ -17,15 +17,17 @@ recorded frame would show the success the head must learn.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from envs.cli import save_config
 from envs.dataset import Episode, EpisodeDataset, EpisodeWriter
+from envs.dataset.layout import INFO_PATH
 from envs.outcome import outcome
-from imagination.eval.evaluate import evaluate
+from imagination.eval.evaluate import evaluate, load_policy
 from imagination.eval.jobs import EnvSpec, EvalConfig, Job
 from imagination.eval.libero import LiberoEvalEnv
 from policies.base import Policy
@@ -154,4 +156,42 @@ def evaluate_and_record(cfg: EvalConfig, policy: Policy, data_dir: str | Path, e
     return result
 
 
-__all__ = ["RecordingEvalEnv", "evaluate_and_record", "near_success"]
+
+@dataclass
+class EvalPolicyConfig(EvalConfig):
+    record_to: str = ""  # a dataset folder: append every real episode to it (source policy); "" = do not record
+
+
+def evaluate_policy(cfg: EvalConfig) -> dict:
+    """`evaluate` cfg (or, with `record_to`, `evaluate_and_record` into that dataset), with the config
+    saved in out_dir and the figures printed."""
+    record_to = getattr(cfg, "record_to", "")
+    if record_to and cfg.env == "imagination":
+        raise SystemExit("record_to: only real episodes are recorded; use a LIBERO suite as env")
+    if record_to and not Path(record_to, INFO_PATH).is_file():
+        raise SystemExit(f"record_to: {record_to} is not a dataset folder (expected {record_to}/{INFO_PATH}, "
+                         "as scripts/collect.py writes it)")
+    save_config(cfg, Path(cfg.out_dir) / "config.yaml")
+    if record_to:
+        result = evaluate_and_record(cfg, load_policy(cfg), record_to, {"policy": cfg.checkpoint})
+    else:
+        result = evaluate(cfg)
+    o, t = result["overall"], result["timing"]
+    print(f"{result['policy']} on {cfg.env} ({cfg.checkpoint}): success {o['successes']}/{o['episodes']} = "
+          f"{o['success_rate']:.2f}  95% CI [{o['ci95'][0]:.2f}, {o['ci95'][1]:.2f}]")
+    for task, row in result["per_task"].items():
+        print(f"  task {task:>2}: {row['successes']}/{row['episodes']}  CI [{row['ci95'][0]:.2f}, {row['ci95'][1]:.2f}]"
+              f"  mean steps {row['mean_steps']:.0f}  {row['instruction']}")
+    if o.get("failures"):
+        print("  failures: " + ", ".join(f"{k} {n}" for k, n in o["failures"].items()))
+    print(f"  {t['seconds']:.0f} s, {t['env_steps_per_second']:.1f} env steps/s, "
+          f"{t['episodes_per_minute']:.1f} episodes/min")
+    print(f"  results: {Path(cfg.out_dir) / 'results.json'}")
+    if record_to:
+        r = result["recorded"]
+        print(f"  recorded into {record_to}: {r['episodes']} episodes ({r['successes']} successes, "
+              f"{r['failures']} failures, {r['near_successes']} near-successes)")
+    return result
+
+
+__all__ = ["EvalPolicyConfig", "RecordingEvalEnv", "evaluate_and_record", "evaluate_policy", "near_success"]

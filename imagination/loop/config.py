@@ -1,4 +1,4 @@
-"""The co-evolution loop's configuration, bookkeeping and exploitation guard (scripts/loop.py runs it).
+"""The co-evolution loop's configuration, bookkeeping and exploitation guard (imagination.loop.run runs it).
 
     collect -> train world model -> BC -> evaluate BC (real + imagined)
     round r = 1..rounds:  RL in imagination (world model r-1) -> real rollouts of the new policy,
@@ -7,7 +7,7 @@
     final: RL in the last world model -> real and imagined evaluation
 
 Every stage writes into its own folder of the run and is recorded in run_dir/loop.json once done;
-re-running the same command reuses finished stages (and the scripts underneath resume unfinished
+re-running the same command reuses finished stages (and the library calls underneath resume unfinished
 ones), so a stopped loop continues where it stopped.
 
 The exploitation guard: a policy can learn to fool the world model (imagined success far above real

@@ -1,6 +1,6 @@
 """Benchmark options that need no long run: wm_speed with a given real rate and device, rl_gain --rl-run.
 (The benchmarks themselves are run by hand: bench/README in the main README.)"""
-import importlib.util
+import importlib
 import json
 from pathlib import Path
 
@@ -10,10 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module(f"bench.{name}")
 
 
 def test_wm_speed_with_a_given_real_rate_passes_and_fails_on_its_threshold(capsys):

@@ -108,7 +108,7 @@ def test_help_shows_each_fields_comment_and_nested_fields(capsys):
 
 
 def test_a_real_scripts_help_shows_the_config_comments(capsys):
-    from scripts.eval_policy import EvalPolicyConfig
+    from imagination.eval.real_rollouts import EvalPolicyConfig
 
     with pytest.raises(SystemExit) as e:
         parse_config(EvalPolicyConfig, "evaluate", "eval", ["--help"])

@@ -119,7 +119,7 @@ def _write_data(root, outcomes):
 
 
 def test_script_writes_threshold_report_and_plot(tmp_path):
-    from scripts.calibrate_success import CalibrateConfig, main
+    from imagination.eval.calibrate import CalibrateConfig, calibrate_success
 
     _write_data(tmp_path / "data", [True, True, False])
     wm = _wm()
@@ -128,7 +128,7 @@ def test_script_writes_threshold_report_and_plot(tmp_path):
     _proprio().save(tmp_path / "proprio.pt")
     cfg = CalibrateConfig(checkpoint=str(tmp_path / "wm.pt"), data_dir=str(tmp_path / "data"),
                           proprio=str(tmp_path / "proprio.pt"), out=str(tmp_path / "cal" / "wm.pt"))
-    result = main(cfg)
+    result = calibrate_success(cfg)
     saved = WorldModel.load(tmp_path / "cal" / "wm.pt")
     assert saved.cfg.head.success_threshold == result["threshold"] == 0.5  # every replay scores sigmoid(1)
     report = json.loads((tmp_path / "cal" / "calibration.json").read_text())
@@ -138,17 +138,18 @@ def test_script_writes_threshold_report_and_plot(tmp_path):
     assert (tmp_path / "cal" / "calibration.png").stat().st_size > 1000
     assert WorldModel.load(tmp_path / "wm.pt").cfg.head.success_threshold == 0.5  # the input is untouched
     with pytest.raises(SystemExit, match="checkpoint"):
-        main(CalibrateConfig(checkpoint=str(tmp_path / "missing.pt"), data_dir=str(tmp_path / "data")))
+        calibrate_success(CalibrateConfig(checkpoint=str(tmp_path / "missing.pt"), data_dir=str(tmp_path / "data")))
     with pytest.raises(SystemExit, match="data_dir"):
-        main(CalibrateConfig(checkpoint=str(tmp_path / "wm.pt"), data_dir=str(tmp_path / "nodata")))
+        calibrate_success(CalibrateConfig(checkpoint=str(tmp_path / "wm.pt"), data_dir=str(tmp_path / "nodata")))
     with pytest.raises(ValueError, match="both real successes and real failures"):
-        main(CalibrateConfig(checkpoint=str(tmp_path / "wm.pt"), data_dir=str(tmp_path / "data"), episodes=[0, 1],
-                             proprio=str(tmp_path / "proprio.pt"), out=str(tmp_path / "cal2" / "wm.pt")))
+        calibrate_success(CalibrateConfig(checkpoint=str(tmp_path / "wm.pt"), data_dir=str(tmp_path / "data"),
+                                          episodes=[0, 1], proprio=str(tmp_path / "proprio.pt"),
+                                          out=str(tmp_path / "cal2" / "wm.pt")))
 
 
 def test_script_fits_the_proprio_model_with_the_world_models_chunk_length(tmp_path, monkeypatch):
     import imagination.imagine
-    from scripts.calibrate_success import CalibrateConfig, main
+    from imagination.eval.calibrate import CalibrateConfig, calibrate_success
 
     fitted = []
 
@@ -161,6 +162,6 @@ def test_script_fits_the_proprio_model_with_the_world_models_chunk_length(tmp_pa
     wm = _wm()  # chunk length 4, not the proprio model's default 8
     _bias_success(wm, 1.0)
     wm.save(tmp_path / "wm.pt")
-    result = main(CalibrateConfig(checkpoint=str(tmp_path / "wm.pt"), data_dir=str(tmp_path / "data"),
-                                  out=str(tmp_path / "cal" / "wm.pt")))
+    result = calibrate_success(CalibrateConfig(checkpoint=str(tmp_path / "wm.pt"), data_dir=str(tmp_path / "data"),
+                                               out=str(tmp_path / "cal" / "wm.pt")))
     assert fitted == [K] and len(result["episodes"]) == 2

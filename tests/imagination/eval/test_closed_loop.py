@@ -146,11 +146,11 @@ def test_bad_real_results_are_refused(setup):
 
 @pytest.mark.libero
 def test_script_writes_table_and_plot(setup, capsys):
-    from scripts.closed_loop_check import CheckConfig, main
+    from imagination.eval.closed_loop_check import CheckConfig, check_closed_loop
 
     cfg = CheckConfig(**vars(_cl(setup)), policies=[str(setup / "policy.pt")] * 2,
                       real_results=[str(setup / "real.json")] * 2, names=["a", "b"], out_dir=str(setup / "check"))
-    result = main(cfg)
+    result = check_closed_loop(cfg)
     assert set(result["separation"]) == {"a", "b", "all"}
     assert result["separation"]["all"]["jobs"] == 8 and result["separation"]["all"]["successes"] == 2
     assert result["separation"]["all"]["auc"] == pytest.approx(0.5)  # one constant probability: all ties
@@ -160,7 +160,7 @@ def test_script_writes_table_and_plot(setup, capsys):
     assert len(saved["jobs"]) == 8 and {j["policy"] for j in saved["jobs"]} == {"a", "b"}
     assert "AUC within task" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="one results.json per policy"):
-        main(CheckConfig(**vars(_cl(setup)), policies=[str(setup / "policy.pt")], real_results=[]))
+        check_closed_loop(CheckConfig(**vars(_cl(setup)), policies=[str(setup / "policy.pt")], real_results=[]))
 
 
 def _policy_data(root, policy_path: str):
@@ -197,12 +197,12 @@ def test_branches_start_from_the_policy_own_rollouts(setup):
     with pytest.raises(ValueError, match="no recorded real episode of nobody.pt"):
         branch_records(str(setup / "policy_data"), "nobody.pt", cfg, progress=False)
 
-    from scripts.closed_loop_check import CheckConfig, main
+    from imagination.eval.closed_loop_check import CheckConfig, check_closed_loop
 
-    result = main(CheckConfig(**vars(cfg), policies=[policy],
-                              branch_data=str(setup / "policy_data"), lead_steps=4,
-                              out_dir=str(setup / "branch_check")))
+    result = check_closed_loop(CheckConfig(**vars(cfg), policies=[policy],
+                                           branch_data=str(setup / "policy_data"), lead_steps=4,
+                                           out_dir=str(setup / "branch_check")))
     assert result["separation"]["all"]["jobs"] == 3 and result["separation"]["all"]["successes"] == 1
     with pytest.raises(SystemExit, match="real_results: not used with branch_data"):
-        main(CheckConfig(**vars(cfg), policies=[policy], branch_data=str(setup / "policy_data"),
-                         real_results=[str(setup / "real.json")]))
+        check_closed_loop(CheckConfig(**vars(cfg), policies=[policy], branch_data=str(setup / "policy_data"),
+                                      real_results=[str(setup / "real.json")]))

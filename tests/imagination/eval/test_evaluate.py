@@ -168,11 +168,11 @@ def test_unknown_env_is_rejected(tmp_path):
 def test_real_libero_masked_resets_follow_the_plan(tmp_path):
     """3 episodes on 2 envs: the third starts by a masked reset while the other env keeps running."""
     from envs.libero_env import LiberoEnv, LiberoEnvConfig
-    from scripts.eval_policy import main
+    from imagination.eval.real_rollouts import evaluate_policy
 
     cfg = EvalConfig(checkpoint="random", env="libero_spatial", tasks=[1], episodes_per_task=3, num_envs=2,
                      max_steps=16, action_steps=8, videos=3, out_dir=str(tmp_path / "eval"))
-    result = main(cfg)
+    result = evaluate_policy(cfg)
     eps = result["episodes"]
     assert ([(e["init_state_id"], e["steps"], e["success"]) for e in eps]
             == [(0, 16, False), (1, 16, False), (2, 16, False)])

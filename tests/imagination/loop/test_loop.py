@@ -74,11 +74,11 @@ def _tiny(out: Path) -> LoopConfig:
 @pytest.mark.slow
 @pytest.mark.libero
 def test_tiny_loop_round_end_to_end(tmp_path, capsys):
-    from scripts import loop
+    from imagination.loop.run import run_loop
 
     torch.set_num_threads(1)
     out = tmp_path / "run"
-    result = loop.main(_tiny(out))
+    result = run_loop(_tiny(out))
     ds = EpisodeDataset(out / "data", verify=False)
     policy_eps = [m for m in ds.meta if m["source"] == "policy"]
     # 2 collected + 1 recorded real episode of the round-1 policy (the final phase is not recorded)
@@ -114,6 +114,6 @@ def test_tiny_loop_round_end_to_end(tmp_path, capsys):
     assert "Real LIBERO success" in report and (out / "report.html").exists()
     assert "success threshold (balanced acc.)" in report
     # a second run reuses everything: no stage runs again, the dataset does not grow
-    again = loop.main(_tiny(out))
+    again = run_loop(_tiny(out))
     assert [s["seconds"] for s in again["stages"]] == [s["seconds"] for s in result["stages"]]
     assert len(EpisodeDataset(out / "data", verify=False)) == 3

@@ -38,13 +38,13 @@ def test_bad_config_names_the_field(changes, field):
 @pytest.mark.libero
 @pytest.mark.slow
 def test_collect_real_episodes_and_resume(tmp_path):
-    from scripts.collect import main
+    from envs.collection import collect_dataset
 
     cfg = CollectConfig(
         out_dir=str(tmp_path / "data"), tasks=[0], episodes_per_task=2, perturbed_fraction=0.5,
         perturbations=["early_release"], views=["agentview"], preview_videos=2, seed=3,
     )
-    summary = main(cfg)
+    summary = collect_dataset(cfg)
     ds = EpisodeDataset(tmp_path / "data")
     assert len(ds) == 2
     by_source = {m["source"]: m for m in ds.meta}
@@ -62,10 +62,10 @@ def test_collect_real_episodes_and_resume(tmp_path):
     assert len(list((tmp_path / "data" / "previews").glob("*.mp4"))) == 2
 
     # Same command again: nothing new. A larger plan: only the missing episode is collected.
-    main(cfg)
+    collect_dataset(cfg)
     assert len(EpisodeDataset(tmp_path / "data")) == 2
     cfg.episodes_per_task = 3
-    main(cfg)
+    collect_dataset(cfg)
     ds = EpisodeDataset(tmp_path / "data")
     assert len(ds) == 3 and sorted(m["extra"]["plan_index"] for m in ds.meta) == [0, 1, 2]
 

@@ -1,9 +1,10 @@
-"""scripts/eval_policy.py record_to=: real episodes appended to a dataset as the policy's own data."""
+"""evaluate_policy (scripts/eval_policy.py) with record_to=: real episodes appended to a dataset as the policy's
+own data."""
 import numpy as np
 import pytest
 
 from envs.dataset import DatasetConfig, Episode, EpisodeDataset, EpisodeWriter
-from scripts.eval_policy import EvalPolicyConfig, main
+from imagination.eval.real_rollouts import EvalPolicyConfig, evaluate_policy
 
 
 def _dataset(root):
@@ -28,7 +29,7 @@ def _cfg(tmp_path, **kw) -> EvalPolicyConfig:
 def test_record_to_appends_the_real_episodes(tmp_path, capsys):
     data = tmp_path / "data"
     _dataset(data)
-    result = main(_cfg(tmp_path, record_to=str(data)))
+    result = evaluate_policy(_cfg(tmp_path, record_to=str(data)))
     ds = EpisodeDataset(data)
     assert len(ds) == 2
     m = ds.meta[1]
@@ -45,6 +46,6 @@ def test_record_to_appends_the_real_episodes(tmp_path, capsys):
 
 def test_record_to_refuses_what_it_cannot_record(tmp_path):
     with pytest.raises(SystemExit, match="not a dataset folder"):
-        main(_cfg(tmp_path, record_to=str(tmp_path)))
+        evaluate_policy(_cfg(tmp_path, record_to=str(tmp_path)))
     with pytest.raises(SystemExit, match="only real episodes"):
-        main(_cfg(tmp_path, record_to=str(tmp_path), env="imagination"))
+        evaluate_policy(_cfg(tmp_path, record_to=str(tmp_path), env="imagination"))

@@ -1,4 +1,5 @@
-"""scripts/train_world_model.py and scripts/eval_world_model.py end to end on the square world."""
+"""World-model training (world_models.training.train_world_model, scripts/train_world_model.py) and its
+open-loop fidelity (world_models.fidelity, scripts/eval_world_model.py) end to end on the square world."""
 import json
 
 import pytest
@@ -10,13 +11,14 @@ pytestmark = pytest.mark.slow
 
 
 def test_train_then_eval(square_data, tmp_path):
-    from scripts import eval_world_model, train_world_model
+    from world_models.fidelity import EvalWorldModelConfig, evaluate_world_model
+    from world_models.training import train_world_model
 
     out = tmp_path / "run"
     cfg = tiny_train_config(square_data, out, steps=4, batch_size=4, sample_every=2, checkpoint_every=2,
                             keep_checkpoints=1, log_every=1, sample_horizon=6)
     cfg.model = tiny_model_config()
-    result = train_world_model.main(cfg)
+    result = train_world_model(cfg)
     assert result["steps"] == 4
     assert (out / "config.yaml").is_file() and (out / "world_model.pt").is_file()
     assert [p.name for p in (out / "checkpoints").iterdir()] == ["step_0000004"]  # keep_checkpoints=1
@@ -25,11 +27,11 @@ def test_train_then_eval(square_data, tmp_path):
     split = json.loads((out / "split.json").read_text())
     assert split["held_out"] and not set(split["held_out"]) & set(split["train"])
     # re-running the finished run resumes at its last checkpoint and does no more steps
-    assert train_world_model.main(cfg)["steps"] == 4
+    assert train_world_model(cfg)["steps"] == 4
 
-    ecfg = eval_world_model.EvalWorldModelConfig(checkpoint=str(out / "world_model.pt"), max_steps=10, steps=1,
+    ecfg = EvalWorldModelConfig(checkpoint=str(out / "world_model.pt"), max_steps=10, steps=1,
                                                  videos=1, out_dir=str(tmp_path / "eval"))
-    res = eval_world_model.main(ecfg)
+    res = evaluate_world_model(ecfg)
     assert res["episodes"] == split["held_out"]
     assert len(res["psnr_per_step"]) == 10 and len(res["ssim_per_step"]) == 10
     assert 0 < res["psnr"] < 100 and -1 <= res["ssim"] <= 1 and 0 <= res["success_f1"] <= 1
@@ -45,7 +47,7 @@ def test_train_then_eval(square_data, tmp_path):
 
 
 def test_cli_presets_and_help():
-    from scripts.eval_world_model import EvalWorldModelConfig
+    from world_models.fidelity import EvalWorldModelConfig
     from world_models.training import TrainWorldModelConfig
 
     for preset in ("quick", "full", "gpu64"):
