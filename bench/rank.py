@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     cands = make_candidates(args, wm)
     t_train = time.time() - t0
 
-    # One proprio model for every imagined evaluation (imagined_eval would fit it again per policy).
+    # One proprio model for every imagined evaluation (imagination.eval.imagined would fit it again per policy).
     proprio_path = out / "proprio.pt"
     proprio_key = out / "proprio.key"
     pkey = _digest([str(Path(args.data).resolve()), EpisodeDataset(args.data, verify=False).meta])

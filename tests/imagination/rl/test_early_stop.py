@@ -1,5 +1,5 @@
 """Imagined RL that stops on a held-out signal and keeps the best policy (imagination/rl/early_stop.py),
-on the tiny square world of tests/imagination/test_rl_training.py."""
+on the tiny square world of tests/imagination/rl/test_training.py."""
 import json
 from dataclasses import replace
 
