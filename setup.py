@@ -6,7 +6,9 @@ setup(
     version="0.1.0",
     description="Post-train robot VLA policies with RL inside a learned video world model; evaluate in real LIBERO.",
     python_requires=">=3.10",
-    packages=find_packages(include=["world_models*", "policies*", "envs*", "imagination*"]),
+    # scripts and bench are installed too: run as files (python scripts/loop.py) or modules (python -m
+    # scripts.loop), they import the packages, and each other, through the install alone.
+    packages=find_packages(include=["world_models*", "policies*", "envs*", "imagination*", "scripts", "bench"]),
     install_requires=[
         # torch is installed first by the Makefile as torch==2.13.0 (CPU build on disk); a looser
         # spec here would let pip pull a multi-GB CUDA build on a fresh machine.
@@ -14,7 +16,7 @@ setup(
         "numpy>=1.24,<3",
         "gymnasium>=1.0,<2",  # 1.x: vector autoreset modes, env_checker on dict/Text spaces
         "omegaconf>=2.3",
-        "pyyaml>=6",  # presets re-read word by word: a bare no/off kept as written in string fields (scripts/cli)
+        "pyyaml>=6",  # presets re-read word by word: a bare no/off kept as written in string fields (envs/cli)
         "tqdm>=4.60",
         "pyarrow>=14",
         "av>=12",  # PyAV: mp4 encode/decode for the LeRobot v3 dataset layout

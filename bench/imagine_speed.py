@@ -18,16 +18,15 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 import torch
 
+from envs.cli import load_config
 from imagination.env import ImaginationConfig, load_start_episodes
 from imagination.imagine import open_imagination
 from policies.vla import VLAConfig, VLAPolicy
-from scripts.cli import load_config
 from world_models.model import WorldModel
 from world_models.proprio import ProprioConfig, ProprioModel
 from world_models.training import TrainWorldModelConfig, model_config_for_data

@@ -21,10 +21,12 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from envs.collection import collect_dataset
 from envs.dataset import EpisodeDataset
-from imagination.loop import LoopConfig
-from scripts import calibrate_success, train_bc, train_world_model
-from scripts import collect as collect_script
+from imagination.eval.calibrate import CalibrateConfig, calibrate_success
+from imagination.loop.config import LoopConfig
+from policies.bc import train_bc_on_data
+from world_models.training import train_world_model
 
 
 @dataclass(frozen=True)
@@ -78,22 +80,21 @@ def build(p: RLGainProtocol, loop: LoopConfig) -> dict[str, str]:
     n = len(EpisodeDataset(data, verify=False)) if Path(data, "meta", "info.json").is_file() else 0
     if n < collect_cfg.episodes_per_task * len(p.tasks):
         print(f"[protocol] collecting the training data: {p.describe()}")
-        collect_script.main(collect_cfg)  # resumes from the episodes already written
+        collect_dataset(collect_cfg)  # resumes from the episodes already written
     wm_file = p.path("world_model_file")
     if not _done(wm_file) or not _done(str(Path(wm_file).parent / "calibration.json")):
         wm_cfg = replace(loop.world_model, out_dir=str(Path(wm_file).parent),
                          clips=replace(loop.world_model.clips, data_dir=data, views=list(p.views)))
         print("[protocol] training the world model")
-        train_world_model.main(wm_cfg)
-        calibrate_success.main(calibrate_success.CalibrateConfig(checkpoint=wm_file, data_dir=data,
-                                                                 num_threads=loop.world_model.num_threads))
+        train_world_model(wm_cfg)
+        calibrate_success(CalibrateConfig(checkpoint=wm_file, data_dir=data, num_threads=loop.world_model.num_threads))
     bc_file = p.path("bc_file")
     if not _done(bc_file) or not _done(str(Path(bc_file).parent / "result.json")):
         bc_cfg = replace(loop.bc, data_dir=data, out_dir=str(Path(bc_file).parent),
                          episodes_per_task=p.bc_demos_per_task, steps=p.bc_steps,
                          policy=replace(loop.bc.policy, views=list(p.views)))
         print(f"[protocol] BC from {p.bc_demos_per_task} demonstrations per task, {p.bc_steps} steps")
-        train_bc.main(bc_cfg)
+        train_bc_on_data(bc_cfg)
     paths = {"data": data, "world_model": wm_file, "bc": bc_file}
     Path(p.root, "protocol.json").write_text(json.dumps({"protocol": p.describe(), **paths}, indent=2))
     return paths

@@ -16,7 +16,7 @@ length:
 
 Then evaluates every policy on the same jobs twice: in real LIBERO (fast render, as the data was
 recorded) and in imagination, each imagined episode starting at frame 0 of the real episode of
---data with the same task and official init state (see imagination.imagined_eval). Jobs are keyed
+--data with the same task and official init state (see imagination.eval.imagined). Jobs are keyed
 by (task, init state, seed), with --episodes-per-task init states per task from --init-offset.
 Prints a table of real and imagined success per policy, the Spearman rank correlation of the two
 success-rate vectors, and `BENCH rank ... PASS|FAIL`; exits 1 when the correlation is below
@@ -44,20 +44,20 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import torch
 from scipy.stats import spearmanr
 
+from envs.cli import load_config
 from envs.dataset import EpisodeDataset
-from imagination.calibrate import replay_success_prob
 from imagination.env import load_start_episodes
-from imagination.evaluate import EnvSpec, EvalConfig, evaluate, make_eval_env
+from imagination.eval.calibrate import replay_success_prob
+from imagination.eval.evaluate import evaluate, make_eval_env
+from imagination.eval.jobs import EnvSpec, EvalConfig
 from imagination.imagine import open_proprio
 from policies.base import Policy, RandomPolicy, RandomPolicyConfig
 from policies.bc import BCConfig, train_bc
-from scripts.cli import load_config
 from world_models.model import WorldModel
 from world_models.proprio import ProprioModel
 
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     cands = make_candidates(args, wm)
     t_train = time.time() - t0
 
-    # One proprio model for every imagined evaluation (imagined_eval would fit it again per policy).
+    # One proprio model for every imagined evaluation (imagination.eval.imagined would fit it again per policy).
     proprio_path = out / "proprio.pt"
     proprio_key = out / "proprio.key"
     pkey = _digest([str(Path(args.data).resolve()), EpisodeDataset(args.data, verify=False).meta])

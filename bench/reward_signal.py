@@ -12,10 +12,10 @@ the world model trained on, and none of the benchmark's), for each policy:
 1. evaluate it in real LIBERO (fast rendering, 2 simulators, the quick preset's eval settings) and record
    its episodes into the gate dataset (<gate-dir>/data, extra.policy = the checkpoint); a finished
    evaluation of the same checkpoint on the same jobs is reused, and nothing is recorded twice;
-2. run the same jobs in imagination (imagination/closed_loop.py): each starts at the real episode's
+2. run the same jobs in imagination (imagination/eval/closed_loop.py): each starts at the real episode's
    first frame, the head never ends an episode, and each job keeps its highest success probability;
    the proprio model is fitted on the training data and cached;
-3. score it (imagination/reward_gate.py): the within-task AUC of that probability against the real
+3. score it (imagination/eval/reward_gate.py): the within-task AUC of that probability against the real
    outcome with a 95% bootstrap interval (jobs resampled within each task) and the number of pairs it
    rests on, the overall AUC, and per task the imagined success rate (probability >= the world
    model's calibrated threshold) against the real one.
@@ -36,13 +36,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from bench.protocol import RLGainProtocol  # noqa: E402  (after the path set-up above)
+from bench.protocol import RLGainProtocol  # noqa: E402  (after MUJOCO_GL is set above)
 
 if TYPE_CHECKING:
-    from imagination.evaluate import EvalConfig
+    from imagination.eval.jobs import EvalConfig
 
 LEAD_STEPS = 8
 
@@ -94,8 +93,8 @@ def _real_gate_eval(cfg: EvalConfig, gate_data: Path, label: str) -> dict:
     """The policy's real evaluation on the gate jobs: reused when finished for the same checkpoint and
     jobs, else run and recorded into gate_data (unless episodes of this checkpoint are there already)."""
     from envs.dataset import EpisodeDataset
-    from imagination.evaluate import evaluate, load_policy
-    from imagination.real_rollouts import evaluate_and_record
+    from imagination.eval.evaluate import evaluate, load_policy
+    from imagination.eval.real_rollouts import evaluate_and_record
 
     path = Path(cfg.out_dir) / "results.json"
     keys = ("checkpoint", "env", "tasks", "episodes_per_task", "init_state_offset", "seed")
@@ -161,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                                                   "(eval_<name>/); default <root>/gate")
     p.add_argument("--out-dir", default="", help="imagined runs and reward_signal.json; default: --gate-dir")
     p.add_argument("--branch", action="store_true", help="also from --lead-steps before each recorded episode's "
-                                                         "first grasp (imagination.closed_loop.branch_records)")
+                                                         "first grasp (imagination.eval.closed_loop.branch_records)")
     p.add_argument("--lead-steps", type=int, default=LEAD_STEPS)
     p.add_argument("--imagined-envs", type=int, default=25, help="imagined episodes per batch")
     p.add_argument("--reward", choices=["head", "state"], default="head",
@@ -199,11 +198,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from envs.atomic import atomic_write_json
+    from envs.cli import load_config
     from envs.dataset import EpisodeDataset, EpisodeWriter
-    from imagination.closed_loop import ClosedLoopConfig, branch_records, closed_loop_records
-    from imagination.loop import LoopConfig
-    from imagination.reward_gate import THRESHOLD_AUC, THRESHOLD_GAP, gate_figures, gate_verdict
-    from scripts.cli import load_config
+    from imagination.eval.closed_loop import ClosedLoopConfig, branch_records, closed_loop_records
+    from imagination.eval.reward_gate import THRESHOLD_AUC, THRESHOLD_GAP, gate_figures, gate_verdict
+    from imagination.loop.config import LoopConfig
     from world_models.model import WorldModel
 
     gate = Path(args.gate_dir or proto.path("gate"))

@@ -13,7 +13,7 @@ scores 20-49: 150 real episodes per arm, the same (task, init state, seed) jobs 
 2. RL in imagination from that policy with the rl preset (default: configs/loop/quick.yaml's rl section);
    the in-process LIBERO step counter is read before and after, so "real env steps during RL" is measured;
 3. evaluate the RL policy on exactly the same jobs.
-Prints per-task rates, the gain in points with its paired 95% interval (imagination/stats.py) and
+Prints per-task rates, the gain in points with its paired 95% interval (imagination/eval/stats.py) and
 `BENCH rl_gain ... PASS|FAIL`. PASS needs a gain >= --threshold points (+10), the interval's lower end
 above 0, and 0 real env steps during RL; the exit status is 1 otherwise. It also says whether the BC
 start has headroom (15-65% real success on every task) and whether RL plus both evaluations fit the
@@ -28,18 +28,18 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from omegaconf import OmegaConf
 
 from bench.protocol import RLGainProtocol, build
+from envs.cli import load_config
 from envs.libero_env import LiberoEnv
-from imagination.evaluate import EvalConfig, evaluate
-from imagination.loop import LoopConfig
-from imagination.rl_training import train_rl
-from imagination.stats import paired_difference
-from scripts.cli import load_config
+from imagination.eval.evaluate import evaluate
+from imagination.eval.jobs import EvalConfig
+from imagination.eval.stats import paired_difference
+from imagination.loop.config import LoopConfig
+from imagination.rl.training import train_rl
 
 HEADROOM = (0.15, 0.65)  # per-task BC success that leaves RL something to gain and something to learn from
 BUDGET_MINUTES = 90  # RL plus both real evaluations on 2 cores

@@ -21,8 +21,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
-
 import numpy as np
 
 from envs.robot.client import PolicyClient

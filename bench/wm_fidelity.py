@@ -4,7 +4,7 @@
     python bench/wm_fidelity.py --checkpoint outputs/world_model/quick/world_model.pt --horizon 64
 
 Each held-out episode of the run's split is replayed from its first frame with its real actions for
-`--horizon` steps, autoregressively (scripts/eval_world_model.py). Prints the PSNR/SSIM averaged
+`--horizon` steps, autoregressively (world_models/fidelity.py). Prints the PSNR/SSIM averaged
 over steps and episodes, the same PSNR for a "nothing moves" predictor (the first frame held still),
 the success-head F1 over the *whole* held-out episodes (a 64-step window of a LIBERO episode rarely
 holds its success; the perturbed failures in the held-out set are the hard negatives), and a final
@@ -17,11 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from scripts import eval_world_model, train_world_model
-from scripts.cli import load_config
-from world_models.training import TrainWorldModelConfig
+from envs.cli import load_config
+from world_models.fidelity import EvalWorldModelConfig, evaluate_world_model
+from world_models.training import TrainWorldModelConfig, train_world_model
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,12 +41,12 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(TrainWorldModelConfig, args.preset, overrides, group="world_model")
         print(f"no checkpoint at {ckpt}: training the {args.preset!r} preset on {cfg.clips.data_dir}", flush=True)
         t0 = time.perf_counter()
-        train_world_model.main(cfg)
+        train_world_model(cfg)
         train_s = time.perf_counter() - t0
-    res = eval_world_model.main(eval_world_model.EvalWorldModelConfig(
+    res = evaluate_world_model(EvalWorldModelConfig(
         checkpoint=str(ckpt), data_dir=args.data_dir, max_steps=args.horizon, steps=args.steps, device=args.device,
         out_dir=str(ckpt.parent / f"bench_fidelity_h{args.horizon}")))
-    whole = eval_world_model.main(eval_world_model.EvalWorldModelConfig(
+    whole = evaluate_world_model(EvalWorldModelConfig(
         checkpoint=str(ckpt), data_dir=args.data_dir, max_steps=0, steps=args.steps, videos=2, device=args.device,
         out_dir=str(ckpt.parent / "bench_fidelity_whole")))
     ok = res["ssim"] >= args.min_ssim and res["psnr"] >= args.min_psnr

@@ -17,15 +17,13 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 import torch
 
-from scripts.cli import load_config
+from envs.cli import load_config
 from world_models.model import WorldModel
 from world_models.training import TrainWorldModelConfig, model_config_for_data
 

@@ -211,6 +211,15 @@ def read_sim_labels(data_dir: str | os.PathLike, index: int) -> dict[str, Any] |
     return load_labels(path) if path.is_file() else None
 
 
+@dataclass
+class LabelEpisodesConfig:
+    """scripts/label_episodes.py: which dataset to label with `label_dataset`."""
+
+    data_dir: str = "outputs/bench/rl_gain/data"
+    tol: float = MAX_STATE_DIFF  # largest |replayed - recorded| robot state accepted
+    progress: bool = True  # one line per episode on stderr
+
+
 def label_dataset(data_dir: str | os.PathLike, progress: bool = True, tol: float = MAX_STATE_DIFF,
                   keep_prefix: bool = True) -> dict[str, Any]:
     """Label every episode of the dataset at data_dir that has no labels file yet (resumable).
@@ -265,6 +274,6 @@ def label_dataset(data_dir: str | os.PathLike, progress: bool = True, tol: float
     return stats
 
 
-__all__ = ["LABELS_DIR", "LABEL_KEYS", "MAX_STATE_DIFF", "Replay", "label_dataset", "label_path", "load_labels",
-           "read_checked_npz", "read_sim_labels", "replay_env", "replay_episode", "replay_labels", "scene_processor",
-           "step_labels", "write_labels"]
+__all__ = ["LABELS_DIR", "LABEL_KEYS", "MAX_STATE_DIFF", "LabelEpisodesConfig", "Replay", "label_dataset", "label_path",
+           "load_labels", "read_checked_npz", "read_sim_labels", "replay_env", "replay_episode", "replay_labels",
+           "scene_processor", "step_labels", "write_labels"]

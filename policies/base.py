@@ -138,7 +138,7 @@ class Policy(nn.Module, abc.ABC):
         """For RL updates: (log_prob [B], entropy [B], value [B]) of `actions` [B, K, 7] at `obs` (with grad).
 
         per_dim=True returns log_prob per action dimension, [B, K, 7] (summing it gives the [B] one),
-        for updates that clip a ratio per dimension (imagination.rl, "per_dim").
+        for updates that clip a ratio per dimension (imagination.rl.algo, "per_dim").
         """
 
     @abc.abstractmethod

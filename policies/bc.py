@@ -13,6 +13,7 @@ final policy (`Policy.load`), `out_dir/policy_step{N}.pt` the policy at each of 
 from __future__ import annotations
 
 import csv
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -26,6 +27,8 @@ from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from envs.atomic import atomic_torch_save
+from envs.cli import save_config
+from envs.dataset import Episode, EpisodeDataset
 from policies.vla import VLAConfig, VLAPolicy
 
 
@@ -248,4 +251,40 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
             "episodes": len(episodes), "instructions": data.instructions}
 
 
-__all__ = ["BCConfig", "ChunkData", "bc_loss", "random_shift", "train_bc"]
+
+def load_episodes(cfg: BCConfig) -> tuple[list[Episode], dict]:
+    """The episodes of cfg.data_dir to imitate (sources, tasks, success filter) and its proprio stats."""
+    ds = EpisodeDataset(cfg.data_dir, verify=False)
+    if not set(cfg.policy.views) <= set(ds.views):
+        raise ValueError(f"policy.views {cfg.policy.views}: not all in the dataset's views {list(ds.views)}")
+    picked = [m["episode_index"] for m in ds.meta
+              if m["source"] in cfg.sources and (not cfg.tasks or m["task_id"] in cfg.tasks)
+              and (m["success"] or not cfg.success_only)]
+    if cfg.episodes_per_task:
+        task_of = {m["episode_index"]: m["task_id"] for m in ds.meta}
+        per_task: dict[int, list[int]] = {}
+        for i in picked:
+            per_task.setdefault(task_of[i], []).append(i)
+        picked = sorted(i for ids in per_task.values() for i in ids[: cfg.episodes_per_task])
+    if cfg.max_episodes:
+        picked = picked[: cfg.max_episodes]
+    if not picked:
+        raise ValueError(f"{cfg.data_dir}: no episodes match sources={cfg.sources} tasks={cfg.tasks} "
+                         f"success_only={cfg.success_only}")
+    return [ds[i] for i in picked], ds.stats["observation.state"]
+
+
+def train_bc_on_data(cfg: BCConfig) -> dict:
+    """`train_bc` on the episodes `load_episodes` picks from cfg.data_dir; the config and result.json
+    are written to out_dir."""
+    save_config(cfg, Path(cfg.out_dir) / "config.yaml")
+    episodes, stats = load_episodes(cfg)
+    print(f"bc: {len(episodes)} episodes ({sum(len(e) for e in episodes)} steps) from {cfg.data_dir}")
+    result = train_bc(cfg, episodes, stats)
+    print(f"policy: {result['policy_path']}  ({result['steps']} steps in {result['seconds']:.0f} s, "
+          f"final loss {result['final_loss']:.5f}, mse {result['final_mse']:.5f})")
+    (Path(cfg.out_dir) / "result.json").write_text(json.dumps(result, indent=2))
+    return result
+
+
+__all__ = ["BCConfig", "ChunkData", "bc_loss", "load_episodes", "random_shift", "train_bc", "train_bc_on_data"]

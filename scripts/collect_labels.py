@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
-os.environ.setdefault("MUJOCO_GL", "egl")
+os.environ.setdefault("MUJOCO_GL", "egl")  # before the simulator is imported: headless rendering
 
+from envs.cli import parse_config  # noqa: E402
 from envs.label_collection import LabelCollectConfig, collect_labels, validate  # noqa: E402
-from scripts.cli import parse_config  # noqa: E402
 
 
 def main(cfg: LabelCollectConfig) -> dict:

@@ -24,55 +24,16 @@ policy's own mistakes, to start imagined RL from the states it reaches (`sources
 check the reward from there (`scripts/closed_loop_check.py branch_data=`). Use init states the
 benchmark does not (init_state_offset=20), so the benchmark's jobs stay unseen.
 
-Other envs: pass your own factory to imagination.evaluate.evaluate(..., env_factory=...).
+Other envs: pass your own factory to imagination.eval.evaluate.evaluate(..., env_factory=...).
 """
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
-
-from envs.dataset.layout import INFO_PATH
-from imagination.evaluate import EvalConfig, evaluate, load_policy
-from imagination.real_rollouts import evaluate_and_record
-from scripts.cli import parse_config, save_config
+from envs.cli import parse_config
+from imagination.eval.real_rollouts import EvalPolicyConfig, evaluate_policy
 
 
-@dataclass
-class EvalPolicyConfig(EvalConfig):
-    record_to: str = ""  # a dataset folder: append every real episode to it (source policy); "" = do not record
-
-
-def main(cfg: EvalConfig) -> dict:
-    record_to = getattr(cfg, "record_to", "")
-    if record_to and cfg.env == "imagination":
-        raise SystemExit("record_to: only real episodes are recorded; use a LIBERO suite as env")
-    if record_to and not Path(record_to, INFO_PATH).is_file():
-        raise SystemExit(f"record_to: {record_to} is not a dataset folder (expected {record_to}/{INFO_PATH}, "
-                         "as scripts/collect.py writes it)")
-    save_config(cfg, Path(cfg.out_dir) / "config.yaml")
-    if record_to:
-        result = evaluate_and_record(cfg, load_policy(cfg), record_to, {"policy": cfg.checkpoint})
-    else:
-        result = evaluate(cfg)
-    o, t = result["overall"], result["timing"]
-    print(f"{result['policy']} on {cfg.env} ({cfg.checkpoint}): success {o['successes']}/{o['episodes']} = "
-          f"{o['success_rate']:.2f}  95% CI [{o['ci95'][0]:.2f}, {o['ci95'][1]:.2f}]")
-    for task, row in result["per_task"].items():
-        print(f"  task {task:>2}: {row['successes']}/{row['episodes']}  CI [{row['ci95'][0]:.2f}, {row['ci95'][1]:.2f}]"
-              f"  mean steps {row['mean_steps']:.0f}  {row['instruction']}")
-    if o.get("failures"):
-        print("  failures: " + ", ".join(f"{k} {n}" for k, n in o["failures"].items()))
-    print(f"  {t['seconds']:.0f} s, {t['env_steps_per_second']:.1f} env steps/s, "
-          f"{t['episodes_per_minute']:.1f} episodes/min")
-    print(f"  results: {Path(cfg.out_dir) / 'results.json'}")
-    if record_to:
-        r = result["recorded"]
-        print(f"  recorded into {record_to}: {r['episodes']} episodes ({r['successes']} successes, "
-              f"{r['failures']} failures, {r['near_successes']} near-successes)")
-    return result
+def main(cfg: EvalPolicyConfig) -> dict:
+    return evaluate_policy(cfg)
 
 
 if __name__ == "__main__":

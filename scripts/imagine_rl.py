@@ -12,13 +12,10 @@ the same command resumes from it; resume=false starts over), metrics.csv, logs/ 
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
-
-from imagination.rl_training import ImagineRLConfig, train_rl
-from scripts.cli import parse_config, save_config
+from envs.cli import parse_config, save_config
+from imagination.rl.training import ImagineRLConfig, train_rl
 
 
 def main(cfg: ImagineRLConfig) -> dict:

@@ -10,22 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
-os.environ.setdefault("MUJOCO_GL", "egl")
+os.environ.setdefault("MUJOCO_GL", "egl")  # before the simulator is imported: headless rendering
 
-from envs.sim_labels import MAX_STATE_DIFF, label_dataset  # noqa: E402
-from scripts.cli import parse_config  # noqa: E402
-
-
-@dataclass
-class LabelEpisodesConfig:
-    data_dir: str = "outputs/bench/rl_gain/data"
-    tol: float = MAX_STATE_DIFF  # largest |replayed - recorded| robot state accepted
-    progress: bool = True  # one line per episode on stderr
+from envs.cli import parse_config  # noqa: E402
+from envs.sim_labels import LabelEpisodesConfig, label_dataset  # noqa: E402
 
 
 def main(cfg: LabelEpisodesConfig) -> dict:

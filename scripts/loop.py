@@ -8,163 +8,17 @@ evaluation -> grow the dataset -> fine-tune the world model -> imagined RL again
 Everything lands in out_dir: data/ (the dataset, grown by the policy's real episodes), world_model/
 (and round<r>/world_model/ fine-tunes, each with eval/), bc/, phase folders with rl/, eval_real/ and
 eval_imagined/, loop.json (stages, timings, results) and report.md / report.html. Re-running the
-same command reuses every finished stage and resumes the unfinished one. See imagination/loop.py.
+same command reuses every finished stage and resumes the unfinished one. See imagination/loop/run.py.
 """
 from __future__ import annotations
 
-import sys
-from dataclasses import replace
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
-
-import json
-import math
-
-from envs.dataset import EpisodeDataset
-from imagination.closed_loop import paired_separation
-from imagination.evaluate import evaluate
-from imagination.loop import LoopConfig, LoopState, finetune_config, guard
-from imagination.real_rollouts import evaluate_and_record
-from imagination.report import write_report
-from imagination.rl_training import train_rl
-from policies.base import Policy
-from scripts import calibrate_success, eval_world_model, train_bc, train_world_model
-from scripts import collect as collect_script
-from scripts.cli import parse_config, save_config
-
-
-def _rate(results_path: str) -> float:
-    return float(json.loads(Path(results_path).read_text())["overall"]["success_rate"])
-
-
-def _eval_world_model(state: LoopState, name: str, model_path: str, episodes: list[int], steps: int) -> str:
-    out = Path(model_path).parent / "eval"
-    cfg = eval_world_model.EvalWorldModelConfig(checkpoint=model_path, episodes=episodes, max_steps=steps,
-                                                out_dir=str(out))
-    state.stage(f"eval_{name}", lambda: {k: v for k, v in eval_world_model.main(cfg).items()
-                                         if k in ("psnr", "ssim", "static_psnr", "static_ssim", "success_f1")})
-    return str(out / "eval.json")
-
-
-def _calibrate(cfg: LoopConfig, state: LoopState, name: str, model_path: str, data: str) -> dict | None:
-    """Set the model's success threshold on the data's replayed real episodes (in place; see
-    scripts/calibrate_success.py). Needs both outcomes in the data: skipped, and said, otherwise."""
-    if not cfg.calibrate:
-        return None
-    outcomes = {bool(m["success"]) for m in EpisodeDataset(data, verify=False).meta}
-    if outcomes != {True, False}:
-        print(f"[loop] calibrate {name}: skipped, the data has only {'successes' if True in outcomes else 'failures'}; "
-              "the success threshold stays 0.5")
-        return {"skipped": "the data has one outcome only"}
-    cal_cfg = calibrate_success.CalibrateConfig(checkpoint=model_path, data_dir=data,
-                                                num_threads=cfg.world_model.num_threads)
-    keep = ("threshold", "balanced_accuracy", "balanced_accuracy_at_default", "positives", "negatives")
-    return state.stage(f"calibrate_{name}",
-                       lambda: {k: v for k, v in calibrate_success.main(cal_cfg).items() if k in keep})
-
-
-def _evaluate_phase(cfg: LoopConfig, state: LoopState, name: str, label: str, policy_path: str, wm_path: str,
-                    record_round: int | None, rl_dir: str | None) -> dict:
-    """Real evaluation (recorded into the dataset when record_round is set) and imagined evaluation."""
-    run, data = Path(cfg.out_dir), str(Path(cfg.out_dir) / "data")
-    real_path = run / name / "eval_real" / "results.json"
-    real_cfg = replace(cfg.eval, checkpoint=policy_path, out_dir=str(real_path.parent))
-
-    def real() -> dict:
-        if record_round is None:
-            r = evaluate(real_cfg)
-        else:
-            r = evaluate_and_record(real_cfg, Policy.load(policy_path), data,
-                                    {"round": record_round, "policy": policy_path, "phase": name})
-        return {"success_rate": r["overall"]["success_rate"], "recorded": r.get("recorded")}
-
-    real_result = state.stage(f"{name}_eval_real", real)
-    imagined_path = None
-    if cfg.imagined_eval:
-        proprio = Path(rl_dir or run / "round1" / "rl") / "proprio.pt"
-        im_cfg = replace(cfg.eval, checkpoint=policy_path, env="imagination", world_model=wm_path, start_data=data,
-                         proprio=str(proprio) if proprio.exists() else "", out_dir=str(run / name / "eval_imagined"))
-        state.stage(f"{name}_eval_imagined", lambda: {"success_rate": evaluate(im_cfg)["overall"]["success_rate"]})
-        imagined_path = str(run / name / "eval_imagined" / "results.json")
-        sep = paired_separation(json.loads(real_path.read_text()), json.loads(Path(imagined_path).read_text()))
-        if sep is not None:  # the figure that says whether RL on this model can help (docs/loop.md)
-            figure = ("not measurable (no task has both real outcomes)" if math.isnan(sep.auc_within_task)
-                      else f"AUC within task {sep.auc_within_task:.2f} (0.5 = imagination does not tell real "
-                           "successes from failures)")
-            print(f"[loop] {name}: reward signal on the real jobs: {figure}")
-    phase = {"name": name, "label": label, "policy": policy_path, "real": str(real_path),
-             "imagined": imagined_path, "rl": rl_dir, "world_model": wm_path}
-    state.upsert("phases", phase)
-    return real_result
+from envs.cli import parse_config
+from imagination.loop.config import LoopConfig
+from imagination.loop.run import run_loop
 
 
 def main(cfg: LoopConfig) -> dict:
-    cfg.validate()
-    run = Path(cfg.out_dir)
-    state = LoopState(cfg)
-    save_config(cfg, run / "loop_config.yaml")
-    data = str(run / "data")
-
-    collect_cfg = replace(cfg.collect, out_dir=data)
-
-    def collect() -> dict:
-        collect_script.main(collect_cfg)
-        return {"episodes": len(EpisodeDataset(data, verify=False))}
-
-    n_start = state.stage("collect", collect)["episodes"]
-
-    wm_cfg = replace(cfg.world_model, out_dir=str(run / "world_model"),
-                     clips=replace(cfg.world_model.clips, data_dir=data))
-    wm = state.stage("world_model", lambda: train_world_model.main(wm_cfg))
-    wm_path, held_out = wm["model_path"], wm["held_out_episodes"]
-    state.upsert("world_models", {"name": "wm0", "path": wm_path, "train_dir": str(run / "world_model"),
-                                  "eval": _eval_world_model(state, "wm0", wm_path, held_out, cfg.wm_eval_steps),
-                                  "calibration": _calibrate(cfg, state, "wm0", wm_path, data)})
-
-    bc_cfg = replace(cfg.bc, data_dir=data, out_dir=str(run / "bc"))
-    bc = state.stage("bc", lambda: train_bc.main(bc_cfg))
-    state.data["bc_dir"] = str(run / "bc")
-    _evaluate_phase(cfg, state, "bc", "BC", bc["policy_path"], wm_path, None, None)
-
-    policy = bc["policy_path"]
-    for r in range(1, cfg.rounds + 2):
-        name = f"round{r}"
-        label = "after imagined RL" if r == 1 else f"after loop round {r - 1}"
-        sources = ["expert", "perturbed"] + (["policy"] if r > 1 else [])  # later rounds also start from own failures
-        rl_cfg = replace(cfg.rl, policy=policy, world_model=wm_path, start_data=data, out_dir=str(run / name / "rl"),
-                         sources=sources, seed=cfg.rl.seed + r)
-        rl = state.stage(f"{name}_rl",
-                         lambda rl_cfg=rl_cfg: {k: v for k, v in train_rl(rl_cfg).items() if k != "history"})
-        policy = rl["policy_path"]
-        last = r == cfg.rounds + 1
-        real = _evaluate_phase(cfg, state, name, label, policy, wm_path, None if last else r, rl_cfg.out_dir)
-        if last:
-            break
-        imagined = (_rate(str(run / name / "eval_imagined" / "results.json")) if cfg.imagined_eval
-                    else real["success_rate"])
-        g = guard(r, name, imagined, real["success_rate"], cfg.guard_margin, cfg.guard_failure_weight)
-        state.upsert("guard", g, match="round")
-        if g["fired"]:
-            print(f"[loop] exploitation guard: imagined success {imagined:.2f} exceeds real {real['success_rate']:.2f} "
-                  f"by more than {cfg.guard_margin:.2f}; failures weighted x{g['failure_weight']} in the fine-tune")
-        ft_dir = run / name / "world_model"
-        ft_cfg = finetune_config(cfg, data, str(ft_dir), wm_path, g["failure_weight"])
-        wm_path = state.stage(f"{name}_world_model", lambda ft_cfg=ft_cfg: train_world_model.main(ft_cfg))["model_path"]
-        # the same held-out episodes as the first model (a fine-tune never trains on them)
-        state.upsert("world_models", {"name": f"wm{r}", "path": wm_path, "train_dir": str(ft_dir),
-                                      "eval": _eval_world_model(state, f"wm{r}", wm_path, held_out, cfg.wm_eval_steps),
-                                      "calibration": _calibrate(cfg, state, f"wm{r}", wm_path, data)})
-
-    ds = EpisodeDataset(data, verify=False)
-    added = [m for m in ds.meta if m["source"] == "policy"]
-    state.data["data"] = {"episodes_before": n_start, "episodes_after": len(ds), "policy_episodes_added": len(added),
-                          "failures_added": sum(not m["success"] for m in added),
-                          "near_successes_added": sum(bool(m["extra"].get("near_success")) for m in added)}
-    state.save()
-    md, html = write_report(run)
-    print(f"report: {md}\n        {html}")
-    return state.data
+    return run_loop(cfg)
 
 
 if __name__ == "__main__":

@@ -16,12 +16,9 @@ from __future__ import annotations
 
 import logging
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
-
+from envs.cli import parse_config
 from policies.serving import PolicyServer, ServeConfig, load_policy
-from scripts.cli import parse_config
 
 
 def main(cfg: ServeConfig) -> None:

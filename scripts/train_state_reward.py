@@ -14,77 +14,12 @@ episode's real outcome (AUC within task). Writes the model and <out>.json with t
 """
 from __future__ import annotations
 
-import json
-import sys
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
-
-import numpy as np
-import torch
-
-from envs.dataset import EpisodeDataset
-from envs.label_collection import load_labelled
-from imagination.closed_loop import outcome_separation
-from scripts.cli import parse_config
-from world_models.object_state import StateRewardConfig, fit_state_reward, labelled_episodes, track
-
-
-@dataclass
-class TrainStateRewardConfig:
-    data_dir: str = "outputs/bench/rl_gain/data"
-    label_dirs: list[str] = field(default_factory=list)  # scripts/collect_labels.py out_dirs, added to training
-    # recorded datasets labelled by scripts/label_episodes.py, added to training whole (none held out)
-    train_data_dirs: list[str] = field(default_factory=list)
-    out: str = "outputs/state_reward/state_reward.pt"
-    model: StateRewardConfig = field(default_factory=StateRewardConfig)
-    holdout_every: int = 5  # every 5th labelled episode is held out for the figures (0 = none)
-    num_threads: int = 1
+from envs.cli import parse_config
+from imagination.eval.state_reward import TrainStateRewardConfig, train_state_reward
 
 
 def main(cfg: TrainStateRewardConfig) -> dict:
-    torch.set_num_threads(cfg.num_threads)
-    episodes, kept = labelled_episodes(cfg.data_dir)
-    if not episodes:
-        raise SystemExit(f"data_dir: {cfg.data_dir} has no episode with per-step simulator labels; "
-                         "label it with scripts/label_episodes.py (tasks without a pick-and-place object have none)")
-    held = [k for k in range(len(episodes)) if cfg.holdout_every and k % cfg.holdout_every == cfg.holdout_every - 1]
-    train = [e for k, e in enumerate(episodes) if k not in held]
-    for d in cfg.label_dirs:
-        if not Path(d).is_dir():
-            raise SystemExit(f"label_dirs: {d} is not a directory (scripts/collect_labels.py writes one)")
-        extra, _ = load_labelled(d)
-        print(f"  + {len(extra)} simulated episodes from {d}")
-        train += extra
-    for d in cfg.train_data_dirs:
-        if not Path(d, "meta", "info.json").is_file():
-            raise SystemExit(f"train_data_dirs: {d} is not a recorded dataset (no meta/info.json)")
-        extra, _ = labelled_episodes(d)
-        if not extra:
-            raise SystemExit(f"train_data_dirs: {d} has no episode with per-step simulator labels; "
-                             "label it with scripts/label_episodes.py")
-        print(f"  + {len(extra)} labelled recorded episodes from {d}")
-        train += extra
-    model, log = fit_state_reward(train, cfg.model)
-    model.save(cfg.out)
-    meta = EpisodeDataset(cfg.data_dir, verify=False).meta
-    best = [float(track(model, episodes[k])[1].max(initial=0.0)) for k in held]
-    real = [bool(meta[kept[k]]["success"]) for k in held]
-    sep = outcome_separation(np.array(best), np.array(real), np.array([meta[kept[k]]["task_id"] for k in held])) \
-        if held else None
-    result = {"model": cfg.out, "train_episodes": len(train), "held_out_episodes": len(held),
-              "final_object_loss": float(np.mean(log["object_loss"][-50:])),
-              "final_success_loss": float(np.mean(log["success_loss"][-50:])),
-              "held_out_auc": None if sep is None else sep.auc,
-              "held_out_auc_within_task": None if sep is None else sep.auc_within_task, "config": asdict(cfg)}
-    Path(cfg.out).with_suffix(".json").write_text(json.dumps(result, indent=2))
-    print(f"state reward: {cfg.out} ({len(train)} episodes; object loss {result['final_object_loss']:.4f}, "
-          f"success loss {result['final_success_loss']:.4f})")
-    if sep is not None:
-        print(f"  held out ({len(held)} episodes, recorded robot states): AUC {sep.auc:.3f}, "
-              f"AUC within task {sep.auc_within_task:.3f}")
-    return result
+    return train_state_reward(cfg)
 
 
 if __name__ == "__main__":

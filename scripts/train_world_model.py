@@ -15,24 +15,12 @@ model.denoiser.block_out_channels=[32,64,64].
 """
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
-
-from scripts.cli import parse_config, save_config
-from world_models.training import TrainWorldModelConfig, train
+from envs.cli import parse_config
+from world_models.training import TrainWorldModelConfig, train_world_model
 
 
 def main(cfg: TrainWorldModelConfig) -> dict:
-    save_config(cfg, Path(cfg.out_dir) / "config.yaml")
-    result = train(cfg)
-    final = {k: round(v, 5) for k, v in result["final"].items()}
-    print(f"world model: {result['model_path']}  ({result['steps']} steps, {result['seconds_per_step']:.3f} s/step)")
-    print(f"  last step: {json.dumps(final)}")
-    print(f"  held-out episodes: {result['held_out_episodes']}")
-    return result
+    return train_world_model(cfg)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ class HeadConfig:
     success_pos_weight: float = 3.0  # success frames are rarer than the rest: weigh them up in the BCE
     done_pos_weight: float = 3.0
     # Decision threshold on sigmoid(success logit) in imagination. 0.5 until calibrated on replayed real
-    # episodes (imagination.calibrate, scripts/calibrate_success.py); saved with the checkpoint.
+    # episodes (imagination.eval.calibrate, scripts/calibrate_success.py); saved with the checkpoint.
     success_threshold: float = 0.5
 
 

@@ -45,6 +45,7 @@ from accelerate.utils import set_seed
 from diffusers.optimization import get_scheduler
 from tqdm import tqdm
 
+from envs.cli import save_config
 from envs.dataset import encode_video
 from world_models.augment import StyleAugConfig, augment_clip
 from world_models.clips import (
@@ -200,7 +201,7 @@ class Trainer:
         if cfg.num_threads > 0:
             torch.set_num_threads(cfg.num_threads)
         if accelerator is None and cfg.mixed_precision not in MIXED_PRECISION:
-            # YAML 1.1 reads a bare `no` as false; scripts.cli keeps the word in presets and overrides,
+            # YAML 1.1 reads a bare `no` as false; envs.cli keeps the word in presets and overrides,
             # a YAML read elsewhere (one's own OmegaConf.load) still turns it into "False"
             hint = " (YAML reads a bare no as false: quote it, mixed_precision: 'no')" \
                 if str(cfg.mixed_precision).lower() == "false" else ""
@@ -368,3 +369,14 @@ def train(cfg: TrainWorldModelConfig, trainer: Trainer | None = None) -> dict:
             "seconds_per_step": elapsed / max(trainer.step_count - n0, 1),
             "model_path": str(trainer.out / "world_model.pt"), "out_dir": str(trainer.out),
             "held_out_episodes": [ep.index for ep in trainer.held_out]}
+
+
+def train_world_model(cfg: TrainWorldModelConfig) -> dict:
+    """`train` with the resolved config saved as out_dir/config.yaml and a summary printed."""
+    save_config(cfg, Path(cfg.out_dir) / "config.yaml")
+    result = train(cfg)
+    final = {k: round(v, 5) for k, v in result["final"].items()}
+    print(f"world model: {result['model_path']}  ({result['steps']} steps, {result['seconds_per_step']:.3f} s/step)")
+    print(f"  last step: {json.dumps(final)}")
+    print(f"  held-out episodes: {result['held_out_episodes']}")
+    return result

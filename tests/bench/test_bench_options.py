@@ -1,6 +1,6 @@
 """Benchmark options that need no long run: wm_speed with a given real rate and device, rl_gain --rl-run.
 (The benchmarks themselves are run by hand: bench/README in the main README.)"""
-import importlib.util
+import importlib
 import json
 from pathlib import Path
 
@@ -10,10 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module(f"bench.{name}")
 
 
 def test_wm_speed_with_a_given_real_rate_passes_and_fails_on_its_threshold(capsys):
@@ -56,7 +53,7 @@ def test_rl_gain_rejects_a_run_from_another_policy_or_an_unfinished_one(tmp_path
 
 
 def test_rl_gain_prints_per_task_changes_and_how_failures_happened():
-    from imagination.evaluate import summarize
+    from imagination.eval.evaluate import summarize
 
     rl_gain = _load("rl_gain")
 
@@ -77,7 +74,7 @@ def test_rl_gain_prints_per_task_changes_and_how_failures_happened():
 
 
 def _finished_eval(folder: Path, checkpoint: str, successes: list[bool], tasks=(0, 1), per_task=2, offset=20) -> None:
-    from imagination.evaluate import summarize
+    from imagination.eval.evaluate import summarize
 
     records = [{"task_id": t, "init_state_id": offset + j, "seed": 100 * t + j, "steps": 50,
                 "success": successes[i * per_task + j]} for i, t in enumerate(tasks) for j in range(per_task)]

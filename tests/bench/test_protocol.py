@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 import bench.protocol as protocol
-from imagination.loop import LoopConfig
-from scripts.cli import load_config
+from envs.cli import load_config
+from imagination.loop.config import LoopConfig
 
 
 @pytest.fixture
@@ -34,10 +34,10 @@ def recorded(tmp_path, monkeypatch):
         for name in ("policy.pt", "result.json"):
             Path(cfg.out_dir, name).write_text("{}")
 
-    monkeypatch.setattr(protocol.collect_script, "main", collect)
-    monkeypatch.setattr(protocol.train_world_model, "main", world_model)
-    monkeypatch.setattr(protocol.calibrate_success, "main", calibrate)
-    monkeypatch.setattr(protocol.train_bc, "main", bc)
+    monkeypatch.setattr(protocol, "collect_dataset", collect)
+    monkeypatch.setattr(protocol, "train_world_model", world_model)
+    monkeypatch.setattr(protocol, "calibrate_success", calibrate)
+    monkeypatch.setattr(protocol, "train_bc_on_data", bc)
     # the recorded collection writes no episodes: count them as all there once its info.json exists
     monkeypatch.setattr(protocol, "EpisodeDataset", lambda path, verify: range(50))
     return calls

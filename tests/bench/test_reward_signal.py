@@ -88,9 +88,9 @@ def protocol_root(tmp_path_factory):
 
 def _finished_gate_eval(root: Path, successes) -> None:
     """The BC policy's gate evaluation as if run in LIBERO (outcomes given) and its recorded episodes."""
-    from imagination.evaluate import plan_jobs
-    from imagination.loop import LoopConfig
-    from scripts.cli import load_config
+    from envs.cli import load_config
+    from imagination.eval.evaluate import plan_jobs
+    from imagination.loop.config import LoopConfig
 
     bc = str(root / "bc" / "policy.pt")
     gate = root / "gate"

@@ -181,14 +181,14 @@ def served_subprocess(tmp_path):
 @pytest.mark.slow
 def test_end_to_end_episode_over_loopback(arm, tmp_path):
     """scripts/run_robot.py with a small untrained VLA served on loopback completes a simulated episode."""
+    from policies.deploy import RunRobotConfig, run_robot
     from policies.vla import VLAConfig, VLAPolicy
-    from scripts.run_robot import RunRobotConfig, main
 
     ckpt = tmp_path / "vla.pt"
     VLAPolicy(VLAConfig(views=["agentview", "wrist"], image_size=64, conv_channels=[8, 16], image_features=32,
                         hidden=64)).save(ckpt)
     cfg = RunRobotConfig(checkpoint=str(ckpt), out_dir=str(tmp_path / "run"))
-    summary = main(cfg, arm=arm)
+    summary = run_robot(cfg, arm=arm)
     ep = summary["episodes"][0]
     assert (ep["steps"], ep["stop_reason"], ep["requests"]) == (24, "done", 3)  # 3 chunks of 8 up to the horizon
     assert summary["policy"]["policy"] == "VLAPolicy" and ep["round_trip_ms"]["p99"] > 0

@@ -150,23 +150,23 @@ def test_label_plan_cycles_through_the_requested_init_states():
 
 
 def test_train_state_reward_adds_simulated_episodes(recorded, tmp_path):
-    from scripts import train_state_reward
+    from imagination.eval.state_reward import TrainStateRewardConfig, train_state_reward
 
     root = recorded[0]
     label_dataset(root, progress=False)
     labels = LabelCollectConfig(out_dir=str(tmp_path / "labels"), tasks=[0], episodes_per_task=1, init_state_offset=5,
                                 kinds=["expert"], post_success_steps=2)
     collect_labels(labels, progress=False)
-    cfg = train_state_reward.TrainStateRewardConfig(
+    cfg = TrainStateRewardConfig(
         data_dir=str(root), label_dirs=[labels.out_dir], out=str(tmp_path / "sr.pt"), holdout_every=0,
         model=StateRewardConfig(steps=3, hidden=16, layers=1, batch_size=32))
-    result = train_state_reward.main(cfg)
+    result = train_state_reward(cfg)
     assert result["train_episodes"] == 2  # the dataset's one episode and the simulated one
     assert (tmp_path / "sr.pt").is_file() and result["held_out_auc"] is None
     with pytest.raises(SystemExit, match="label_dirs"):
-        train_state_reward.main(replace(cfg, label_dirs=[str(tmp_path / "missing")]))
+        train_state_reward(replace(cfg, label_dirs=[str(tmp_path / "missing")]))
     # a second labelled recorded dataset (e.g. the policy's own rollouts) is added to training whole
-    result = train_state_reward.main(replace(cfg, train_data_dirs=[str(root)]))
+    result = train_state_reward(replace(cfg, train_data_dirs=[str(root)]))
     assert result["train_episodes"] == 3
     with pytest.raises(SystemExit, match="train_data_dirs"):
-        train_state_reward.main(replace(cfg, train_data_dirs=[labels.out_dir]))  # not a labelled recorded dataset
+        train_state_reward(replace(cfg, train_data_dirs=[labels.out_dir]))  # not a labelled recorded dataset

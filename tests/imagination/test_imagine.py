@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from envs.dataset import DatasetConfig, Episode, EpisodeWriter
-from imagination.calibrate import replay_success_prob
 from imagination.env import ImaginationConfig, ImaginationVectorEnv, StartEpisode
+from imagination.eval.calibrate import replay_success_prob
 from imagination.imagine import imagine, open_imagination, open_proprio, policy_mean, recorded_actions, recorded_ends
 from imagination.keyframes import Keyframe, KeyframeConfig
 from policies.vla import VLAConfig, VLAPolicy

@@ -14,11 +14,11 @@ import torch
 
 from envs.collection import CollectConfig, collect
 from envs.dataset import EpisodeDataset
-from imagination.evaluate import EvalConfig, evaluate
+from imagination.eval.evaluate import evaluate
+from imagination.eval.jobs import EvalConfig
 from policies.base import Policy
-from policies.bc import BCConfig, ChunkData, random_shift, train_bc
+from policies.bc import BCConfig, ChunkData, load_episodes, random_shift, train_bc, train_bc_on_data
 from policies.vla import VLAConfig
-from scripts.train_bc import load_episodes, main
 from tests.policies.conftest import square_episode, tiny_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,7 +60,7 @@ def test_random_shift_moves_images_with_replicated_edges():
 
 
 def test_bc_loss_decreases_and_script_writes_a_loadable_policy(square_dataset, tmp_path):
-    result = main(bc_config(square_dataset, tmp_path / "run"))
+    result = train_bc_on_data(bc_config(square_dataset, tmp_path / "run"))
     rows = list(csv.DictReader(open(tmp_path / "run" / "loss.csv")))
     losses = [float(r["loss"]) for r in rows]
     assert len(rows) == 15 and losses[-1] < 0.4 * losses[0], losses

@@ -1,0 +1,195 @@
+"""Closed-loop check of the reward: does imagination tell the jobs a policy fails for real from the
+ones it solves?
+
+Open-loop calibration (`imagination.eval.calibrate`) replays *recorded* actions, and there a good model
+separates real outcomes perfectly. Imagined RL is closed loop: the policy acts on imagined frames.
+This module re-runs the jobs of a finished real evaluation (same policy, tasks, init states, seeds)
+inside the world model with a success head that never ends an episode, keeps each episode's
+highest success probability, and measures how well that figure predicts the real outcome of the
+same job:
+
+    records = closed_loop_records(real_results, policy_path, cfg)   # one dict per job
+    records = branch_records(data_dir, policy_path, cfg, lead_steps) # from its own recorded rollouts
+    sep = outcome_separation(probs, labels, task_ids)               # AUC, AUC within task, threshold
+    sep = paired_separation(real_results, imagined_results)         # the loop's two evaluations
+
+`branch_records` starts later: from the policy's own recorded real episodes (the loop appends them to
+the data), `lead_steps` before it first closes the gripper, with the real history as context. The
+world model then only has to carry the decisive part of the episode, and the policy's first chunk is
+the one it took for real; this is where imagined RL starting from the policy's own keyframes
+(`sources: [policy]`) takes its reward from.
+
+AUC is the chance that a real success gets a higher imagined probability than a real failure. The
+within-task AUC only compares jobs of one task, so it is not flattered by a model that merely knows
+which task is hard: it is the figure that says whether GRPO, which compares episodes of one
+keyframe, can learn anything true from the head (0.5 = nothing).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from scipy.stats import mannwhitneyu
+from tqdm.auto import tqdm
+
+from envs import libero_suites
+from envs.dataset import EpisodeDataset
+from imagination.env import ImaginationConfig, load_start_episodes
+from imagination.eval.calibrate import ThresholdChoice, pick_threshold
+from imagination.eval.evaluate import evaluate
+from imagination.eval.jobs import EvalConfig
+from imagination.imagine import imagine, open_imagination, open_proprio, policy_mean
+from imagination.keyframes import Keyframe, KeyframeConfig
+from policies.base import Policy
+from world_models.model import WorldModel
+
+
+@dataclass
+class ClosedLoopConfig:
+    """Where the imagined re-run happens (the jobs come from the real evaluation)."""
+
+    world_model: str = ""
+    start_data: str = ""  # real episodes whose frame 0 starts each job (matched by task and init state)
+    proprio: str = ""  # a saved proprio model; "" = fit one on start_data
+    max_steps: int = 0  # imagined horizon; 0 = the real evaluation's
+    num_envs: int = 16  # imagined episodes per batch
+    num_threads: int = 1
+    reward: str = "head"  # what judges success in imagination: the world model's head, or "state" (ImaginationConfig)
+    state_reward: str = ""  # StateReward checkpoint for reward "state"
+    device: str = "cpu"
+
+
+def real_jobs_config(real_results: dict, policy_path: str, cfg: ClosedLoopConfig, out_dir: str) -> EvalConfig:
+    """The `EvalConfig` that runs the jobs of a real `results.json` in imagination, head never firing."""
+    if "config" not in real_results or "episodes" not in real_results:
+        raise ValueError("real_results: expected a results.json written by scripts/eval_policy.py "
+                         "(with 'config' and 'episodes')")
+    rc = real_results["config"]
+    if rc.get("env") == "imagination":
+        raise ValueError("real_results: that evaluation ran in imagination; give one from a LIBERO suite")
+    return EvalConfig(
+        checkpoint=policy_path, env="imagination", tasks=list(rc["tasks"]),
+        episodes_per_task=int(rc["episodes_per_task"]), init_state_offset=int(rc["init_state_offset"]),
+        seed=int(rc["seed"]), action_steps=int(rc["action_steps"]),
+        deterministic=bool(rc["deterministic"]), max_steps=cfg.max_steps or int(rc["max_steps"]), videos=0,
+        out_dir=out_dir, num_envs=cfg.num_envs, num_threads=cfg.num_threads, world_model=cfg.world_model,
+        start_data=cfg.start_data, proprio=cfg.proprio, success_threshold=math.inf, reward=cfg.reward,
+        state_reward=cfg.state_reward, device=cfg.device)
+
+
+def closed_loop_records(real_results: dict, policy_path: str, cfg: ClosedLoopConfig, out_dir: str,
+                        progress: bool = True) -> list[dict]:
+    """Run the real evaluation's jobs in imagination; one record per job with both outcomes.
+
+    Each record: task_id, init_state_id, seed, real_success, max_success_prob, imagined_steps.
+    A finished imagined evaluation in `out_dir` with the same settings is reused (resumable)."""
+    ecfg = real_jobs_config(real_results, policy_path, cfg, out_dir)
+    saved = Path(out_dir) / "results.json"
+    imagined = json.loads(saved.read_text()) if saved.is_file() else None
+    if imagined is None or imagined.get("config") != json.loads(json.dumps(asdict(ecfg))):
+        imagined = evaluate(ecfg, progress=progress)
+    real = {(e["task_id"], e["init_state_id"], e["seed"]): e for e in real_results["episodes"]}
+    out = []
+    for e in imagined["episodes"]:
+        key = (e["task_id"], e["init_state_id"], e["seed"])
+        if key not in real:
+            raise ValueError(f"real_results: no real episode for task {key[0]}, init state {key[1]}, seed {key[2]}; "
+                             "was it written by the same evaluation settings?")
+        out.append({"task_id": key[0], "init_state_id": key[1], "seed": key[2],
+                    "real_success": bool(real[key]["success"]), "max_success_prob": float(e["max_success_prob"]),
+                    "imagined_steps": int(e["steps"])})
+    return out
+
+
+def decisive_step(actions: np.ndarray, lead_steps: int) -> int:
+    """`lead_steps` before an episode's first gripper close (actions [T, 7], +1 closes); an episode that
+    never closes the gripper starts half-way."""
+    closes = np.flatnonzero(np.asarray(actions)[:, 6] > 0)
+    return max(0, int(closes[0]) - lead_steps if len(closes) else len(actions) // 2)
+
+
+def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_steps: int = 8,
+                   progress: bool = True) -> list[dict]:
+    """Continue the policy's recorded real episodes in imagination from their decisive step.
+
+    The episodes are the data's `source: policy` ones whose `extra.policy` is `policy_path` (written by
+    `imagination.eval.real_rollouts.evaluate_and_record`). Each starts at `decisive_step`, its real frames up
+    to there as context, the policy acting deterministically to the horizon (`cfg.max_steps`, 0 = the
+    suite's) with a head that never ends an episode. Each record: episode, task_id, init_state_id,
+    start_t, real_success, max_success_prob."""
+    meta = EpisodeDataset(data_dir, verify=False).meta
+    mine = [m for m in meta if m["source"] == "policy" and m["extra"].get("policy") == policy_path]
+    if not mine:
+        known = sorted({str(m["extra"].get("policy")) for m in meta if m["source"] == "policy"})
+        raise ValueError(f"policy: {data_dir} has no recorded real episode of {policy_path} "
+                         f"(its policy episodes come from {known or 'no policy'})")
+    torch.set_num_threads(cfg.num_threads)
+    wm = WorldModel.load(cfg.world_model, map_location=cfg.device)
+    episodes = load_start_episodes(data_dir, list(wm.cfg.views))
+    # fitted (proprio "") before the policy is built: the fit starts from torch's global random state
+    proprio = open_proprio(wm, cfg.proprio, episodes)
+    policy = Policy.load(policy_path, map_location=cfg.device)
+    horizon = cfg.max_steps or libero_suites.suite_info(mine[0]["suite"]).max_steps
+    n = min(cfg.num_envs, len(mine))
+    venv = open_imagination(wm, episodes, proprio, n, ImaginationConfig(
+        max_steps=horizon, success_threshold=math.inf, keyframes=KeyframeConfig(mode="start"), reward=cfg.reward,
+        state_reward=cfg.state_reward, device=cfg.device), policy=policy)
+    indices = [int(m["episode_index"]) for m in mine]
+    starts = [Keyframe(i, decisive_step(venv.episodes[i].action, lead_steps)) for i in indices]
+    act = policy_mean(policy)
+    best = np.concatenate([imagine(venv, act, starts[b:b + n], seed=b).max_success_prob
+                           for b in tqdm(range(0, len(starts), n), desc="branches", disable=not progress)])
+    return [{"episode": int(m["episode_index"]), "task_id": int(m["task_id"]), "init_state_id": int(m["init_state_id"]),
+             "start_t": kf.t, "real_success": bool(m["success"]), "max_success_prob": float(p)}
+            for m, kf, p in zip(mine, starts, best)]
+
+
+@dataclass
+class Separation:
+    auc: float  # P(prob of a real success > prob of a real failure), ties count half; nan without both outcomes
+    auc_within_task: float  # the same over pairs of one task only; nan when no task has both outcomes
+    threshold: ThresholdChoice | None  # best balanced accuracy (None without both outcomes)
+    successes: int
+    failures: int
+
+
+def _u_pairs(pos: np.ndarray, neg: np.ndarray) -> tuple[float, int]:
+    """(pairs where the success scores higher, ties half; number of pairs)."""
+    if len(pos) == 0 or len(neg) == 0:
+        return 0.0, 0
+    return float(mannwhitneyu(pos, neg).statistic), len(pos) * len(neg)
+
+
+def outcome_separation(probs: np.ndarray, labels: np.ndarray, task_ids: np.ndarray) -> Separation:
+    """How well imagined max success probabilities [N] predict real outcomes [N] (see module doc)."""
+    probs, labels, task_ids = np.asarray(probs, float), np.asarray(labels, bool), np.asarray(task_ids)
+    if not (probs.ndim == 1 and probs.shape == labels.shape == task_ids.shape):
+        raise ValueError(f"probs, labels, task_ids: expected three 1-D arrays of one length, got "
+                         f"{probs.shape}, {labels.shape}, {task_ids.shape}")
+    u, n = _u_pairs(probs[labels], probs[~labels])
+    uw, nw = 0.0, 0
+    for t in np.unique(task_ids):
+        m = task_ids == t
+        a, b = _u_pairs(probs[m & labels], probs[m & ~labels])
+        uw, nw = uw + a, nw + b
+    pos, neg = int(labels.sum()), int((~labels).sum())
+    return Separation(auc=u / n if n else float("nan"), auc_within_task=uw / nw if nw else float("nan"),
+                      threshold=pick_threshold(probs, labels) if pos and neg else None, successes=pos, failures=neg)
+
+
+def paired_separation(real_results: dict, imagined_results: dict) -> Separation | None:
+    """`outcome_separation` of two evaluations of the same jobs (the loop's eval_real and eval_imagined):
+    each job's imagined highest success probability against its real outcome. None when the imagined
+    run recorded no probabilities. The loop's imagined runs end when the head passes its threshold, so
+    jobs above it are ranked by the one chunk that passed it: coarser than `closed_loop_records`."""
+    imagined = {(e["task_id"], e["init_state_id"], e["seed"]): e for e in imagined_results.get("episodes", [])}
+    pairs = [(imagined[k]["max_success_prob"], e["success"], e["task_id"]) for e in real_results.get("episodes", [])
+             if (k := (e["task_id"], e["init_state_id"], e["seed"])) in imagined and "max_success_prob" in imagined[k]]
+    if not pairs:
+        return None
+    probs, labels, tasks = (np.array(c) for c in zip(*pairs))
+    return outcome_separation(probs, labels.astype(bool), tasks)

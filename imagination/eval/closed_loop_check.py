@@ -1,0 +1,107 @@
+"""The closed-loop check (scripts/closed_loop_check.py): can imagined RL's reward tell a real failure
+from a real success? Every policy's real jobs (or, with `branch_data`, its recorded real episodes from
+their decisive step) run again in imagination (`imagination.eval.closed_loop`); each job's highest
+imagined success probability is compared with its real outcome (AUC, and AUC within task).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from envs.atomic import atomic_write_json
+from envs.cli import save_config
+from imagination.eval.calibrate import plot_outcome_histogram
+from imagination.eval.closed_loop import (
+    ClosedLoopConfig,
+    Separation,
+    branch_records,
+    closed_loop_records,
+    outcome_separation,
+)
+from world_models.model import WorldModel
+
+
+@dataclass
+class CheckConfig(ClosedLoopConfig):
+    policies: list[str] = field(default_factory=list)  # policy checkpoints (Policy.save files)
+    real_results: list[str] = field(default_factory=list)  # one real results.json per policy, same order
+    branch_data: str = ""  # a dataset with the policies' recorded real episodes: start from their decisive step
+    lead_steps: int = 8  # branch start: this many steps before the policy first closes the gripper
+    names: list[str] = field(default_factory=list)  # labels for the table; [] = each policy file's parent folder
+    out_dir: str = "outputs/closed_loop"
+
+
+def _check(cfg: CheckConfig) -> list[str]:
+    if not cfg.policies:
+        raise SystemExit("policies: expected one or more policy checkpoints, e.g. policies=[bc/policy.pt]")
+    if cfg.branch_data:
+        if not Path(cfg.branch_data).is_dir():
+            raise SystemExit(f"branch_data: {cfg.branch_data} is not a dataset folder")
+        if cfg.real_results:
+            raise SystemExit("real_results: not used with branch_data (its recorded episodes carry their outcomes); "
+                             "give one of the two")
+        if cfg.lead_steps < 0:
+            raise SystemExit(f"lead_steps: expected an integer >= 0, got {cfg.lead_steps}")
+    elif len(cfg.real_results) != len(cfg.policies):
+        raise SystemExit(f"real_results: expected one results.json per policy ({len(cfg.policies)}), "
+                         f"got {len(cfg.real_results)}")
+    if not cfg.world_model:
+        raise SystemExit("world_model: required (the world model to check)")
+    if not cfg.branch_data and not cfg.start_data:
+        raise SystemExit("start_data: required (the real episodes whose first frames start the jobs)")
+    for p in [cfg.world_model, *cfg.policies, *cfg.real_results]:
+        if not Path(p).is_file():
+            raise SystemExit(f"{p}: not a file")
+    names = list(cfg.names) or [Path(p).parent.name or Path(p).stem for p in cfg.policies]
+    if len(names) != len(cfg.policies) or len(set(names)) != len(names):
+        raise SystemExit(f"names: expected {len(cfg.policies)} distinct names (one per policy), got {names}")
+    return names
+
+
+def _line(label: str, sep: Separation, fired: int, n: int) -> str:
+    return (f"  {label:<14} real {sep.successes:>3}/{n:<3} imagined {fired:>3}/{n:<3} "
+            f"AUC {sep.auc:.3f}  AUC within task {sep.auc_within_task:.3f}")
+
+
+def check_closed_loop(cfg: CheckConfig) -> dict:
+    """Every policy's jobs in imagination, scored against their real outcomes; writes closed_loop.json
+    and closed_loop.png to out_dir and returns closed_loop.json's content."""
+    names = _check(cfg)
+    out = Path(cfg.out_dir)
+    save_config(cfg, out / "config.yaml")
+    threshold = WorldModel.load(cfg.world_model).cfg.head.success_threshold
+    rows, table = [], {}
+    for i, (name, policy) in enumerate(zip(names, cfg.policies)):
+        if cfg.branch_data:
+            records = branch_records(cfg.branch_data, policy, cfg, cfg.lead_steps)
+        else:
+            real = json.loads(Path(cfg.real_results[i]).read_text())
+            records = closed_loop_records(real, policy, cfg, str(out / name))
+        rows += [{"policy": name, **r} for r in records]
+    probs = np.array([r["max_success_prob"] for r in rows])
+    labels = np.array([r["real_success"] for r in rows])
+    tasks = np.array([r["task_id"] for r in rows])
+    where = f"from {cfg.lead_steps} steps before the first grasp" if cfg.branch_data else "from the first frame"
+    print(f"closed loop {where}, {cfg.world_model} (success threshold {threshold:.3f}):")
+    for name in [*names, "all"]:
+        m = np.array([name in ("all", r["policy"]) for r in rows])
+        sep = outcome_separation(probs[m], labels[m], tasks[m])
+        fired = int((probs[m] >= threshold).sum())
+        print(_line(name, sep, fired, int(m.sum())))
+        table[name] = {**asdict(sep), "imagined_successes": fired, "jobs": int(m.sum())}
+    pooled = table["all"]
+    if pooled["threshold"] is not None:
+        print(f"  best closed-loop threshold {pooled['threshold']['threshold']:.3f}: balanced accuracy "
+              f"{pooled['threshold']['balanced_accuracy']:.3f}")
+    result = {"world_model": cfg.world_model, "success_threshold": threshold, "separation": table, "jobs": rows}
+    atomic_write_json(out / "closed_loop.json", result, indent=2)
+    plot_outcome_histogram(out / "closed_loop.png", probs, labels, threshold,
+                           "highest success probability, policy acting in imagination", "model threshold", bins=40)
+    print(f"  written: {out / 'closed_loop.json'}, {out / 'closed_loop.png'}")
+    return result
+
+
+__all__ = ["CheckConfig", "check_closed_loop"]

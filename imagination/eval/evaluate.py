@@ -1,0 +1,208 @@
+"""Evaluate a policy checkpoint in an environment: success rate per task with 95% Wilson intervals.
+
+The loop knows two things only: a `Policy` (policies.base) and an `EvalEnv`, built by
+`make_eval_env` from `EvalConfig.env`: a LIBERO suite (real simulation) or "imagination" (the
+world model, started from the same tasks and official init states as the real env). Callers with
+another env pass their own factory to `evaluate(..., env_factory=...)`. Every episode is a `Job`
+(task, official init state, seed): its seed depends on (seed, task, episode number) only, so
+results do not depend on how many envs run in parallel or in what order episodes finish.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+from scipy.stats import binomtest
+from tqdm import tqdm
+
+from envs import libero_suites
+from envs.atomic import atomic_write_json
+from envs.dataset import encode_video
+from envs.outcome import FIGURES, failure_counts, outcome
+from imagination.eval.jobs import EnvFactory, EnvSpec, EvalConfig, EvalEnv, Job
+from imagination.eval.libero import LiberoEvalEnv
+from policies.base import Policy, RandomPolicy, RandomPolicyConfig
+
+IMAGINATION = "imagination"
+
+
+def make_eval_env(cfg: EvalConfig, spec: EnvSpec, first_tasks: list[int]) -> EvalEnv:
+    """The env named by `cfg.env`: a real LIBERO suite, or the imagination env over a world model."""
+    if cfg.env in libero_suites.SUITES:
+        return LiberoEvalEnv(cfg, spec, first_tasks)
+    if cfg.env == IMAGINATION:
+        from imagination.eval.imagined import ImaginationEvalEnv  # torch/world-model imports only when used
+
+        return ImaginationEvalEnv(cfg, spec, first_tasks)
+    raise ValueError(f"env: {cfg.env!r} is not available; "
+                     f"expected one of {sorted(libero_suites.SUITES) + [IMAGINATION]}")
+
+
+def load_policy(cfg: EvalConfig) -> Policy:
+    if cfg.checkpoint == "random":
+        return RandomPolicy(RandomPolicyConfig(chunk_len=cfg.action_steps or 8, seed=cfg.seed))
+    if not cfg.checkpoint or not Path(cfg.checkpoint).is_file():
+        raise FileNotFoundError(f"checkpoint: {cfg.checkpoint!r} is not a file (a Policy.save checkpoint, or 'random')")
+    return Policy.load(cfg.checkpoint)
+
+
+def plan_jobs(cfg: EvalConfig, tasks: list[int], num_init_states: Callable[[int], int]) -> list[Job]:
+    """Episodes in task order; seeds from (seed, task, j) so they do not depend on scheduling."""
+    jobs: list[Job] = []
+    for task in tasks:
+        n = num_init_states(task)
+        for j in range(cfg.episodes_per_task):
+            seed = int(np.random.SeedSequence([cfg.seed, task, j]).generate_state(1)[0] % 2**31)
+            jobs.append(Job(len(jobs), task, j, (cfg.init_state_offset + j) % n, seed))
+    return jobs
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a success rate (sensible at 0/n and n/n, unlike the normal one)."""
+    if n == 0:
+        return 0.0, 1.0
+    ci = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def _next_job(pending: list[Job], current_task: int | None) -> Job | None:
+    # Keep an env on its task when possible: switching tasks rebuilds the simulator (~8 s).
+    for k, job in enumerate(pending):
+        if job.task_id == current_task:
+            return pending.pop(k)
+    return pending.pop(0) if pending else None
+
+
+def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig, progress: bool = True) -> list[dict]:
+    """Run every job to its end; returns one record per job (in job order) and writes videos."""
+    pending, B = list(jobs), env.num_envs
+    frames: dict[int, list[np.ndarray]] = {}
+    records: dict[int, dict] = {}
+    gen = torch.Generator().manual_seed(cfg.seed)
+    k = cfg.action_steps or policy.chunk_len
+    policy.reset()
+    start = [_next_job(pending, None) for _ in range(B)]
+    running: list[Job] = [j or jobs[0] for j in start]
+    padding = [j is None for j in start]  # env i runs a throw-away episode: no job left, but every env steps
+    obs = env.reset_envs(running)
+    t_start = [time.time()] * B
+    # Imagined envs report the success head's probability: keep each episode's highest, the figure a
+    # closed-loop calibration compares with the real outcome of the same job.
+    best_prob = np.zeros(B, np.float32)
+    for i, job in enumerate(running):
+        if not padding[i] and job.index < cfg.videos:
+            frames[job.index] = [obs["image"][i]]
+    bar = tqdm(total=len(jobs), desc=f"eval {cfg.env}", unit="ep", disable=not progress)
+    while len(records) < len(jobs):
+        with torch.no_grad():
+            chunk = policy.predict_action_chunk(obs) if cfg.deterministic else policy.sample(obs, generator=gen)[0]
+        actions = chunk[:, :k].cpu().numpy().astype(np.float32)
+        obs, reward, terminated, truncated, info = env.step(actions)
+        restart: list[Job | None] = [None] * B
+        if "success_prob" in info:
+            best_prob = np.maximum(best_prob, info["success_prob"])
+        for i, job in enumerate(running):
+            if job.index in frames and not padding[i] and "frames" in info:
+                frames[job.index].extend(info["frames"][i])
+            if not (terminated[i] or truncated[i]):
+                continue
+            if not padding[i]:
+                records[job.index] = {**asdict(job), "success": bool(terminated[i]), "steps": int(info["t"][i]),
+                                      "seconds": round(time.time() - t_start[i], 2)}
+                if "success_prob" in info:
+                    records[job.index]["max_success_prob"] = round(float(best_prob[i]), 4)
+                if "object_lift_m" in info:  # real envs: how the episode ended (envs.outcome)
+                    for key in FIGURES:
+                        v = float(info[key][i])
+                        records[job.index][key] = None if math.isnan(v) else round(v, 4)
+                    records[job.index]["outcome"] = outcome(bool(terminated[i]), float(info["object_lift_m"][i]))
+                bar.update(1)
+                bar.set_postfix(success=f"{sum(r['success'] for r in records.values())}/{len(records)}")
+            nxt = _next_job(pending, job.task_id)
+            padding[i] = nxt is None
+            restart[i] = running[i] = nxt or job
+        if len(records) < len(jobs) and any(r is not None for r in restart):
+            obs = env.reset_envs(restart)
+            for i, started in enumerate(restart):
+                if started is not None:
+                    t_start[i] = time.time()
+                    best_prob[i] = 0.0
+                    if not padding[i] and started.index < cfg.videos:
+                        frames[started.index] = [obs["image"][i]]
+    bar.close()
+    for index, seq in frames.items():
+        r = records[index]
+        r["video"] = str(_write_video(Path(cfg.out_dir) / "videos", r, np.stack(seq)))
+    return [records[j.index] for j in jobs]
+
+
+def _write_video(folder: Path, record: dict, images: np.ndarray) -> Path:
+    tiled = np.concatenate(list(images.transpose(1, 0, 2, 3, 4)), axis=2)  # [T, H, V*W, 3]
+    tiled = tiled.repeat(2, axis=1).repeat(2, axis=2)  # 2x: 64 px is small on a screen
+    tag = "success" if record["success"] else "fail"
+    path = folder / f"ep{record['index']:03d}_task{record['task_id']}_init{record['init_state_id']}_{tag}.mp4"
+    folder.mkdir(parents=True, exist_ok=True)
+    encode_video(path, tiled, fps=20, codec="h264", crf=20)
+    return path
+
+
+def summarize(records: list[dict], instructions: dict[int, str]) -> dict:
+    """Success per task and overall, with 95% Wilson intervals (and failure outcomes, real envs)."""
+    def block(rs: list[dict]) -> dict:
+        s, n = sum(r["success"] for r in rs), len(rs)
+        lo, hi = wilson_interval(s, n)
+        out = {"successes": s, "episodes": n, "success_rate": s / n if n else 0.0, "ci95": [lo, hi],
+               "mean_steps": float(np.mean([r["steps"] for r in rs])) if rs else 0.0}
+        if any("outcome" in r for r in rs):
+            out["failures"] = failure_counts(rs)
+        return out
+
+    tasks = sorted({r["task_id"] for r in records})
+    per_task = {str(t): {"instruction": instructions[t], **block([r for r in records if r["task_id"] == t])}
+                for t in tasks}
+    return {"overall": block(records), "per_task": per_task}
+
+
+def evaluate(cfg: EvalConfig, policy: Policy | None = None, progress: bool = True,
+             env_factory: EnvFactory = make_eval_env) -> dict:
+    """Evaluate `policy` (default: cfg.checkpoint) in cfg.env; writes out_dir/results.json and videos."""
+    if cfg.episodes_per_task < 1 or cfg.num_envs < 1:
+        raise ValueError(f"episodes_per_task and num_envs must be >= 1, got {cfg.episodes_per_task}, {cfg.num_envs}")
+    torch.set_num_threads(cfg.num_threads)
+    policy = (policy or load_policy(cfg)).eval()
+    if not 0 <= cfg.action_steps <= policy.chunk_len:
+        raise ValueError(f"action_steps: expected 0..{policy.chunk_len} (the policy's chunk_len), "
+                         f"got {cfg.action_steps}")
+    pcfg = policy.config
+    spec = EnvSpec(tuple(getattr(pcfg, "views", ("agentview", "wrist"))),
+                   cfg.image_size or int(getattr(pcfg, "image_size", 64)), cfg.action_steps or policy.chunk_len)
+    probe_tasks = cfg.tasks or [0]
+    env = env_factory(cfg, spec, [probe_tasks[i % len(probe_tasks)] for i in range(cfg.num_envs)])
+    try:
+        bad = [t for t in cfg.tasks if not 0 <= t < env.num_tasks()]
+        if bad:
+            raise ValueError(f"tasks: expected task ids in [0, {env.num_tasks() - 1}] for {cfg.env}, got {bad}")
+        tasks = cfg.tasks or list(range(env.num_tasks()))
+        jobs = plan_jobs(cfg, tasks, env.num_init_states)
+        t0 = time.time()
+        records = run_episodes(policy, env, jobs, cfg, progress)
+        seconds = time.time() - t0
+        instructions = {t: env.instruction(t) for t in tasks}
+    finally:
+        env.close()
+    steps = sum(r["steps"] for r in records)
+    result = {"env": cfg.env, "checkpoint": cfg.checkpoint, "policy": type(policy).__name__,
+              **summarize(records, instructions),
+              "timing": {"seconds": seconds, "env_steps": steps, "env_steps_per_second": steps / seconds,
+                         "episodes_per_minute": 60 * len(records) / seconds},
+              "episodes": records, "config": asdict(cfg)}
+    atomic_write_json(Path(cfg.out_dir) / "results.json", result, indent=2)
+    return result
+
+
+__all__ = ["evaluate", "load_policy", "make_eval_env", "plan_jobs", "run_episodes", "summarize", "wilson_interval"]

@@ -1,0 +1,169 @@
+"""The reward gate's figures: does the success head, in closed loop, see real outcomes?
+
+Imagined RL optimizes whatever the world model's success head says while the policy acts on imagined
+frames. `bench/reward_signal.py` re-runs real jobs in imagination (`imagination.eval.closed_loop`) and, from
+each job's highest imagined success probability and its real outcome, computes what this module does:
+
+    est = within_task_auc_interval(probs, labels, task_ids)   # AUC within task, 95% bootstrap interval
+    rows = calibration_table(probs, labels, task_ids, thr)    # per task: imagined vs real success rate
+    v = gate_verdict(est.point, max_calibration_gap(rows))    # PASS: AUC >= 0.80 and every |gap| <= 0.15
+    figs = gate_figures(records, thr)                          # all of it for closed_loop_records' dicts
+
+Inputs are per job: probs float [N] (highest imagined success probability), labels bool [N] (real
+success), task_ids int [N]. "Within task" means pairs of one task only (as in
+`imagination.eval.closed_loop.outcome_separation`): GRPO compares episodes from one keyframe, so a head that
+only knows which task is hard gives it nothing. Its interval resamples jobs with replacement within
+each task (the number of jobs per task fixed), with a fixed seed, and takes the percentile interval of
+the resampled within-task AUCs; resamples that draw no pair of a success and a failure are left out.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from imagination.eval.closed_loop import outcome_separation
+
+THRESHOLD_AUC = 0.80  # the within-task AUC a reward must reach before RL is worth running
+THRESHOLD_GAP = 0.15  # the largest |imagined - real| success rate allowed on any task
+_TOL = 1e-9  # rates are k/n: 0.65 - 0.5 is 0.15000000000000002 in floating point, and must pass
+
+
+def _arrays(probs: Any, labels: Any, task_ids: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    p, y, t = np.asarray(probs, float), np.asarray(labels, bool), np.asarray(task_ids)
+    if not (p.ndim == 1 and p.shape == y.shape == t.shape):
+        raise ValueError(f"probs, labels, task_ids: expected three 1-D arrays of one length, got "
+                         f"{p.shape}, {y.shape}, {t.shape}")
+    return p, y, t
+
+
+@dataclass(frozen=True)
+class AUCEstimate:
+    """The within-task AUC of one set of jobs and its bootstrap interval."""
+
+    point: float  # nan when no task has both a real success and a real failure
+    ci95: tuple[float, float]  # percentile interval of the resampled AUCs (nan, nan) when unmeasurable
+    pairs: int  # (success, failure) pairs of one task the point estimate rests on
+    tasks: int  # tasks with both outcomes: the only ones that give pairs
+    resamples: int  # bootstrap resamples with at least one pair (the interval's sample)
+
+
+def within_task_auc_interval(probs: Any, labels: Any, task_ids: Any, resamples: int = 2000, seed: int = 0,
+                             confidence: float = 0.95) -> AUCEstimate:
+    """Within-task AUC of probs [N] against labels [N] (tasks task_ids [N]) with a bootstrap interval.
+
+    Each resample draws, for every task, as many of its jobs as it has, with replacement; a job drawn
+    w times counts w times in every pair it is part of (ties count half, as in the point estimate)."""
+    p, y, t = _arrays(probs, labels, task_ids)
+    if resamples < 1 or not 0 < confidence < 1:
+        raise ValueError(f"resamples >= 1 and 0 < confidence < 1 expected, got {resamples}, {confidence}")
+    sep = outcome_separation(p, y, t)
+    informative = [k for k in np.unique(t) if y[t == k].any() and not y[t == k].all()]
+    pairs = sum(int(y[t == k].sum() * (~y[t == k]).sum()) for k in informative)
+    if not informative:
+        return AUCEstimate(float("nan"), (float("nan"), float("nan")), 0, 0, 0)
+    rng = np.random.default_rng(seed)
+    u, n_pairs = np.zeros(resamples), np.zeros(resamples)
+    for k in informative:
+        pk, yk = p[t == k], y[t == k]
+        n = len(pk)
+        # wins[i, j]: success i over failure j (1, ties 1/2); 0 where i is no success or j no failure
+        wins = ((pk[:, None] > pk[None, :]) + 0.5 * (pk[:, None] == pk[None, :])) * np.outer(yk, ~yk)
+        counts = rng.multinomial(n, np.full(n, 1.0 / n), size=resamples).astype(float)  # [R, n]
+        u += np.einsum("ri,ij,rj->r", counts, wins, counts)
+        n_pairs += (counts @ yk) * (counts @ ~yk)
+    ok = n_pairs > 0
+    aucs = u[ok] / n_pairs[ok]
+    a = (1 - confidence) / 2
+    lo, hi = (float(x) for x in np.quantile(aucs, [a, 1 - a]))
+    return AUCEstimate(float(sep.auc_within_task), (lo, hi), pairs, len(informative), int(ok.sum()))
+
+
+@dataclass(frozen=True)
+class TaskCalibration:
+    """One task's imagined success (max probability >= the model's threshold) against its real success."""
+
+    task_id: int
+    jobs: int
+    real_successes: int
+    imagined_successes: int
+
+    @property
+    def real_rate(self) -> float:
+        return self.real_successes / self.jobs
+
+    @property
+    def imagined_rate(self) -> float:
+        return self.imagined_successes / self.jobs
+
+    @property
+    def gap(self) -> float:
+        """imagined - real success rate: > 0 the head is optimistic on this task, < 0 pessimistic."""
+        return self.imagined_rate - self.real_rate
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {**asdict(self), "real_rate": self.real_rate, "imagined_rate": self.imagined_rate, "gap": self.gap}
+
+
+def calibration_table(probs: Any, labels: Any, task_ids: Any, threshold: float) -> list[TaskCalibration]:
+    """Per task (ascending id): jobs, real successes, imagined successes (probs [N] >= threshold)."""
+    p, y, t = _arrays(probs, labels, task_ids)
+    return [TaskCalibration(int(k), int((t == k).sum()), int(y[t == k].sum()), int((p[t == k] >= threshold).sum()))
+            for k in np.unique(t)]
+
+
+def max_calibration_gap(rows: list[TaskCalibration]) -> float:
+    """The largest |imagined - real| success rate over the tasks (nan without any task)."""
+    return max((abs(r.gap) for r in rows), default=float("nan"))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    measurable: bool  # False when the within-task AUC is undefined (no task with both real outcomes)
+    reasons: tuple[str, ...]  # why it failed (empty on PASS)
+
+    @property
+    def label(self) -> str:
+        return "PASS" if self.passed else "FAIL"
+
+
+def gate_verdict(auc_within_task: float, max_gap: float, threshold_auc: float = THRESHOLD_AUC,
+                 threshold_gap: float = THRESHOLD_GAP) -> Verdict:
+    """PASS needs the pooled within-task AUC >= threshold_auc and the largest per-task |imagined - real|
+    gap (over every checked policy) <= threshold_gap; both edges pass. An undefined AUC fails."""
+    if math.isnan(auc_within_task):
+        return Verdict(False, False, ("no task has both a real success and a real failure among the jobs, "
+                                      "so the within-task AUC cannot be measured",))
+    reasons = []
+    if auc_within_task < threshold_auc - _TOL:
+        reasons.append(f"within-task AUC {auc_within_task:.3f} < {threshold_auc:.2f}")
+    if math.isnan(max_gap) or max_gap > threshold_gap + _TOL:
+        reasons.append(f"largest per-task |imagined - real| {max_gap:.3f} > {threshold_gap:.2f}")
+    return Verdict(not reasons, True, tuple(reasons))
+
+
+def gate_figures(records: list[dict], threshold: float, resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """Every figure of one set of jobs: records carry task_id, real_success and max_success_prob (as
+    `closed_loop_records` / `branch_records` write them). Returns a JSON-ready dict: jobs, real and
+    imagined successes, auc, auc_within_task with ci95, pairs and tasks_with_both_outcomes, calibration
+    (a row per task) and max_calibration_gap."""
+    if not records:
+        raise ValueError("records: no jobs to score")
+    probs = np.array([r["max_success_prob"] for r in records], float)
+    labels = np.array([r["real_success"] for r in records], bool)
+    tasks = np.array([r["task_id"] for r in records])
+    sep = outcome_separation(probs, labels, tasks)
+    est = within_task_auc_interval(probs, labels, tasks, resamples=resamples, seed=seed)
+    rows = calibration_table(probs, labels, tasks, threshold)
+    return {"jobs": len(records), "real_successes": int(labels.sum()),
+            "imagined_successes": int((probs >= threshold).sum()), "auc": sep.auc, "auc_within_task": est.point,
+            "auc_within_task_ci95": list(est.ci95), "pairs": est.pairs,
+            "tasks_with_both_outcomes": est.tasks, "bootstrap_resamples": est.resamples, "bootstrap_seed": seed,
+            "calibration": [r.as_dict() for r in rows], "max_calibration_gap": max_calibration_gap(rows)}
+
+
+__all__ = ["AUCEstimate", "THRESHOLD_AUC", "THRESHOLD_GAP", "TaskCalibration", "Verdict", "calibration_table",
+           "gate_figures", "gate_verdict", "max_calibration_gap", "within_task_auc_interval"]

@@ -1,0 +1,167 @@
+"""The co-evolution loop's stages, run in order (scripts/loop.py): collect -> world model -> BC ->
+imagined RL -> real evaluation -> grow the dataset -> fine-tune the world model -> imagined RL again,
+then the report. Every stage goes through `LoopState.stage`, so a re-run reuses finished stages and the
+library calls underneath resume an unfinished one. The configuration and bookkeeping are in
+`imagination.loop.config`.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+
+from envs.cli import save_config
+from envs.collection import collect_dataset
+from envs.dataset import EpisodeDataset
+from imagination.eval.calibrate import CalibrateConfig, calibrate_success
+from imagination.eval.closed_loop import paired_separation
+from imagination.eval.evaluate import evaluate
+from imagination.eval.real_rollouts import evaluate_and_record
+from imagination.loop.config import LoopConfig, LoopState, finetune_config, guard
+from imagination.loop.report import write_report
+from imagination.rl.training import ImagineRLConfig, train_rl
+from policies.base import Policy
+from policies.bc import train_bc_on_data
+from world_models.fidelity import EvalWorldModelConfig, evaluate_world_model
+from world_models.training import train_world_model
+
+
+def _train_rl(cfg: ImagineRLConfig) -> dict:
+    """train_rl's result without its per-iteration history (loop.json keeps the summary only)."""
+    return {k: v for k, v in train_rl(cfg).items() if k != "history"}
+
+
+def _rate(results_path: str) -> float:
+    return float(json.loads(Path(results_path).read_text())["overall"]["success_rate"])
+
+
+def _eval_world_model(state: LoopState, name: str, model_path: str, episodes: list[int], steps: int) -> str:
+    out = Path(model_path).parent / "eval"
+    cfg = EvalWorldModelConfig(checkpoint=model_path, episodes=episodes, max_steps=steps, out_dir=str(out))
+    state.stage(f"eval_{name}", lambda: {k: v for k, v in evaluate_world_model(cfg).items()
+                                         if k in ("psnr", "ssim", "static_psnr", "static_ssim", "success_f1")})
+    return str(out / "eval.json")
+
+
+def _calibrate(cfg: LoopConfig, state: LoopState, name: str, model_path: str, data: str) -> dict | None:
+    """Set the model's success threshold on the data's replayed real episodes (in place; see
+    imagination.eval.calibrate). Needs both outcomes in the data: skipped, and said, otherwise."""
+    if not cfg.calibrate:
+        return None
+    outcomes = {bool(m["success"]) for m in EpisodeDataset(data, verify=False).meta}
+    if outcomes != {True, False}:
+        print(f"[loop] calibrate {name}: skipped, the data has only {'successes' if True in outcomes else 'failures'}; "
+              "the success threshold stays 0.5")
+        return {"skipped": "the data has one outcome only"}
+    cal_cfg = CalibrateConfig(checkpoint=model_path, data_dir=data, num_threads=cfg.world_model.num_threads)
+    keep = ("threshold", "balanced_accuracy", "balanced_accuracy_at_default", "positives", "negatives")
+    return state.stage(f"calibrate_{name}",
+                       lambda: {k: v for k, v in calibrate_success(cal_cfg).items() if k in keep})
+
+
+def _evaluate_phase(cfg: LoopConfig, state: LoopState, name: str, label: str, policy_path: str, wm_path: str,
+                    record_round: int | None, rl_dir: str | None) -> dict:
+    """Real evaluation (recorded into the dataset when record_round is set) and imagined evaluation."""
+    run, data = Path(cfg.out_dir), str(Path(cfg.out_dir) / "data")
+    real_path = run / name / "eval_real" / "results.json"
+    real_cfg = replace(cfg.eval, checkpoint=policy_path, out_dir=str(real_path.parent))
+
+    def real() -> dict:
+        if record_round is None:
+            r = evaluate(real_cfg)
+        else:
+            r = evaluate_and_record(real_cfg, Policy.load(policy_path), data,
+                                    {"round": record_round, "policy": policy_path, "phase": name})
+        return {"success_rate": r["overall"]["success_rate"], "recorded": r.get("recorded")}
+
+    real_result = state.stage(f"{name}_eval_real", real)
+    imagined_path = None
+    if cfg.imagined_eval:
+        proprio = Path(rl_dir or run / "round1" / "rl") / "proprio.pt"
+        im_cfg = replace(cfg.eval, checkpoint=policy_path, env="imagination", world_model=wm_path, start_data=data,
+                         proprio=str(proprio) if proprio.exists() else "", out_dir=str(run / name / "eval_imagined"))
+        state.stage(f"{name}_eval_imagined", lambda: {"success_rate": evaluate(im_cfg)["overall"]["success_rate"]})
+        imagined_path = str(run / name / "eval_imagined" / "results.json")
+        sep = paired_separation(json.loads(real_path.read_text()), json.loads(Path(imagined_path).read_text()))
+        if sep is not None:  # the figure that says whether RL on this model can help (docs/loop.md)
+            figure = ("not measurable (no task has both real outcomes)" if math.isnan(sep.auc_within_task)
+                      else f"AUC within task {sep.auc_within_task:.2f} (0.5 = imagination does not tell real "
+                           "successes from failures)")
+            print(f"[loop] {name}: reward signal on the real jobs: {figure}")
+    phase = {"name": name, "label": label, "policy": policy_path, "real": str(real_path),
+             "imagined": imagined_path, "rl": rl_dir, "world_model": wm_path}
+    state.upsert("phases", phase)
+    return real_result
+
+
+def run_loop(cfg: LoopConfig) -> dict:
+    """Run (or resume) the whole loop under cfg.out_dir; returns loop.json's content."""
+    cfg.validate()
+    run = Path(cfg.out_dir)
+    state = LoopState(cfg)
+    save_config(cfg, run / "loop_config.yaml")
+    data = str(run / "data")
+
+    collect_cfg = replace(cfg.collect, out_dir=data)
+
+    def collect() -> dict:
+        collect_dataset(collect_cfg)
+        return {"episodes": len(EpisodeDataset(data, verify=False))}
+
+    n_start = state.stage("collect", collect)["episodes"]
+
+    wm_cfg = replace(cfg.world_model, out_dir=str(run / "world_model"),
+                     clips=replace(cfg.world_model.clips, data_dir=data))
+    wm = state.stage("world_model", lambda: train_world_model(wm_cfg))
+    wm_path, held_out = wm["model_path"], wm["held_out_episodes"]
+    state.upsert("world_models", {"name": "wm0", "path": wm_path, "train_dir": str(run / "world_model"),
+                                  "eval": _eval_world_model(state, "wm0", wm_path, held_out, cfg.wm_eval_steps),
+                                  "calibration": _calibrate(cfg, state, "wm0", wm_path, data)})
+
+    bc_cfg = replace(cfg.bc, data_dir=data, out_dir=str(run / "bc"))
+    bc = state.stage("bc", lambda: train_bc_on_data(bc_cfg))
+    state.data["bc_dir"] = str(run / "bc")
+    _evaluate_phase(cfg, state, "bc", "BC", bc["policy_path"], wm_path, None, None)
+
+    policy = bc["policy_path"]
+    for r in range(1, cfg.rounds + 2):
+        name = f"round{r}"
+        label = "after imagined RL" if r == 1 else f"after loop round {r - 1}"
+        sources = ["expert", "perturbed"] + (["policy"] if r > 1 else [])  # later rounds also start from own failures
+        rl_cfg = replace(cfg.rl, policy=policy, world_model=wm_path, start_data=data, out_dir=str(run / name / "rl"),
+                         sources=sources, seed=cfg.rl.seed + r)
+        rl = state.stage(f"{name}_rl", partial(_train_rl, rl_cfg))
+        policy = rl["policy_path"]
+        last = r == cfg.rounds + 1
+        real = _evaluate_phase(cfg, state, name, label, policy, wm_path, None if last else r, rl_cfg.out_dir)
+        if last:
+            break
+        imagined = (_rate(str(run / name / "eval_imagined" / "results.json")) if cfg.imagined_eval
+                    else real["success_rate"])
+        g = guard(r, name, imagined, real["success_rate"], cfg.guard_margin, cfg.guard_failure_weight)
+        state.upsert("guard", g, match="round")
+        if g["fired"]:
+            print(f"[loop] exploitation guard: imagined success {imagined:.2f} exceeds real {real['success_rate']:.2f} "
+                  f"by more than {cfg.guard_margin:.2f}; failures weighted x{g['failure_weight']} in the fine-tune")
+        ft_dir = run / name / "world_model"
+        ft_cfg = finetune_config(cfg, data, str(ft_dir), wm_path, g["failure_weight"])
+        wm_path = state.stage(f"{name}_world_model", partial(train_world_model, ft_cfg))["model_path"]
+        # the same held-out episodes as the first model (a fine-tune never trains on them)
+        state.upsert("world_models", {"name": f"wm{r}", "path": wm_path, "train_dir": str(ft_dir),
+                                      "eval": _eval_world_model(state, f"wm{r}", wm_path, held_out, cfg.wm_eval_steps),
+                                      "calibration": _calibrate(cfg, state, f"wm{r}", wm_path, data)})
+
+    ds = EpisodeDataset(data, verify=False)
+    added = [m for m in ds.meta if m["source"] == "policy"]
+    state.data["data"] = {"episodes_before": n_start, "episodes_after": len(ds), "policy_episodes_added": len(added),
+                          "failures_added": sum(not m["success"] for m in added),
+                          "near_successes_added": sum(bool(m["extra"].get("near_success")) for m in added)}
+    state.save()
+    md, html = write_report(run)
+    print(f"report: {md}\n        {html}")
+    return state.data
+
+
+__all__ = ["run_loop"]

@@ -1,0 +1,295 @@
+"""RL post-training of a policy inside the world model (GRPO or PPO), with checkpoints that resume.
+
+Every iteration: collect `num_groups` x `group_size` imagined episodes (`imagination.rl.rollout`), turn
+them into advantages, run `rl.epochs` passes of clipped-surrogate updates. The batch of iteration i
+is a pure function of (seed, i) and the policy, so a run stopped and resumed from its checkpoint
+continues exactly as if it had not stopped. No real simulator is created: all interaction is imagined.
+
+Outputs in out_dir: config.yaml, policy.pt (the latest policy, `Policy.load`), checkpoint.pt (policy,
+optimizer, iteration, history; atomic), metrics.csv and logs/ (tensorboard), proprio.pt (the proprio
+model, fitted on start_data with the world model's chunk length when none is given), videos/ (imagined
+episodes, one frame per chunk), result.json.
+"""
+from __future__ import annotations
+
+import copy
+import csv
+import math
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import cast
+
+import numpy as np
+import torch
+from torch.utils.tensorboard import SummaryWriter
+from tqdm import tqdm
+
+from envs.atomic import atomic_torch_save, atomic_write, atomic_write_json
+from envs.dataset import EpisodeDataset, encode_video
+from envs.libero_env import LiberoEnv
+from imagination.env import ImaginationConfig, ImaginationVectorEnv
+from imagination.imagine import open_imagination
+from imagination.keyframes import KeyframeConfig
+from imagination.rl.algo import RLConfig, update
+from imagination.rl.early_stop import EarlyStopper, HeldoutConfig, heldout_success
+from imagination.rl.rollout import Rollouts, collect_rollouts, to_batch
+from policies.base import Policy
+
+
+@dataclass
+class ImagineRLConfig:
+    """An imagined-RL run: the policy to improve, the world model and its start data, the budget."""
+
+    policy: str = "outputs/bc/quick/policy.pt"  # Policy.save checkpoint to start from (also the KL reference)
+    world_model: str = "outputs/world_model/quick/world_model.pt"
+    start_data: str = "outputs/data/libero_spatial_quick"  # real episodes whose frames start imagined ones
+    proprio: str = ""  # a ProprioModel file; empty = fit one on start_data (~15 s) and save it in out_dir
+    tasks: list[int] = field(default_factory=list)  # start from episodes of these tasks (empty = all)
+    sources: list[str] = field(default_factory=lambda: ["expert", "perturbed"])  # and of these sources
+    out_dir: str = "outputs/rl/quick"
+    iterations: int = 20
+    num_groups: int = 4  # distinct keyframes per iteration
+    group_size: int = 8  # imagined episodes per keyframe (GRPO's group)
+    imagination: ImaginationConfig = field(
+        default_factory=lambda: ImaginationConfig(keyframes=KeyframeConfig(mode="uniform"), uncertainty="report"))
+    rl: RLConfig = field(default_factory=RLConfig)
+    # stop on a held-out signal and keep the best policy (imagination/rl/early_stop.py); every=0: off
+    heldout: HeldoutConfig = field(default_factory=HeldoutConfig)
+    # BC fits only the mean, so the policy's log-std is still its initial value: set the exploration
+    # noise here (log of the per-dimension std); nan keeps the checkpoint's.
+    init_log_std: float = -1.6
+    # "uniform": that std on every action dimension. "data": per dimension, the smaller of it and
+    # exploration_data_scale x the dimension's std over the expert start episodes' actions. Why: the experts
+    # hardly roll or pitch (std ~0.02-0.05 against ~0.5 for translation), so the world model has never
+    # seen what those dimensions do; uniform noise there lets GRPO's updates wander where the model
+    # cannot tell good from bad (measured: gripper rolled over, real success 0.235 -> 0, docs/loop.md).
+    # With "data" use rl.kl_estimator=k2: k3's exp overflows once the mean moves a few of those tiny stds.
+    exploration: str = "uniform"
+    exploration_data_scale: float = 0.5
+    seed: int = 0
+    checkpoint_every: int = 5
+    videos: int = 4  # imagined episodes of the final iteration written as mp4
+    num_threads: int = 2
+    device: str = "cpu"
+    resume: bool = True
+
+
+EXPLORATION_MODES = ("uniform", "data")
+
+
+def exploration_log_std(cfg: ImagineRLConfig, actions: np.ndarray) -> torch.Tensor:
+    """log std [7] of the exploration noise RL starts with (cfg.exploration), from actions [N, 7] of the data."""
+    uniform = torch.full((actions.shape[-1],), float(cfg.init_log_std))
+    if cfg.exploration == "uniform":
+        return uniform
+    spread = torch.as_tensor(np.asarray(actions, np.float64).std(axis=0), dtype=torch.float32)
+    # a dimension the data never varies would get std 0: keep a floor of 1e-3
+    scaled = (cfg.exploration_data_scale * spread).clamp_min(1e-3).log()
+    return torch.minimum(uniform, scaled)
+
+
+def start_indices(cfg: ImagineRLConfig, source: str | None = None) -> list[int]:
+    """Episode indices of start_data that start imagined episodes (cfg.tasks, cfg.sources), in dataset
+    order; with `source`, only those of that source."""
+    meta = EpisodeDataset(cfg.start_data, verify=False).meta
+    return [m["episode_index"] for m in meta
+            if (not cfg.tasks or m["task_id"] in cfg.tasks) and (not cfg.sources or m["source"] in cfg.sources)
+            and (source is None or m["source"] == source)]
+
+
+def labelled_starts(data: str, picked: list[int], icfg: ImaginationConfig) -> list[int]:
+    """`picked` episodes of `data`; with reward "state", only those with simulator labels (the object starts
+    where the simulator had it), saying how many are left out (a replay that diverged has none)."""
+    if icfg.reward != "state":
+        return picked
+    from envs.sim_labels import label_path
+
+    kept = [i for i in picked if label_path(data, i).is_file()]
+    if len(kept) < len(picked):
+        print(f"reward 'state': {len(picked) - len(kept)} of {len(picked)} start episodes of {data} have no simulator "
+              "labels and are left out (scripts/label_episodes.py labels a dataset)")
+    return kept
+
+
+def load_rl_env(cfg: ImagineRLConfig, out_dir: Path, policy: Policy | None = None) -> ImaginationVectorEnv:
+    """The imagination env of the run: world model, proprio model, start episodes filtered by task/source.
+    With `policy`, checked against the world model, obs show only the views it reads."""
+    for name in ("world_model", "start_data"):
+        if not Path(getattr(cfg, name)).exists():
+            raise FileNotFoundError(f"{name}: {getattr(cfg, name)!r} does not exist")
+    picked = labelled_starts(cfg.start_data, start_indices(cfg), cfg.imagination)
+    if not picked:
+        raise ValueError(f"start_data: no episode of {cfg.start_data} matches tasks={cfg.tasks} sources={cfg.sources}"
+                         + (" and has simulator labels" if cfg.imagination.reward == "state" else ""))
+    # with no proprio model given, one is fitted on every episode of start_data (all of them teach the
+    # dynamics) and kept in out_dir
+    return open_imagination(cfg.world_model, cfg.start_data, cfg.proprio, cfg.num_groups * cfg.group_size,
+                            cfg.imagination, indices=picked, policy=policy, proprio_cache=out_dir / "proprio.pt")
+
+
+def _save_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimizer, iteration: int,
+                     history: list[dict], heldout: list[tuple[int, float]]) -> None:
+    atomic_torch_save(path, {"iteration": iteration, "policy": policy.state_dict(),
+                             "optimizer": optimizer.state_dict(), "history": history, "heldout": heldout})
+
+
+def _log_std(policy: Policy) -> torch.Tensor:
+    """The log-std parameter of a policy that has one (Gaussian heads; `Policy` does not declare it)."""
+    return cast(torch.Tensor, policy.log_std)
+
+
+def heldout_env(cfg: ImagineRLConfig, env: ImaginationVectorEnv) -> ImaginationVectorEnv:
+    """The env of the held-out check: its start data and world model (default: the run's), the run's proprio
+    model and imagination settings, one imagined episode per held-out start episode."""
+    h = cfg.heldout
+    data = h.start_data or cfg.start_data
+    if not Path(data).exists():
+        raise FileNotFoundError(f"heldout.start_data: {data!r} does not exist")
+    if h.world_model and not Path(h.world_model).is_file():
+        raise FileNotFoundError(f"heldout.world_model: {h.world_model!r} is not a file")
+    meta = EpisodeDataset(data, verify=False).meta
+    picked = labelled_starts(data, [m["episode_index"] for m in meta if not h.tasks or m["task_id"] in h.tasks],
+                             env.cfg)[: h.max_episodes]
+    if not picked:
+        raise ValueError(f"heldout.start_data: no episode of {data} matches heldout.tasks={h.tasks}")
+    icfg = replace(env.cfg, keyframes=KeyframeConfig(mode="start"), uncertainty="off")
+    return open_imagination(h.world_model or env.wm, data, env.proprio,
+                            min(len(picked), cfg.num_groups * cfg.group_size), icfg, indices=picked)
+
+
+def _write_videos(folder: Path, r: Rollouts, n: int) -> list[str]:
+    """One mp4 per imagined episode (first n envs): the observation before each chunk, 2x upscaled."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for e in range(min(n, len(r.length))):
+        rows = np.flatnonzero(r.episode == e)
+        frames = r.image[rows[np.argsort(r.step[rows])]]  # [T, V, H, W, 3]
+        tiled = np.concatenate(list(frames.transpose(1, 0, 2, 3, 4)), axis=2).repeat(2, 1).repeat(2, 2)
+        tag = "success" if r.success[e] else "fail"
+        path = folder / f"imagined{e:02d}_start{r.keyframe[e, 0]}-{r.keyframe[e, 1]}_{tag}.mp4"
+        encode_video(path, tiled, fps=4, codec="h264", crf=20)
+        paths.append(str(path))
+    return paths
+
+
+def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
+    """Run (or resume) imagined RL to cfg.iterations; returns the summary also written to result.json."""
+    cfg.rl.validate()
+    cfg.heldout.validate()
+    if cfg.iterations < 1 or cfg.num_groups < 1 or cfg.group_size < 1:
+        raise ValueError(f"iterations, num_groups and group_size must be >= 1, got "
+                         f"{cfg.iterations}, {cfg.num_groups}, {cfg.group_size}")
+    if cfg.exploration not in EXPLORATION_MODES:
+        raise ValueError(f"exploration: expected one of {list(EXPLORATION_MODES)}, got {cfg.exploration!r}")
+    if not cfg.exploration_data_scale > 0:
+        raise ValueError(f"exploration_data_scale: expected a number > 0, got {cfg.exploration_data_scale}")
+    if cfg.rl.algo == "grpo" and cfg.group_size < 2:
+        raise ValueError("group_size: GRPO compares episodes within a group; expected >= 2")
+    torch.set_num_threads(cfg.num_threads)
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if not Path(cfg.policy).is_file():
+        raise FileNotFoundError(f"policy: {cfg.policy!r} is not a file "
+                                "(a Policy.save checkpoint, e.g. from train_bc.py)")
+    policy = Policy.load(cfg.policy, map_location=cfg.device)
+    env = load_rl_env(cfg, out, policy)
+    if not math.isnan(cfg.init_log_std) and hasattr(policy, "log_std"):
+        # the spread the demonstrations show: expert episodes only (the perturbed ones add noise on purpose)
+        expert = set(start_indices(cfg, "expert"))
+        picked = start_indices(cfg)  # env.episodes follow this order
+        eps = [ep for i, ep in zip(picked, env.episodes) if i in expert] or env.episodes
+        actions = np.concatenate([ep.action for ep in eps])
+        log_std = _log_std(policy)
+        with torch.no_grad():
+            log_std.copy_(exploration_log_std(cfg, actions).to(log_std).expand_as(log_std))
+    # The reference shares the exploration noise, so the KL measures how far the mean has moved.
+    reference = copy.deepcopy(policy).eval() if cfg.rl.kl_coef > 0 else None
+    optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.rl.lr)
+    ckpt_path, history, start, scores = out / "checkpoint.pt", [], 0, []
+    if cfg.resume and ckpt_path.exists():
+        state = torch.load(ckpt_path, map_location=cfg.device, weights_only=False)
+        policy.load_state_dict(state["policy"])
+        optimizer.load_state_dict(state["optimizer"])
+        start, history, scores = state["iteration"], state["history"], state.get("heldout", [])
+    best_path, stopper, check_env = out / "best_policy.pt", None, None
+    if cfg.heldout.every:
+        check_env = heldout_env(cfg, env)
+        stopper = EarlyStopper.replay(cfg.heldout.patience, cfg.heldout.min_delta, scores)
+        if not stopper.scores:  # the starting policy is the first candidate: RL must beat it to replace it
+            stopper.observe(0, heldout_success(check_env, policy, cfg.seed))
+            policy.save(best_path)
+    end = start if stopper is not None and stopper.should_stop else cfg.iterations  # a resumed run that had stopped
+    writer = SummaryWriter(str(out / "logs"))
+    bar = tqdm(range(start, end), initial=start, total=cfg.iterations, desc=f"imagined {cfg.rl.algo}",
+               unit="it", disable=not progress)
+    t0, rollouts, real_steps_before = time.time(), None, LiberoEnv.process_steps
+    for it in bar:
+        seed = int(np.random.SeedSequence([cfg.seed, it]).generate_state(1)[0])
+        policy.eval()
+        rollouts = collect_rollouts(env, policy, cfg.num_groups, cfg.group_size, seed)
+        batch = to_batch(rollouts, cfg.rl, policy, reference)
+        logs = update(policy, optimizer, batch, cfg.rl, np.random.default_rng(seed))
+        row = {"iteration": it + 1, **{f"imagined_{k}": v for k, v in rollouts.stats().items()},
+               **per_task_success(rollouts, env), **logs,
+               "std": float(_log_std(policy).detach().exp().mean()) if hasattr(policy, "log_std") else float("nan")}
+        history.append(row)
+        for k, v in row.items():
+            if k != "iteration":
+                writer.add_scalar(k, v, it + 1)
+        bar.set_postfix(success=f"{row['imagined_success_rate']:.2f}", ret=f"{row['imagined_return']:.2f}")
+        checked = stopper is not None and (it + 1) % cfg.heldout.every == 0
+        if checked:
+            assert stopper is not None and check_env is not None  # both are set when cfg.heldout.every
+            row["heldout_success"] = heldout_success(check_env, policy, cfg.seed)
+            writer.add_scalar("heldout_success", row["heldout_success"], it + 1)
+            if stopper.observe(it + 1, row["heldout_success"]):
+                policy.save(best_path)
+        if checked or (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.iterations:
+            policy.save(out / "policy.pt")
+            _save_checkpoint(ckpt_path, policy, optimizer, it + 1, history, stopper.scores if stopper else [])
+        if stopper is not None and stopper.should_stop:
+            print(f"imagined RL: stopped after iteration {it + 1}: no better held-out success in "
+                  f"{cfg.heldout.patience} checks (best {stopper.best_score:.3f} at iteration "
+                  f"{stopper.best_iteration})")
+            break
+    writer.close()
+    _write_metrics(out / "metrics.csv", history)
+    videos = _write_videos(out / "videos", rollouts, cfg.videos) if rollouts is not None else []
+    if not (out / "policy.pt").exists():
+        policy.save(out / "policy.pt")
+    result = {"policy_path": str(best_path if stopper else out / "policy.pt"), "iterations": len(history),
+              "seconds": time.time() - t0,
+              "algo": cfg.rl.algo,
+              "real_env_steps": LiberoEnv.process_steps - real_steps_before, "history": history, "videos": videos,
+              "first": history[0] if history else {}, "last": history[-1] if history else {}}
+    if stopper is not None:  # which policy policy_path is, and why
+        result["heldout"] = {"scores": stopper.scores, "best_iteration": stopper.best_iteration,
+                             "best_success": stopper.best_score, "stopped_early": stopper.should_stop}
+    atomic_write_json(out / "result.json", result, indent=2)
+    return result
+
+
+def per_task_success(r: Rollouts, env: ImaginationVectorEnv) -> dict[str, float]:
+    """imagined_success_task<t>: success rate of this batch's episodes that started in task t (only the
+    tasks drawn this iteration). Why: one shared policy can trade one task for another while the mean
+    stays flat; the real evaluation reports per task, so the imagined side does too."""
+    tasks = np.array([env.episodes[k].task_id for k in r.keyframe[:, 0]])
+    return {f"imagined_success_task{t}": float(r.success[tasks == t].mean()) for t in np.unique(tasks)}
+
+
+def _write_metrics(path: Path, history: list[dict]) -> None:
+    if not history:
+        return
+    keys = sorted({k for row in history for k in row}, key=lambda k: (k != "iteration", k))
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys)
+            w.writeheader()
+            w.writerows(history)
+
+    atomic_write(path, write)
+
+
+__all__ = ["EXPLORATION_MODES", "ImagineRLConfig", "exploration_log_std", "load_rl_env", "per_task_success", "train_rl"]

@@ -1,0 +1,208 @@
+"""Closed-loop check: AUCs on hand-computed cases, a real evaluation's jobs re-run in imagination with
+each job's highest success probability, reuse of a finished run, and the script's outputs."""
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from envs.dataset import DatasetConfig, Episode, EpisodeWriter
+from imagination.eval.closed_loop import (
+    ClosedLoopConfig,
+    branch_records,
+    closed_loop_records,
+    decisive_step,
+    outcome_separation,
+    paired_separation,
+    real_jobs_config,
+)
+from imagination.eval.evaluate import evaluate
+from imagination.eval.jobs import EvalConfig
+from world_models.denoiser import DenoiserConfig
+from world_models.model import WorldModel, WorldModelConfig
+from world_models.proprio import ProprioConfig, ProprioModel
+
+H, K = 16, 4
+
+
+def test_separation_perfect_and_none():
+    sep = outcome_separation(np.array([0.9, 0.8, 0.2, 0.1]), np.array([1, 1, 0, 0]), np.zeros(4))
+    assert sep.auc == 1.0 and sep.auc_within_task == 1.0
+    assert sep.threshold.balanced_accuracy == 1.0 and 0.2 < sep.threshold.threshold < 0.8
+    assert (sep.successes, sep.failures) == (2, 2)
+    flipped = outcome_separation(np.array([0.1, 0.2, 0.8, 0.9]), np.array([1, 1, 0, 0]), np.zeros(4))
+    assert flipped.auc == 0.0
+    one_outcome = outcome_separation(np.array([0.3, 0.7]), np.array([1, 1]), np.zeros(2))
+    assert math.isnan(one_outcome.auc) and math.isnan(one_outcome.auc_within_task) and one_outcome.threshold is None
+
+
+def test_within_task_auc_ignores_task_difficulty():
+    # task 0 is easy and scores high, task 1 is hard and scores low; within a task the head says nothing
+    probs = np.array([0.9, 0.9, 0.9, 0.1, 0.1, 0.1])
+    labels = np.array([1, 1, 0, 1, 0, 0], bool)
+    tasks = np.array([0, 0, 0, 1, 1, 1])
+    sep = outcome_separation(probs, labels, tasks)
+    assert sep.auc == pytest.approx(6 / 9)  # pooled: (2 x 2.5 + 1 x 1) / 9 pairs
+    assert sep.auc_within_task == pytest.approx(0.5)  # 4 tied pairs
+    with pytest.raises(ValueError, match="1-D arrays"):
+        outcome_separation(probs, labels[:5], tasks)
+
+
+def test_decisive_step_is_before_the_first_grasp():
+    actions = -np.ones((12, 7))
+    actions[5:9, 6] = 1.0  # closes at 5, opens again at 9
+    assert decisive_step(actions, 3) == 2
+    assert decisive_step(actions, 10) == 0  # never before the episode's start
+    assert decisive_step(-np.ones((12, 7)), 3) == 6  # never closes: half-way
+
+
+def test_paired_separation_matches_jobs_by_task_init_and_seed():
+    def ep(task, init, seed, **kw):
+        return {"task_id": task, "init_state_id": init, "seed": seed, **kw}
+
+    real = {"episodes": [ep(0, 0, 1, success=True), ep(0, 1, 2, success=False), ep(1, 0, 3, success=False),
+                         ep(1, 1, 4, success=True), ep(1, 2, 5, success=True)]}
+    # listed in another order; the last real job has no imagined twin and is left out
+    imagined = {"episodes": [ep(1, 1, 4, max_success_prob=0.2), ep(0, 1, 2, max_success_prob=0.4),
+                             ep(0, 0, 1, max_success_prob=0.9), ep(1, 0, 3, max_success_prob=0.6)]}
+    sep = paired_separation(real, imagined)
+    assert (sep.successes, sep.failures) == (2, 2)
+    assert sep.auc_within_task == pytest.approx(0.5)  # task 0 right (1 pair), task 1 wrong (1 pair)
+    assert sep.auc == pytest.approx(2 / 4)  # 0.9 beats 0.4, 0.6; 0.2 beats neither
+    no_probs = {"episodes": [ep(0, 0, 1, success=True)]}
+    assert paired_separation(real, no_probs) is None
+
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("closed_loop")
+    rng = np.random.default_rng(0)
+    with EpisodeWriter(root / "data", DatasetConfig(views=("agentview",), image_size=(H, H))) as w:
+        for task, init in [(0, 0), (0, 1), (1, 0), (1, 1)]:
+            T = 12
+            w.append(Episode(
+                frames={"agentview": rng.integers(0, 255, (T, H, H, 3), dtype=np.uint8)},
+                state=rng.normal(size=(T, 8)).astype(np.float32), action=rng.uniform(-1, 1, (T, 7)).astype(np.float32),
+                reward=np.zeros(T, np.float32), success=np.zeros(T, bool), instruction=f"task {task}",
+                suite="libero_spatial", task_id=task, source="expert", perturbation="", init_state_id=init))
+    torch.manual_seed(0)
+    d = DenoiserConfig(image_size=H, channels=3, context_frames=2, chunk_len=K, block_out_channels=[8, 16],
+                       norm_num_groups=4)
+    wm = WorldModel(WorldModelConfig(views=["agentview"], denoiser=d))
+    with torch.no_grad():  # a head that always says logit 2: every frame's success probability is sigmoid(2)
+        wm.head.out.weight.zero_()
+        wm.head.out.bias.fill_(2.0)
+    wm.save(root / "wm.pt")
+    ProprioModel(ProprioConfig(chunk_len=K, hidden=16, layers=1)).save(root / "proprio.pt")
+    from policies.vla import VLAConfig, VLAPolicy
+
+    VLAPolicy(VLAConfig(views=["agentview"], image_size=H, chunk_len=K, conv_channels=[8, 8])).save(root / "policy.pt")
+    # A "real" evaluation of the same jobs: evaluate's records with outcomes we choose, as if from LIBERO.
+    real = evaluate(EvalConfig(checkpoint=str(root / "policy.pt"), env="imagination", tasks=[0, 1], episodes_per_task=2,
+                               max_steps=8, videos=0, world_model=str(root / "wm.pt"), start_data=str(root / "data"),
+                               proprio=str(root / "proprio.pt"), out_dir=str(root / "fake_real")), progress=False)
+    real["env"] = real["config"]["env"] = "libero_spatial"
+    for e, outcome in zip(real["episodes"], [True, False, False, False]):
+        e["success"] = outcome
+    (root / "real.json").write_text(json.dumps(real))
+    return root
+
+
+def _cl(root) -> ClosedLoopConfig:
+    return ClosedLoopConfig(world_model=str(root / "wm.pt"), start_data=str(root / "data"),
+                            proprio=str(root / "proprio.pt"), max_steps=8, num_envs=3)
+
+
+@pytest.mark.libero
+def test_jobs_rerun_in_imagination_with_their_real_outcome(setup):
+    real = json.loads((setup / "real.json").read_text())
+    out = setup / "cl"
+    records = closed_loop_records(real, str(setup / "policy.pt"), _cl(setup), str(out), progress=False)
+    assert [(r["task_id"], r["init_state_id"]) for r in records] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert [r["real_success"] for r in records] == [True, False, False, False]
+    # the head never ends an episode (threshold inf) and reports its constant probability
+    assert all(r["imagined_steps"] == 8 for r in records)
+    np.testing.assert_allclose([r["max_success_prob"] for r in records], 1 / (1 + math.exp(-2.0)), atol=1e-3)
+    # a finished run with the same settings is reused, not re-run
+    stamp = (out / "results.json").stat().st_mtime_ns
+    closed_loop_records(real, str(setup / "policy.pt"), _cl(setup), str(out), progress=False)
+    assert (out / "results.json").stat().st_mtime_ns == stamp
+
+
+@pytest.mark.libero
+def test_bad_real_results_are_refused(setup):
+    real = json.loads((setup / "real.json").read_text())
+    with pytest.raises(ValueError, match="results.json"):
+        real_jobs_config({"episodes": []}, "p.pt", _cl(setup), "out")
+    imagined = {**real, "config": {**real["config"], "env": "imagination"}}
+    with pytest.raises(ValueError, match="LIBERO suite"):
+        real_jobs_config(imagined, "p.pt", _cl(setup), "out")
+    missing = {**real, "episodes": real["episodes"][1:]}
+    with pytest.raises(ValueError, match="no real episode for task 0, init state 0"):
+        closed_loop_records(missing, str(setup / "policy.pt"), _cl(setup), str(setup / "cl_missing"), progress=False)
+
+
+@pytest.mark.libero
+def test_script_writes_table_and_plot(setup, capsys):
+    from imagination.eval.closed_loop_check import CheckConfig, check_closed_loop
+
+    cfg = CheckConfig(**vars(_cl(setup)), policies=[str(setup / "policy.pt")] * 2,
+                      real_results=[str(setup / "real.json")] * 2, names=["a", "b"], out_dir=str(setup / "check"))
+    result = check_closed_loop(cfg)
+    assert set(result["separation"]) == {"a", "b", "all"}
+    assert result["separation"]["all"]["jobs"] == 8 and result["separation"]["all"]["successes"] == 2
+    assert result["separation"]["all"]["auc"] == pytest.approx(0.5)  # one constant probability: all ties
+    assert result["separation"]["a"]["imagined_successes"] == 4  # sigmoid(2) passes the default 0.5
+    assert (setup / "check" / "closed_loop.png").stat().st_size > 0
+    saved = json.loads((setup / "check" / "closed_loop.json").read_text())
+    assert len(saved["jobs"]) == 8 and {j["policy"] for j in saved["jobs"]} == {"a", "b"}
+    assert "AUC within task" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="one results.json per policy"):
+        check_closed_loop(CheckConfig(**vars(_cl(setup)), policies=[str(setup / "policy.pt")], real_results=[]))
+
+
+def _policy_data(root, policy_path: str):
+    """Recorded real episodes: three of `policy_path` (grasp at step 6) and one of another policy."""
+    rng = np.random.default_rng(1)
+    with EpisodeWriter(root, DatasetConfig(views=("agentview",), image_size=(H, H))) as w:
+        for task, init, ok, who in [(0, 0, True, policy_path), (0, 1, False, policy_path), (1, 0, False, policy_path),
+                                    (1, 1, True, "other.pt")]:
+            T = 10
+            action = rng.uniform(-1, 1, (T, 7)).astype(np.float32)
+            action[:, 6] = np.where(np.arange(T) >= 6, 1.0, -1.0)
+            success = np.zeros(T, bool)
+            success[-1] = ok
+            w.append(Episode(
+                frames={"agentview": rng.integers(0, 255, (T, H, H, 3), dtype=np.uint8)},
+                state=rng.normal(size=(T, 8)).astype(np.float32), action=action, reward=success.astype(np.float32),
+                success=success, instruction=f"task {task}", suite="libero_spatial", task_id=task, source="policy",
+                perturbation="", init_state_id=init, extra={"policy": who}))
+
+
+@pytest.mark.libero
+def test_branches_start_from_the_policy_own_rollouts(setup):
+    policy = str(setup / "policy.pt")
+    _policy_data(setup / "policy_data", policy)
+    cfg = ClosedLoopConfig(world_model=str(setup / "wm.pt"), proprio=str(setup / "proprio.pt"), max_steps=12,
+                           num_envs=2)
+    records = branch_records(str(setup / "policy_data"), policy, cfg, lead_steps=4, progress=False)
+    assert ([(r["task_id"], r["init_state_id"], r["real_success"]) for r in records]
+            == [(0, 0, True), (0, 1, False), (1, 0, False)])
+    assert all(r["start_t"] == 2 for r in records)  # 4 steps before the grasp at step 6
+    np.testing.assert_allclose([r["max_success_prob"] for r in records], 1 / (1 + math.exp(-2.0)), atol=1e-3)
+    fitted = ClosedLoopConfig(**{**vars(cfg), "proprio": ""})  # no proprio model given: one is fitted on the data
+    assert len(branch_records(str(setup / "policy_data"), policy, fitted, lead_steps=4, progress=False)) == 3
+    with pytest.raises(ValueError, match="no recorded real episode of nobody.pt"):
+        branch_records(str(setup / "policy_data"), "nobody.pt", cfg, progress=False)
+
+    from imagination.eval.closed_loop_check import CheckConfig, check_closed_loop
+
+    result = check_closed_loop(CheckConfig(**vars(cfg), policies=[policy],
+                                           branch_data=str(setup / "policy_data"), lead_steps=4,
+                                           out_dir=str(setup / "branch_check")))
+    assert result["separation"]["all"]["jobs"] == 3 and result["separation"]["all"]["successes"] == 1
+    with pytest.raises(SystemExit, match="real_results: not used with branch_data"):
+        check_closed_loop(CheckConfig(**vars(cfg), policies=[policy], branch_data=str(setup / "policy_data"),
+                                      real_results=[str(setup / "real.json")]))

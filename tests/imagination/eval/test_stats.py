@@ -1,0 +1,52 @@
+"""The paired difference of two evaluations of the same jobs (imagination/eval/stats.py), on hand-made records."""
+import math
+
+import pytest
+
+from imagination.eval.stats import paired_difference
+
+
+def _records(successes: list[bool], task: int = 0) -> list[dict]:
+    return [{"task_id": task, "init_state_id": 20 + j, "seed": j, "success": s} for j, s in enumerate(successes)]
+
+
+def test_identical_evaluations_differ_by_zero_with_a_zero_width_interval():
+    r = _records([True, False, True, True])
+    d = paired_difference(r, r)
+    assert (d.n, d.before, d.after, d.diff, d.ci95, d.improved, d.worsened) == (4, 0.75, 0.75, 0.0, (0.0, 0.0), 0, 0)
+
+
+def test_gain_and_interval_match_a_hand_computed_paired_t_interval():
+    before = _records([False] * 6 + [True] * 4)
+    after = _records([True, True, True, False, False, False, True, True, True, False])  # 3 gained, 1 lost
+    d = paired_difference(before, after)
+    assert (d.improved, d.worsened) == (3, 1)
+    assert d.diff == pytest.approx(0.2) and d.gain_points == pytest.approx(20.0)
+    diffs = [1, 1, 1, 0, 0, 0, 0, 0, 0, -1]
+    mean = sum(diffs) / 10
+    sd = math.sqrt(sum((x - mean) ** 2 for x in diffs) / 9)
+    half = 2.2621571628 * sd / math.sqrt(10)  # t(0.975, 9 dof)
+    assert d.ci95 == pytest.approx((mean - half, mean + half), abs=1e-6)
+    assert d.ci95_points[0] < 0 < d.ci95_points[1]  # 3 vs 1 of 10 jobs is no evidence either way
+
+
+def test_pairing_is_by_job_not_by_position():
+    before = _records([True, False])
+    after = list(reversed(_records([True, False])))
+    assert paired_difference(before, after).diff == 0.0
+
+
+def test_a_consistent_gain_over_many_jobs_has_an_interval_above_zero():
+    before = _records([False] * 150)
+    after = _records([j % 4 == 0 for j in range(150)])  # 38 jobs gained, none lost
+    d = paired_difference(before, after)
+    assert d.ci95[0] > 0 and d.gain_points == pytest.approx(100 * 38 / 150)
+
+
+def test_evaluations_of_different_jobs_are_refused():
+    with pytest.raises(ValueError, match="same jobs"):
+        paired_difference(_records([True, False]), _records([True, False], task=1))
+    with pytest.raises(ValueError, match="twice"):
+        paired_difference(_records([True]) * 2, _records([True]) * 2)
+    with pytest.raises(ValueError, match="missing"):
+        paired_difference([{"task_id": 0, "success": True}], [{"task_id": 0, "success": True}])

@@ -1,0 +1,146 @@
+"""GRPO/PPO math on hand-computed cases: group advantages, GAE, the clipped surrogate, the KL estimator."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from imagination.rl.algo import Batch, RLConfig, clipped_surrogate, gae, group_advantages, kl_k2, kl_k3, update
+
+
+def test_group_advantages_normalize_within_each_group():
+    returns = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 2.0, 0.0])
+    groups = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1, 2, 2])
+    adv = group_advantages(returns, groups, eps=0.0 + 1e-12)
+    # group 0: mean 0.5, population std 0.5; group 1: no signal; group 2: mean 1, std 1
+    torch.testing.assert_close(adv, torch.tensor([1.0, -1.0, -1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, -1.0]))
+
+
+def test_gae_matches_hand_computation():
+    rewards = torch.tensor([[0.0], [0.0], [1.0]])
+    values = torch.tensor([[0.5], [0.6], [0.7]])
+    dones = torch.tensor([[0.0], [0.0], [1.0]])
+    adv, ret = gae(rewards, values, dones, torch.tensor([9.0]), gamma=0.9, lam=0.8)
+    # t=2: 1 - 0.7 = 0.3 (terminal: the last value 9 is not used)
+    # t=1: 0.9*0.7 - 0.6 + 0.72*0.3 = 0.246;  t=0: 0.9*0.6 - 0.5 + 0.72*0.246 = 0.21712
+    torch.testing.assert_close(adv[:, 0], torch.tensor([0.21712, 0.246, 0.3]))
+    torch.testing.assert_close(ret, adv + values)
+
+
+def test_gae_does_not_leak_across_episode_ends_and_bootstraps_the_last_value():
+    rewards, values = torch.tensor([[1.0], [0.0]]), torch.tensor([[0.2], [0.3]])
+    adv, _ = gae(rewards, values, torch.tensor([[1.0], [0.0]]), torch.tensor([0.5]), gamma=1.0, lam=1.0)
+    torch.testing.assert_close(adv[:, 0], torch.tensor([0.8, 0.2]))  # 1 - 0.2 ; 0 + 0.5 - 0.3
+
+
+def test_clipped_surrogate_values_gradients_and_stats():
+    new = torch.full((2,), math.log(1.5), requires_grad=True)  # ratio 1.5 for both samples
+    loss, stats = clipped_surrogate(new, torch.zeros(2), torch.tensor([1.0, -1.0]), clip=0.2)
+    # A=+1: max(-1.5, -1.2) = -1.2 (clipped, no gradient); A=-1: max(1.5, 1.2) = 1.5
+    assert loss.item() == pytest.approx((-1.2 + 1.5) / 2)
+    loss.backward()
+    torch.testing.assert_close(new.grad, torch.tensor([0.0, 0.75]))
+    assert stats["clip_fraction"] == 1.0
+    assert stats["approx_kl"] == pytest.approx(0.5 - math.log(1.5))
+
+
+def test_kl_k3_is_zero_on_the_reference_nonnegative_and_unbiased():
+    lp = torch.tensor([0.0, -1.0])
+    torch.testing.assert_close(kl_k3(lp, lp), torch.zeros(2))
+    assert kl_k3(torch.tensor([0.0]), torch.tensor([math.log(0.5)])).item() == pytest.approx(0.5 + math.log(2) - 1)
+    # samples of N(0, 1) against the reference N(0.5, 1): KL = 0.5^2 / 2 = 0.125
+    x = torch.randn(200_000, generator=torch.Generator().manual_seed(0))
+    pi, ref = torch.distributions.Normal(0.0, 1.0), torch.distributions.Normal(0.5, 1.0)
+    est = kl_k3(pi.log_prob(x), ref.log_prob(x))
+    assert (est >= 0).all() and est.mean().item() == pytest.approx(0.125, abs=0.005)
+
+
+def test_kl_k3_stays_finite_when_the_policy_is_far_from_the_reference():
+    # q = 100 overflows exp in float32 (e^88); capped, the value is finite and the sample adds no gradient
+    lp = torch.tensor([-100.0], requires_grad=True)
+    est = kl_k3(lp, torch.tensor([0.0]))
+    assert torch.isfinite(est).all() and est.item() > 1e8
+    est.sum().backward()
+    assert lp.grad.item() == 0.0
+
+
+def test_kl_k2_value_and_its_gradient_is_the_kl_gradient():
+    assert kl_k2(torch.tensor([0.0]), torch.tensor([math.log(0.5)])).item() == pytest.approx(0.5 * math.log(2) ** 2)
+    # samples of pi = N(mu=0, 1) (not reparameterized), reference N(0.5, 1): d KL / d mu = mu - 0.5 = -0.5
+    x = torch.randn(400_000, generator=torch.Generator().manual_seed(0))
+    mu = torch.zeros((), requires_grad=True)
+    lp = torch.distributions.Normal(mu, 1.0).log_prob(x)
+    kl_k2(lp, torch.distributions.Normal(0.5, 1.0).log_prob(x)).mean().backward()
+    assert mu.grad.item() == pytest.approx(-0.5, abs=0.01)
+
+
+class _Gaussian(torch.nn.Module):
+    """The smallest chunked Gaussian policy update() can train: one learned mean and log-std."""
+
+    def __init__(self):
+        super().__init__()
+        self.mean, self.log_std = torch.nn.Parameter(torch.zeros(2, 7)), torch.nn.Parameter(torch.zeros(()))
+
+    def evaluate(self, obs, actions, per_dim=False):
+        lp = torch.distributions.Normal(self.mean.expand_as(actions), self.log_std.exp()).log_prob(actions)
+        n = actions.shape[0]
+        return (lp if per_dim else lp.sum(dim=(1, 2))), self.log_std.expand(n), torch.zeros(n)
+
+
+@pytest.mark.parametrize("estimator", ["k3", "k2"])
+def test_update_skips_a_step_whose_gradient_is_not_finite(estimator):
+    n, policy = 8, _Gaussian()
+    obs = {"image": np.zeros((n, 1, 4, 4, 3), np.uint8), "state": np.zeros((n, 8), np.float32),
+           "instruction": ["x"] * n}
+    actions = torch.randn(n, 2, 7, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        old = policy.evaluate(obs, actions, per_dim=True)[0]
+    cfg = RLConfig(kl_estimator=estimator, minibatch_size=n, epochs=1)
+    cfg.validate()
+    adv = torch.linspace(-1, 1, n)
+    opt = torch.optim.Adam(policy.parameters(), lr=0.1)
+    bad = Batch(obs, actions, old, adv * float("inf"), adv, old.clone())
+    logs = update(policy, opt, bad, cfg, np.random.default_rng(0))
+    assert logs["skipped_fraction"] == 1.0 and "grad_norm" not in logs
+    assert torch.isfinite(policy.mean).all() and (policy.mean == 0).all()  # the weights did not move
+    logs = update(policy, opt, Batch(obs, actions, old, adv, adv, old.clone()), cfg, np.random.default_rng(0))
+    assert logs["skipped_fraction"] == 0.0 and np.isfinite(logs["grad_norm"]) and (policy.mean != 0).any()
+
+
+@pytest.mark.parametrize("field,value,match", [("algo", "sac", "rl.algo"), ("clip", 0.0, "rl.clip"),
+                                               ("kl_coef", -1.0, "rl.kl_coef"), ("gamma", 1.5, "rl.gamma"),
+                                               ("kl_estimator", "k1", "rl.kl_estimator")])
+def test_config_errors_name_the_field(field, value, match):
+    cfg = RLConfig()
+    setattr(cfg, field, value)
+    with pytest.raises(ValueError, match=match):
+        cfg.validate()
+
+
+def test_batch_subset_moves_tensors_to_the_policy_device_and_keeps_obs_on_the_host():
+    n = 6
+    obs = {"image": np.zeros((n, 1, 4, 4, 3), np.uint8), "state": np.zeros((n, 8), np.float32),
+           "instruction": [f"task {i}" for i in range(n)]}
+    batch = Batch(obs, torch.arange(n * 2 * 7.0).reshape(n, 2, 7), torch.arange(n * 1.0), torch.ones(n),
+                  torch.zeros(n), torch.arange(n * 1.0))
+    idx = np.array([4, 1])
+    host = batch.subset(idx)
+    assert host.actions.device.type == "cpu" and torch.equal(host.log_prob, torch.tensor([4.0, 1.0]))
+    assert host.obs["instruction"] == ["task 4", "task 1"]
+    moved = batch.subset(idx, "meta")  # a device without data: proves every tensor field is moved
+    for t in (moved.actions, moved.log_prob, moved.advantages, moved.returns, moved.ref_log_prob):
+        assert t.device.type == "meta"
+    assert isinstance(moved.obs["image"], np.ndarray) and moved.obs["image"].shape == (2, 1, 4, 4, 3)
+
+
+def test_rl_presets_load_and_the_gpu_one_runs_on_cuda():
+    from envs.cli import load_config
+    from imagination.rl.training import ImagineRLConfig
+
+    for preset in ("quick", "full", "gpu64"):
+        cfg = load_config(ImagineRLConfig, preset, ["iterations=3"], group="rl")
+        cfg.rl.validate()
+        assert cfg.iterations == 3 and cfg.num_groups * cfg.group_size >= 32
+    gpu = load_config(ImagineRLConfig, "gpu64", [], group="rl")
+    # "off" must arrive as the string (a bare YAML off is the boolean false)
+    assert gpu.device == "cuda" and gpu.imagination.device == "cuda" and gpu.imagination.uncertainty == "off"
