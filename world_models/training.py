@@ -405,7 +405,7 @@ def train(cfg: TrainWorldModelConfig, trainer: Trainer | None = None) -> dict:
     acc.wait_for_everyone()
     return {"steps": trainer.step_count, "final": last, "seconds": elapsed,
             "seconds_per_step": elapsed / max(trainer.step_count - n0, 1),
-            "model_path": str(trainer.model_path()), "out_dir": str(trainer.out),
+            "model_path": str(trainer.out / "world_model.pt"), "out_dir": str(trainer.out),
             "held_out_episodes": [ep.index for ep in trainer.held_out]}
 
 
