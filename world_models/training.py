@@ -48,7 +48,7 @@ from accelerate.utils import set_seed
 from diffusers.optimization import get_scheduler
 from tqdm import tqdm
 
-from envs.atomic import atomic_write_json, fsync_dir
+from envs.atomic import atomic_write_json, fsync_dir, fsync_file
 from envs.dataset import encode_video
 from world_models.augment import StyleAugConfig, augment_clip
 from world_models.clips import (
@@ -303,6 +303,9 @@ class Trainer:
         self.acc.wait_for_everyone()
         self.acc.save_state(str(tmp), safe_serialization=True)
         if self.acc.is_main_process:
+            for f in tmp.rglob("*"):  # on disk before the rename commits them (a power cut, not only a kill)
+                if f.is_file():
+                    fsync_file(f)
             self.unwrapped().save(self.model_path())
             shutil.rmtree(final, ignore_errors=True)
             tmp.replace(final)
