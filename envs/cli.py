@@ -160,9 +160,20 @@ def _string_kept(cfg, override: str) -> str:
     Override values are read as YAML, where a bare no/off/yes/on is a boolean; for a string field
     (mixed_precision: no | fp16, uncertainty: off | report) that is never what the user meant."""
     key, value = override.split("=", 1)
-    if value.strip().lower() in _YAML_BOOLS and isinstance(OmegaConf.select(cfg, key, default=None), str):
-        return f"{key}='{value.strip()}'"
+    word = value.strip()
+    if isinstance(OmegaConf.select(cfg, key, default=None), str) and (word.lower() in _YAML_BOOLS
+                                                                     or _not_yaml_scalar(word)):
+        quoted = word.replace("'", "''")
+        return f"{key}='{quoted}'"
     return override
+
+
+def _not_yaml_scalar(word: str) -> bool:
+    """True when YAML reads `word` as a mapping or list, or not at all: `host=::` is the mapping {':': None}."""
+    try:
+        return isinstance(yaml.safe_load(word), (dict, list))
+    except yaml.YAMLError:
+        return True
 
 
 def _load_preset(schema, path: Path):

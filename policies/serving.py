@@ -8,6 +8,11 @@
 Wire format and validation: `envs.robot.wire`. Safety of the server itself:
   * binds 127.0.0.1 by default; any other address needs a token, checked at the handshake
     (`Authorization: Bearer <token>`, constant-time comparison) before a single message is read;
+  * wrong or missing tokens are counted per address: after `auth_failures` within `auth_window_s`
+    that address is refused (HTTP 429) before its token is compared; tokens need MIN_TOKEN_LEN
+    characters and MIN_TOKEN_DISTINCT distinct ones (policies.server_limits);
+  * at most `max_connections` are open at once (the next handshake gets HTTP 503), and a connection
+    that sends no request for `idle_timeout_s` is closed (code 1000, reason "idle");
   * frames above `max_request_bytes` are refused by the transport (close code 1009) before they are
     buffered; everything else that is malformed gets an error reply and the connection stays open;
   * a policy exception is answered with an "internal" error and logged; it never stops the server;
@@ -35,13 +40,21 @@ import numpy as np
 import torch
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
 
 from envs.robot.wire import PROTOCOL_VERSION, RequestError, WireLimits, error_reply, pack, parse_request, unpack
 from policies.base import ObservationError, Policy, RandomPolicy, RandomPolicyConfig
+from policies.server_limits import (
+    MIN_TOKEN_DISTINCT,
+    MIN_TOKEN_LEN,
+    FailureWindow,
+    check_limits,
+    check_token_strength,
+    parse_host,
+)
 
 log = logging.getLogger("policy_server")
 TOKEN_ENV = "POLICY_SERVER_TOKEN"
-MIN_TOKEN_LEN = 16
 
 
 @dataclass
@@ -49,7 +62,7 @@ class ServeConfig:
     """Where and how a policy is served."""
 
     checkpoint: str = ""  # a Policy.save file, or "random" (uniform random actions, for tests and demos)
-    host: str = "127.0.0.1"  # any address other than loopback requires a token
+    host: str = "127.0.0.1"  # IPv4, IPv6 (::1, ::) or a host name; any address other than loopback requires a token
     port: int = 8765  # 0 = a free port (printed at start)
     token: str = ""  # shared secret; empty = the POLICY_SERVER_TOKEN environment variable (keeps it out of `ps`)
     max_request_bytes: int = 4 * 1024 * 1024
@@ -61,12 +74,19 @@ class ServeConfig:
     num_threads: int = 0  # torch threads for inference; 0 = torch's default
     latency_log: str = ""  # append one JSON line per request to this file ("" = log lines only)
     warmup: bool = True  # one inference at start, so the first real request is not slowed by lazy loading
+    max_connections: int = 16  # connections open at once; the next handshake is refused with HTTP 503
+    idle_timeout_s: float = 120.0  # close a connection that sends no request for this long; 0 = never
+    # wrong or missing tokens one address may send within auth_window_s; its further handshakes are then
+    # refused with HTTP 429 (right token or not) until the oldest failure ages out of the window
+    auth_failures: int = 5
+    auth_window_s: float = 60.0
 
 
 def is_loopback(host: str) -> bool:
     """True for 127.0.0.0/8, ::1 and 'localhost': addresses only this machine can reach."""
     if host == "localhost":
         return True
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
@@ -76,10 +96,9 @@ def is_loopback(host: str) -> bool:
 def resolve_token(cfg: ServeConfig) -> str:
     """The token to require ('' = none); ValueError when a non-loopback bind has no usable token."""
     token = cfg.token or os.environ.get(TOKEN_ENV, "")
-    if token and len(token) < MIN_TOKEN_LEN:
-        raise ValueError(f"token: must have at least {MIN_TOKEN_LEN} characters (got {len(token)}); "
-                         "e.g. python -c 'import secrets; print(secrets.token_urlsafe(24))'")
-    if not token and not is_loopback(cfg.host):
+    if token:
+        check_token_strength(token, "token" if cfg.token else f"token (from {TOKEN_ENV})")
+    if not token and not is_loopback(parse_host(cfg.host)):
         raise ValueError(f"token: binding {cfg.host!r} (reachable from other machines) requires a token; set "
                          f"token=... or the {TOKEN_ENV} environment variable, or bind host=127.0.0.1")
     return token
@@ -108,6 +127,8 @@ class PolicyServer:
 
     def __init__(self, policy: Policy, cfg: ServeConfig | None = None):
         self.cfg = cfg = cfg or ServeConfig()
+        self.host = parse_host(cfg.host)
+        check_limits(cfg)
         self.token = resolve_token(cfg)
         self.policy = policy.eval()
         self.limits = WireLimits(max_request_bytes=cfg.max_request_bytes, max_batch=cfg.max_batch,
@@ -116,7 +137,10 @@ class PolicyServer:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy-infer")
         self._generator = torch.Generator().manual_seed(cfg.seed)
         self._latency_file = open(cfg.latency_log, "a") if cfg.latency_log else None
-        self.stats = {"requests": 0, "errors": 0, "rejected_handshakes": 0}
+        self.stats = {"requests": 0, "errors": 0, "rejected_handshakes": 0, "rate_limited": 0, "refused_full": 0,
+                      "idle_closed": 0}
+        self._auth_failures = FailureWindow(cfg.auth_failures, cfg.auth_window_s)
+        self._admitted: set[ServerConnection] = set()  # past the handshake hook and not closed yet
         self.port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -128,7 +152,7 @@ class PolicyServer:
 
     @property
     def url(self) -> str:
-        host = f"[{self.cfg.host}]" if ":" in self.cfg.host else self.cfg.host
+        host = f"[{self.host}]" if ":" in self.host else self.host
         return f"ws://{host}:{self.port}"
 
     # ------------------------------------------------------------------ inference
@@ -193,34 +217,62 @@ class PolicyServer:
             self._latency_file.flush()
 
     # ------------------------------------------------------------------ transport
-    def _check_token(self, connection: ServerConnection, request: Any):
-        """Handshake hook: refuse (HTTP 401) before any message is read when the token is wrong or absent."""
-        if not self.token:
+    def _process_request(self, connection: ServerConnection, request: Any):
+        """Handshake hook, before any message is read: rate limit, token (HTTP 401), connection cap (HTTP 503)."""
+        addr = str(connection.remote_address[0]) if connection.remote_address else "?"
+        if self.token:
+            if self._auth_failures.blocked(addr):
+                self.stats["rate_limited"] += 1
+                return connection.respond(HTTPStatus.TOO_MANY_REQUESTS, "too many failed handshakes from this "
+                                          f"address; retry in {self.cfg.auth_window_s:g} s\n")
+            given = request.headers.get("Authorization", "")
+            if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
+                self._auth_failures.record(addr)
+                self.stats["rejected_handshakes"] += 1
+                log.warning("refused a connection from %s: missing or wrong token", addr)
+                return connection.respond(HTTPStatus.UNAUTHORIZED,
+                                          "a valid token is required (Authorization: Bearer ...)\n")
+        # a connection whose handshake was admitted but then failed is aborted by websockets: drop it here
+        self._admitted = {c for c in self._admitted if c.state is not State.CLOSED and not c.transport.is_closing()}
+        if len(self._admitted) >= self.cfg.max_connections:
+            self.stats["refused_full"] += 1
+            log.warning("refused a connection from %s: %d connections open (max_connections)", addr,
+                        len(self._admitted))
+            return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE,
+                                      f"the server holds max_connections={self.cfg.max_connections}; retry later\n")
+        self._admitted.add(connection)
+        return None
+
+    async def _next_message(self, ws: ServerConnection) -> Any:
+        """The next request, or None once the connection has been idle for idle_timeout_s (then it is closed)."""
+        if self.cfg.idle_timeout_s <= 0:
+            return await ws.recv()
+        try:  # cancelling recv() on the timeout is safe: no message is lost or half read
+            return await asyncio.wait_for(ws.recv(), self.cfg.idle_timeout_s)
+        except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
+            self.stats["idle_closed"] += 1
+            await ws.close(1000, f"idle for {self.cfg.idle_timeout_s:g} s")
             return None
-        given = request.headers.get("Authorization", "")
-        if hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
-            return None
-        self.stats["rejected_handshakes"] += 1
-        log.warning("refused a connection from %s: missing or wrong token", connection.remote_address)
-        return connection.respond(HTTPStatus.UNAUTHORIZED, "a valid token is required (Authorization: Bearer ...)\n")
 
     async def _handler(self, ws: ServerConnection) -> None:
         peer = "{}:{}".format(*ws.remote_address[:2]) if ws.remote_address else "?"
         try:
             await ws.send(pack(self.metadata))
-            async for message in ws:
+            while (message := await self._next_message(ws)) is not None:
                 await ws.send(await self._answer(message, peer))
         except ConnectionClosed as e:
             # 1009 = a frame above max_request_bytes: the transport refused it, and said so to the client
             if (e.rcvd is not None and e.rcvd.code == 1009) or (e.sent is not None and e.sent.code == 1009):
                 self._record(peer, None, 0, 0, "too_large", 0.0, 0.0)
             log.info("connection from %s closed (%s)", peer, e)
+        finally:
+            self._admitted.discard(ws)
 
     async def _main(self) -> None:
         self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
         # compression=None: images barely compress, and compression would cost latency and invite zip bombs.
-        async with serve(self._handler, self.cfg.host, self.cfg.port, max_size=self.cfg.max_request_bytes,
-                         process_request=self._check_token, compression=None) as server:
+        async with serve(self._handler, self.host, self.cfg.port, max_size=self.cfg.max_request_bytes,
+                         process_request=self._process_request, compression=None) as server:
             self.port = server.sockets[0].getsockname()[1]
             log.info("serving %s at %s (token %s)", self.metadata["policy"], self.url,
                      "required" if self.token else "not required: loopback only")
@@ -241,7 +293,7 @@ class PolicyServer:
         self._thread = threading.Thread(target=self._run, name="policy-server", daemon=True)
         self._thread.start()
         if not self._ready.wait(timeout) or self._error is not None:
-            raise RuntimeError(f"policy server did not start on {self.cfg.host}:{self.cfg.port}: {self._error}")
+            raise RuntimeError(f"policy server did not start on {self.host} port {self.cfg.port}: {self._error}")
         return self
 
     def serve_forever(self) -> None:
@@ -276,5 +328,5 @@ class PolicyServer:
         self.stop()
 
 
-__all__ = ["MIN_TOKEN_LEN", "PolicyServer", "ServeConfig", "TOKEN_ENV", "is_loopback", "load_policy",
-           "policy_metadata", "resolve_token"]
+__all__ = ["MIN_TOKEN_DISTINCT", "MIN_TOKEN_LEN", "PolicyServer", "ServeConfig", "TOKEN_ENV", "is_loopback",
+           "load_policy", "policy_metadata", "resolve_token"]

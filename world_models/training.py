@@ -7,9 +7,12 @@ Out dir layout:
     config.yaml                      the resolved config (written by scripts/train_world_model.py)
     split.json                       dataset episode indices used for training and held out
     world_model.pt                   latest weights + config (WorldModel.load), rewritten at each checkpoint
+                                     before that checkpoint is committed, so never older than the newest
+                                     one; a run resumed at its last step rewrites it if it disagrees
     checkpoints/step_NNNNNNN/        accelerate state: model, optimizer, LR scheduler, RNG states and
                                      the sampler/generator state (exact resume); written to a temporary
-                                     folder and renamed, the newest `keep_checkpoints` kept
+                                     folder and renamed, the newest `keep_checkpoints` kept (on every
+                                     path, resume included)
     samples/step_NNNNNNN.mp4         real | predicted open-loop replay of a held-out episode
     logs/                            tensorboard scalars
 
@@ -45,6 +48,7 @@ from accelerate.utils import set_seed
 from diffusers.optimization import get_scheduler
 from tqdm import tqdm
 
+from envs.atomic import atomic_write_json, fsync_dir, fsync_file
 from envs.cli import save_config
 from envs.dataset import encode_video
 from world_models.augment import StyleAugConfig, augment_clip
@@ -224,9 +228,9 @@ class Trainer:
         self.held_out = [episodes[i] for i in held_idx]
         if self.acc.is_main_process:  # which episodes evaluation must keep away from (eval_world_model.py)
             self.out.mkdir(parents=True, exist_ok=True)
-            (self.out / "split.json").write_text(json.dumps({
+            atomic_write_json(self.out / "split.json", {
                 "data_dir": str(cfg.clips.data_dir), "train": [episodes[i].index for i in train_idx],
-                "held_out": [episodes[i].index for i in held_idx]}, indent=1))
+                "held_out": [episodes[i].index for i in held_idx]}, indent=1)
         image_size = episodes[0].frames.shape[1]
         if episodes[0].frames.shape[2] != image_size:
             raise ValueError(f"frames must be square, got {episodes[0].frames.shape[1:3]}")
@@ -286,22 +290,54 @@ class Trainer:
         return self.out / "checkpoints"
 
     def save_checkpoint(self) -> Path:
-        """accelerate state into a temporary folder, renamed into place; then the WorldModel file."""
+        """accelerate state into a temporary folder; then the WorldModel file; then the folder renamed into place.
+
+        The model file is written before the rename that commits the checkpoint: a kill in between leaves
+        a world_model.pt newer than the newest checkpoint (a resume retrains those steps exactly and writes
+        it again), never one older than it.
+        """
         self.acc.wait_for_everyone()
         final = self.checkpoint_dir() / f"step_{self.state.step:07d}"
+        tmp = final.with_name(final.name + ".tmp")
         if self.acc.is_main_process:
-            tmp = final.with_name(final.name + ".tmp")
             shutil.rmtree(tmp, ignore_errors=True)
         self.acc.wait_for_everyone()
-        self.acc.save_state(str(final.with_name(final.name + ".tmp")), safe_serialization=True)
+        self.acc.save_state(str(tmp), safe_serialization=True)
         if self.acc.is_main_process:
+            for f in tmp.rglob("*"):  # on disk before the rename commits them (a power cut, not only a kill)
+                if f.is_file():
+                    fsync_file(f)
+            self.unwrapped().save(self.model_path())
             shutil.rmtree(final, ignore_errors=True)
-            final.with_name(final.name + ".tmp").replace(final)
-            self.unwrapped().save(self.out / "world_model.pt")
-            for old in self.list_checkpoints()[: -max(self.cfg.keep_checkpoints, 1)]:
-                shutil.rmtree(old, ignore_errors=True)
+            tmp.replace(final)
+            fsync_dir(final.parent)
+            self.prune_checkpoints()
         self.acc.wait_for_everyone()
         return final
+
+    def model_path(self) -> Path:
+        return self.out / "world_model.pt"
+
+    def prune_checkpoints(self) -> None:
+        """Keep the newest `keep_checkpoints` checkpoints; drop temporary folders a killed save left behind."""
+        for old in self.list_checkpoints()[: -max(self.cfg.keep_checkpoints, 1)]:
+            shutil.rmtree(old, ignore_errors=True)
+        d = self.checkpoint_dir()
+        for tmp in d.glob("step_*.tmp") if d.is_dir() else []:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def export_model(self) -> bool:
+        """Rewrite world_model.pt from the current weights unless it holds exactly them; True if rewritten.
+
+        Why: a run killed between committing its last checkpoint and writing the model file (or a file
+        damaged since) would otherwise leave a stale or missing model behind a run that reports done.
+        """
+        path = self.model_path()
+        model = self.unwrapped()
+        if _holds_weights(path, model):
+            return False
+        model.save(path)
+        return True
 
     def list_checkpoints(self) -> list[Path]:
         d = self.checkpoint_dir()
@@ -365,10 +401,28 @@ def train(cfg: TrainWorldModelConfig, trainer: Trainer | None = None) -> dict:
     acc.end_training()
     if not trainer.list_checkpoints():  # nothing trained in this call and nothing saved before
         trainer.save_checkpoint()
+    elif trainer.step_count == n0 and acc.is_main_process and trainer.export_model():
+        # resumed at the end: the model file must still be the newest checkpoint's weights
+        acc.print(f"rewrote {trainer.model_path()} from the checkpoint of step {trainer.step_count}")
+    if acc.is_main_process:
+        trainer.prune_checkpoints()
+    acc.wait_for_everyone()
     return {"steps": trainer.step_count, "final": last, "seconds": elapsed,
             "seconds_per_step": elapsed / max(trainer.step_count - n0, 1),
             "model_path": str(trainer.out / "world_model.pt"), "out_dir": str(trainer.out),
             "held_out_episodes": [ep.index for ep in trainer.held_out]}
+
+
+def _holds_weights(path: Path, model: WorldModel) -> bool:
+    """True when `path` is a WorldModel file with `model`'s config and exactly its weights."""
+    try:
+        saved = WorldModel.load(path)
+    except Exception:  # missing, truncated or foreign: not the current model either way
+        return False
+    mine = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    theirs = saved.state_dict()
+    return (saved.cfg == model.cfg and mine.keys() == theirs.keys()
+            and all(torch.equal(mine[k], theirs[k]) for k in mine))
 
 
 def train_world_model(cfg: TrainWorldModelConfig) -> dict:

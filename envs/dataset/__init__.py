@@ -20,7 +20,9 @@ Videos are lossless H.264 (libx264rgb, QP 0) by default; `video_codec="h264"` gi
 
     with EpisodeWriter(root, DatasetConfig(views=("agentview", "wrist"))) as w:
         w.append(episode)
-    ds = EpisodeDataset(root)          # verify=True: checksums of every file
+    ds = EpisodeDataset(root)          # verify=True: checksums of every file up front
+    ds = EpisodeDataset(root, verify=False)   # fast open; each file is still checked against its
+                                              # recorded sha256 when first decoded (envs.dataset.integrity)
     ep = ds[ds.select(source="expert", success=True)[0]]
 """
 from envs.dataset.episode import SOURCES, Episode

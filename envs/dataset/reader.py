@@ -1,6 +1,7 @@
 """Read episodes written by `EpisodeWriter` (LeRobotDataset v3.0 layout) back into `Episode`s."""
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Sequence
@@ -13,6 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from envs.dataset.episode import Episode
+from envs.dataset.integrity import file_digest, open_checked
 from envs.dataset.layout import (
     CODEBASE_VERSION,
     INFO_PATH,
@@ -26,7 +28,7 @@ from envs.dataset.layout import (
     video_key,
 )
 from envs.dataset.stats import stats_from_json
-from envs.dataset.video import VideoDecodeError, decode_video, sha256_file
+from envs.dataset.video import VideoDecodeError, decode_video
 
 _EXPECTED_LAYOUT = (
     "a LeRobotDataset v3.0 directory with meta/info.json, meta/tasks.parquet, meta/episodes/chunk-*/file-*.parquet, "
@@ -45,8 +47,11 @@ class EpisodeDataset:
     """Random access to the committed episodes of a dataset at `root`.
 
     verify=True checks every committed episode on open: its data parquet and videos exist and match
-    their sha256, and the parquet holds `length` rows of that episode. That reads every byte once;
-    pass verify=False for a fast open of a trusted dataset (decoding still checks frame counts).
+    their sha256, and the parquet holds `length` rows of that episode. That reads every byte once.
+    verify=False only skips that up-front pass: every data parquet and video is still checked against
+    its recorded sha256 when it is first read for decoding (once per file per process, cached by
+    envs.dataset.integrity), so a damaged file raises DatasetCorruptError naming episode and file
+    instead of being decoded into wrong frames or rows.
     """
 
     def __init__(self, root: str | os.PathLike, verify: bool = True):
@@ -121,8 +126,9 @@ class EpisodeDataset:
         if view not in self.views:
             raise KeyError(f"view {view!r} not in dataset views {self.views}")
         rel = episode_file_path(self._config, "video", i, view=view)
+        source = self._open_checked(i, rel, self._rows[i].get(f"videos/{video_key(view)}/sha256"))
         try:
-            frames = decode_video(self.root / rel)
+            frames = decode_video(source)
         except (VideoDecodeError, OSError) as err:
             raise DatasetCorruptError(f"episode {i}: {rel} is unreadable: {err}") from err
         length = self._rows[i]["length"]
@@ -183,17 +189,28 @@ class EpisodeDataset:
             raise IndexError(f"episode index {i} out of range for a dataset of {n} episodes")
         return i % n
 
-    def _check_file(self, i: int, rel: str, expected_sha: str) -> None:
+    def _check_file(self, i: int, rel: str, expected_sha: str | None) -> None:
+        """Compare the file's sha256 (cached per process: envs.dataset.integrity) with the recorded one."""
         path = self.root / rel
         if not path.is_file():
             raise DatasetCorruptError(f"episode {i}: {rel} is missing")
         try:
-            actual = sha256_file(path)
+            actual = file_digest(path)
         except OSError as err:
             raise DatasetCorruptError(f"episode {i}: {rel} is unreadable: {err}") from err
-        if actual != expected_sha:
-            raise DatasetCorruptError(f"episode {i}: {rel} checksum mismatch (sha256 {actual[:12]}…, "
-                                      f"recorded {expected_sha[:12]}…)")
+        _compare(i, rel, actual, expected_sha)
+
+    def _open_checked(self, i: int, rel: str, expected_sha: str | None) -> Path | io.BytesIO:
+        """The file to decode, once its sha256 matches the recorded one (a cached digest after the first read)."""
+        path = self.root / rel
+        if not path.is_file():
+            raise DatasetCorruptError(f"episode {i}: {rel} is missing")
+        try:
+            actual, source = open_checked(path)
+        except OSError as err:
+            raise DatasetCorruptError(f"episode {i}: {rel} is unreadable: {err}") from err
+        _compare(i, rel, actual, expected_sha)
+        return source
 
     def _read_episode_row(self, i: int) -> dict[str, Any]:
         rel = episode_file_path(self._config, "episodes", i)
@@ -207,7 +224,8 @@ class EpisodeDataset:
         """Frame rows of episode i, sorted by frame_index (the file may in general hold others too)."""
         rel = episode_file_path(self._config, "data", i)
         wanted = None if columns is None else sorted(set(columns) | {"episode_index", "frame_index"})
-        table = _read_parquet(i, self.root, rel, columns=wanted)
+        source = self._open_checked(i, rel, self._rows[i]["data/sha256"])
+        table = _read_parquet(i, self.root, rel, columns=wanted, source=source)
         table = table.filter(pc.equal(table.column("episode_index"), i))
         table = table.take(np.argsort(table.column("frame_index").to_numpy(), kind="stable"))
         if columns is None and len(table) != self._rows[i]["length"]:
@@ -228,13 +246,24 @@ class EpisodeDataset:
         return meta
 
 
-def _read_parquet(i: int, root: Path, rel: str, columns: list[str] | None = None) -> pa.Table:
+def _compare(i: int, rel: str, actual: str, expected_sha: str | None) -> None:
+    if not isinstance(expected_sha, str):
+        raise DatasetCorruptError(f"episode {i}: no sha256 recorded for {rel} (expected a hex string in its "
+                                  f"meta/episodes row, got {expected_sha!r})")
+    if actual != expected_sha:
+        raise DatasetCorruptError(f"episode {i}: {rel} checksum mismatch (sha256 {actual[:12]}…, "
+                                  f"recorded {expected_sha[:12]}…)")
+
+
+def _read_parquet(i: int, root: Path, rel: str, columns: list[str] | None = None,
+                  source: Path | io.BytesIO | None = None) -> pa.Table:
     path = root / rel
-    if not path.is_file():
+    if source is None and not path.is_file():
         raise DatasetCorruptError(f"episode {i}: {rel} is missing")
     try:
         # page checksums were written by EpisodeWriter; verifying them turns bit rot into an error
-        return pq.read_table(path, columns=columns, page_checksum_verification=True)
+        return pq.read_table(path if source is None else source, columns=columns,
+                             page_checksum_verification=True)
     except (OSError, pa.ArrowException, ValueError) as err:
         raise DatasetCorruptError(f"episode {i}: {rel} is unreadable: {err}") from err
 

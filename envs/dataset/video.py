@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 from fractions import Fraction
+from typing import BinaryIO
 
 import av
 import numpy as np
@@ -83,13 +84,15 @@ def encode_video(path: str | os.PathLike, frames: np.ndarray, fps: float, codec:
                 container.mux(packet)
 
 
-def decode_video(path: str | os.PathLike) -> np.ndarray:
-    """Decode every frame of the first video stream of `path` -> uint8 [T, H, W, 3] RGB.
+def decode_video(path: str | os.PathLike | BinaryIO) -> np.ndarray:
+    """Decode every frame of the first video stream of `path` (a file, or its bytes in a binary file
+    object) -> uint8 [T, H, W, 3] RGB.
 
     Raises VideoDecodeError if the file cannot be opened/decoded or holds no frames.
     """
+    source = path if hasattr(path, "read") else str(path)
     try:
-        with av.open(str(path), mode="r") as container:
+        with av.open(source, mode="r") as container:
             if not container.streams.video:
                 raise VideoDecodeError(f"{path}: no video stream")
             stream = container.streams.video[0]

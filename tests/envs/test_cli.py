@@ -49,6 +49,13 @@ def test_yaml_boolean_words_stay_strings_in_string_fields():
     assert load_config(_Cfg, overrides=["name=nothing"]).name == "nothing"
 
 
+def test_string_fields_keep_values_yaml_reads_as_mappings():
+    # YAML reads `::` as the mapping {':': None}; a host field must get the IPv6 address as written
+    assert load_config(_Cfg, overrides=["name=::"]).name == "::"
+    assert load_config(_Cfg, overrides=["name=[::1]"]).name == "[::1]"
+    assert load_config(_Cfg, overrides=["name=it's"]).name == "it's"
+    assert load_config(_Cfg, overrides=["tasks=[1,2]"]).tasks == [1, 2]  # list fields still read lists
+
 
 def test_yaml_boolean_words_stay_strings_in_string_fields_of_presets(tmp_path):
     @dataclass

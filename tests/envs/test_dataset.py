@@ -1,11 +1,13 @@
 """Round-trip, integrity and crash-safety tests of the LeRobot v3.0 episode dataset."""
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -270,10 +272,22 @@ def test_deleted_episode_file_detected(tmp_path: Path, rel: str) -> None:
         EpisodeDataset(tmp_path)
 
 
+def rerecord_sha(root: Path, column: str, rel: str) -> None:
+    """Record the current sha256 of `rel` in episode 0's meta/episodes row, so checks past the checksum run."""
+    path = root / "meta/episodes/chunk-000/file-000.parquet"
+    table = pq.read_table(path)
+    digest = hashlib.sha256((root / rel).read_bytes()).hexdigest()
+    table = table.set_column(table.schema.get_field_index(column), column, pa.array([digest]))
+    pq.write_table(table, path, write_page_checksum=True)
+
+
 def test_wrong_frame_count_detected(tmp_path: Path) -> None:
     episodes = corrupt_dataset(tmp_path)
-    video = tmp_path / "videos/observation.images.wrist/chunk-000/file-000.mp4"
-    encode_video(video, episodes[0].frames["wrist"][:-3], fps=20)  # a valid video, 3 frames short
+    rel = "videos/observation.images.wrist/chunk-000/file-000.mp4"
+    encode_video(tmp_path / rel, episodes[0].frames["wrist"][:-3], fps=20)  # a valid video, 3 frames short
+    with pytest.raises(DatasetCorruptError, match=f"episode 0: {rel} checksum mismatch"):
+        EpisodeDataset(tmp_path, verify=False)[0]
+    rerecord_sha(tmp_path, "videos/observation.images.wrist/sha256", rel)
     ds = EpisodeDataset(tmp_path, verify=False)
     with pytest.raises(DatasetCorruptError, match=r"episode 0: .*file-000.mp4 decodes to frames \(9,"):
         ds[0]
@@ -281,8 +295,9 @@ def test_wrong_frame_count_detected(tmp_path: Path) -> None:
 
 def test_wrong_row_count_detected(tmp_path: Path) -> None:
     corrupt_dataset(tmp_path)
-    path = tmp_path / "data/chunk-000/file-000.parquet"
-    pq.write_table(pq.read_table(path).slice(0, 5), path)
+    rel = "data/chunk-000/file-000.parquet"
+    pq.write_table(pq.read_table(tmp_path / rel).slice(0, 5), tmp_path / rel)
+    rerecord_sha(tmp_path, "data/sha256", rel)
     ds = EpisodeDataset(tmp_path, verify=False)
     with pytest.raises(DatasetCorruptError, match="episode 0: data/chunk-000/file-000.parquet has 5 rows"):
         ds[0]
