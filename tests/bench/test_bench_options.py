@@ -115,3 +115,11 @@ def test_rl_gain_headroom_line_names_tasks_at_ceiling_or_floor():
     assert rl_gain.headroom_line(res).startswith("BC headroom: tasks outside 15-65%: task 1 100%")
     res["per_task"]["1"]["success_rate"] = 0.65
     assert rl_gain.headroom_line(res) == "BC headroom: every task within 15-65% real success"
+
+
+def test_reward_ceiling_names_a_missing_input_in_one_line(tmp_path, capsys):
+    reward_ceiling = _load("reward_ceiling")
+    missing = str(tmp_path / "nowhere" / "world_model.pt")
+    assert reward_ceiling.main(["--world-model", missing]) == 2
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith(f"--world-model: {missing} not found")

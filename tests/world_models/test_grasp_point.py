@@ -1,0 +1,50 @@
+"""The grasp-point features and classifier on episodes built to a known rule: a grasp closer than 2 cm
+(in the plane) to the object's start succeeds."""
+import numpy as np
+import pytest
+
+from world_models.grasp_point import GraspPointClassifier, grasp_features
+
+
+def _episode(rng, offset_xy, close_at=30, T=60):
+    obj = np.array([0.1, -0.2, 0.9])
+    state = np.zeros((T, 8))
+    state[:, :3] = obj + np.linspace(np.array([0.0, 0.0, 0.3]), np.r_[offset_xy, 0.05], T)[:, :3]
+    state[:, 3:6] = rng.normal(0, 0.01, (T, 3))
+    action = np.zeros((T, 7))
+    action[:, 6] = -1.0
+    action[close_at:, 6] = 1.0
+    return state, action, obj, obj + np.array([0.2, 0.0, 0.0])
+
+
+def test_features_are_read_at_the_first_close_step():
+    rng = np.random.default_rng(0)
+    state, action, obj, target = _episode(rng, [0.01, -0.02], close_at=25)
+    f = grasp_features(state, action, obj, target)
+    np.testing.assert_allclose(f[:3], state[25, :3] - obj)
+    assert f[6] == pytest.approx(25 / 220) and f[7] == pytest.approx(np.linalg.norm(state[25, :2] - obj[:2]))
+    np.testing.assert_allclose(f[8:], [0.2, 0.0, 0.0])
+    action[:, 6] = -1.0  # never closed: read at the last step
+    assert grasp_features(state, action, obj, target)[6] == pytest.approx(59 / 220)
+    with pytest.raises(ValueError, match="state, action"):
+        grasp_features(state[:10], action, obj, target)
+
+
+def test_classifier_learns_the_grasp_boundary_and_refuses_one_outcome():
+    rng = np.random.default_rng(1)
+
+    def batch(n):
+        offsets = rng.uniform(-0.04, 0.04, (n, 2))
+        feats = np.array([grasp_features(*_episode(rng, o, close_at=int(rng.integers(20, 40)))) for o in offsets])
+        # the rule is on the offset at the close step, which the features see only through the trajectory
+        return feats, rng.integers(0, 3, n), np.hypot(feats[:, 0], feats[:, 1]) < 0.02
+
+    f, t, y = batch(200)
+    clf = GraspPointClassifier().fit(f, t, y)
+    f2, t2, y2 = batch(100)
+    p = clf.predict(f2, t2)
+    assert p.shape == (100,) and ((p >= 0.5) == y2).mean() > 0.9
+    with pytest.raises(ValueError, match="both outcomes"):
+        GraspPointClassifier().fit(f, t, np.ones(len(f), bool))
+    with pytest.raises(ValueError, match="task_ids"):
+        clf.predict(f2, np.full(100, 12))

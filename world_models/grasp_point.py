@@ -1,0 +1,85 @@
+"""Where the gripper first closes, relative to the object: an outcome predictor from robot states alone.
+
+The BC policy's real failures are grasps that close 1-2 cm off the bowl (docs/loop.md). Whether an
+episode succeeds is then mostly decided at one moment: the first step the policy commands the gripper
+shut. This module reads that moment from an episode's robot states and actions,
+
+    features = [eef - object_start (3), eef axis-angle (3), close step / 220, |eef - object_start|_xy,
+                target_start - object_start (3)]                       (eef and axis-angle at the close step)
+
+and fits a classifier (scikit-learn: standardize, quadratic terms, logistic regression, plus the task's
+one-hot) of the episode's real outcome on labelled episodes (recorded datasets labelled by
+`envs.sim_labels`, near-miss episodes of `envs.label_collection`). Only the object's and the target's
+start positions come from the simulator; the rest are the robot's own states, which imagination
+predicts with the proprio model. `bench/reward_ceiling.py` uses it to measure how much of the real
+outcome survives each stage of imagination (recorded states, predicted states, the policy acting on
+imagined frames).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.preprocessing import PolynomialFeatures, StandardScaler
+
+GRIPPER = 6  # action dimension of the gripper command: > 0 closes (LIBERO / robosuite convention)
+HORIZON = 220  # the close step is scaled by LIBERO-Spatial's episode horizon
+NUM_TASKS = 10  # one-hot width: the tasks of one suite
+
+
+def grasp_features(state: np.ndarray, action: np.ndarray, object_start: np.ndarray,
+                   target_start: np.ndarray) -> np.ndarray:
+    """[11] features of one episode: state [T, S>=6] (eef position, axis-angle, ...), action [T, 7],
+    object_start and target_start [3] (metres). An episode that never closes the gripper is read at its
+    last step."""
+    state, action = np.asarray(state, np.float64), np.asarray(action, np.float64)
+    if state.ndim != 2 or state.shape[1] < 6 or action.ndim != 2 or action.shape[1] != 7:
+        raise ValueError(f"state, action: expected [T, S>=6] and [T, 7], got {state.shape} and {action.shape}")
+    if len(state) != len(action) or not len(state):
+        raise ValueError(f"state, action: expected the same number T >= 1 of rows, got {len(state)} and {len(action)}")
+    closes = np.flatnonzero(action[:, GRIPPER] > 0)
+    t = int(closes[0]) if len(closes) else len(action) - 1
+    rel = state[t, :3] - np.asarray(object_start, np.float64)
+    return np.concatenate([rel, state[t, 3:6], [t / HORIZON, np.linalg.norm(rel[:2])],
+                           np.asarray(target_start, np.float64) - np.asarray(object_start, np.float64)])
+
+
+@dataclass
+class GraspPointConfig:
+    c: float = 1.0  # inverse L2 strength of the logistic regression (scikit-learn's C)
+    max_iter: int = 2000
+
+
+class GraspPointClassifier:
+    """P(episode succeeds | grasp features, task), fit on episodes with known outcomes."""
+
+    def __init__(self, cfg: GraspPointConfig | None = None):
+        self.cfg = cfg or GraspPointConfig()
+        self.model: Pipeline = make_pipeline(StandardScaler(), PolynomialFeatures(2),
+                                             LogisticRegression(C=self.cfg.c, max_iter=self.cfg.max_iter))
+
+    @staticmethod
+    def _inputs(features: np.ndarray, task_ids: np.ndarray) -> np.ndarray:
+        features, task_ids = np.asarray(features, np.float64), np.asarray(task_ids, np.int64)
+        if features.ndim != 2 or task_ids.shape != (len(features),):
+            raise ValueError(f"features, task_ids: expected [N, F] and [N], got {features.shape} and {task_ids.shape}")
+        if len(task_ids) and not (0 <= task_ids.min() and task_ids.max() < NUM_TASKS):
+            raise ValueError(f"task_ids: expected integers in [0, {NUM_TASKS}), got {sorted(set(task_ids.tolist()))}")
+        return np.concatenate([features, np.eye(NUM_TASKS)[task_ids]], 1)
+
+    def fit(self, features: np.ndarray, task_ids: np.ndarray, success: np.ndarray) -> GraspPointClassifier:
+        """features [N, F], task_ids [N], success [N] bool; both outcomes must be present."""
+        success = np.asarray(success, bool)
+        if success.all() or not success.any():
+            raise ValueError(f"success: expected both outcomes among the {len(success)} training episodes")
+        self.model.fit(self._inputs(features, task_ids), success)
+        return self
+
+    def predict(self, features: np.ndarray, task_ids: np.ndarray) -> np.ndarray:
+        """P(success) [N]."""
+        return self.model.predict_proba(self._inputs(features, task_ids))[:, 1]
+
+
+__all__ = ["GraspPointClassifier", "GraspPointConfig", "grasp_features"]
