@@ -30,47 +30,15 @@ import numpy as np
 import torch
 
 from bench.protocol import RLGainProtocol
-from envs.dataset import EpisodeDataset
-from envs.label_collection import read_episode
 from envs.sim_labels import read_sim_labels
 from imagination.env import ImaginationConfig
 from imagination.eval.reward_gate import THRESHOLD_AUC, within_task_auc_interval
 from imagination.imagine import ImaginedEpisodes, imagine, open_imagination, policy_mean, recorded_actions
 from imagination.keyframes import Keyframe
 from policies.base import Policy
-from world_models.grasp_point import GraspPointClassifier, grasp_features
+from world_models.grasp_point import GraspPointClassifier, dataset_features, grasp_features, label_dir_features
 
 Episodes = tuple[list[np.ndarray], list[int], list[bool]]  # features, task ids, real outcomes
-
-
-def dataset_features(root: str, policy: str = "") -> tuple[Episodes, list[int]]:
-    """Grasp features of every episode of a recorded dataset that has simulator labels (of `policy` only,
-    when given), and their episode indices."""
-    ds = EpisodeDataset(root, verify=False)
-    feats, tasks, outcomes, kept = [], [], [], []
-    for m in ds.meta:
-        if policy and m["extra"].get("policy") != policy:
-            continue
-        sim = read_sim_labels(root, m["episode_index"])
-        if sim is None:
-            continue
-        ep = ds[m["episode_index"]]
-        feats.append(grasp_features(ep.state, ep.action, sim["object_pos"][0], sim["target_pos"][0]))
-        tasks.append(int(m["task_id"]))
-        outcomes.append(bool(m["success"]))
-        kept.append(int(m["episode_index"]))
-    return (feats, tasks, outcomes), kept
-
-
-def label_dir_features(root: str) -> Episodes:
-    """Grasp features of the episodes scripts/collect_labels.py wrote (simulated without rendering)."""
-    feats, tasks, outcomes = [], [], []
-    for p in sorted(Path(root).glob("task*_ep*.npz")):
-        a, info = read_episode(p)
-        feats.append(grasp_features(a["state"], a["action"], a["object_pos"][0], a["target_pos"][0]))
-        tasks.append(int(info["task_id"]))
-        outcomes.append(bool(info["success"]))
-    return feats, tasks, outcomes
 
 
 def imagined_features(run: ImaginedEpisodes, proprio: torch.nn.Module, starts: list[np.ndarray],
@@ -120,12 +88,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     torch.set_num_threads(1)
     train: Episodes = ([], [], [])
-    sources = [dataset_features(d)[0] for d in args.train_data]
+    sources = [dataset_features(d)[:3] for d in args.train_data]
     sources += [label_dir_features(d) for d in args.label_dirs if Path(d).is_dir()]
     for f, t, o in sources:
         train[0].extend(f), train[1].extend(t), train[2].extend(o)
     clf = GraspPointClassifier().fit(np.array(train[0]), np.array(train[1]), np.array(train[2]))
-    (gate_feats, gate_tasks, gate_real), idx = dataset_features(args.gate_data, args.policy)
+    gate_feats, gate_tasks, gate_real, idx = dataset_features(args.gate_data, args.policy)
     if not idx:
         print(f"--gate-data: {args.gate_data} holds no labelled episode of {args.policy}; "
               "run `python bench/reward_signal.py --reward state --state-reward ...` first")

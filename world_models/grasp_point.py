@@ -17,7 +17,9 @@ imagined frames).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
@@ -39,10 +41,22 @@ def grasp_features(state: np.ndarray, action: np.ndarray, object_start: np.ndarr
         raise ValueError(f"state, action: expected [T, S>=6] and [T, 7], got {state.shape} and {action.shape}")
     if len(state) != len(action) or not len(state):
         raise ValueError(f"state, action: expected the same number T >= 1 of rows, got {len(state)} and {len(action)}")
-    closes = np.flatnonzero(action[:, GRIPPER] > 0)
-    t = int(closes[0]) if len(closes) else len(action) - 1
-    rel = state[t, :3] - np.asarray(object_start, np.float64)
-    return np.concatenate([rel, state[t, 3:6], [t / HORIZON, np.linalg.norm(rel[:2])],
+    t = first_close(action)
+    return features_at(state[t if t >= 0 else len(action) - 1], t if t >= 0 else len(action) - 1, object_start,
+                       target_start)
+
+
+def first_close(action: np.ndarray) -> int:
+    """The first row of action [T, 7] that commands the gripper shut, -1 when none does."""
+    closes = np.flatnonzero(np.asarray(action)[:, GRIPPER] > 0)
+    return int(closes[0]) if len(closes) else -1
+
+
+def features_at(state: np.ndarray, t: int, object_start: np.ndarray, target_start: np.ndarray) -> np.ndarray:
+    """[11] features of the robot state [S>=6] at control step t, when the gripper is commanded shut."""
+    state = np.asarray(state, np.float64)
+    rel = state[:3] - np.asarray(object_start, np.float64)
+    return np.concatenate([rel, state[3:6], [t / HORIZON, np.linalg.norm(rel[:2])],
                            np.asarray(target_start, np.float64) - np.asarray(object_start, np.float64)])
 
 
@@ -82,4 +96,62 @@ class GraspPointClassifier:
         return self.model.predict_proba(self._inputs(features, task_ids))[:, 1]
 
 
-__all__ = ["GraspPointClassifier", "GraspPointConfig", "grasp_features"]
+def dataset_features(root: str, policy: str = "") -> tuple[list[np.ndarray], list[int], list[bool], list[int]]:
+    """Grasp features, task ids and real outcomes of every episode of a recorded dataset that has simulator
+    labels (`scripts/label_episodes.py`; of `policy` only, when given), and their episode indices."""
+    from envs.dataset import EpisodeDataset  # the dataset format stays out of the classifier's import path
+    from envs.sim_labels import read_sim_labels
+
+    ds = EpisodeDataset(root, verify=False)
+    feats, tasks, outcomes, kept = [], [], [], []
+    for m in ds.meta:
+        if policy and m["extra"].get("policy") != policy:
+            continue
+        sim = read_sim_labels(root, m["episode_index"])
+        if sim is None:
+            continue
+        ep = ds[m["episode_index"]]
+        feats.append(grasp_features(ep.state, ep.action, sim["object_pos"][0], sim["target_pos"][0]))
+        tasks.append(int(m["task_id"]))
+        outcomes.append(bool(m["success"]))
+        kept.append(int(m["episode_index"]))
+    return feats, tasks, outcomes, kept
+
+
+def label_dir_features(root: str) -> tuple[list[np.ndarray], list[int], list[bool]]:
+    """Grasp features, task ids and outcomes of the episodes `scripts/collect_labels.py` wrote."""
+    from envs.label_collection import read_episode
+
+    feats, tasks, outcomes = [], [], []
+    for p in sorted(Path(root).glob("task*_ep*.npz")):
+        a, info = read_episode(p)
+        feats.append(grasp_features(a["state"], a["action"], a["object_pos"][0], a["target_pos"][0]))
+        tasks.append(int(info["task_id"]))
+        outcomes.append(bool(info["success"]))
+    return feats, tasks, outcomes
+
+
+def fit_grasp_point(train_data: Sequence[str], label_dirs: Sequence[str] = (),
+                    cfg: GraspPointConfig | None = None) -> GraspPointClassifier:
+    """The classifier fit on labelled recorded datasets and label-collection folders (training side only)."""
+    feats: list[np.ndarray] = []
+    tasks: list[int] = []
+    outcomes: list[bool] = []
+    for d in train_data:
+        if not Path(d, "meta", "info.json").is_file():
+            raise FileNotFoundError(f"grasp_train_data: {d} is not a recorded dataset (no meta/info.json)")
+        f, t, o, _ = dataset_features(d)
+        feats, tasks, outcomes = feats + f, tasks + t, outcomes + o
+    for d in label_dirs:
+        if not Path(d).is_dir():
+            raise FileNotFoundError(f"grasp_label_dirs: {d} is not a directory (scripts/collect_labels.py writes one)")
+        f, t, o = label_dir_features(d)
+        feats, tasks, outcomes = feats + f, tasks + t, outcomes + o
+    if not feats:
+        raise ValueError(f"grasp_train_data: no labelled episode in {list(train_data) + list(label_dirs)}; "
+                         "label datasets with scripts/label_episodes.py")
+    return GraspPointClassifier(cfg).fit(np.array(feats), np.array(tasks), np.array(outcomes))
+
+
+__all__ = ["GraspPointClassifier", "GraspPointConfig", "dataset_features", "features_at", "first_close",
+           "fit_grasp_point", "grasp_features", "label_dir_features"]

@@ -99,16 +99,16 @@ def start_indices(cfg: ImagineRLConfig, source: str | None = None) -> list[int]:
 
 
 def labelled_starts(data: str, picked: list[int], icfg: ImaginationConfig) -> list[int]:
-    """`picked` episodes of `data`; with reward "state", only those with simulator labels (the object starts
+    """`picked` episodes of `data`; with reward "state" or "grasp", only those with simulator labels (the object starts
     where the simulator had it), saying how many are left out (a replay that diverged has none)."""
-    if icfg.reward != "state":
+    if icfg.reward == "head":
         return picked
     from envs.sim_labels import label_path
 
     kept = [i for i in picked if label_path(data, i).is_file()]
     if len(kept) < len(picked):
-        print(f"reward 'state': {len(picked) - len(kept)} of {len(picked)} start episodes of {data} have no simulator "
-              "labels and are left out (scripts/label_episodes.py labels a dataset)")
+        print(f"reward {icfg.reward!r}: {len(picked) - len(kept)} of {len(picked)} start episodes of {data} have no "
+              "simulator labels and are left out (scripts/label_episodes.py labels a dataset)")
     return kept
 
 
@@ -121,7 +121,7 @@ def load_rl_env(cfg: ImagineRLConfig, out_dir: Path, policy: Policy | None = Non
     picked = labelled_starts(cfg.start_data, start_indices(cfg), cfg.imagination)
     if not picked:
         raise ValueError(f"start_data: no episode of {cfg.start_data} matches tasks={cfg.tasks} sources={cfg.sources}"
-                         + (" and has simulator labels" if cfg.imagination.reward == "state" else ""))
+                         + (" and has simulator labels" if cfg.imagination.reward != "head" else ""))
     # with no proprio model given, one is fitted on every episode of start_data (all of them teach the
     # dynamics) and kept in out_dir
     return open_imagination(cfg.world_model, cfg.start_data, cfg.proprio, cfg.num_groups * cfg.group_size,

@@ -262,3 +262,71 @@ def test_state_reward_draws_keyframes_only_where_the_labels_reach(models, tmp_pa
     assert max(k.t for k in drawn if k.episode == 0) < 5 and max(k.t for k in drawn if k.episode == 1) >= 5
     with pytest.raises(ValueError, match="cover frames 0-4"):
         venv.reset(options={"keyframes": [Keyframe(0, 7)]})
+
+
+def _grasp_label_dir(root, n=60, seed=0):
+    """Label-collection files whose outcome follows a rule the grasp classifier can learn: success when the
+    gripper is commanded shut within 2 cm (in the plane) of the object's start."""
+    from envs.label_collection import _write
+
+    rng = np.random.default_rng(seed)
+    root.mkdir()
+    for k in range(n):
+        T, close = 20, int(rng.integers(5, 12))
+        obj = np.array([0.1, 0.0, 0.9])
+        state = np.zeros((T, 8), np.float32)
+        state[:, :3] = obj + np.r_[rng.uniform(-0.04, 0.04, 2), 0.02]
+        action = np.zeros((T, 7), np.float32)
+        action[close:, 6] = 1.0
+        ok = bool(np.hypot(*(state[0, :2] - obj[:2])) < 0.02)
+        arrays = {"state": state, "action": action, "success": np.full(T, ok), "grasped": np.zeros(T, bool),
+                  "object_pos": np.repeat(obj[None], T, 0), "target_pos": np.repeat(obj[None] + [0.2, 0, 0], T, 0)}
+        _write(root / f"task{k % 3:02d}_ep{k:04d}.npz", arrays, {"task_id": k % 3, "success": ok})
+    return str(root)
+
+
+def test_grasp_reward_ends_the_episode_at_the_first_close_with_the_classifier_probability(models, tmp_path):
+    """reward 'grasp': no reward while the gripper stays open; the chunk that commands it shut ends the episode
+    there, with reward P(success) of the grasp-point classifier at the proprio model's predicted state."""
+    from world_models.grasp_point import features_at
+
+    wm, prop = models
+    labels = _grasp_label_dir(tmp_path / "labels")
+    eps = _labelled(_episodes())
+    venv = ImaginationVectorEnv(wm, prop, eps, 1, ImaginationConfig(
+        max_steps=100, reward="grasp", grasp_label_dirs=[labels], keyframes=KeyframeConfig(mode="start")))
+    venv.reset(seed=0, options={"keyframes": [Keyframe(1, 0)]})
+    open_chunk = np.zeros((1, 4, 7), np.float32)
+    open_chunk[..., 6] = -1.0
+    _, reward, terminated, truncated, info = venv.step(open_chunk)
+    assert reward[0] == 0 and not terminated[0] and not truncated[0] and info["steps"][0] == 4
+    before = venv._state[0].numpy().copy()
+    close_chunk = open_chunk.copy()
+    close_chunk[0, 2:, 6] = 1.0  # shut from the chunk's third action on
+    with torch.no_grad():
+        after = prop.predict(torch.as_tensor(before)[None], torch.as_tensor(close_chunk))[0].numpy()
+    _, reward, terminated, truncated, info = venv.step(close_chunk)
+    sim = eps[1].sim
+    expected = venv.grasp.predict(features_at(after[1], 4 + 2, sim["object_pos"][0], sim["target_pos"][0])[None],
+                                  np.array([1]))[0]
+    assert terminated[0] and not truncated[0] and info["steps"][0] == 3
+    assert reward[0] == pytest.approx(expected, rel=1e-5) and info["success"][0] == (expected >= 0.5)
+    # the classifier learned the rule: a close on the object beats one 4 cm away
+    near, far = (features_at(np.r_[sim["object_pos"][0] + d, np.zeros(5)], 6, sim["object_pos"][0],
+                             sim["target_pos"][0]) for d in ([0.0, 0.0, 0.02], [0.04, 0.0, 0.02]))
+    p = venv.grasp.predict(np.stack([near, far]), np.array([1, 1]))
+    assert p[0] > 0.5 > p[1]
+
+
+def test_grasp_reward_needs_training_episodes_and_starts_before_the_recorded_close(models, tmp_path):
+    wm, prop = models
+    with pytest.raises(ValueError, match="grasp_train_data"):
+        ImaginationVectorEnv(wm, prop, _labelled(_episodes()), 1, ImaginationConfig(reward="grasp"))
+    labels = _grasp_label_dir(tmp_path / "labels")
+    with pytest.raises(ValueError, match="simulator labels"):
+        ImaginationVectorEnv(wm, prop, _episodes(), 1, ImaginationConfig(reward="grasp", grasp_label_dirs=[labels]))
+    venv = ImaginationVectorEnv(wm, prop, _labelled(_episodes()), 1, ImaginationConfig(
+        reward="grasp", grasp_label_dirs=[labels], keyframes=KeyframeConfig(mode="uniform")))
+    assert max(k.t for k in venv.keyframes.sample(300, np.random.default_rng(0))) < 15  # the recordings close at 15
+    with pytest.raises(ValueError, match="first closes the gripper"):
+        venv.reset(options={"keyframes": [Keyframe(0, 20)]})
