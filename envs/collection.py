@@ -20,6 +20,7 @@ from tqdm import tqdm
 from envs.cli import save_config
 from envs.dataset import DatasetConfig, Episode, EpisodeDataset, EpisodeWriter, encode_video
 from envs.experts import DEFAULT_PERTURBATIONS, PERTURBATION_KINDS, Perturbation, PerturbedExpert, SpatialExpert
+from envs.frames import split_views, stack_views, tile_views
 from envs.libero_env import LiberoEnv, LiberoEnvConfig
 from envs.libero_suites import suite_info
 from envs.style import style_processor
@@ -153,7 +154,7 @@ def record_episode(env: LiberoEnv, item: PlanItem, strength: float = 1.0, post_s
         done = terminated or truncated or post_success < 0
     images = np.stack(frames)  # [T, V, H, W, 3]
     return Episode(
-        frames={v: images[:, i] for i, v in enumerate(env.cfg.views)},
+        frames=split_views(images, env.cfg.views),
         state=np.stack(states),
         action=np.stack(actions),
         reward=np.asarray(rewards, np.float32),
@@ -276,8 +277,7 @@ def write_previews(root: Path, count: int) -> list[Path]:
     out = []
     for i in picked[:count]:
         m = ds.meta[i]
-        views = np.concatenate([ds.load_view(i, v) for v in ds.views], axis=2)  # [T, H, V*W, 3]
-        views = views.repeat(2, axis=1).repeat(2, axis=2)
+        views = tile_views(stack_views({v: ds.load_view(i, v) for v in ds.views}, ds.views), scale=2)
         tag = "success" if m["success"] else "fail"
         path = root / "previews" / f"ep{i:04d}_task{m['task_id']}_{m['perturbation'] or m['source']}_{tag}.mp4"
         path.parent.mkdir(exist_ok=True)

@@ -26,9 +26,9 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from envs.dataset import EpisodeDataset
+from envs.frames import channels_to_views, stack_views, tile_views, to_model_frames, to_uint8, views_to_channels
 from envs.spaces import BatchObservation, Info, Observation, action_space, check_action_chunk, observation_space
 from imagination.keyframes import KeyframeConfig, KeyframeSampler
-from world_models.clips import to_model_frames, to_uint8
 from world_models.model import WorldModel
 from world_models.proprio import ProprioModel
 
@@ -80,7 +80,7 @@ def load_start_episodes(root: str, views: list[str], indices: list[int] | None =
     out = []
     for i in range(len(ds)) if indices is None else indices:
         ep = ds[i]
-        out.append(StartEpisode(np.stack([ep.frames[v] for v in views], axis=1), ep.state, ep.action, ep.instruction,
+        out.append(StartEpisode(stack_views(ep.frames, views), ep.state, ep.action, ep.instruction,
                                 ep.task_id, read_sim_labels(root, i)))
     return out
 
@@ -170,8 +170,8 @@ class ImaginationVectorEnv(VectorEnv):
         for i, kf in zip(idx, keyframes or self.keyframes.sample(len(idx), self._rng)):
             ep = self.episodes[kf.episode]
             ctx = ep.frames[np.clip(np.arange(kf.t - self.C + 1, kf.t + 1), 0, None)]  # [C, V, H, W, 3]
-            self._context[i] = to_model_frames(_views_to_channels(ctx)).to(self.device)
-            self._anchor[i] = to_model_frames(_views_to_channels(ep.frames[0])).to(self.device)
+            self._context[i] = to_model_frames(views_to_channels(ctx)).to(self.device)
+            self._anchor[i] = to_model_frames(views_to_channels(ep.frames[0])).to(self.device)
             self._state[i] = torch.tensor(ep.state[kf.t], device=self.device)  # copy: dataset arrays are read-only
             self._image[i] = ep.frames[kf.t]
             self._instruction[i] = ep.instruction
@@ -268,7 +268,7 @@ class ImaginationVectorEnv(VectorEnv):
                 self._state[i] = states[j, n - 1]
                 if self.state_reward is not None:
                     self._obj[i], self._held[i] = obj_path[j, n - 1], held_path[j, n - 1]
-                self._image[i] = _channels_to_views(to_uint8(frames[j, n - 1]), self.V)
+                self._image[i] = channels_to_views(to_uint8(frames[j, n - 1]), self.V)
                 self._t[i] += n
                 if self.cfg.uncertainty != "off":
                     uncertainty[i] = float(disagreement[j, :n].mean())
@@ -294,7 +294,7 @@ class ImaginationVectorEnv(VectorEnv):
 
     def render(self) -> np.ndarray:  # type: ignore[override]  # one array for all envs, not a tuple of frames
         """uint8 [B, H, V*W, 3]: every env's current views side by side."""
-        return np.concatenate(list(self._image.transpose(1, 0, 2, 3, 4)), axis=2)
+        return tile_views(self._image)
 
 
 def _load_state_reward(cfg: ImaginationConfig, chunk_len: int, episodes: list[StartEpisode]):
@@ -313,18 +313,6 @@ def _load_state_reward(cfg: ImaginationConfig, chunk_len: int, episodes: list[St
                          "labels, which reward 'state' starts the object from: run scripts/label_episodes.py on "
                          "their dataset (tasks without a pick-and-place object cannot use it)")
     return model
-
-
-def _views_to_channels(frames: np.ndarray) -> np.ndarray:
-    """uint8 [..., V, H, W, 3] -> [..., H, W, 3V] (the world model stacks views as channels)."""
-    x = np.moveaxis(frames, -4, -2)  # [..., H, W, V, 3]
-    return x.reshape(*x.shape[:-2], -1)
-
-
-def _channels_to_views(frames: np.ndarray, views: int) -> np.ndarray:
-    """uint8 [..., H, W, 3V] -> [..., V, H, W, 3]."""
-    x = frames.reshape(*frames.shape[:-1], views, 3)
-    return np.moveaxis(x, -2, -4)
 
 
 class ImaginationEnv(gym.Env):

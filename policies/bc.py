@@ -29,6 +29,7 @@ from tqdm import tqdm
 from envs.atomic import atomic_torch_save
 from envs.cli import save_config
 from envs.dataset import Episode, EpisodeDataset
+from envs.frames import stack_views
 from policies.vla import VLAConfig, VLAPolicy
 
 
@@ -81,7 +82,7 @@ class ChunkData:
             if missing:
                 raise ValueError(f"BC: episode lacks views {missing}; dataset views are {sorted(ep.frames)}")
             T = len(ep)
-            img = torch.from_numpy(np.stack([ep.frames[v] for v in views], axis=1))  # [T, V, H, W, 3]
+            img = torch.from_numpy(stack_views(ep.frames, views))  # [T, V, H, W, 3]
             images.append(_resize_uint8(img, image_size))
             states.append(torch.as_tensor(np.array(ep.state, dtype=np.float32)))
             action = torch.as_tensor(np.array(ep.action, dtype=np.float32))

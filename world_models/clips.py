@@ -33,6 +33,12 @@ import numpy as np
 import torch
 
 from envs.dataset import SOURCES, EpisodeDataset
+from envs.frames import stack_views, to_model_frames, to_uint8, views_to_channels
+
+# to_model_frames / to_uint8 live with the other frame layouts (envs.frames); re-exported here, where the
+# world model code has always imported them
+__all__ = ["ClipConfig", "ClipSampler", "EpisodeArrays", "check_weights", "collate", "episode_weights",
+           "load_episodes", "make_clip", "split_episodes", "to_model_frames", "to_uint8"]
 
 
 @dataclass
@@ -118,7 +124,7 @@ def load_episodes(root: str | os.PathLike, views: list[str], indices: list[int] 
     out = []
     for i in range(len(ds)) if indices is None else indices:
         ep = ds[i]
-        frames = np.concatenate([ep.frames[v] for v in views], axis=-1)
+        frames = views_to_channels(stack_views(ep.frames, views))  # [T, H, W, 3V]
         out.append(EpisodeArrays(frames, ep.action.astype(np.float32), ep.success.astype(bool), i,
                                  ep.task_id, ep.instruction, source=ep.source,
                                  episode_success=bool(meta[i]["success"])))
@@ -132,18 +138,6 @@ def episode_weights(episodes: Sequence[EpisodeArrays], source_weights: Mapping[s
     check_weights(source_weights, failure_weight)
     return np.array([float(source_weights.get(ep.source, 1.0)) * (1.0 if ep.episode_success else float(failure_weight))
                      for ep in episodes], dtype=np.float64)
-
-
-def to_model_frames(frames_uint8: np.ndarray | torch.Tensor) -> torch.Tensor:
-    """uint8 [..., H, W, ch] -> float32 [..., ch, H, W] in [-1, 1]."""
-    x = torch.as_tensor(frames_uint8)
-    return x.movedim(-1, -3).float().div(127.5).sub(1.0)
-
-
-def to_uint8(frames: torch.Tensor) -> np.ndarray:
-    """float [..., ch, H, W] in [-1, 1] -> uint8 [..., H, W, ch]."""
-    x = frames.detach().float().clamp(-1, 1).add(1).mul(127.5).round().to(torch.uint8)
-    return x.movedim(-3, -1).cpu().numpy()
 
 
 def make_clip(ep: EpisodeArrays, t: int, context_frames: int, chunk_len: int) -> dict[str, np.ndarray]:

@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from envs.atomic import atomic_torch_save, atomic_write, atomic_write_json
 from envs.dataset import EpisodeDataset, encode_video
+from envs.frames import tile_views
 from envs.libero_env import LiberoEnv
 from imagination.env import ImaginationConfig, ImaginationVectorEnv
 from imagination.imagine import open_imagination
@@ -165,7 +166,7 @@ def _write_videos(folder: Path, r: Rollouts, n: int) -> list[str]:
     for e in range(min(n, len(r.length))):
         rows = np.flatnonzero(r.episode == e)
         frames = r.image[rows[np.argsort(r.step[rows])]]  # [T, V, H, W, 3]
-        tiled = np.concatenate(list(frames.transpose(1, 0, 2, 3, 4)), axis=2).repeat(2, 1).repeat(2, 2)
+        tiled = tile_views(frames, scale=2)
         tag = "success" if r.success[e] else "fail"
         path = folder / f"imagined{e:02d}_start{r.keyframe[e, 0]}-{r.keyframe[e, 1]}_{tag}.mp4"
         encode_video(path, tiled, fps=4, codec="h264", crf=20)
