@@ -258,11 +258,10 @@ def load_episodes(cfg: BCConfig) -> tuple[list[Episode], dict]:
     ds = EpisodeDataset(cfg.data_dir, verify=False)
     if not set(cfg.policy.views) <= set(ds.views):
         raise ValueError(f"policy.views {cfg.policy.views}: not all in the dataset's views {list(ds.views)}")
-    picked = [m["episode_index"] for m in ds.meta
-              if m["source"] in cfg.sources and (not cfg.tasks or m["task_id"] in cfg.tasks)
-              and (m["success"] or not cfg.success_only)]
+    picked = ds.select(source=list(cfg.sources), task_id=list(cfg.tasks) or None,
+                       success=True if cfg.success_only else None)
     if cfg.episodes_per_task:
-        task_of = {m["episode_index"]: m["task_id"] for m in ds.meta}
+        task_of = {m.episode_index: m.task_id for m in ds.meta}
         per_task: dict[int, list[int]] = {}
         for i in picked:
             per_task.setdefault(task_of[i], []).append(i)

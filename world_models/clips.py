@@ -127,7 +127,7 @@ def load_episodes(root: str | os.PathLike, views: list[str], indices: list[int] 
         frames = views_to_channels(stack_views(ep.frames, views))  # [T, H, W, 3V]
         out.append(EpisodeArrays(frames, ep.action.astype(np.float32), ep.success.astype(bool), i,
                                  ep.task_id, ep.instruction, source=ep.source,
-                                 episode_success=bool(meta[i]["success"])))
+                                 episode_success=bool(meta[i].success)))
     return out
 
 

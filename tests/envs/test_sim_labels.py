@@ -106,7 +106,7 @@ def test_a_tampered_episode_is_refused(recorded):
         np.testing.assert_array_equal(part.labels["object_pos"], full["object_pos"][:rows])
         assert env.render() is None and env.raw_obs is not None  # no cameras, nothing rendered
         # another start than the recorded one is caught at row 0
-        r = replay_episode(env, dict(meta, init_state_id=meta["init_state_id"] + 1), episode.action, episode.state,
+        r = replay_episode(env, replace(meta, init_state_id=meta.init_state_id + 1), episode.action, episode.state,
                            episode.success)
         assert r.labels is None and "row 0" in r.reason
     finally:
