@@ -16,6 +16,7 @@ Autoreset: next-step (an env that ended is reset by the following `step`, which 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +26,7 @@ import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from envs.dataset import EpisodeDataset
+from envs.dataset import Episode, EpisodeDataset
 from envs.frames import channels_to_views, stack_views, tile_views, to_model_frames, to_uint8, views_to_channels
 from envs.spaces import BatchObservation, Info, Observation, action_space, check_action_chunk, observation_space
 from imagination.keyframes import KeyframeConfig, KeyframeSampler
@@ -61,7 +62,10 @@ class ImaginationConfig:
 @dataclass
 class StartEpisode:
     """A real episode to start imagined ones from: frames uint8 [T, V, H, W, 3], state [T, S], action [T, 7];
-    sim: the simulator's per-row labels when recorded (object_pos, target_pos [T, 3], grasped [T]), else None."""
+    sim: the simulator's per-row labels when recorded (object_pos, target_pos [T, 3], grasped [T]), else None.
+
+    The parts of an `envs.dataset.Episode` the env reads (`from_episode`), with the world model's views
+    stacked in the observation layout, so a start frame is handed to the policy as it is."""
 
     frames: np.ndarray
     state: np.ndarray
@@ -70,6 +74,12 @@ class StartEpisode:
     task_id: int
     sim: dict[str, np.ndarray] | None = None
 
+    @classmethod
+    def from_episode(cls, ep: Episode, views: Sequence[str],
+                     sim: dict[str, np.ndarray] | None = None) -> StartEpisode:
+        """`ep` with `views` stacked (envs.frames.stack_views); state and action are ep's arrays, not copies."""
+        return cls(stack_views(ep.frames, views), ep.state, ep.action, ep.instruction, ep.task_id, sim)
+
 
 def load_start_episodes(root: str, views: list[str], indices: list[int] | None = None) -> list[StartEpisode]:
     """Real episodes (all, or `indices`) of the dataset at `root` with the world model's views."""
@@ -77,12 +87,8 @@ def load_start_episodes(root: str, views: list[str], indices: list[int] | None =
 
     ds = EpisodeDataset(root, verify=False)
     ds.require_views(views)
-    out = []
-    for i in range(len(ds)) if indices is None else indices:
-        ep = ds[i]
-        out.append(StartEpisode(stack_views(ep.frames, views), ep.state, ep.action, ep.instruction,
-                                ep.task_id, read_sim_labels(root, i)))
-    return out
+    return [StartEpisode.from_episode(ds[i], views, read_sim_labels(root, i))
+            for i in (range(len(ds)) if indices is None else indices)]
 
 
 class ImaginationVectorEnv(VectorEnv):

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from envs.dataset import SOURCES, EpisodeDataset
+from envs.dataset import SOURCES, Episode, EpisodeDataset
 from envs.frames import stack_views, to_model_frames, to_uint8, views_to_channels
 
 # to_model_frames / to_uint8 live with the other frame layouts (envs.frames); re-exported here, where the
@@ -97,7 +97,12 @@ def split_episodes(n: int, holdout_fraction: float, seed: int, holdout_min: int 
 
 @dataclass
 class EpisodeArrays:
-    """One episode in memory: frames uint8 [T, H, W, ch] (views stacked), actions float32 [T, 7]."""
+    """One episode in memory for clip sampling: frames uint8 [T, H, W, ch] (views stacked as channels,
+    ch = 3V), actions float32 [T, 7].
+
+    Built from an `envs.dataset.Episode` by `from_episode`. Why the channel layout here, unlike the
+    [T, V, H, W, 3] one outside world_models: it is the denoiser's, so a clip is a slice of it that
+    `to_model_frames` converts as it is; views would need a `views_to_channels` copy per clip drawn."""
 
     frames: np.ndarray
     actions: np.ndarray
@@ -115,20 +120,23 @@ class EpisodeArrays:
     def __len__(self) -> int:
         return len(self.actions)
 
+    @classmethod
+    def from_episode(cls, ep: Episode, views: Sequence[str], index: int,
+                     episode_success: bool | None = None) -> EpisodeArrays:
+        """`ep` (episode `index` of its dataset) with `views` stacked as channels; episode_success: the
+        dataset's episode-level flag (None: any step's success)."""
+        frames = views_to_channels(stack_views(ep.frames, views))  # [T, H, W, 3V]
+        return cls(frames, ep.action.astype(np.float32), ep.success.astype(bool), index, ep.task_id,
+                   ep.instruction, source=ep.source, episode_success=episode_success)
+
 
 def load_episodes(root: str | os.PathLike, views: list[str], indices: list[int] | None = None) -> list[EpisodeArrays]:
     """Decode the given episodes (all by default) of the dataset at `root` into memory."""
     ds = EpisodeDataset(root, verify=False)
     ds.require_views(views)
     meta = ds.meta
-    out = []
-    for i in range(len(ds)) if indices is None else indices:
-        ep = ds[i]
-        frames = views_to_channels(stack_views(ep.frames, views))  # [T, H, W, 3V]
-        out.append(EpisodeArrays(frames, ep.action.astype(np.float32), ep.success.astype(bool), i,
-                                 ep.task_id, ep.instruction, source=ep.source,
-                                 episode_success=bool(meta[i].success)))
-    return out
+    return [EpisodeArrays.from_episode(ds[i], views, i, episode_success=bool(meta[i].success))
+            for i in (range(len(ds)) if indices is None else indices)]
 
 
 def episode_weights(episodes: Sequence[EpisodeArrays], source_weights: Mapping[str, float],

@@ -262,3 +262,23 @@ def test_state_reward_draws_keyframes_only_where_the_labels_reach(models, tmp_pa
     assert max(k.t for k in drawn if k.episode == 0) < 5 and max(k.t for k in drawn if k.episode == 1) >= 5
     with pytest.raises(ValueError, match="cover frames 0-4"):
         venv.reset(options={"keyframes": [Keyframe(0, 7)]})
+
+
+def test_episode_arrays_and_start_episodes_are_conversions_of_one_episode():
+    # the two in-memory forms hold the same pixels: channel block v of EpisodeArrays is view v of StartEpisode
+    from envs.frames import channels_to_views
+    from tests.world_models.conftest import square_episode
+    from world_models.clips import EpisodeArrays
+
+    ep = square_episode(np.random.default_rng(1), 9)
+    ep.frames["wrist"] = 255 - ep.frames["agentview"]
+    arrays = EpisodeArrays.from_episode(ep, ["wrist", "agentview"], index=4)
+    start = StartEpisode.from_episode(ep, ["wrist", "agentview"])
+    assert arrays.frames.shape == (9, 16, 16, 6) and start.frames.shape == (9, 2, 16, 16, 3)
+    np.testing.assert_array_equal(channels_to_views(arrays.frames, 2), start.frames)
+    np.testing.assert_array_equal(arrays.frames[..., :3], ep.frames["wrist"])
+    assert (arrays.index, arrays.task_id, arrays.instruction, arrays.source) == (4, ep.task_id, ep.instruction,
+                                                                                 ep.source)
+    assert arrays.episode_success == ep.episode_success and arrays.actions.dtype == np.float32
+    assert start.state is ep.state and start.action is ep.action and start.sim is None
+    assert (start.instruction, start.task_id) == (ep.instruction, ep.task_id)
