@@ -133,8 +133,7 @@ def expert_episodes(ds: EpisodeDataset, tasks: list[int], per_task: int = 0) -> 
     """Successful expert episodes of `tasks` (the first `per_task` of each task; 0 = all), dataset order."""
     picked: list[int] = []
     for task in tasks:
-        ids = [m["episode_index"] for m in ds.meta
-               if m["task_id"] == task and m["source"] == "expert" and m["success"]]
+        ids = ds.select(task_id=task, source="expert", success=True)
         picked += ids[:per_task] if per_task else ids
     return picked
 
@@ -290,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     # One proprio model for every imagined evaluation (imagination.eval.imagined would fit it again per policy).
     proprio_path = out / "proprio.pt"
     proprio_key = out / "proprio.key"
-    pkey = _digest([str(Path(args.data).resolve()), EpisodeDataset(args.data, verify=False).meta])
+    meta = [m.as_dict() for m in EpisodeDataset(args.data, verify=False).meta]  # the digest the dicts always gave
+    pkey = _digest([str(Path(args.data).resolve()), meta])
     if not proprio_key.is_file() or proprio_key.read_text() != pkey:
         proprio_path.unlink(missing_ok=True)  # fitted on other data
     # fitted on every episode of --data with the world model's chunk length (again when the cached one's differs)
@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         envs.close()
 
     # Imagined starts must match the real ones: the start data needs an episode per (task, init state).
-    starts = {(m["task_id"], m["init_state_id"]) for m in EpisodeDataset(args.data, verify=False).meta}
+    starts = {(m.task_id, m.init_state_id) for m in EpisodeDataset(args.data, verify=False).meta}
     exact = inexact = 0
     for r in results["imagined"].values():
         for e in r["episodes"]:

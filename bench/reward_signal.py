@@ -92,7 +92,7 @@ def _gate_proprio(path: Path, train_data: str, chunk_len: int) -> str:
 def _real_gate_eval(cfg: EvalConfig, gate_data: Path, label: str) -> dict:
     """The policy's real evaluation on the gate jobs: reused when finished for the same checkpoint and
     jobs, else run and recorded into gate_data (unless episodes of this checkpoint are there already)."""
-    from envs.dataset import EpisodeDataset
+    from envs.dataset import EpisodeDataset, select_meta
     from imagination.eval.evaluate import evaluate, load_policy
     from imagination.eval.real_rollouts import evaluate_and_record
 
@@ -104,9 +104,9 @@ def _real_gate_eval(cfg: EvalConfig, gate_data: Path, label: str) -> dict:
             print(f"{label}: reusing {path}")
             return old
     gate_jobs = {(t, cfg.init_state_offset + j) for t in cfg.tasks for j in range(cfg.episodes_per_task)}
-    recorded = [m for m in EpisodeDataset(gate_data, verify=False).meta
-                if m["source"] == "policy" and m["extra"].get("policy") == cfg.checkpoint
-                and (m["task_id"], m["init_state_id"]) in gate_jobs]
+    recorded = [m for m in select_meta(EpisodeDataset(gate_data, verify=False).meta, source="policy")
+                if m.extra.get("policy") == cfg.checkpoint
+                and (m.task_id, m.init_state_id) in gate_jobs]
     n = len(cfg.tasks) * cfg.episodes_per_task
     if recorded:  # an interrupted or overwritten evaluation: its episodes stay, the new ones are not added
         print(f"{label}: {n} real episodes -> {path} "

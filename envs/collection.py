@@ -20,6 +20,7 @@ from tqdm import tqdm
 from envs.cli import save_config
 from envs.dataset import DatasetConfig, Episode, EpisodeDataset, EpisodeWriter, encode_video
 from envs.experts import DEFAULT_PERTURBATIONS, PERTURBATION_KINDS, Perturbation, PerturbedExpert, SpatialExpert
+from envs.frames import split_views, stack_views, tile_views
 from envs.libero_env import LiberoEnv, LiberoEnvConfig
 from envs.libero_suites import suite_info
 from envs.style import style_processor
@@ -153,7 +154,7 @@ def record_episode(env: LiberoEnv, item: PlanItem, strength: float = 1.0, post_s
         done = terminated or truncated or post_success < 0
     images = np.stack(frames)  # [T, V, H, W, 3]
     return Episode(
-        frames={v: images[:, i] for i, v in enumerate(env.cfg.views)},
+        frames=split_views(images, env.cfg.views),
         state=np.stack(states),
         action=np.stack(actions),
         reward=np.asarray(rewards, np.float32),
@@ -242,7 +243,7 @@ def collect(cfg: CollectConfig, progress: Callable[[Episode], None] | None = Non
 
 def _done_keys(root: Path) -> set[tuple[int, int, str, int]]:
     meta = EpisodeDataset(root, verify=False).meta
-    return {(m["task_id"], int(m["extra"].get("plan_index", -1)), m["perturbation"], int(m["extra"].get("style", 0)))
+    return {(m.task_id, int(m.extra.get("plan_index", -1)), m.perturbation, int(m.extra.get("style", 0)))
             for m in meta}
 
 
@@ -255,9 +256,9 @@ def summarize(root: Path) -> dict:
     """Success counts per task and per source/perturbation, from the dataset's metadata."""
     table: dict = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     for m in EpisodeDataset(root, verify=False).meta:
-        key = m["perturbation"] or m["source"]
-        cell = table[str(m["task_id"])][key]
-        cell[0] += int(m["success"])
+        key = m.perturbation or m.source
+        cell = table[str(m.task_id)][key]
+        cell[0] += int(m.success)
         cell[1] += 1
     return {task: {k: {"success": s, "episodes": n} for k, (s, n) in row.items()}
             for task, row in sorted(table.items())}
@@ -268,18 +269,17 @@ def write_previews(root: Path, count: int) -> list[Path]:
     ds = EpisodeDataset(root, verify=False)
     picked, seen = [], set()
     for m in ds.meta:  # one episode of each kind first, then the rest in order
-        kind = m["perturbation"] or m["source"]
+        kind = m.perturbation or m.source
         if kind not in seen:
             seen.add(kind)
-            picked.append(m["episode_index"])
-    picked += [m["episode_index"] for m in ds.meta if m["episode_index"] not in picked]
+            picked.append(m.episode_index)
+    picked += [m.episode_index for m in ds.meta if m.episode_index not in picked]
     out = []
     for i in picked[:count]:
         m = ds.meta[i]
-        views = np.concatenate([ds.load_view(i, v) for v in ds.views], axis=2)  # [T, H, V*W, 3]
-        views = views.repeat(2, axis=1).repeat(2, axis=2)
-        tag = "success" if m["success"] else "fail"
-        path = root / "previews" / f"ep{i:04d}_task{m['task_id']}_{m['perturbation'] or m['source']}_{tag}.mp4"
+        views = tile_views(stack_views({v: ds.load_view(i, v) for v in ds.views}, ds.views), scale=2)
+        tag = "success" if m.success else "fail"
+        path = root / "previews" / f"ep{i:04d}_task{m.task_id}_{m.perturbation or m.source}_{tag}.mp4"
         path.parent.mkdir(exist_ok=True)
         encode_video(path, views, fps=ds.fps, codec="h264", crf=20)
         out.append(path)

@@ -24,6 +24,7 @@ import gymnasium as gym
 import numpy as np
 
 from envs import libero_suites
+from envs.frames import tile_views
 from envs.outcome import ObjectTracker
 from envs.spaces import (
     ACTION_DIM,
@@ -247,7 +248,7 @@ class LiberoEnv(gym.Env[Observation, np.ndarray]):
         """uint8 [H, V*W, 3]: the current views side by side (upright); None without cameras."""
         if self._last_obs is None or not self.cfg.views:
             return None
-        return np.concatenate(list(self._last_obs["image"]), axis=1)
+        return tile_views(self._last_obs["image"])
 
     def close(self) -> None:
         if self._raw is not None:

@@ -3,7 +3,7 @@
 The state reward (`world_models.object_state`) learns from numbers only the simulator knows: the
 position of the goal's object and of its target, and whether the fingers hold the object. Recorded
 datasets do not store them, but every recorded episode can be re-run exactly: collection and real
-evaluation reset with `env.reset(seed=meta["seed"], options={"task_id", "init_state_id"})`, which
+evaluation reset with `env.reset(seed=meta.seed, options={"task_id", "init_state_id"})`, which
 makes the scene reproducible, and MuJoCo is deterministic. `label_dataset` replays each episode's
 actions in a camera-less `LiberoEnv` (nothing rendered) and writes the labels beside the dataset:
 
@@ -27,13 +27,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from envs.atomic import atomic_write
 from envs.libero_env import LiberoEnv, LiberoEnvConfig
 from envs.outcome import pick_place_objects
+
+if TYPE_CHECKING:  # for the annotation only: label_dataset imports the dataset where it reads one
+    from envs.dataset import EpisodeMeta
 
 LABELS_DIR = "sim_labels"
 LABEL_KEYS = ("object_pos", "target_pos", "grasped")  # = world_models.object_state.SIM_KEYS
@@ -105,7 +108,7 @@ class Replay:
     objects: tuple[str, str] | None = None
 
 
-def replay_episode(env: LiberoEnv, meta: dict, action: np.ndarray, state: np.ndarray, success: np.ndarray,
+def replay_episode(env: LiberoEnv, meta: EpisodeMeta, action: np.ndarray, state: np.ndarray, success: np.ndarray,
                    tol: float = MAX_STATE_DIFF, keep_prefix: bool = False) -> Replay:
     """Replay a recorded episode in `env` (from `replay_env`) and read the labels of every row.
 
@@ -125,11 +128,11 @@ def replay_episode(env: LiberoEnv, meta: dict, action: np.ndarray, state: np.nda
     if env.cfg.terminate_on_success or env.max_steps < T or env.cfg.chunk_len != 1:
         raise ValueError("env: expected a replay env (chunk_len=1, terminate_on_success=False, max_steps >= T); "
                          "build it with envs.sim_labels.replay_env")
-    if int(meta["init_state_id"]) < 0:
+    if int(meta.init_state_id) < 0:
         return Replay(None, "no init state recorded", math.nan)
-    env.set_xml_processor(scene_processor(meta.get("extra") or {}))
-    obs, _ = env.reset(seed=int(meta["seed"]), options={"task_id": int(meta["task_id"]),
-                                                         "init_state_id": int(meta["init_state_id"])})
+    env.set_xml_processor(scene_processor(meta.extra or {}))
+    obs, _ = env.reset(seed=int(meta.seed), options={"task_id": int(meta.task_id),
+                                                         "init_state_id": int(meta.init_state_id)})
     objects = pick_place_objects(env.raw, env.raw_obs)
     if objects is None:
         return Replay(None, "no pick-and-place object", math.nan)
@@ -153,7 +156,7 @@ def replay_episode(env: LiberoEnv, meta: dict, action: np.ndarray, state: np.nda
     return Replay(out, "", worst, objects)
 
 
-def replay_labels(env: LiberoEnv, episode_meta: dict, actions: np.ndarray, state: np.ndarray,
+def replay_labels(env: LiberoEnv, episode_meta: EpisodeMeta, actions: np.ndarray, state: np.ndarray,
                   success: np.ndarray) -> dict[str, np.ndarray] | None:
     """The labels of a recorded episode (object_pos [T, 3], target_pos [T, 3], grasped [T]), or None when
     the task has no pick-and-place object or the replay does not reproduce the recording (the reason is
@@ -236,17 +239,17 @@ def label_dataset(data_dir: str | os.PathLike, progress: bool = True, tol: float
     metas = ds.meta
     todo = [i for i in range(len(ds)) if not label_path(data_dir, i).is_file()]
     # One simulator, rebuilt only when the task changes (~8 s): episodes in task order.
-    todo.sort(key=lambda i: (metas[i]["suite"], metas[i]["task_id"], i))
+    todo.sort(key=lambda i: (metas[i].suite, metas[i].task_id, i))
     stats: dict[str, Any] = {"episodes": len(ds), "labelled": 0, "already": len(ds) - len(todo), "skipped": {},
                              "skipped_episodes": {}, "max_state_diff": 0.0, "partial": 0}
     start, env = time.perf_counter(), None
     try:
         for k, i in enumerate(todo):
             m = metas[i]
-            if env is None or env.cfg.suite != m["suite"]:
+            if env is None or env.cfg.suite != m.suite:
                 if env is not None:
                     env.close()
-                env = replay_env(m["suite"], int(m["task_id"]))
+                env = replay_env(m.suite, int(m.task_id))
             ep = ds[i]
             r = replay_episode(env, m, ep.action, ep.state, ep.success, tol, keep_prefix)
             if r.labels is None:
@@ -255,8 +258,8 @@ def label_dataset(data_dir: str | os.PathLike, progress: bool = True, tol: float
                 stats["skipped_episodes"][i] = r.reason
             else:
                 assert r.objects is not None  # a replay that gave labels found the objects
-                info = {"objects": list(r.objects), "task_id": int(m["task_id"]), "seed": int(m["seed"]),
-                        "init_state_id": int(m["init_state_id"]), "length": len(ep), "max_state_diff": r.max_state_diff,
+                info = {"objects": list(r.objects), "task_id": int(m.task_id), "seed": int(m.seed),
+                        "init_state_id": int(m.init_state_id), "length": len(ep), "max_state_diff": r.max_state_diff,
                         "rows": len(r.labels["grasped"]), "diverged": r.reason}
                 write_labels(label_path(data_dir, i), r.labels, info)
                 stats["labelled"] += 1
@@ -264,7 +267,7 @@ def label_dataset(data_dir: str | os.PathLike, progress: bool = True, tol: float
                 stats["max_state_diff"] = max(stats["max_state_diff"], r.max_state_diff)
             if progress:
                 status = r.reason or f"labelled (state diff {r.max_state_diff:.1e})"
-                print(f"[{k + 1}/{len(todo)}] episode {i} (task {m['task_id']}, {len(ep)} steps): {status}",
+                print(f"[{k + 1}/{len(todo)}] episode {i} (task {m.task_id}, {len(ep)} steps): {status}",
                       file=sys.stderr, flush=True)
     finally:
         if env is not None:

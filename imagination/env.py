@@ -16,6 +16,7 @@ Autoreset: next-step (an env that ended is reset by the following `step`, which 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,10 +26,10 @@ import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from envs.dataset import EpisodeDataset
+from envs.dataset import Episode, EpisodeDataset
+from envs.frames import channels_to_views, stack_views, tile_views, to_model_frames, to_uint8, views_to_channels
 from envs.spaces import BatchObservation, Info, Observation, action_space, check_action_chunk, observation_space
 from imagination.keyframes import KeyframeConfig, KeyframeSampler
-from world_models.clips import to_model_frames, to_uint8
 from world_models.grasp_point import features_at, first_close
 from world_models.model import WorldModel
 from world_models.proprio import ProprioModel
@@ -69,7 +70,10 @@ class ImaginationConfig:
 @dataclass
 class StartEpisode:
     """A real episode to start imagined ones from: frames uint8 [T, V, H, W, 3], state [T, S], action [T, 7];
-    sim: the simulator's per-row labels when recorded (object_pos, target_pos [T, 3], grasped [T]), else None."""
+    sim: the simulator's per-row labels when recorded (object_pos, target_pos [T, 3], grasped [T]), else None.
+
+    The parts of an `envs.dataset.Episode` the env reads (`from_episode`), with the world model's views
+    stacked in the observation layout, so a start frame is handed to the policy as it is."""
 
     frames: np.ndarray
     state: np.ndarray
@@ -78,6 +82,12 @@ class StartEpisode:
     task_id: int
     sim: dict[str, np.ndarray] | None = None
 
+    @classmethod
+    def from_episode(cls, ep: Episode, views: Sequence[str],
+                     sim: dict[str, np.ndarray] | None = None) -> StartEpisode:
+        """`ep` with `views` stacked (envs.frames.stack_views); state and action are ep's arrays, not copies."""
+        return cls(stack_views(ep.frames, views), ep.state, ep.action, ep.instruction, ep.task_id, sim)
+
 
 def load_start_episodes(root: str, views: list[str], indices: list[int] | None = None) -> list[StartEpisode]:
     """Real episodes (all, or `indices`) of the dataset at `root` with the world model's views."""
@@ -85,12 +95,8 @@ def load_start_episodes(root: str, views: list[str], indices: list[int] | None =
 
     ds = EpisodeDataset(root, verify=False)
     ds.require_views(views)
-    out = []
-    for i in range(len(ds)) if indices is None else indices:
-        ep = ds[i]
-        out.append(StartEpisode(np.stack([ep.frames[v] for v in views], axis=1), ep.state, ep.action, ep.instruction,
-                                ep.task_id, read_sim_labels(root, i)))
-    return out
+    return [StartEpisode.from_episode(ds[i], views, read_sim_labels(root, i))
+            for i in (range(len(ds)) if indices is None else indices)]
 
 
 class ImaginationVectorEnv(VectorEnv):
@@ -183,8 +189,8 @@ class ImaginationVectorEnv(VectorEnv):
         for i, kf in zip(idx, keyframes or self.keyframes.sample(len(idx), self._rng)):
             ep = self.episodes[kf.episode]
             ctx = ep.frames[np.clip(np.arange(kf.t - self.C + 1, kf.t + 1), 0, None)]  # [C, V, H, W, 3]
-            self._context[i] = to_model_frames(_views_to_channels(ctx)).to(self.device)
-            self._anchor[i] = to_model_frames(_views_to_channels(ep.frames[0])).to(self.device)
+            self._context[i] = to_model_frames(views_to_channels(ctx)).to(self.device)
+            self._anchor[i] = to_model_frames(views_to_channels(ep.frames[0])).to(self.device)
             self._state[i] = torch.tensor(ep.state[kf.t], device=self.device)  # copy: dataset arrays are read-only
             self._image[i] = ep.frames[kf.t]
             self._instruction[i] = ep.instruction
@@ -292,7 +298,7 @@ class ImaginationVectorEnv(VectorEnv):
                 self._state[i] = states[j, n - 1]
                 if self.state_reward is not None:
                     self._obj[i], self._held[i] = obj_path[j, n - 1], held_path[j, n - 1]
-                self._image[i] = _channels_to_views(to_uint8(frames[j, n - 1]), self.V)
+                self._image[i] = channels_to_views(to_uint8(frames[j, n - 1]), self.V)
                 self._t[i] += n
                 if self.cfg.uncertainty != "off":
                     uncertainty[i] = float(disagreement[j, :n].mean())
@@ -337,7 +343,7 @@ class ImaginationVectorEnv(VectorEnv):
 
     def render(self) -> np.ndarray:  # type: ignore[override]  # one array for all envs, not a tuple of frames
         """uint8 [B, H, V*W, 3]: every env's current views side by side."""
-        return np.concatenate(list(self._image.transpose(1, 0, 2, 3, 4)), axis=2)
+        return tile_views(self._image)
 
 
 def _load_state_reward(cfg: ImaginationConfig, chunk_len: int, episodes: list[StartEpisode]):
@@ -371,18 +377,6 @@ def _fit_grasp(cfg: ImaginationConfig, episodes: list[StartEpisode]):
         raise ValueError(f"start episodes {unlabelled[:5]}{'...' if len(unlabelled) > 5 else ''} have no simulator "
                          "labels, which reward 'grasp' reads the object's start from: run scripts/label_episodes.py")
     return fit_grasp_point(cfg.grasp_train_data, cfg.grasp_label_dirs)
-
-
-def _views_to_channels(frames: np.ndarray) -> np.ndarray:
-    """uint8 [..., V, H, W, 3] -> [..., H, W, 3V] (the world model stacks views as channels)."""
-    x = np.moveaxis(frames, -4, -2)  # [..., H, W, V, 3]
-    return x.reshape(*x.shape[:-2], -1)
-
-
-def _channels_to_views(frames: np.ndarray, views: int) -> np.ndarray:
-    """uint8 [..., H, W, 3V] -> [..., V, H, W, 3]."""
-    x = frames.reshape(*frames.shape[:-1], views, 3)
-    return np.moveaxis(x, -2, -4)
 
 
 class ImaginationEnv(gym.Env):

@@ -29,6 +29,7 @@ from tqdm import tqdm
 from envs.atomic import atomic_torch_save
 from envs.cli import save_config
 from envs.dataset import Episode, EpisodeDataset
+from envs.frames import stack_views
 from policies.vla import VLAConfig, VLAPolicy
 
 
@@ -81,7 +82,7 @@ class ChunkData:
             if missing:
                 raise ValueError(f"BC: episode lacks views {missing}; dataset views are {sorted(ep.frames)}")
             T = len(ep)
-            img = torch.from_numpy(np.stack([ep.frames[v] for v in views], axis=1))  # [T, V, H, W, 3]
+            img = torch.from_numpy(stack_views(ep.frames, views))  # [T, V, H, W, 3]
             images.append(_resize_uint8(img, image_size))
             states.append(torch.as_tensor(np.array(ep.state, dtype=np.float32)))
             action = torch.as_tensor(np.array(ep.action, dtype=np.float32))
@@ -257,11 +258,10 @@ def load_episodes(cfg: BCConfig) -> tuple[list[Episode], dict]:
     ds = EpisodeDataset(cfg.data_dir, verify=False)
     if not set(cfg.policy.views) <= set(ds.views):
         raise ValueError(f"policy.views {cfg.policy.views}: not all in the dataset's views {list(ds.views)}")
-    picked = [m["episode_index"] for m in ds.meta
-              if m["source"] in cfg.sources and (not cfg.tasks or m["task_id"] in cfg.tasks)
-              and (m["success"] or not cfg.success_only)]
+    picked = ds.select(source=list(cfg.sources), task_id=list(cfg.tasks) or None,
+                       success=True if cfg.success_only else None)
     if cfg.episodes_per_task:
-        task_of = {m["episode_index"]: m["task_id"] for m in ds.meta}
+        task_of = {m.episode_index: m.task_id for m in ds.meta}
         per_task: dict[int, list[int]] = {}
         for i in picked:
             per_task.setdefault(task_of[i], []).append(i)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from envs.cli import save_config
+from envs.frames import tile_views
 from envs.robot.base import RobotArm
 from envs.robot.client import PolicyClient
 from envs.robot.control import ControlConfig, EpisodeResult, run_episode
@@ -73,8 +74,7 @@ def write_video(path: Path, result: EpisodeResult, fps: float) -> str:
     """Frames [T, V, H, W, 3] -> one mp4 with the views side by side, upscaled 2x (64 px is small)."""
     from envs.dataset import encode_video
 
-    tiled = np.concatenate(list(np.stack(result.frames).transpose(1, 0, 2, 3, 4)), axis=2)
-    encode_video(path, tiled.repeat(2, axis=1).repeat(2, axis=2), fps=fps, codec="h264", crf=20)
+    encode_video(path, tile_views(np.stack(result.frames), scale=2), fps=fps, codec="h264", crf=20)
     return str(path)
 
 

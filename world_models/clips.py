@@ -32,7 +32,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from envs.dataset import SOURCES, EpisodeDataset
+from envs.dataset import SOURCES, Episode, EpisodeDataset
+from envs.frames import stack_views, to_model_frames, to_uint8, views_to_channels
+
+# to_model_frames / to_uint8 live with the other frame layouts (envs.frames); re-exported here, where the
+# world model code has always imported them
+__all__ = ["ClipConfig", "ClipSampler", "EpisodeArrays", "check_weights", "collate", "episode_weights",
+           "load_episodes", "make_clip", "split_episodes", "to_model_frames", "to_uint8"]
 
 
 @dataclass
@@ -91,7 +97,12 @@ def split_episodes(n: int, holdout_fraction: float, seed: int, holdout_min: int 
 
 @dataclass
 class EpisodeArrays:
-    """One episode in memory: frames uint8 [T, H, W, ch] (views stacked), actions float32 [T, 7]."""
+    """One episode in memory for clip sampling: frames uint8 [T, H, W, ch] (views stacked as channels,
+    ch = 3V), actions float32 [T, 7].
+
+    Built from an `envs.dataset.Episode` by `from_episode`. Why the channel layout here, unlike the
+    [T, V, H, W, 3] one outside world_models: it is the denoiser's, so a clip is a slice of it that
+    `to_model_frames` converts as it is; views would need a `views_to_channels` copy per clip drawn."""
 
     frames: np.ndarray
     actions: np.ndarray
@@ -109,20 +120,23 @@ class EpisodeArrays:
     def __len__(self) -> int:
         return len(self.actions)
 
+    @classmethod
+    def from_episode(cls, ep: Episode, views: Sequence[str], index: int,
+                     episode_success: bool | None = None) -> EpisodeArrays:
+        """`ep` (episode `index` of its dataset) with `views` stacked as channels; episode_success: the
+        dataset's episode-level flag (None: any step's success)."""
+        frames = views_to_channels(stack_views(ep.frames, views))  # [T, H, W, 3V]
+        return cls(frames, ep.action.astype(np.float32), ep.success.astype(bool), index, ep.task_id,
+                   ep.instruction, source=ep.source, episode_success=episode_success)
+
 
 def load_episodes(root: str | os.PathLike, views: list[str], indices: list[int] | None = None) -> list[EpisodeArrays]:
     """Decode the given episodes (all by default) of the dataset at `root` into memory."""
     ds = EpisodeDataset(root, verify=False)
     ds.require_views(views)
     meta = ds.meta
-    out = []
-    for i in range(len(ds)) if indices is None else indices:
-        ep = ds[i]
-        frames = np.concatenate([ep.frames[v] for v in views], axis=-1)
-        out.append(EpisodeArrays(frames, ep.action.astype(np.float32), ep.success.astype(bool), i,
-                                 ep.task_id, ep.instruction, source=ep.source,
-                                 episode_success=bool(meta[i]["success"])))
-    return out
+    return [EpisodeArrays.from_episode(ds[i], views, i, episode_success=bool(meta[i].success))
+            for i in (range(len(ds)) if indices is None else indices)]
 
 
 def episode_weights(episodes: Sequence[EpisodeArrays], source_weights: Mapping[str, float],
@@ -132,18 +146,6 @@ def episode_weights(episodes: Sequence[EpisodeArrays], source_weights: Mapping[s
     check_weights(source_weights, failure_weight)
     return np.array([float(source_weights.get(ep.source, 1.0)) * (1.0 if ep.episode_success else float(failure_weight))
                      for ep in episodes], dtype=np.float64)
-
-
-def to_model_frames(frames_uint8: np.ndarray | torch.Tensor) -> torch.Tensor:
-    """uint8 [..., H, W, ch] -> float32 [..., ch, H, W] in [-1, 1]."""
-    x = torch.as_tensor(frames_uint8)
-    return x.movedim(-1, -3).float().div(127.5).sub(1.0)
-
-
-def to_uint8(frames: torch.Tensor) -> np.ndarray:
-    """float [..., ch, H, W] in [-1, 1] -> uint8 [..., H, W, ch]."""
-    x = frames.detach().float().clamp(-1, 1).add(1).mul(127.5).round().to(torch.uint8)
-    return x.movedim(-3, -1).cpu().numpy()
 
 
 def make_clip(ep: EpisodeArrays, t: int, context_frames: int, chunk_len: int) -> dict[str, np.ndarray]:

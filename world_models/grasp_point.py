@@ -105,16 +105,16 @@ def dataset_features(root: str, policy: str = "") -> tuple[list[np.ndarray], lis
     ds = EpisodeDataset(root, verify=False)
     feats, tasks, outcomes, kept = [], [], [], []
     for m in ds.meta:
-        if policy and m["extra"].get("policy") != policy:
+        if policy and m.extra.get("policy") != policy:
             continue
-        sim = read_sim_labels(root, m["episode_index"])
+        sim = read_sim_labels(root, m.episode_index)
         if sim is None:
             continue
-        ep = ds[m["episode_index"]]
+        ep = ds[m.episode_index]
         feats.append(grasp_features(ep.state, ep.action, sim["object_pos"][0], sim["target_pos"][0]))
-        tasks.append(int(m["task_id"]))
-        outcomes.append(bool(m["success"]))
-        kept.append(int(m["episode_index"]))
+        tasks.append(int(m.task_id))
+        outcomes.append(bool(m.success))
+        kept.append(int(m.episode_index))
     return feats, tasks, outcomes, kept
 
 

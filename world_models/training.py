@@ -51,6 +51,7 @@ from tqdm import tqdm
 from envs.atomic import atomic_write_json, fsync_dir, fsync_file
 from envs.cli import save_config
 from envs.dataset import encode_video
+from envs.frames import channels_to_views, tile_views, to_model_frames, to_uint8
 from world_models.augment import StyleAugConfig, augment_clip
 from world_models.clips import (
     ClipConfig,
@@ -58,8 +59,6 @@ from world_models.clips import (
     episode_weights,
     load_episodes,
     split_episodes,
-    to_model_frames,
-    to_uint8,
 )
 from world_models.losses import BootstrapConfig, WorldModelObjective, bootstrap_context, draw_noise, noise_context
 from world_models.metrics import psnr_per_frame
@@ -365,9 +364,9 @@ class Trainer:
         pred, _, _ = model.rollout(frames[0][None], None, actions, steps=steps, generator=gen)
         real = frames[1:]
         psnr = float(psnr_per_frame(pred[0], real).mean())
-        side = np.concatenate([to_uint8(real), to_uint8(pred[0])], axis=2)  # [T, H, 2W, ch]
-        views = [side[..., 3 * v: 3 * v + 3] for v in range(side.shape[-1] // 3)]
-        encode_video(path, np.concatenate(views, axis=1), fps=10, codec="h264", crf=20)
+        side = np.concatenate([to_uint8(real), to_uint8(pred[0])], axis=2)  # [T, H, 2W, 3V]: real | predicted
+        tiled = tile_views(channels_to_views(side, side.shape[-1] // 3), vertical=True)  # [T, V*H, 2W, 3]
+        encode_video(path, tiled, fps=10, codec="h264", crf=20)
         return psnr
 
 

@@ -24,9 +24,11 @@ Videos are lossless H.264 (libx264rgb, QP 0) by default; `video_codec="h264"` gi
     ds = EpisodeDataset(root, verify=False)   # fast open; each file is still checked against its
                                               # recorded sha256 when first decoded (envs.dataset.integrity)
     ep = ds[ds.select(source="expert", success=True)[0]]
+    metas = select_meta(ds.meta, task_id=[0, 3])   # EpisodeMeta rows: m.task_id, m.extra, m.as_dict()
 """
 from envs.dataset.episode import SOURCES, Episode
 from envs.dataset.layout import DatasetConfig
+from envs.dataset.meta import EpisodeMeta, select_meta
 from envs.dataset.reader import DatasetCorruptError, EpisodeDataset
 from envs.dataset.stats import aggregate_stats
 from envs.dataset.video import VIDEO_CODECS, decode_video, encode_video
@@ -39,8 +41,10 @@ __all__ = [
     "DatasetCorruptError",
     "Episode",
     "EpisodeDataset",
+    "EpisodeMeta",
     "EpisodeWriter",
     "aggregate_stats",
     "decode_video",
     "encode_video",
+    "select_meta",
 ]

@@ -27,6 +27,7 @@ from envs.dataset.layout import (
     read_tasks,
     video_key,
 )
+from envs.dataset.meta import FIELDS, EpisodeMeta, select_meta
 from envs.dataset.stats import stats_from_json
 from envs.dataset.video import VideoDecodeError, decode_video
 
@@ -34,9 +35,8 @@ _EXPECTED_LAYOUT = (
     "a LeRobotDataset v3.0 directory with meta/info.json, meta/tasks.parquet, meta/episodes/chunk-*/file-*.parquet, "
     "data/chunk-*/file-*.parquet and videos/observation.images.<view>/chunk-*/file-*.mp4"
 )
-# per-episode metadata kept in `meta` (cheap: no frames, no stats)
-_META_COLUMNS = ("episode_index", "length", "dataset_from_index", "dataset_to_index", "instruction", "suite",
-                 "task_id", "source", "perturbation", "seed", "init_state_id", "success")
+# per-episode metadata kept in `meta` (cheap: no frames, no stats): EpisodeMeta's fields; extra is read from extra_json
+_META_COLUMNS = tuple(f for f in FIELDS if f != "extra")
 
 
 class DatasetCorruptError(ValueError):
@@ -86,9 +86,10 @@ class EpisodeDataset:
         return self._config.views
 
     @property
-    def meta(self) -> list[dict[str, Any]]:
-        """Per-episode metadata dicts (no frames): the Episode fields plus length and global indices."""
-        return [dict(m, extra=dict(m["extra"])) for m in self._meta]
+    def meta(self) -> list[EpisodeMeta]:
+        """Per-episode metadata (no frames): the Episode fields plus length and global indices. Copies:
+        a caller that edits an `extra` dict does not change the dataset's."""
+        return [m.copy() for m in self._meta]
 
     @property
     def tasks(self) -> list[str]:
@@ -110,15 +111,10 @@ class EpisodeDataset:
         if missing:
             raise ValueError(f"views {missing} are not in the dataset at {self.root} (it has {list(self.views)})")
 
-    def select(self, source: str | None = None, task_id: int | None = None,
-               success: bool | None = None) -> list[int]:
-        """Indices of the episodes matching every filter that is not None."""
-        return [
-            m["episode_index"] for m in self._meta
-            if (source is None or m["source"] == source)
-            and (task_id is None or m["task_id"] == task_id)
-            and (success is None or m["success"] == bool(success))
-        ]
+    def select(self, **filters: Any) -> list[int]:
+        """Indices of the episodes matching every filter (`envs.dataset.meta.select_meta`), in order:
+        select(source="expert", success=True), select(task_id=[0, 3]); None filters nothing."""
+        return [m.episode_index for m in select_meta(self._meta, **filters)]
 
     def load_view(self, i: int, view: str) -> np.ndarray:
         """Decoded frames of one camera view of episode i -> uint8 [T, H, W, 3]."""
@@ -149,14 +145,14 @@ class EpisodeDataset:
             action=action,
             reward=table.column("next.reward").to_numpy().astype(np.float32),
             success=table.column("next.success").to_numpy(zero_copy_only=False).astype(bool),
-            instruction=m["instruction"],
-            suite=m["suite"],
-            task_id=m["task_id"],
-            source=m["source"],
-            perturbation=m["perturbation"],
-            seed=m["seed"],
-            init_state_id=m["init_state_id"],
-            extra=dict(m["extra"]),
+            instruction=m.instruction,
+            suite=m.suite,
+            task_id=m.task_id,
+            source=m.source,
+            perturbation=m.perturbation,
+            seed=m.seed,
+            init_state_id=m.init_state_id,
+            extra=dict(m.extra),
         )
 
     def verify(self) -> None:
@@ -233,17 +229,16 @@ class EpisodeDataset:
                                       f"expected length {self._rows[i]['length']} (wrong length)")
         return table
 
-    def _meta_of(self, i: int, row: dict[str, Any]) -> dict[str, Any]:
+    def _meta_of(self, i: int, row: dict[str, Any]) -> EpisodeMeta:
         missing = [k for k in (*_META_COLUMNS, "extra_json", "data/sha256") if k not in row]
         if missing:
             raise DatasetCorruptError(f"episode {i}: {episode_file_path(self._config, 'episodes', i)} lacks "
                                       f"columns {missing} (not written by EpisodeWriter?)")
-        meta = {k: row[k] for k in _META_COLUMNS}
         try:
-            meta["extra"] = json.loads(row["extra_json"])
+            extra = json.loads(row["extra_json"])
         except json.JSONDecodeError as err:
             raise DatasetCorruptError(f"episode {i}: extra_json is not valid JSON: {err}") from err
-        return meta
+        return EpisodeMeta(**{k: row[k] for k in _META_COLUMNS}, extra=extra)
 
 
 def _compare(i: int, rel: str, actual: str, expected_sha: str | None) -> None:

@@ -171,9 +171,9 @@ def calibrate_success(cfg: CalibrateConfig) -> dict:
     bad = [i for i in indices if not 0 <= i < len(ds)]
     if bad:
         raise SystemExit(f"episodes: {bad} are not episode indices of {data} (0..{len(ds) - 1})")
-    meta = {m["episode_index"]: m for m in ds.meta}
-    labels = np.array([bool(meta[i]["success"]) for i in indices])
-    sources = [str(meta[i]["source"]) for i in indices]
+    meta = {m.episode_index: m for m in ds.meta}
+    labels = np.array([bool(meta[i].success) for i in indices])
+    sources = [str(meta[i].source) for i in indices]
     # the start episodes and the proprio model (fitted with the world model's chunk length when none is given)
     env = open_imagination(wm, data, cfg.proprio, indices=indices, config=ImaginationConfig(device=cfg.device))
     episodes = env.episodes

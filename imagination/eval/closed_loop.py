@@ -37,7 +37,7 @@ from scipy.stats import mannwhitneyu
 from tqdm.auto import tqdm
 
 from envs import libero_suites
-from envs.dataset import EpisodeDataset
+from envs.dataset import EpisodeDataset, select_meta
 from imagination.env import ImaginationConfig, load_start_episodes
 from imagination.eval.calibrate import ThresholdChoice, pick_threshold
 from imagination.eval.evaluate import evaluate
@@ -122,9 +122,9 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
     suite's) with a head that never ends an episode. Each record: episode, task_id, init_state_id,
     start_t, real_success, max_success_prob."""
     meta = EpisodeDataset(data_dir, verify=False).meta
-    mine = [m for m in meta if m["source"] == "policy" and m["extra"].get("policy") == policy_path]
+    mine = [m for m in select_meta(meta, source="policy") if m.extra.get("policy") == policy_path]
     if not mine:
-        known = sorted({str(m["extra"].get("policy")) for m in meta if m["source"] == "policy"})
+        known = sorted({str(m.extra.get("policy")) for m in select_meta(meta, source="policy")})
         raise ValueError(f"policy: {data_dir} has no recorded real episode of {policy_path} "
                          f"(its policy episodes come from {known or 'no policy'})")
     torch.set_num_threads(cfg.num_threads)
@@ -133,18 +133,18 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
     # fitted (proprio "") before the policy is built: the fit starts from torch's global random state
     proprio = open_proprio(wm, cfg.proprio, episodes)
     policy = Policy.load(policy_path, map_location=cfg.device)
-    horizon = cfg.max_steps or libero_suites.suite_info(mine[0]["suite"]).max_steps
+    horizon = cfg.max_steps or libero_suites.suite_info(mine[0].suite).max_steps
     n = min(cfg.num_envs, len(mine))
     venv = open_imagination(wm, episodes, proprio, n, ImaginationConfig(
         max_steps=horizon, success_threshold=math.inf, keyframes=KeyframeConfig(mode="start"), reward=cfg.reward,
         state_reward=cfg.state_reward, device=cfg.device), policy=policy)
-    indices = [int(m["episode_index"]) for m in mine]
+    indices = [int(m.episode_index) for m in mine]
     starts = [Keyframe(i, decisive_step(venv.episodes[i].action, lead_steps)) for i in indices]
     act = policy_mean(policy)
     best = np.concatenate([imagine(venv, act, starts[b:b + n], seed=b).max_success_prob
                            for b in tqdm(range(0, len(starts), n), desc="branches", disable=not progress)])
-    return [{"episode": int(m["episode_index"]), "task_id": int(m["task_id"]), "init_state_id": int(m["init_state_id"]),
-             "start_t": kf.t, "real_success": bool(m["success"]), "max_success_prob": float(p)}
+    return [{"episode": int(m.episode_index), "task_id": int(m.task_id), "init_state_id": int(m.init_state_id),
+             "start_t": kf.t, "real_success": bool(m.success), "max_success_prob": float(p)}
             for m, kf, p in zip(mine, starts, best)]
 
 

@@ -23,6 +23,7 @@ from tqdm import tqdm
 from envs import libero_suites
 from envs.atomic import atomic_write_json
 from envs.dataset import encode_video
+from envs.frames import tile_views
 from envs.outcome import FIGURES, failure_counts, outcome
 from imagination.eval.jobs import EnvFactory, EnvSpec, EvalConfig, EvalEnv, Job
 from imagination.eval.libero import LiberoEvalEnv
@@ -142,8 +143,7 @@ def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig,
 
 
 def _write_video(folder: Path, record: dict, images: np.ndarray) -> Path:
-    tiled = np.concatenate(list(images.transpose(1, 0, 2, 3, 4)), axis=2)  # [T, H, V*W, 3]
-    tiled = tiled.repeat(2, axis=1).repeat(2, axis=2)  # 2x: 64 px is small on a screen
+    tiled = tile_views(images, scale=2)  # [T, 2H, 2VW, 3]
     tag = "success" if record["success"] else "fail"
     path = folder / f"ep{record['index']:03d}_task{record['task_id']}_init{record['init_state_id']}_{tag}.mp4"
     folder.mkdir(parents=True, exist_ok=True)

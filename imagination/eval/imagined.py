@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from envs import libero_suites
-from envs.dataset import EpisodeDataset
+from envs.dataset import EpisodeDataset, select_meta
 from imagination.env import ImaginationConfig
 from imagination.eval.jobs import EnvSpec, EvalConfig, Job
 from imagination.imagine import open_imagination
@@ -38,12 +38,12 @@ class ImaginationEvalEnv:
             raise ValueError(f"action_steps: the world model steps chunks of {wm.chunk_len} actions, "
                              f"got {spec.chunk_len}")
         meta = EpisodeDataset(cfg.start_data, verify=False).meta
-        suites = {m["suite"] for m in meta}
+        suites = {m.suite for m in meta}
         if len(suites) != 1:
             raise ValueError(f"start_data: expected episodes of one LIBERO suite, got {sorted(suites)}")
         self.suite = suites.pop()
         self._meta = meta
-        self._instructions = {m["task_id"]: m["instruction"] for m in meta}
+        self._instructions = {m.task_id: m.instruction for m in meta}
         horizon = cfg.max_steps or libero_suites.suite_info(self.suite).max_steps
         config = ImaginationConfig(max_steps=horizon, success_threshold=cfg.success_threshold,
                                    sampling_steps=cfg.sampling_steps or None, keyframes=KeyframeConfig(mode="start"),
@@ -66,15 +66,15 @@ class ImaginationEvalEnv:
         return self._instructions[task_id]
 
     def _start_episode(self, job: Job) -> int:
-        same_task = [m for m in self._meta if m["task_id"] == job.task_id]
+        same_task = select_meta(self._meta, task_id=job.task_id)
         if not same_task:
             raise ValueError(f"tasks: start_data has no episode of task {job.task_id} to start from")
-        exact = [m for m in same_task if m["init_state_id"] == job.init_state_id]
+        exact = select_meta(same_task, init_state_id=job.init_state_id)
         # Prefer the clean expert in LIBERO's own look: its frame 0 is exactly what the real env shows.
-        exact.sort(key=lambda m: (m["source"] != "expert", int(m["extra"].get("style", 0)) != 0))
+        exact.sort(key=lambda m: (m.source != "expert", int(m.extra.get("style", 0)) != 0))
         self.exact_starts[job.index] = bool(exact)
         pick = exact[0] if exact else same_task[job.seed % len(same_task)]
-        return int(pick["episode_index"])
+        return int(pick.episode_index)
 
     def reset_envs(self, jobs: Sequence[Job | None]) -> dict[str, Any]:
         mask = np.array([j is not None for j in jobs])

@@ -26,6 +26,7 @@ import numpy as np
 from envs.cli import save_config
 from envs.dataset import Episode, EpisodeDataset, EpisodeWriter
 from envs.dataset.layout import INFO_PATH
+from envs.frames import split_views
 from envs.outcome import outcome
 from imagination.eval.evaluate import evaluate, load_policy
 from imagination.eval.jobs import EnvSpec, EvalConfig, Job
@@ -122,7 +123,7 @@ class RecordingEvalEnv:
         near = how == "lifted, not placed" if how != "failure" else near_success(success, state)
         views = self.writer.config.views
         self.writer.append(Episode(
-            frames={v: images[:, k] for k, v in enumerate(views)}, state=state, action=action,
+            frames=split_views(images, views), state=state, action=action,
             reward=flags.astype(np.float32), success=flags, instruction=self.instruction(job.task_id),
             suite=self.inner.suite, task_id=job.task_id, source="policy", seed=job.seed,
             init_state_id=job.init_state_id,

@@ -61,8 +61,8 @@ def train_state_reward(cfg: TrainStateRewardConfig) -> dict:
     model.save(cfg.out)
     meta = EpisodeDataset(cfg.data_dir, verify=False).meta
     best = [float(track(model, episodes[k])[1].max(initial=0.0)) for k in held]
-    real = [bool(meta[kept[k]]["success"]) for k in held]
-    sep = outcome_separation(np.array(best), np.array(real), np.array([meta[kept[k]]["task_id"] for k in held])) \
+    real = [bool(meta[kept[k]].success) for k in held]
+    sep = outcome_separation(np.array(best), np.array(real), np.array([meta[kept[k]].task_id for k in held])) \
         if held else None
     result = {"model": cfg.out, "train_episodes": len(train), "held_out_episodes": len(held),
               "final_object_loss": float(np.mean(log["object_loss"][-50:])),

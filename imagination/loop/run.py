@@ -14,7 +14,7 @@ from pathlib import Path
 
 from envs.cli import save_config
 from envs.collection import collect_dataset
-from envs.dataset import EpisodeDataset
+from envs.dataset import EpisodeDataset, select_meta
 from imagination.eval.calibrate import CalibrateConfig, calibrate_success
 from imagination.eval.closed_loop import paired_separation
 from imagination.eval.evaluate import evaluate
@@ -50,7 +50,7 @@ def _calibrate(cfg: LoopConfig, state: LoopState, name: str, model_path: str, da
     imagination.eval.calibrate). Needs both outcomes in the data: skipped, and said, otherwise."""
     if not cfg.calibrate:
         return None
-    outcomes = {bool(m["success"]) for m in EpisodeDataset(data, verify=False).meta}
+    outcomes = {bool(m.success) for m in EpisodeDataset(data, verify=False).meta}
     if outcomes != {True, False}:
         print(f"[loop] calibrate {name}: skipped, the data has only {'successes' if True in outcomes else 'failures'}; "
               "the success threshold stays 0.5")
@@ -154,10 +154,10 @@ def run_loop(cfg: LoopConfig) -> dict:
                                       "calibration": _calibrate(cfg, state, f"wm{r}", wm_path, data)})
 
     ds = EpisodeDataset(data, verify=False)
-    added = [m for m in ds.meta if m["source"] == "policy"]
+    added = select_meta(ds.meta, source="policy")
     state.data["data"] = {"episodes_before": n_start, "episodes_after": len(ds), "policy_episodes_added": len(added),
-                          "failures_added": sum(not m["success"] for m in added),
-                          "near_successes_added": sum(bool(m["extra"].get("near_success")) for m in added)}
+                          "failures_added": sum(not m.success for m in added),
+                          "near_successes_added": sum(bool(m.extra.get("near_success")) for m in added)}
     state.save()
     md, html = write_report(run)
     print(f"report: {md}\n        {html}")

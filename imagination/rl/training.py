@@ -26,7 +26,8 @@ from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from envs.atomic import atomic_torch_save, atomic_write, atomic_write_json
-from envs.dataset import EpisodeDataset, encode_video
+from envs.dataset import EpisodeDataset, encode_video, select_meta
+from envs.frames import tile_views
 from envs.libero_env import LiberoEnv
 from imagination.env import ImaginationConfig, ImaginationVectorEnv
 from imagination.imagine import open_imagination
@@ -92,10 +93,9 @@ def exploration_log_std(cfg: ImagineRLConfig, actions: np.ndarray) -> torch.Tens
 def start_indices(cfg: ImagineRLConfig, source: str | None = None) -> list[int]:
     """Episode indices of start_data that start imagined episodes (cfg.tasks, cfg.sources), in dataset
     order; with `source`, only those of that source."""
-    meta = EpisodeDataset(cfg.start_data, verify=False).meta
-    return [m["episode_index"] for m in meta
-            if (not cfg.tasks or m["task_id"] in cfg.tasks) and (not cfg.sources or m["source"] in cfg.sources)
-            and (source is None or m["source"] == source)]
+    ds = EpisodeDataset(cfg.start_data, verify=False)
+    picked = select_meta(ds.meta, task_id=list(cfg.tasks) or None, source=list(cfg.sources) or None)
+    return [m.episode_index for m in select_meta(picked, source=source)]
 
 
 def labelled_starts(data: str, picked: list[int], icfg: ImaginationConfig) -> list[int]:
@@ -148,8 +148,7 @@ def heldout_env(cfg: ImagineRLConfig, env: ImaginationVectorEnv) -> ImaginationV
         raise FileNotFoundError(f"heldout.start_data: {data!r} does not exist")
     if h.world_model and not Path(h.world_model).is_file():
         raise FileNotFoundError(f"heldout.world_model: {h.world_model!r} is not a file")
-    meta = EpisodeDataset(data, verify=False).meta
-    picked = labelled_starts(data, [m["episode_index"] for m in meta if not h.tasks or m["task_id"] in h.tasks],
+    picked = labelled_starts(data, EpisodeDataset(data, verify=False).select(task_id=list(h.tasks) or None),
                              env.cfg)[: h.max_episodes]
     if not picked:
         raise ValueError(f"heldout.start_data: no episode of {data} matches heldout.tasks={h.tasks}")
@@ -165,7 +164,7 @@ def _write_videos(folder: Path, r: Rollouts, n: int) -> list[str]:
     for e in range(min(n, len(r.length))):
         rows = np.flatnonzero(r.episode == e)
         frames = r.image[rows[np.argsort(r.step[rows])]]  # [T, V, H, W, 3]
-        tiled = np.concatenate(list(frames.transpose(1, 0, 2, 3, 4)), axis=2).repeat(2, 1).repeat(2, 2)
+        tiled = tile_views(frames, scale=2)
         tag = "success" if r.success[e] else "fail"
         path = folder / f"imagined{e:02d}_start{r.keyframe[e, 0]}-{r.keyframe[e, 1]}_{tag}.mp4"
         encode_video(path, tiled, fps=4, codec="h264", crf=20)

@@ -47,10 +47,10 @@ def test_collect_real_episodes_and_resume(tmp_path):
     summary = collect_dataset(cfg)
     ds = EpisodeDataset(tmp_path / "data")
     assert len(ds) == 2
-    by_source = {m["source"]: m for m in ds.meta}
-    assert by_source["expert"]["success"] and by_source["expert"]["perturbation"] == ""
-    assert not by_source["perturbed"]["success"] and by_source["perturbed"]["perturbation"] == "early_release"
-    ep = ds[by_source["expert"]["episode_index"]]
+    by_source = {m.source: m for m in ds.meta}
+    assert by_source["expert"].success and by_source["expert"].perturbation == ""
+    assert not by_source["perturbed"].success and by_source["perturbed"].perturbation == "early_release"
+    ep = ds[by_source["expert"].episode_index]
     assert ep.frames["agentview"].shape[1:] == (64, 64, 3)
     # The first success is followed by post_success_steps recorded steps of the solved scene.
     first = int(np.argmax(ep.success))
@@ -67,7 +67,7 @@ def test_collect_real_episodes_and_resume(tmp_path):
     cfg.episodes_per_task = 3
     collect_dataset(cfg)
     ds = EpisodeDataset(tmp_path / "data")
-    assert len(ds) == 3 and sorted(m["extra"]["plan_index"] for m in ds.meta) == [0, 1, 2]
+    assert len(ds) == 3 and sorted(m.extra["plan_index"] for m in ds.meta) == [0, 1, 2]
 
 
 def test_style_variants_extend_the_plan():

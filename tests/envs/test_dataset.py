@@ -106,9 +106,9 @@ def test_lossless_round_trip(tmp_path: Path) -> None:
         assert set(t.column("episode_index").to_pylist()) == {i}
 
     meta = ds.meta
-    assert [m["length"] for m in meta] == [len(e) for e in episodes]
-    assert [m["success"] for m in meta] == [e.episode_success for e in episodes]
-    assert meta[0]["extra"] == episodes[0].extra and meta[1]["perturbation"] == "early_release"
+    assert [m.length for m in meta] == [len(e) for e in episodes]
+    assert [m.success for m in meta] == [e.episode_success for e in episodes]
+    assert meta[0].extra == episodes[0].extra and meta[1].perturbation == "early_release"
     assert ds.select(source="perturbed") == [1]
     assert ds.select(task_id=1) == [0, 2]
     assert ds.select(success=True) == [i for i, e in enumerate(episodes) if e.episode_success]
@@ -155,7 +155,7 @@ def test_append_after_reopen(tmp_path: Path) -> None:
     ds = EpisodeDataset(tmp_path)
     assert len(ds) == 3
     assert_episode_equal(ds[2], episodes[2])
-    assert [m["dataset_from_index"] for m in ds.meta] == [0, 12, 37]
+    assert [m.dataset_from_index for m in ds.meta] == [0, 12, 37]
 
 
 def test_config_mismatch_on_reopen(tmp_path: Path) -> None:

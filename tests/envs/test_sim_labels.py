@@ -106,7 +106,7 @@ def test_a_tampered_episode_is_refused(recorded):
         np.testing.assert_array_equal(part.labels["object_pos"], full["object_pos"][:rows])
         assert env.render() is None and env.raw_obs is not None  # no cameras, nothing rendered
         # another start than the recorded one is caught at row 0
-        r = replay_episode(env, dict(meta, init_state_id=meta["init_state_id"] + 1), episode.action, episode.state,
+        r = replay_episode(env, replace(meta, init_state_id=meta.init_state_id + 1), episode.action, episode.state,
                            episode.success)
         assert r.labels is None and "row 0" in r.reason
     finally:
@@ -162,6 +162,16 @@ def test_train_state_reward_adds_simulated_episodes(recorded, tmp_path):
         model=StateRewardConfig(steps=3, hidden=16, layers=1, batch_size=32))
     result = train_state_reward(cfg)
     assert result["train_episodes"] == 2  # the dataset's one episode and the simulated one
+    # the grasp-point classifier reads the same two sources: features at the first close, real outcomes
+    from world_models.grasp_point import dataset_features, label_dir_features
+
+    feats, tasks, outcomes, kept = dataset_features(str(root))
+    ds = EpisodeDataset(root, verify=False)
+    ep = ds[0]
+    assert kept == [0] and feats[0].shape == (11,) and outcomes == [bool(ds.meta[0].success)]
+    assert feats[0][6] * 220 == pytest.approx(np.flatnonzero(ep.action[:, 6] > 0)[0])
+    sim_feats, _, sim_outcomes = label_dir_features(labels.out_dir)
+    assert len(sim_feats) == 1 and sim_outcomes == [True]  # the expert succeeds
     assert (tmp_path / "sr.pt").is_file() and result["held_out_auc"] is None
     with pytest.raises(SystemExit, match="label_dirs"):
         train_state_reward(replace(cfg, label_dirs=[str(tmp_path / "missing")]))

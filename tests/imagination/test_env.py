@@ -330,3 +330,23 @@ def test_grasp_reward_needs_training_episodes_and_starts_before_the_recorded_clo
     assert max(k.t for k in venv.keyframes.sample(300, np.random.default_rng(0))) < 15  # the recordings close at 15
     with pytest.raises(ValueError, match="first closes the gripper"):
         venv.reset(options={"keyframes": [Keyframe(0, 20)]})
+
+
+def test_episode_arrays_and_start_episodes_are_conversions_of_one_episode():
+    # the two in-memory forms hold the same pixels: channel block v of EpisodeArrays is view v of StartEpisode
+    from envs.frames import channels_to_views
+    from tests.world_models.conftest import square_episode
+    from world_models.clips import EpisodeArrays
+
+    ep = square_episode(np.random.default_rng(1), 9)
+    ep.frames["wrist"] = 255 - ep.frames["agentview"]
+    arrays = EpisodeArrays.from_episode(ep, ["wrist", "agentview"], index=4)
+    start = StartEpisode.from_episode(ep, ["wrist", "agentview"])
+    assert arrays.frames.shape == (9, 16, 16, 6) and start.frames.shape == (9, 2, 16, 16, 3)
+    np.testing.assert_array_equal(channels_to_views(arrays.frames, 2), start.frames)
+    np.testing.assert_array_equal(arrays.frames[..., :3], ep.frames["wrist"])
+    assert (arrays.index, arrays.task_id, arrays.instruction, arrays.source) == (4, ep.task_id, ep.instruction,
+                                                                                 ep.source)
+    assert arrays.episode_success == ep.episode_success and arrays.actions.dtype == np.float32
+    assert start.state is ep.state and start.action is ep.action and start.sim is None
+    assert (start.instruction, start.task_id) == (ep.instruction, ep.task_id)

@@ -33,13 +33,13 @@ def test_record_to_appends_the_real_episodes(tmp_path, capsys):
     ds = EpisodeDataset(data)
     assert len(ds) == 2
     m = ds.meta[1]
-    assert (m["source"], m["task_id"], m["init_state_id"]) == ("policy", 0, 20)
-    assert m["extra"]["policy"] == "random" and "near_success" in m["extra"]
-    assert m["success"] == result["episodes"][0]["success"]
+    assert (m.source, m.task_id, m.init_state_id) == ("policy", 0, 20)
+    assert m.extra["policy"] == "random" and "near_success" in m.extra
+    assert m.success == result["episodes"][0]["success"]
     assert result["recorded"]["episodes"] == 1
     # 16 random steps never lift the bowl: the simulator says so, and such a failure is not a near-success
-    assert m["extra"]["outcome"] == result["episodes"][0]["outcome"] == "never lifted"
-    assert m["extra"]["near_success"] is False and result["recorded"]["near_successes"] == 0
+    assert m.extra["outcome"] == result["episodes"][0]["outcome"] == "never lifted"
+    assert m.extra["near_success"] is False and result["recorded"]["near_successes"] == 0
     out = capsys.readouterr().out
     assert "recorded into" in out and "failures: never lifted 1" in out
 

@@ -80,13 +80,13 @@ def test_tiny_loop_round_end_to_end(tmp_path, capsys):
     out = tmp_path / "run"
     result = run_loop(_tiny(out))
     ds = EpisodeDataset(out / "data", verify=False)
-    policy_eps = [m for m in ds.meta if m["source"] == "policy"]
+    policy_eps = [m for m in ds.meta if m.source == "policy"]
     # 2 collected + 1 recorded real episode of the round-1 policy (the final phase is not recorded)
     assert len(ds) == 3 and len(policy_eps) == 1
-    assert policy_eps[0]["extra"]["round"] == 1 and policy_eps[0]["extra"]["phase"] == "round1"
+    assert policy_eps[0].extra["round"] == 1 and policy_eps[0].extra["phase"] == "round1"
     assert result["data"] == {"episodes_before": 2, "episodes_after": 3, "policy_episodes_added": 1,
-                              "failures_added": int(not policy_eps[0]["success"]),
-                              "near_successes_added": int(bool(policy_eps[0]["extra"]["near_success"]))}
+                              "failures_added": int(not policy_eps[0].success),
+                              "near_successes_added": int(bool(policy_eps[0].extra["near_success"]))}
     # the fine-tune started from the first world model and trained on the grown dataset
     split = json.loads((out / "round1" / "world_model" / "split.json").read_text())
     first = json.loads((out / "world_model" / "split.json").read_text())
@@ -98,7 +98,7 @@ def test_tiny_loop_round_end_to_end(tmp_path, capsys):
     assert result["guard"][0]["round"] == 1
     # each world model's success threshold was calibrated on the data of its time (when it had both outcomes)
     for w, n_eps in zip(result["world_models"], (2, 3)):
-        outcomes = {bool(m["success"]) for m in ds.meta[:n_eps]}
+        outcomes = {bool(m.success) for m in ds.meta[:n_eps]}
         cal = w["calibration"]
         if outcomes == {True, False}:
             assert WorldModel.load(w["path"]).cfg.head.success_threshold == pytest.approx(cal["threshold"])
