@@ -33,13 +33,15 @@ MIN_MOVING_GAIN_DB = 4.0  # moving-region PSNR over the still frame's; the goal 
 MIN_EPISODES = 12  # fewer cannot tell one model from another (3 episodes gave intervals wider than the gaps)
 
 
-def _fmt(res: dict, key: str, scale: float = 1.0, digits: int = 2) -> str:
-    """`key=v key_ci95=[lo,hi]`, or `key=n/a` for a figure with no value (no labels, nothing moved)."""
+def _fmt(res: dict, key: str, digits: int = 2, cm: bool = False) -> str:
+    """`name=v name_ci95=[lo,hi]`, or `name=n/a` for a figure with no value (no labels, nothing moved);
+    cm: a distance in metres, printed in centimetres as name = key_cm."""
     v, ci = res.get(key), res["ci95"].get(key)
+    name, scale = (f"{key}_cm", 100.0) if cm else (key, 1.0)
     if v is None or v != v:
-        return f"{key}=n/a"
+        return f"{name}=n/a"
     lo, hi = (x * scale for x in ci) if ci else (float("nan"),) * 2
-    return f"{key}={v * scale:.{digits}f} {key}_ci95=[{lo:.{digits}f},{hi:.{digits}f}]"
+    return f"{name}={v * scale:.{digits}f} {name}_ci95=[{lo:.{digits}f},{hi:.{digits}f}]"
 
 
 def _inputs(args: argparse.Namespace) -> list[tuple[str, str, bool]]:
@@ -101,10 +103,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{_fmt(res, 'moving_psnr')} {_fmt(res, 'static_moving_psnr')} {_fmt(res, 'moving_gain_db')} "
           f"{_fmt(res, 'moving_ssim', digits=3)} {_fmt(res, 'static_moving_ssim', digits=3)} "
           f"{_fmt(res, 'moving_fraction', digits=3)} "
-          f"{_fmt(whole, 'eef_err', 100, 1).replace('eef_err', 'eef_err_cm')} "
-          f"{_fmt(whole, 'eef_err_end', 100, 1).replace('eef_err_end', 'eef_err_end_cm')} "
-          f"{_fmt(whole, 'object_err', 100, 1).replace('object_err', 'object_err_cm')} "
-          f"{_fmt(whole, 'object_err_end', 100, 1).replace('object_err_end', 'object_err_end_cm')} "
+          f"{_fmt(whole, 'eef_err', 1, cm=True)} "
+          f"{_fmt(whole, 'eef_err_end', 1, cm=True)} "
+          f"{_fmt(whole, 'object_err', 1, cm=True)} "
+          f"{_fmt(whole, 'object_err_end', 1, cm=True)} "
+          f"{_fmt(whole, 'object_err_recorded', 1, cm=True)} "
           f"object_episodes={whole['object_episodes']} "
           f"whole_episode_success_f1={whole['success_f1']:.2f} (real frames {whole['success_f1_real_frames']:.2f}, "
           f"{whole['success_labels']} success steps) episode_outcome_f1={whole['episode_success_f1']:.2f} "

@@ -129,7 +129,8 @@ def _plot(path: Path, psnr: np.ndarray, ssim: np.ndarray, baseline: np.ndarray, 
 
 # per-frame figures of each episode (rows), pooled over frames and bootstrapped over episodes
 FRAME_FIGURES = ("psnr", "ssim", "static_psnr", "static_ssim", "moving_psnr", "moving_ssim", "static_moving_psnr",
-                 "static_moving_ssim", "moving_gain_db", "moving_fraction", "eef_err", "gripper_err", "object_err")
+                 "static_moving_ssim", "moving_gain_db", "moving_fraction", "eef_err", "gripper_err", "object_err",
+                 "object_err_recorded")
 # one value per episode: the error at its last scored step
 END_FIGURES = ("eef_err_end", "object_err_end")
 

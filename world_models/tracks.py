@@ -70,7 +70,8 @@ def track_errors(model: ProprioModel, state: np.ndarray, actions: np.ndarray, st
     """Per-step errors of the first `steps` actions of an episode (state [T, S], actions [T, 7] as recorded):
     eef_err [N] (m), gripper_err [N] (m, the two finger positions' mean absolute error), and with a state
     reward and labels, object_err [M] (m) over the M <= N steps whose row the labels cover (a replay that
-    diverged labels only a prefix). N = min(steps, T - 1): the row after the last action is not recorded."""
+    diverged labels only a prefix) and object_err_recorded [M], the object carried along the recorded
+    states. N = min(steps, T - 1): the row after the last action is not recorded."""
     N = min(steps, len(state) - 1)
     if N < 1:
         raise ValueError(f"track_errors: the episode needs at least 2 rows, has {len(state)}")
@@ -83,6 +84,9 @@ def track_errors(model: ProprioModel, state: np.ndarray, actions: np.ndarray, st
         if M >= 1:
             obj = object_track(state_reward, state[0], pred[:M], sim)
             out["object_err"] = np.linalg.norm(obj - sim["object_pos"][1:M + 1], axis=1)
+            # the same carry along the recorded states: the object model's own error, without the track's
+            obj = object_track(state_reward, state[0], real[:M], sim)
+            out["object_err_recorded"] = np.linalg.norm(obj - sim["object_pos"][1:M + 1], axis=1)
     return out
 
 
