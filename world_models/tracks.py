@@ -110,7 +110,10 @@ def fit_track_models(data_dir: str, train: list[int], chunk_len: int, proprio: s
     else:
         ds = EpisodeDataset(data_dir, verify=False)
         eps = [ds[i] for i in train]
-        with torch.enable_grad():
+        # fit_proprio draws its initial weights from torch's global generator: seeded here, in a fork so that
+        # the caller's stream is untouched, the same run fits the same model
+        with torch.random.fork_rng(devices=[]), torch.enable_grad():
+            torch.manual_seed(0)
             pm, _ = fit_proprio([e.state for e in eps], [e.action for e in eps], ProprioConfig(chunk_len=chunk_len))
     if pm is not None and pm.cfg.chunk_len != chunk_len:
         raise ValueError(f"proprio: chunk_len {pm.cfg.chunk_len} differs from the world model's {chunk_len}")
@@ -125,7 +128,7 @@ def fit_track_models(data_dir: str, train: list[int], chunk_len: int, proprio: s
             notes.append(f"object: the training episodes of {data_dir} carry no simulator labels with a success "
                          "(scripts/label_episodes.py writes them)")
         else:
-            with torch.enable_grad():
+            with torch.random.fork_rng(devices=[]), torch.enable_grad():  # fit_state_reward seeds itself
                 sr, _ = fit_state_reward(labelled, StateRewardConfig(chunk_len=chunk_len))
     if sr is not None and sr.cfg.chunk_len != chunk_len:
         raise ValueError(f"state_reward: chunk_len {sr.cfg.chunk_len} differs from the world model's {chunk_len}")
