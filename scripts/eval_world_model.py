@@ -12,8 +12,8 @@ to the first frame held still; the imagined end-effector track and the goal obje
 simulator's labels (on imagined frames, and on the real frames for reference; with no success step
 within the horizon F1 is 0 by convention). Every figure has a bootstrap interval over episodes. The
 held-out episodes are those of the run's split.json (next to the checkpoint) unless `episodes` names
-others (include_new, more_data: see world_models/fidelity.py). Writes to out_dir: eval.json (all figures), psnr_vs_horizon.png, and videos/ep*.mp4
-(real | imagined | abs diff x2).
+others (include_new, more_data: see world_models/fidelity.py). Writes to out_dir: eval.json (all
+figures), psnr_vs_horizon.png, and videos/ep*.mp4 (real | imagined | abs diff x2).
 """
 from __future__ import annotations
 
