@@ -24,6 +24,7 @@ moving-region gain over the still frame at least --min-moving-gain-db (4 dB) on 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -51,8 +52,6 @@ def _inputs(args: argparse.Namespace) -> list[tuple[str, str, bool]]:
     if not args.data:  # the dataset is the run's, named in its split.json
         needed.append(("its split.json", str(split), split.is_file() or not ckpt.is_file()))
         if split.is_file():
-            import json
-
             data = json.loads(split.read_text())["data_dir"]
             needed.append(("dataset", data, is_dataset(data)))
     else:
