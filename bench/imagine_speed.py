@@ -1,7 +1,7 @@
 """Imagination env speed with the policy in the loop, next to the real LIBERO vector env.
 
     python bench/imagine_speed.py                                    # quick-preset world model, untrained
-    python bench/imagine_speed.py --world-model outputs/world_model/quick/world_model.pt
+    python bench/imagine_speed.py --world-model outputs/demo/world_model/world_model.pt
 
 One env step = one control step (a chunk of K counts K). Both sides run the built-in VLA on the
 same kind of observation (agentview, 64 px): `ImaginationVectorEnv` at batch 1/8/32 (success
@@ -23,6 +23,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np
 import torch
 
+from bench.inputs import demo_path, is_dataset, report_missing
 from envs.cli import load_config
 from imagination.env import ImaginationConfig, load_start_episodes
 from imagination.imagine import open_imagination
@@ -48,15 +49,18 @@ def timed_rollout(env, policy, chunks: int, seed: int = 0) -> float:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--world-model", default="", help="a WorldModel file (default: quick preset, untrained)")
-    p.add_argument("--data", default="outputs/data/libero_spatial_quick", help="real episodes to start from")
+    p.add_argument("--data", default=demo_path("data"), help="real episodes to start from (default: the demo's)")
     p.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
     p.add_argument("--chunks", type=int, default=6, help="timed chunked steps per setting")
     p.add_argument("--sampler-steps", type=int, default=1)
     p.add_argument("--workers", type=int, default=2, help="real LIBERO vector env workers")
     p.add_argument("--min-ratio", type=float, default=1.0)
     args = p.parse_args(argv)
-    if not (Path(args.data) / "meta" / "info.json").exists():
-        p.error(f"--data: no dataset at {args.data}; run `make demo` (or scripts/collect.py) first")
+    needed = [("dataset", args.data, is_dataset(args.data))]
+    if args.world_model:
+        needed.append(("world model", args.world_model, Path(args.world_model).is_file()))
+    if report_missing("imagine_speed", needed, instead="give --data, --world-model"):
+        return 2
     torch.manual_seed(0)
     if args.world_model:
         wm = WorldModel.load(args.world_model)

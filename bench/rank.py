@@ -49,6 +49,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import torch
 from scipy.stats import spearmanr
 
+from bench.inputs import demo_path, is_dataset, report_missing
 from envs.cli import load_config
 from envs.dataset import EpisodeDataset
 from imagination.env import load_start_episodes
@@ -244,8 +245,8 @@ def run_eval(cand: Candidate, cfg: EvalConfig, label: str, extra_key: dict, wm: 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--world-model", default="outputs/demo/world_model/world_model.pt", help="a WorldModel file")
-    p.add_argument("--data", default="outputs/demo/data",
+    p.add_argument("--world-model", default=demo_path("world_model"), help="a WorldModel file")
+    p.add_argument("--data", default=demo_path("data"),
                    help="real episodes: BC training data and the starts of imagined episodes")
     p.add_argument("--out-dir", default="outputs/bench/rank", help="cache of policies and results (resumable)")
     p.add_argument("--tasks", type=int, nargs="+", default=[0, 1, 2])
@@ -269,10 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu", help="where the world model runs for the imagined side (cpu, cuda)")
     p.add_argument("--threshold", type=float, default=0.8, help="minimum Spearman correlation")
     args = p.parse_args(argv)
-    if not Path(args.world_model).is_file():
-        p.error(f"--world-model: {args.world_model} is not a file (scripts/train_world_model.py writes one)")
-    if not (Path(args.data) / "meta" / "info.json").is_file():
-        p.error(f"--data: no dataset at {args.data}; run `make demo` (or scripts/collect.py) first")
+    if report_missing("rank", [("world model", args.world_model, Path(args.world_model).is_file()),
+                               ("dataset", args.data, is_dataset(args.data))], instead="give --world-model, --data"):
+        return 2
     if args.noise_std <= 0:
         p.error("--noise-std: expected > 0")
     t0 = time.time()

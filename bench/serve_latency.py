@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.inputs import report_missing
 from envs.robot.client import PolicyClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=0, help="torch threads of the server (0 = torch's default)")
     p.add_argument("--max-p99-ms", type=float, default=50.0)
     args = p.parse_args(argv)
+    needed = [("policy", args.checkpoint, Path(args.checkpoint).is_file())]
+    if args.checkpoint and report_missing("serve_latency", needed,
+                                          instead="leave --checkpoint out to time the built-in VLA untrained"):
+        return 2
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = args.checkpoint
         if not checkpoint:

@@ -17,12 +17,14 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 import torch
 
+from bench.inputs import report_missing
 from envs.cli import load_config
 from world_models.model import WorldModel
 from world_models.training import TrainWorldModelConfig, model_config_for_data
@@ -77,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
                         "e.g. on a GPU machine without LIBERO; printed as real_source=given")
     p.add_argument("--min-ratio", type=float, default=1.0)
     args = p.parse_args(argv)
+    needed = [("world model", args.checkpoint, Path(args.checkpoint).is_file())]
+    if args.checkpoint and report_missing("wm_speed", needed,
+                                          instead="leave --checkpoint out to time the quick architecture untrained"):
+        return 2
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     if args.checkpoint:
