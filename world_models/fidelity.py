@@ -95,8 +95,8 @@ def _balanced(picked: list[tuple[str, int]], n: int) -> list[tuple[str, int]]:
     """n of the episodes, successes and failures alternating while both last (a model that only
     draws the expert's motions must not pass on successes alone), in dataset order otherwise."""
     metas = {d: EpisodeDataset(d, verify=False).meta for d in {d for d, _ in picked}}
-    wins = [e for e in picked if metas[e[0]][e[1]]["success"]]
-    losses = [e for e in picked if not metas[e[0]][e[1]]["success"]]
+    wins = [e for e in picked if metas[e[0]][e[1]].success]
+    losses = [e for e in picked if not metas[e[0]][e[1]].success]
     out: list[tuple[str, int]] = []
     while len(out) < n and (wins or losses):
         for group in (wins, losses):
@@ -142,7 +142,7 @@ def _load(datasets: dict[str, EpisodeDataset], data_dir: str, i: int, views: lis
         datasets[data_dir].require_views(views)
     ds = datasets[data_dir]
     ep = ds[i]
-    return np.concatenate([ep.frames[v] for v in views], axis=-1), ep, bool(ds.meta[i]["success"])
+    return np.concatenate([ep.frames[v] for v in views], axis=-1), ep, bool(ds.meta[i].success)
 
 
 def _sim_labels(data_dir: str, i: int, length: int) -> dict | None:
