@@ -60,7 +60,7 @@ class ImaginationConfig:
     # Reward "grasp": the episode ends at the first chunk that commands the gripper shut, with reward P(success)
     # of a grasp-point classifier (world_models/grasp_point.py: where the predicted end effector is, relative to
     # the object's start, at that step) fit on these labelled recorded datasets and label-collection folders.
-    # Why: on recorded robot states it ranks the BC policy's real outcomes at a within-task AUC of 0.98
+    # Why: on recorded robot states it ranks the BC policy's real outcomes at a within-task AUC of 0.97
     # (bench/reward_ceiling.py); the head and the state reward reach 0.36-0.66.
     grasp_train_data: list[str] = field(default_factory=list)
     grasp_label_dirs: list[str] = field(default_factory=list)

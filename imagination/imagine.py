@@ -220,7 +220,7 @@ def imagine(env: ImaginationVectorEnv, act: ActionSource, starts: Sequence[Keyfr
                      ("uncertainty", unc[idx])):
             cols[k].append(v)
         ep_return[idx] += reward[idx]
-        success[idx] |= terminated[idx]
+        success[idx] |= np.asarray(info["success"], bool)[idx] & terminated[idx]
         length[idx] += 1
         unc_sum[idx] += unc[idx]
         best[idx] = np.maximum(best[idx], prob[idx])

@@ -168,8 +168,8 @@ def test_train_state_reward_adds_simulated_episodes(recorded, tmp_path):
     feats, tasks, outcomes, kept = dataset_features(str(root))
     ds = EpisodeDataset(root, verify=False)
     ep = ds[0]
-    assert kept == [0] and feats[0].shape == (11,) and outcomes == [bool(ds.meta[0].success)]
-    assert feats[0][6] * 220 == pytest.approx(np.flatnonzero(ep.action[:, 6] > 0)[0])
+    assert kept == [0] and feats[0].shape == (8,) and outcomes == [bool(ds.meta[0].success)]
+    assert feats[0][3] * 220 == pytest.approx(np.flatnonzero(ep.action[:, 6] > 0)[0])
     sim_feats, _, sim_outcomes = label_dir_features(labels.out_dir)
     assert len(sim_feats) == 1 and sim_outcomes == [True]  # the expert succeeds
     assert (tmp_path / "sr.pt").is_file() and result["held_out_auc"] is None

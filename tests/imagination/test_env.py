@@ -316,6 +316,11 @@ def test_grasp_reward_ends_the_episode_at_the_first_close_with_the_classifier_pr
                              sim["target_pos"][0]) for d in ([0.0, 0.0, 0.02], [0.04, 0.0, 0.02]))
     p = venv.grasp.predict(np.stack([near, far]), np.array([1, 1]))
     assert p[0] > 0.5 > p[1]
+    # the one loop counts an episode a success by the classifier's verdict, not by its ending
+    from imagination.imagine import imagine
+
+    run = imagine(venv, lambda obs: close_chunk, [Keyframe(1, 0)], seed=0)
+    assert run.length[0] == 1 and run.success[0] == (run.episode_return[0] >= 0.5)
 
 
 def test_grasp_reward_needs_training_episodes_and_starts_before_the_recorded_close(models, tmp_path):

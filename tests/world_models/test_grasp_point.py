@@ -22,10 +22,13 @@ def test_features_are_read_at_the_first_close_step():
     state, action, obj, target = _episode(rng, [0.01, -0.02], close_at=25)
     f = grasp_features(state, action, obj, target)
     np.testing.assert_allclose(f[:3], state[25, :3] - obj)
-    assert f[6] == pytest.approx(25 / 220) and f[7] == pytest.approx(np.linalg.norm(state[25, :2] - obj[:2]))
-    np.testing.assert_allclose(f[8:], [0.2, 0.0, 0.0])
+    assert f.shape == (8,) and f[3] == pytest.approx(25 / 220)
+    assert f[4] == pytest.approx(np.linalg.norm(state[25, :2] - obj[:2]))
+    np.testing.assert_allclose(f[5:], [0.2, 0.0, 0.0])
+    state[:, 3:6] += 1.0  # the orientation is not read (the demonstrations hardly vary it)
+    np.testing.assert_allclose(grasp_features(state, action, obj, target), f)
     action[:, 6] = -1.0  # never closed: read at the last step
-    assert grasp_features(state, action, obj, target)[6] == pytest.approx(59 / 220)
+    assert grasp_features(state, action, obj, target)[3] == pytest.approx(59 / 220)
     with pytest.raises(ValueError, match="state, action"):
         grasp_features(state[:10], action, obj, target)
 
