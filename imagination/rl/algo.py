@@ -25,7 +25,7 @@ is skipped and counted (`skipped_fraction`), so one bad minibatch cannot turn th
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -178,8 +178,9 @@ class Batch:
 
 
 def update(policy: Policy, optimizer: torch.optim.Optimizer, batch: Batch, cfg: RLConfig,
-           rng: np.random.Generator) -> dict[str, float]:
+           rng: np.random.Generator, anchor: Callable[[], torch.Tensor] | None = None) -> dict[str, float]:
     """`cfg.epochs` passes of minibatch updates on `batch`; returns the mean of each logged figure.
+    `anchor()`, when given, is a loss added to every minibatch's (e.g. behaviour cloning on demonstrations).
 
     PPO's advantages are normalized per batch here (when configured); GRPO's are already group-normalized.
     """
@@ -207,6 +208,10 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, batch: Batch, cfg: 
                 kl = KL_ESTIMATORS[cfg.kl_estimator](log_prob, mb.ref_log_prob).mean()
                 loss = loss + cfg.kl_coef * kl
                 stats["kl_ref"] = float(kl.detach())
+            if anchor is not None:
+                anchor_loss = anchor()
+                loss = loss + anchor_loss
+                stats["anchor_loss"] = float(anchor_loss.detach())
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)

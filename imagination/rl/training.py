@@ -67,6 +67,12 @@ class ImagineRLConfig:
     # cannot tell good from bad (measured: gripper rolled over, real success 0.235 -> 0, docs/loop.md).
     # With "data" use rl.kl_estimator=k2: k3's exp overflows once the mean moves a few of those tiny stds.
     exploration: str = "uniform"
+    # Weight of a behaviour-cloning loss (MSE of the policy's chunk on the start data's successful expert
+    # episodes, bc_episodes_per_task per task) added to every RL minibatch; 0 = off. Why: what imagined episodes
+    # never reach is not rewarded, only drifted: with reward "grasp" each episode ends at the grasp, and RL
+    # halved the never-lifted failures while lifted-not-placed ones doubled (docs/loop.md).
+    bc_coef: float = 0.0
+    bc_episodes_per_task: int = 1
     exploration_data_scale: float = 0.5
     seed: int = 0
     checkpoint_every: int = 5
@@ -110,6 +116,31 @@ def labelled_starts(data: str, picked: list[int], icfg: ImaginationConfig) -> li
         print(f"reward {icfg.reward!r}: {len(picked) - len(kept)} of {len(picked)} start episodes of {data} have no "
               "simulator labels and are left out (scripts/label_episodes.py labels a dataset)")
     return kept
+
+
+def bc_anchor(cfg: ImagineRLConfig, policy: Policy):
+    """A closure returning cfg.bc_coef x the BC loss of `policy` on a fresh batch of the start data's
+    successful expert episodes (the first cfg.bc_episodes_per_task of each task), as BC trained it."""
+    from policies.bc import ChunkData, bc_loss
+    from policies.vla import VLAConfig
+
+    ds = EpisodeDataset(cfg.start_data, verify=False)
+    per_task: dict[int, list[int]] = {}
+    for i in ds.select(source="expert", success=True, task_id=list(cfg.tasks) or None):
+        per_task.setdefault(ds.meta[i].task_id, []).append(i)
+    picked = sorted(i for ids in per_task.values() for i in ids[: cfg.bc_episodes_per_task])
+    if not picked:
+        raise ValueError(f"bc_coef: {cfg.start_data} has no successful expert episode to anchor on")
+    pc = cast(VLAConfig, policy.config)  # BC trains VLA policies only
+    data = ChunkData([ds[i] for i in picked], list(pc.views), policy.chunk_len, pc.image_size)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    device = next(policy.parameters()).device
+
+    def anchor() -> torch.Tensor:
+        obs, target, mask = data.batch(torch.randint(0, len(data), (cfg.rl.minibatch_size,), generator=gen), 0, gen)
+        return cfg.bc_coef * bc_loss(policy, obs, target.to(device), mask.to(device), "mse")[0]  # type: ignore[arg-type]
+
+    return anchor
 
 
 def load_rl_env(cfg: ImagineRLConfig, out_dir: Path, policy: Policy | None = None) -> ImaginationVectorEnv:
@@ -205,6 +236,7 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     # The reference shares the exploration noise, so the KL measures how far the mean has moved.
     reference = copy.deepcopy(policy).eval() if cfg.rl.kl_coef > 0 else None
     optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.rl.lr)
+    anchor = bc_anchor(cfg, policy) if cfg.bc_coef > 0 else None
     ckpt_path, history, start, scores = out / "checkpoint.pt", [], 0, []
     if cfg.resume and ckpt_path.exists():
         state = torch.load(ckpt_path, map_location=cfg.device, weights_only=False)
@@ -228,7 +260,7 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
         policy.eval()
         rollouts = collect_rollouts(env, policy, cfg.num_groups, cfg.group_size, seed)
         batch = to_batch(rollouts, cfg.rl, policy, reference)
-        logs = update(policy, optimizer, batch, cfg.rl, np.random.default_rng(seed))
+        logs = update(policy, optimizer, batch, cfg.rl, np.random.default_rng(seed), anchor)
         row = {"iteration": it + 1, **{f"imagined_{k}": v for k, v in rollouts.stats().items()},
                **per_task_success(rollouts, env), **logs,
                "std": float(_log_std(policy).detach().exp().mean()) if hasattr(policy, "log_std") else float("nan")}
