@@ -163,3 +163,39 @@ def test_state_reward_runs_start_only_from_labelled_episodes(tmp_path, capsys):
     assert labelled_starts(str(tmp_path), [0, 1, 2], ImaginationConfig()) == [0, 1, 2]  # the head needs no labels
     assert labelled_starts(str(tmp_path), [0, 1, 2], ImaginationConfig(reward="state")) == [1]
     assert "2 of 3 start episodes" in capsys.readouterr().out
+
+
+def test_bc_anchor_is_the_bc_loss_on_expert_episodes_and_reaches_the_update(square_setup, tmp_path):
+    from imagination.rl.training import bc_anchor
+    from policies.bc import bc_loss
+
+    cfg = replace(_config(square_setup, tmp_path / "bc", iterations=1), bc_coef=2.0)
+    policy = Policy.load(square_setup[2])
+    anchor = bc_anchor(cfg, policy)
+    first = anchor()
+    assert first.ndim == 0 and torch.isfinite(first) and first > 0
+    # the expert episode's own chunks, as BC scores them: the same loss up to the weight and the batch drawn
+    episodes = load_start_episodes(str(square_setup[0]), ["agentview"])
+    with torch.no_grad():
+        whole = float(bc_loss(policy, *_expert_batch(episodes[0]), "mse")[0])
+    assert 0.2 < float(first) / (2.0 * whole) < 5
+    opt = torch.optim.Adam(policy.parameters(), lr=1e-3)
+    for _ in range(30):  # descending the anchor alone fits the demonstration
+        opt.zero_grad()
+        anchor().backward()
+        opt.step()
+    assert float(np.mean([float(anchor()) for _ in range(5)])) < 0.5 * float(first)
+    # and train_rl logs it with every update
+    train_rl(replace(cfg, rl=replace(cfg.rl, epochs=1)), progress=False)
+    assert (tmp_path / "bc" / "metrics.csv").read_text().splitlines()[0].count("anchor_loss") == 1
+    with pytest.raises(ValueError, match="bc_coef"):
+        bc_anchor(replace(cfg, tasks=[7]), policy)
+
+
+def _expert_batch(ep):
+    """obs, target [T, K, 7], mask of every step of one start episode, as policies.bc.ChunkData builds them."""
+    T, K = len(ep.action), 4
+    idx = np.minimum(np.arange(T)[:, None] + np.arange(K)[None], T - 1)
+    obs = {"image": torch.tensor(ep.frames), "state": torch.tensor(ep.state), "instruction": [ep.instruction] * T}
+    mask = torch.as_tensor(np.arange(T)[:, None] + np.arange(K)[None] < T)
+    return obs, torch.as_tensor(ep.action[idx]), mask
