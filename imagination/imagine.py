@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Protocol, cast
 
 import numpy as np
 import torch
@@ -50,10 +50,9 @@ def _fit_arrays(data: DataSource) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """(states, actions) of every episode of a dataset path or a list of `StartEpisode`."""
     if isinstance(data, (str, Path)):
         ds = EpisodeDataset(data, verify=False)
-        episodes: Sequence[Any] = [ds[i] for i in range(len(ds))]
-    else:
-        episodes = data
-    return [e.state for e in episodes], [e.action for e in episodes]
+        pairs = [ds.arrays(i) for i in range(len(ds))]  # the numbers only: no video decoded
+        return [s for s, _ in pairs], [a for _, a in pairs]
+    return [e.state for e in data], [e.action for e in data]
 
 
 def open_proprio(world_model: WorldModel, proprio: str | Path | ProprioModel = "",

@@ -113,8 +113,8 @@ def dataset_features(root: str, policy: str = "") -> tuple[list[np.ndarray], lis
         sim = read_sim_labels(root, m.episode_index)
         if sim is None:
             continue
-        ep = ds[m.episode_index]
-        feats.append(grasp_features(ep.state, ep.action, sim["object_pos"][0], sim["target_pos"][0]))
+        state, action = ds.arrays(m.episode_index)
+        feats.append(grasp_features(state, action, sim["object_pos"][0], sim["target_pos"][0]))
         tasks.append(int(m.task_id))
         outcomes.append(bool(m.success))
         kept.append(int(m.episode_index))

@@ -133,6 +133,15 @@ class EpisodeDataset:
             raise DatasetCorruptError(f"episode {i}: {rel} decodes to frames {frames.shape}, expected {expected}")
         return frames
 
+    def arrays(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """(state [T, S], action [T, 7]) of episode i, read from its data file alone: no video is decoded.
+        Why: fitting models on robot numbers (proprio, grasp point) over many episodes would otherwise spend
+        nearly all its time decoding frames it never looks at."""
+        i = self._check_index(i)
+        table = self._read_frames(i, ["observation.state", "action"])
+        return (_list_column(table, "observation.state", self._config.state_dim),
+                _list_column(table, "action", self._config.action_dim))
+
     def __getitem__(self, i: int) -> Episode:
         i = self._check_index(i)
         m = self._meta[i]

@@ -93,6 +93,9 @@ def test_lossless_round_trip(tmp_path: Path) -> None:
     for i, episode in enumerate(episodes):
         assert_episode_equal(ds[i], episode)
         np.testing.assert_array_equal(ds.load_view(i, "wrist"), episode.frames["wrist"])
+        state, action = ds.arrays(i)  # the numbers alone, from the data file
+        np.testing.assert_array_equal(state, episode.state)
+        np.testing.assert_array_equal(action, episode.action)
     assert_episode_equal(ds[-1], episodes[-1])
 
     # global frame indices are continuous across episodes, per-episode ones restart at 0
