@@ -9,9 +9,11 @@ Same observation and action spaces as the real LIBERO env with the world model's
 One `step` imagines the K frames of the chunk in one batched `WorldModel.predict` call; the proprio
 model gives the states. Reward 1.0 and `terminated` when the success head's probability passes the
 threshold (the chunk stops there, as the real env stops on success); `truncated` at the horizon.
-Episodes start from keyframes of real episodes (see `imagination.keyframes`). With uncertainty on,
-each chunk is imagined twice with different noise; the per-env disagreement (mean absolute pixel
-difference, frames in [-1, 1]) is reported in info["uncertainty"] and can truncate or penalize.
+(Reward "grasp" instead ends every episode at its first gripper close, with the grasp classifier's
+probability as the reward: `ImaginationConfig.reward`.) Episodes start from keyframes of real
+episodes (see `imagination.keyframes`). With uncertainty on, each chunk is imagined twice with
+different noise; the per-env disagreement (mean absolute pixel difference, frames in [-1, 1]) is
+reported in info["uncertainty"] and can truncate or penalize.
 Autoreset: next-step (an env that ended is reset by the following `step`, which ignores its action).
 """
 from __future__ import annotations
@@ -54,7 +56,8 @@ class ImaginationConfig:
     # Where success comes from. "head": the world model's success head on the imagined frames. "state": a
     # state reward (world_models/object_state.py) that carries the goal's object along the proprio model's
     # robot states from the keyframe's simulator labels and judges the object-target geometry. Why: a grasp
-    # that misses the rim by 2 cm is 1-2 px at 64 px, invisible to the head, but plain in numbers.
+    # that misses the rim by 2 cm is 1-2 px at 64 px, invisible to the head, but plain in numbers. "grasp":
+    # below. The head and the state reward give 1.0 on success; "grasp" gives its probability.
     reward: str = "head"
     state_reward: str = ""  # StateReward checkpoint (scripts/train_state_reward.py); needed for reward "state"
     # Reward "grasp": the episode ends at the first chunk that commands the gripper shut, with reward P(success)
