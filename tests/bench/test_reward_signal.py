@@ -44,21 +44,13 @@ def test_missing_given_files_are_named(tmp_path, capsys):
 
 def _episodes(root: Path, source: str, policy: str, outcomes: dict[int, bool], init: int) -> None:
     """One short episode per task of outcomes (task -> real success), the gripper closing at step 6."""
-    from envs.dataset import DatasetConfig, Episode, EpisodeWriter
+    from envs.dataset import DatasetConfig, EpisodeWriter
+    from tests.episodes import grasping_episode
 
     rng = np.random.default_rng(init)
     with EpisodeWriter(root, DatasetConfig(views=("agentview",), image_size=(H, H))) as w:
         for task, ok in outcomes.items():
-            T = 12
-            action = rng.uniform(-1, 1, (T, 7)).astype(np.float32)
-            action[:, 6] = np.where(np.arange(T) >= 6, 1.0, -1.0)
-            success = np.zeros(T, bool)
-            success[-1] = ok
-            w.append(Episode(
-                frames={"agentview": rng.integers(0, 255, (T, H, H, 3), dtype=np.uint8)},
-                state=rng.normal(size=(T, 8)).astype(np.float32), action=action, reward=success.astype(np.float32),
-                success=success, instruction=f"task {task}", suite="libero_spatial", task_id=task, source=source,
-                perturbation="", init_state_id=init, extra={"policy": policy} if policy else {}))
+            w.append(grasping_episode(rng, 12, H, task, ok, source, init, {"policy": policy} if policy else {}))
 
 
 @pytest.fixture(scope="module")

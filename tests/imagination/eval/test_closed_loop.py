@@ -19,6 +19,7 @@ from imagination.eval.closed_loop import (
 )
 from imagination.eval.evaluate import evaluate
 from imagination.eval.jobs import EvalConfig
+from tests.episodes import grasping_episode
 from world_models.denoiser import DenoiserConfig
 from world_models.model import WorldModel, WorldModelConfig
 from world_models.proprio import ProprioConfig, ProprioModel
@@ -169,16 +170,7 @@ def _policy_data(root, policy_path: str):
     with EpisodeWriter(root, DatasetConfig(views=("agentview",), image_size=(H, H))) as w:
         for task, init, ok, who in [(0, 0, True, policy_path), (0, 1, False, policy_path), (1, 0, False, policy_path),
                                     (1, 1, True, "other.pt")]:
-            T = 10
-            action = rng.uniform(-1, 1, (T, 7)).astype(np.float32)
-            action[:, 6] = np.where(np.arange(T) >= 6, 1.0, -1.0)
-            success = np.zeros(T, bool)
-            success[-1] = ok
-            w.append(Episode(
-                frames={"agentview": rng.integers(0, 255, (T, H, H, 3), dtype=np.uint8)},
-                state=rng.normal(size=(T, 8)).astype(np.float32), action=action, reward=success.astype(np.float32),
-                success=success, instruction=f"task {task}", suite="libero_spatial", task_id=task, source="policy",
-                perturbation="", init_state_id=init, extra={"policy": who}))
+            w.append(grasping_episode(rng, 10, H, task, ok, "policy", init, {"policy": who}))
 
 
 @pytest.mark.libero
