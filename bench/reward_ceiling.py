@@ -36,9 +36,7 @@ from imagination.eval.reward_gate import THRESHOLD_AUC, within_task_auc_interval
 from imagination.imagine import ImaginedEpisodes, imagine, open_imagination, policy_mean, recorded_actions
 from imagination.keyframes import Keyframe
 from policies.base import Policy
-from world_models.grasp_point import GraspPointClassifier, dataset_features, grasp_features, label_dir_features
-
-Episodes = tuple[list[np.ndarray], list[int], list[bool]]  # features, task ids, real outcomes
+from world_models.grasp_point import dataset_features, fit_grasp_point, grasp_features
 
 
 def imagined_features(run: ImaginedEpisodes, proprio: torch.nn.Module, starts: list[np.ndarray],
@@ -87,19 +85,14 @@ def main(argv: list[str] | None = None) -> int:
                   "records and labels the gate's episodes, `python bench/rl_gain.py` builds the rest")
             return 2
     torch.set_num_threads(1)
-    train: Episodes = ([], [], [])
-    sources = [dataset_features(d)[:3] for d in args.train_data]
-    sources += [label_dir_features(d) for d in args.label_dirs if Path(d).is_dir()]
-    for f, t, o in sources:
-        train[0].extend(f), train[1].extend(t), train[2].extend(o)
-    clf = GraspPointClassifier().fit(np.array(train[0]), np.array(train[1]), np.array(train[2]))
+    clf = fit_grasp_point(args.train_data, [d for d in args.label_dirs if Path(d).is_dir()])
     gate_feats, gate_tasks, gate_real, idx = dataset_features(args.gate_data, args.policy)
     if not idx:
         print(f"--gate-data: {args.gate_data} holds no labelled episode of {args.policy}; "
               "run `python bench/reward_signal.py --reward state --state-reward ...` first")
         return 2
     real, tasks = np.array(gate_real), np.array(gate_tasks)
-    print(f"grasp-point classifier: {len(train[2])} training episodes ({int(np.sum(train[2]))} successes); "
+    print(f"grasp-point classifier fit on {args.train_data} and the label folders;\n"
           f"{len(idx)} gate episodes of {args.policy} ({int(real.sum())} real successes)")
     points: dict[str, float] = {}
     line, points["recorded"] = stage_line("recorded", clf.predict(np.array(gate_feats), tasks), real, tasks)

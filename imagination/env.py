@@ -333,15 +333,14 @@ class ImaginationVectorEnv(VectorEnv):
         robot state before action k is the env's state for k = 0, else the proprio model's after k - 1."""
         assert self.grasp is not None  # step() calls this only with reward "grasp"
         a_np, s_np = acts.cpu().numpy(), states.cpu().numpy()
-        prob, closed = np.zeros(a_np.shape[:2], np.float32), np.full(len(active), -1)
-        for j, i in enumerate(active):
-            k = first_close(a_np[j])
-            if k < 0:
-                continue
-            before = self._state[i].cpu().numpy() if k == 0 else s_np[j, k - 1]
-            feats = features_at(before, int(self._t[i]) + k, self._obj0[i], self._target0[i])
-            prob[j, k] = self.grasp.predict(feats[None], np.array([self.episodes[self._start[i, 0]].task_id]))[0]
-            closed[j] = k
+        prob, closed = np.zeros(a_np.shape[:2], np.float32), np.array([first_close(a) for a in a_np])
+        rows = np.flatnonzero(closed >= 0)
+        if len(rows):  # one classifier call for every env that closed in this chunk
+            feats = [features_at(self._state[active[j]].cpu().numpy() if closed[j] == 0 else s_np[j, closed[j] - 1],
+                                 int(self._t[active[j]]) + closed[j], self._obj0[active[j]], self._target0[active[j]])
+                     for j in rows]
+            tasks = np.array([self.episodes[self._start[active[j], 0]].task_id for j in rows])
+            prob[rows, closed[rows]] = self.grasp.predict(np.stack(feats), tasks)
         return prob, closed
 
     def render(self) -> np.ndarray:  # type: ignore[override]  # one array for all envs, not a tuple of frames
