@@ -33,6 +33,7 @@ from imagination.env import ImaginationConfig, ImaginationVectorEnv
 from imagination.imagine import open_imagination
 from imagination.keyframes import KeyframeConfig
 from imagination.rl.algo import RLConfig, update
+from imagination.rl.anchor import AnchorConfig, make_anchor
 from imagination.rl.early_stop import EarlyStopper, HeldoutConfig, heldout_success
 from imagination.rl.rollout import Rollouts, collect_rollouts, to_batch
 from policies.base import Policy
@@ -73,6 +74,11 @@ class ImagineRLConfig:
     # halved the never-lifted failures while lifted-not-placed ones doubled (docs/loop.md).
     bc_coef: float = 0.0
     bc_episodes_per_task: int = 1
+    # What the anchor fits (imagination/rl/anchor.py): "demos", or "start_policy": the starting policy's own
+    # chunks on the start data's frames (no new action labels). bc_phase "after_grasp" anchors only the frames
+    # from each episode's first close on, the part reward "grasp" never reaches.
+    bc_target: str = "demos"
+    bc_phase: str = "all"
     exploration_data_scale: float = 0.5
     seed: int = 0
     checkpoint_every: int = 5
@@ -119,28 +125,9 @@ def labelled_starts(data: str, picked: list[int], icfg: ImaginationConfig) -> li
 
 
 def bc_anchor(cfg: ImagineRLConfig, policy: Policy):
-    """A closure returning cfg.bc_coef x the BC loss of `policy` on a fresh batch of the start data's
-    successful expert episodes (the first cfg.bc_episodes_per_task of each task), as BC trained it."""
-    from policies.bc import ChunkData, bc_loss
-    from policies.vla import VLAConfig
-
-    ds = EpisodeDataset(cfg.start_data, verify=False)
-    per_task: dict[int, list[int]] = {}
-    for i in ds.select(source="expert", success=True, task_id=list(cfg.tasks) or None):
-        per_task.setdefault(ds.meta[i].task_id, []).append(i)
-    picked = sorted(i for ids in per_task.values() for i in ids[: cfg.bc_episodes_per_task])
-    if not picked:
-        raise ValueError(f"bc_coef: {cfg.start_data} has no successful expert episode to anchor on")
-    pc = cast(VLAConfig, policy.config)  # BC trains VLA policies only
-    data = ChunkData([ds[i] for i in picked], list(pc.views), policy.chunk_len, pc.image_size)
-    gen = torch.Generator().manual_seed(cfg.seed)
-    device = next(policy.parameters()).device
-
-    def anchor() -> torch.Tensor:
-        obs, target, mask = data.batch(torch.randint(0, len(data), (cfg.rl.minibatch_size,), generator=gen), 0, gen)
-        return cfg.bc_coef * bc_loss(policy, obs, target.to(device), mask.to(device), "mse")[0]  # type: ignore[arg-type]
-
-    return anchor
+    """cfg's anchor (imagination/rl/anchor.py): a closure returning cfg.bc_coef x its loss on a fresh batch."""
+    acfg = AnchorConfig(cfg.bc_coef, cfg.bc_target, cfg.bc_phase, cfg.bc_episodes_per_task)
+    return make_anchor(acfg, policy, cfg.start_data, list(cfg.tasks), cfg.rl.minibatch_size, cfg.seed)
 
 
 def load_rl_env(cfg: ImagineRLConfig, out_dir: Path, policy: Policy | None = None) -> ImaginationVectorEnv:

@@ -1,0 +1,78 @@
+"""The RL anchor (imagination/rl/anchor.py): which frames it reads and what it fits."""
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from envs.dataset import DatasetConfig, EpisodeWriter
+from imagination.rl.anchor import AnchorConfig, make_anchor
+from policies.vla import VLAConfig, VLAPolicy
+from tests.episodes import grasping_episode
+
+SIZE, T, CLOSE = 16, 12, 6  # grasping_episode closes the gripper at step 6
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("anchor") / "data"
+    rng = np.random.default_rng(0)
+    with EpisodeWriter(root, DatasetConfig(views=("agentview",), image_size=(SIZE, SIZE), fps=10)) as w:
+        for k, (task, source) in enumerate([(0, "expert"), (0, "perturbed"), (1, "expert"), (1, "expert")]):
+            ep = grasping_episode(rng, T, SIZE, task, True, "expert", k, {})
+            w.append(ep if source == "expert" else replace(ep, source=source, perturbation="early_release"))
+    return str(root)
+
+
+def _policy() -> VLAPolicy:
+    torch.manual_seed(0)
+    return VLAPolicy(VLAConfig(views=["agentview"], image_size=SIZE, chunk_len=4, conv_channels=[8, 16],
+                               image_features=16, language_features=8, state_features=8, hidden=32))
+
+
+def test_start_policy_anchor_is_zero_at_the_start_and_pulls_a_moved_policy_back(data):
+    policy = _policy()
+    anchor = make_anchor(AnchorConfig(coef=3.0, target="start_policy"), policy, data, [], 16, 0)
+    assert float(anchor().detach()) < 1e-10  # the starting policy fits its own chunks exactly
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    moved = float(np.mean([float(anchor()) for _ in range(4)]))
+    assert moved > 1e-4
+    opt = torch.optim.Adam(policy.parameters(), lr=3e-3)
+    for _ in range(40):
+        opt.zero_grad()
+        anchor().backward()
+        opt.step()
+    assert float(np.mean([float(anchor()) for _ in range(4)])) < 0.5 * moved
+
+
+def test_after_grasp_reads_only_frames_from_the_first_close_on(data, monkeypatch):
+    import policies.bc as bc
+
+    seen = []
+    real_batch = bc.ChunkData.batch
+
+    def spy(self, idx, shift, generator):
+        seen.append(idx.clone())
+        return real_batch(self, idx, shift, generator)
+
+    monkeypatch.setattr(bc.ChunkData, "batch", spy)
+    policy = _policy()
+    make_anchor(AnchorConfig(coef=1.0, target="start_policy", phase="after_grasp"), policy, data, [], 64, 0)()
+    frames = torch.cat(seen)
+    assert ((frames % T) >= CLOSE).all() and frames.max() < 4 * T  # 4 episodes of T frames, in order
+    seen.clear()
+    make_anchor(AnchorConfig(coef=1.0, target="start_policy"), policy, data, [], 64, 0)()
+    assert ((torch.cat(seen) % T) < CLOSE).any()
+    # "demos": one successful expert episode per task, episodes 0 and 2
+    seen.clear()
+    make_anchor(AnchorConfig(coef=1.0, target="demos"), policy, data, [], 64, 0)()
+    assert torch.cat(seen).max() < 2 * T
+
+
+def test_bad_anchor_settings_name_themselves(data):
+    with pytest.raises(ValueError, match="target must be one of"):
+        make_anchor(AnchorConfig(coef=1.0, target="teacher"), _policy(), data, [], 8, 0)
+    with pytest.raises(ValueError, match="bc_coef: .* no episode of tasks"):
+        make_anchor(AnchorConfig(coef=1.0, target="start_policy"), _policy(), data, [7], 8, 0)
