@@ -31,8 +31,9 @@ from gymnasium.vector.utils import batch_space
 from envs.dataset import Episode, EpisodeDataset
 from envs.frames import channels_to_views, stack_views, tile_views, to_model_frames, to_uint8, views_to_channels
 from envs.spaces import BatchObservation, Info, Observation, action_space, check_action_chunk, observation_space
+from imagination.grasp_judge import GraspJudge
 from imagination.keyframes import KeyframeConfig, KeyframeSampler
-from world_models.grasp_point import features_at, first_close
+from world_models.grasp_point import first_close
 from world_models.model import WorldModel
 from world_models.proprio import ProprioModel
 
@@ -67,6 +68,9 @@ class ImaginationConfig:
     # (bench/reward_ceiling.py); the head and the state reward reach 0.36-0.66.
     grasp_train_data: list[str] = field(default_factory=list)
     grasp_label_dirs: list[str] = field(default_factory=list)
+    # "close": end at the grasp, as above. "release": hold on to the first open command after it and judge the
+    # grasp and where the carried object is let go (imagination/grasp_judge.py).
+    grasp_until: str = "close"
     device: str = "cpu"
 
 
@@ -127,7 +131,8 @@ class ImaginationVectorEnv(VectorEnv):
         self.wm = world_model.to(cfg.device).eval()
         self.state_reward = (_load_state_reward(cfg, world_model.chunk_len, episodes) if cfg.reward == "state"
                              else None)
-        self.grasp = _fit_grasp(cfg, episodes) if cfg.reward == "grasp" else None
+        self.grasp = (GraspJudge(_fit_grasp(cfg, episodes), num_envs, episodes[0].state.shape[1], cfg.grasp_until,
+                                 cfg.max_steps) if cfg.reward == "grasp" else None)
         # the head's threshold is calibrated per checkpoint; the other rewards are probabilities trained as ones
         default_threshold = world_model.cfg.head.success_threshold if cfg.reward == "head" else 0.5
         self.success_threshold = default_threshold if cfg.success_threshold is None else cfg.success_threshold
@@ -177,7 +182,6 @@ class ImaginationVectorEnv(VectorEnv):
         # the goal's object as the state reward carries it (reward "state"): position, target, start height, held
         self._obj, self._target = torch.zeros(B, 3, device=self.device), torch.zeros(B, 3, device=self.device)
         self._z0, self._held = torch.zeros(B, device=self.device), torch.zeros(B, device=self.device)
-        self._obj0, self._target0 = np.zeros((B, 3)), np.zeros((B, 3))  # reward "grasp": start positions
         self._needs_reset = np.zeros(B, bool)
         self._frozen = np.zeros(B, bool)
 
@@ -212,7 +216,7 @@ class ImaginationVectorEnv(VectorEnv):
                 if 0 <= first_close(ep.action) <= kf.t and kf.t > 0:
                     raise ValueError(f"keyframe at frame {kf.t} of start episode {kf.episode}: reward 'grasp' starts "
                                      f"before the recording first closes the gripper (frame {first_close(ep.action)})")
-                self._obj0[i], self._target0[i] = ep.sim["object_pos"][0], ep.sim["target_pos"][0]
+                self.grasp.start(int(i), ep.sim["object_pos"][0], ep.sim["target_pos"][0], ep.task_id)
         self._needs_reset[idx] = False
         self._frozen[idx] = False
 
@@ -263,7 +267,7 @@ class ImaginationVectorEnv(VectorEnv):
         B = self.num_envs
         reward = np.zeros(B, np.float32)
         terminated, truncated, success = np.zeros(B, bool), np.zeros(B, bool), np.zeros(B, bool)
-        ended = np.zeros(B, bool)  # reward "grasp": episodes that closed the gripper in this chunk
+        ended = np.zeros(B, bool)  # reward "grasp": episodes its judge ended in this chunk
         uncertainty, success_prob, executed = np.zeros(B, np.float32), np.zeros(B, np.float32), np.zeros(B, np.int64)
         frozen = self._frozen.copy()
         resetting = self._needs_reset & ~frozen
@@ -285,13 +289,14 @@ class ImaginationVectorEnv(VectorEnv):
                 obj_path, held_path, state_prob = self._object_path(a, states)
                 prob = state_prob.cpu().numpy()  # [b, K]
             elif self.grasp is not None:
-                prob, closed = self._grasp_prob(active, acts, states)
+                prob, closed = self.grasp.chunk(active, self._t[active], self._state[a].cpu().numpy(),
+                                                acts.cpu().numpy(), states.cpu().numpy())
             else:
                 prob = torch.sigmoid(s_logits).cpu().numpy()  # [b, K]
             for j, i in enumerate(active):
                 hit = np.flatnonzero(prob[j] >= self.success_threshold)
                 n = min(self.K, self.cfg.max_steps - int(self._t[i]))
-                if self.grasp is not None and 0 <= closed[j] < n:  # the close decides: the episode ends there
+                if self.grasp is not None and 0 <= closed[j] < n:  # the judge decides: the episode ends there
                     n, ended[i] = int(closed[j]) + 1, True
                     success[i] = bool(prob[j, closed[j]] >= self.success_threshold)
                 elif len(hit) and hit[0] < n:
@@ -308,7 +313,7 @@ class ImaginationVectorEnv(VectorEnv):
             terminated[active] = success[active] | ended[active]
             # reward "grasp": the classifier's probability at the close, a graded outcome for GRPO's groups
             reward[active] = (success_prob if self.grasp is not None else success)[active].astype(np.float32)
-            truncated[active] = ~success[active] & (self._t[active] >= self.cfg.max_steps)
+            truncated[active] = ~success[active] & ~ended[active] & (self._t[active] >= self.cfg.max_steps)
             uncertain = uncertainty > self.cfg.uncertainty_threshold
             if self.cfg.uncertainty == "truncate":
                 truncated |= uncertain & ~terminated & ~resetting & ~frozen
@@ -325,23 +330,6 @@ class ImaginationVectorEnv(VectorEnv):
         assert self.state_reward is not None  # step() calls this only with a state reward
         target = self._target[a][:, None].expand(-1, states.shape[1], -1)
         return self.state_reward.carry(self._obj[a], self._z0[a], self._held[a], self._state[a], states, target)
-
-    def _grasp_prob(self, active: np.ndarray, acts: torch.Tensor,
-                    states: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-        """Reward "grasp" over one chunk of the envs `active` [b]: P(success) [b, K] (non-zero only at the
-        first step that commands the gripper shut) and that step [b] (-1: no close in this chunk). The
-        robot state before action k is the env's state for k = 0, else the proprio model's after k - 1."""
-        assert self.grasp is not None  # step() calls this only with reward "grasp"
-        a_np, s_np = acts.cpu().numpy(), states.cpu().numpy()
-        prob, closed = np.zeros(a_np.shape[:2], np.float32), np.array([first_close(a) for a in a_np])
-        rows = np.flatnonzero(closed >= 0)
-        if len(rows):  # one classifier call for every env that closed in this chunk
-            feats = [features_at(self._state[active[j]].cpu().numpy() if closed[j] == 0 else s_np[j, closed[j] - 1],
-                                 int(self._t[active[j]]) + closed[j], self._obj0[active[j]], self._target0[active[j]])
-                     for j in rows]
-            tasks = np.array([self.episodes[self._start[active[j], 0]].task_id for j in rows])
-            prob[rows, closed[rows]] = self.grasp.predict(np.stack(feats), tasks)
-        return prob, closed
 
     def render(self) -> np.ndarray:  # type: ignore[override]  # one array for all envs, not a tuple of frames
         """uint8 [B, H, V*W, 3]: every env's current views side by side."""
@@ -378,7 +366,7 @@ def _fit_grasp(cfg: ImaginationConfig, episodes: list[StartEpisode]):
     if unlabelled:
         raise ValueError(f"start episodes {unlabelled[:5]}{'...' if len(unlabelled) > 5 else ''} have no simulator "
                          "labels, which reward 'grasp' reads the object's start from: run scripts/label_episodes.py")
-    return fit_grasp_point(cfg.grasp_train_data, cfg.grasp_label_dirs)
+    return fit_grasp_point(cfg.grasp_train_data, cfg.grasp_label_dirs, place=cfg.grasp_until == "release")
 
 
 class ImaginationEnv(gym.Env):

@@ -63,6 +63,40 @@ def features_at(state: np.ndarray, t: int, object_start: np.ndarray, target_star
                            np.asarray(target_start, np.float64) - np.asarray(object_start, np.float64)])
 
 
+def release_after(action: np.ndarray, t_close: int) -> int:
+    """The first row of action [T, 7] after t_close that commands the gripper open, -1 when none does."""
+    opens = np.flatnonzero(np.asarray(action)[t_close + 1:, GRIPPER] < 0)
+    return t_close + 1 + int(opens[0]) if len(opens) else -1
+
+
+def release_features_at(close_state: np.ndarray, t_close: int, release_state: np.ndarray, t_release: int,
+                        object_start: np.ndarray, target_start: np.ndarray) -> np.ndarray:
+    """[14] features of a grasp (robot state [S>=3] at close step t_close) and of the release that follows it
+    (state at t_release, the first open command after the close): the grasp's 8, then where the object ends
+    up relative to the target if it rode with the gripper from the close on (3), that offset's xy norm, the
+    release step / 220 and how far the gripper rose or sank while holding it. Why: the object's start and the
+    gripper's path are all imagination knows; a held object moves with the gripper, so where it is released
+    follows from them, and an episode that lifts but never lowers or lets go reads as such."""
+    close_state, release_state = np.asarray(close_state, np.float64), np.asarray(release_state, np.float64)
+    carried = np.asarray(object_start, np.float64) + release_state[:3] - close_state[:3]
+    rel = carried - np.asarray(target_start, np.float64)
+    return np.concatenate([features_at(close_state, t_close, object_start, target_start), rel,
+                           [np.linalg.norm(rel[:2]), t_release / HORIZON, release_state[2] - close_state[2]]])
+
+
+def place_features(state: np.ndarray, action: np.ndarray, object_start: np.ndarray,
+                   target_start: np.ndarray) -> np.ndarray:
+    """[14] grasp-and-release features of one episode (`release_features_at`): state [T, S>=3], action [T, 7].
+    A close or a release that never happens is read at the last step."""
+    grasp_features(state, action, object_start, target_start)  # the same checks of the arrays
+    state, last = np.asarray(state, np.float64), len(action) - 1
+    t = first_close(action)
+    t = t if t >= 0 else last
+    r = release_after(action, t)
+    r = r if r >= 0 else last
+    return release_features_at(state[t], t, state[r], r, object_start, target_start)
+
+
 @dataclass
 class GraspPointConfig:
     c: float = 1.0  # inverse L2 strength of the logistic regression (scikit-learn's C)
@@ -99,9 +133,11 @@ class GraspPointClassifier:
         return self.model.predict_proba(self._inputs(features, task_ids))[:, 1]
 
 
-def dataset_features(root: str, policy: str = "") -> tuple[list[np.ndarray], list[int], list[bool], list[int]]:
-    """Grasp features, task ids and real outcomes of every episode of a recorded dataset that has simulator
-    labels (`scripts/label_episodes.py`; of `policy` only, when given), and their episode indices."""
+def dataset_features(root: str, policy: str = "", place: bool = False
+                     ) -> tuple[list[np.ndarray], list[int], list[bool], list[int]]:
+    """Grasp features (with place=True grasp-and-release ones), task ids and real outcomes of every episode of
+    a recorded dataset that has simulator labels (`scripts/label_episodes.py`; of `policy` only, when given),
+    and their episode indices."""
     from envs.dataset import EpisodeDataset  # the dataset format stays out of the classifier's import path
     from envs.sim_labels import read_sim_labels
 
@@ -114,41 +150,45 @@ def dataset_features(root: str, policy: str = "") -> tuple[list[np.ndarray], lis
         if sim is None:
             continue
         state, action = ds.arrays(m.episode_index)
-        feats.append(grasp_features(state, action, sim["object_pos"][0], sim["target_pos"][0]))
+        feats.append((place_features if place else grasp_features)(state, action, sim["object_pos"][0],
+                                                                   sim["target_pos"][0]))
         tasks.append(int(m.task_id))
         outcomes.append(bool(m.success))
         kept.append(int(m.episode_index))
     return feats, tasks, outcomes, kept
 
 
-def label_dir_features(root: str) -> tuple[list[np.ndarray], list[int], list[bool]]:
-    """Grasp features, task ids and outcomes of the episodes `scripts/collect_labels.py` wrote."""
+def label_dir_features(root: str, place: bool = False) -> tuple[list[np.ndarray], list[int], list[bool]]:
+    """Grasp (place=True: grasp-and-release) features, task ids and outcomes of the episodes
+    `scripts/collect_labels.py` wrote."""
     from envs.label_collection import read_episode
 
     feats, tasks, outcomes = [], [], []
     for p in sorted(Path(root).glob("task*_ep*.npz")):
         a, info = read_episode(p)
-        feats.append(grasp_features(a["state"], a["action"], a["object_pos"][0], a["target_pos"][0]))
+        feats.append((place_features if place else grasp_features)(a["state"], a["action"], a["object_pos"][0],
+                                                                   a["target_pos"][0]))
         tasks.append(int(info["task_id"]))
         outcomes.append(bool(info["success"]))
     return feats, tasks, outcomes
 
 
 def fit_grasp_point(train_data: Sequence[str], label_dirs: Sequence[str] = (),
-                    cfg: GraspPointConfig | None = None) -> GraspPointClassifier:
-    """The classifier fit on labelled recorded datasets and label-collection folders (training side only)."""
+                    cfg: GraspPointConfig | None = None, place: bool = False) -> GraspPointClassifier:
+    """The classifier fit on labelled recorded datasets and label-collection folders (training side only), on
+    grasp features, or with place=True on grasp-and-release ones."""
     feats: list[np.ndarray] = []
     tasks: list[int] = []
     outcomes: list[bool] = []
     for d in train_data:
         if not Path(d, "meta", "info.json").is_file():
             raise FileNotFoundError(f"grasp_train_data: {d} is not a recorded dataset (no meta/info.json)")
-        f, t, o, _ = dataset_features(d)
+        f, t, o, _ = dataset_features(d, place=place)
         feats, tasks, outcomes = feats + f, tasks + t, outcomes + o
     for d in label_dirs:
         if not Path(d).is_dir():
             raise FileNotFoundError(f"grasp_label_dirs: {d} is not a directory (scripts/collect_labels.py writes one)")
-        f, t, o = label_dir_features(d)
+        f, t, o = label_dir_features(d, place)
         feats, tasks, outcomes = feats + f, tasks + t, outcomes + o
     if not feats:
         raise ValueError(f"grasp_train_data: no labelled episode in {list(train_data) + list(label_dirs)}; "
@@ -157,4 +197,5 @@ def fit_grasp_point(train_data: Sequence[str], label_dirs: Sequence[str] = (),
 
 
 __all__ = ["GraspPointClassifier", "GraspPointConfig", "dataset_features", "features_at", "first_close",
-           "fit_grasp_point", "grasp_features", "label_dir_features"]
+           "fit_grasp_point", "grasp_features", "label_dir_features", "place_features", "release_after",
+           "release_features_at"]

@@ -307,20 +307,62 @@ def test_grasp_reward_ends_the_episode_at_the_first_close_with_the_classifier_pr
         after = prop.predict(torch.as_tensor(before)[None], torch.as_tensor(close_chunk))[0].numpy()
     _, reward, terminated, truncated, info = venv.step(close_chunk)
     sim = eps[1].sim
-    expected = venv.grasp.predict(features_at(after[1], 4 + 2, sim["object_pos"][0], sim["target_pos"][0])[None],
-                                  np.array([1]))[0]
+    expected = venv.grasp.classifier.predict(
+        features_at(after[1], 4 + 2, sim["object_pos"][0], sim["target_pos"][0])[None], np.array([1]))[0]
     assert terminated[0] and not truncated[0] and info["steps"][0] == 3
     assert reward[0] == pytest.approx(expected, rel=1e-5) and info["success"][0] == (expected >= 0.5)
     # the classifier learned the rule: a close on the object beats one 4 cm away
     near, far = (features_at(np.r_[sim["object_pos"][0] + d, np.zeros(5)], 6, sim["object_pos"][0],
                              sim["target_pos"][0]) for d in ([0.0, 0.0, 0.02], [0.04, 0.0, 0.02]))
-    p = venv.grasp.predict(np.stack([near, far]), np.array([1, 1]))
+    p = venv.grasp.classifier.predict(np.stack([near, far]), np.array([1, 1]))
     assert p[0] > 0.5 > p[1]
     # the one loop counts an episode a success by the classifier's verdict, not by its ending
     from imagination.imagine import imagine
 
     run = imagine(venv, lambda obs: close_chunk, [Keyframe(1, 0)], seed=0)
     assert run.length[0] == 1 and run.success[0] == (run.episode_return[0] >= 0.5)
+
+
+def test_grasp_until_release_holds_on_and_judges_where_the_carried_object_is_let_go(models, tmp_path):
+    """grasp_until="release": the close does not end the episode; the first open after it does, with the
+    classifier's P(success) of the grasp and the release; one held to the horizon is read at its last step."""
+    from world_models.grasp_point import release_features_at
+
+    wm, prop = models
+    labels = _grasp_label_dir(tmp_path / "labels")
+    eps = _labelled(_episodes())
+    sim = eps[1].sim
+    venv = ImaginationVectorEnv(wm, prop, eps, 1, ImaginationConfig(
+        max_steps=16, reward="grasp", grasp_until="release", grasp_label_dirs=[labels],
+        keyframes=KeyframeConfig(mode="start")))
+    venv.reset(seed=0, options={"keyframes": [Keyframe(1, 0)]})
+    chunk = np.zeros((1, 4, 7), np.float32)
+    chunk[0, :, 6] = [-1, -1, 1, 1]  # shut at the third action
+    before = venv._state[0].numpy().copy()
+    with torch.no_grad():
+        after = prop.predict(torch.as_tensor(before)[None], torch.as_tensor(chunk))[0].numpy()
+    _, reward, terminated, truncated, info = venv.step(chunk)
+    assert reward[0] == 0 and not terminated[0] and not truncated[0] and info["steps"][0] == 4
+    close_state = after[1]  # the state before the closing action
+    held = np.zeros((1, 4, 7), np.float32)
+    held[0, :, 6] = [1, -1, -1, -1]  # opens at the second action of the next chunk
+    before = venv._state[0].numpy().copy()
+    with torch.no_grad():
+        after = prop.predict(torch.as_tensor(before)[None], torch.as_tensor(held))[0].numpy()
+    _, reward, terminated, truncated, info = venv.step(held)
+    expected = venv.grasp.classifier.predict(release_features_at(
+        close_state, 2, after[0], 5, sim["object_pos"][0], sim["target_pos"][0])[None], np.array([1]))[0]
+    assert terminated[0] and info["steps"][0] == 2 and reward[0] == pytest.approx(expected, rel=1e-5)
+    # held shut to the horizon (16 steps): the last chunk's last action is read as the release
+    venv.reset(seed=0, options={"keyframes": [Keyframe(1, 0)]})
+    shut = np.ones((1, 4, 7), np.float32)
+    for k in range(4):
+        _, reward, terminated, truncated, info = venv.step(shut)
+        assert terminated[0] == (k == 3) and not truncated[0]
+    assert info["steps"][0] == 4 and 0 < reward[0] < 1
+    with pytest.raises(ValueError, match="grasp_until"):
+        ImaginationVectorEnv(wm, prop, eps, 1, ImaginationConfig(reward="grasp", grasp_until="lift",
+                                                                 grasp_label_dirs=[labels]))
 
 
 def test_grasp_reward_needs_training_episodes_and_starts_before_the_recorded_close(models, tmp_path):

@@ -3,7 +3,13 @@
 import numpy as np
 import pytest
 
-from world_models.grasp_point import GraspPointClassifier, grasp_features
+from world_models.grasp_point import (
+    GraspPointClassifier,
+    grasp_features,
+    place_features,
+    release_after,
+    release_features_at,
+)
 
 
 def _episode(rng, offset_xy, close_at=30, T=60):
@@ -51,3 +57,20 @@ def test_classifier_learns_the_grasp_boundary_and_refuses_one_outcome():
         GraspPointClassifier().fit(f, t, np.ones(len(f), bool))
     with pytest.raises(ValueError, match="task_ids"):
         clf.predict(f2, np.full(100, 12))
+
+
+def test_place_features_carry_the_object_with_the_gripper_to_the_release():
+    rng = np.random.default_rng(1)
+    state, action, obj, target = _episode(rng, [0.0, 0.0], close_at=20)
+    action[45:, 6] = -1.0  # opens again at step 45
+    assert release_after(action, 20) == 45 and release_after(action[:45], 20) == -1
+    f = place_features(state, action, obj, target)
+    assert f.shape == (14,)
+    np.testing.assert_allclose(f[:8], grasp_features(state, action, obj, target))
+    carried = obj + state[45, :3] - state[20, :3]  # the object rode with the gripper from the close
+    np.testing.assert_allclose(f[8:11], carried - target)
+    assert f[11] == pytest.approx(np.linalg.norm((carried - target)[:2]))
+    assert f[12] == pytest.approx(45 / 220) and f[13] == pytest.approx(state[45, 2] - state[20, 2])
+    np.testing.assert_allclose(f, release_features_at(state[20], 20, state[45], 45, obj, target))
+    action[45:, 6] = 1.0  # held to the end: the release is read at the last step
+    assert place_features(state, action, obj, target)[12] == pytest.approx(59 / 220)
