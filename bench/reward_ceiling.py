@@ -36,13 +36,13 @@ from imagination.eval.reward_gate import THRESHOLD_AUC, within_task_auc_interval
 from imagination.imagine import ImaginedEpisodes, imagine, open_imagination, policy_mean, recorded_actions
 from imagination.keyframes import Keyframe
 from policies.base import Policy
-from world_models.grasp_point import dataset_features, fit_grasp_point, grasp_features
+from world_models.grasp_point import dataset_features, fit_grasp_point, grasp_features, place_features
 
 
 def imagined_features(run: ImaginedEpisodes, proprio: torch.nn.Module, starts: list[np.ndarray],
-                      targets: list[np.ndarray]) -> list[np.ndarray]:
-    """Grasp features of each imagined episode: every step's robot state rebuilt from the chunk-start
-    states the run kept and the proprio model's prediction within each chunk."""
+                      targets: list[np.ndarray], place: bool = False) -> list[np.ndarray]:
+    """Grasp (place=True: grasp-and-release) features of each imagined episode: every step's robot state
+    rebuilt from the chunk-start states the run kept and the proprio model's prediction within each chunk."""
     assert run.state is not None  # imagine(keep_obs=True)
     out = []
     for e in range(len(run.keyframes)):
@@ -51,7 +51,8 @@ def imagined_features(run: ImaginedEpisodes, proprio: torch.nn.Module, starts: l
         with torch.no_grad():  # [n, K, S]: the state after each action of each chunk
             after = proprio.predict(torch.as_tensor(run.state[rows]), torch.as_tensor(run.actions[rows])).numpy()
         states = np.concatenate([np.concatenate([run.state[r][None], after[j, :-1]]) for j, r in enumerate(rows)])
-        out.append(grasp_features(states, run.actions[rows].reshape(-1, 7), starts[e], targets[e]))
+        featurize = place_features if place else grasp_features
+        out.append(featurize(states, run.actions[rows].reshape(-1, 7), starts[e], targets[e]))
     return out
 
 
@@ -77,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--proprio", default=proto.path("proprio_file"), help="ProprioModel file (bench/reward_signal.py's)")
     p.add_argument("--imagined-envs", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--until", choices=("close", "release"), default="close",
+                   help="judge the grasp alone, or the grasp and where the carried object is let go "
+                        "(imagination.grasp_until)")
     args = p.parse_args(argv)
     for name, path in (("--world-model", args.world_model), ("--proprio", args.proprio), ("--policy", args.policy),
                        ("--gate-data", args.gate_data), *(("--train-data", d) for d in args.train_data)):
@@ -85,8 +89,9 @@ def main(argv: list[str] | None = None) -> int:
                   "records and labels the gate's episodes, `python bench/rl_gain.py` builds the rest")
             return 2
     torch.set_num_threads(1)
-    clf = fit_grasp_point(args.train_data, [d for d in args.label_dirs if Path(d).is_dir()])
-    gate_feats, gate_tasks, gate_real, idx = dataset_features(args.gate_data, args.policy)
+    place = args.until == "release"
+    clf = fit_grasp_point(args.train_data, [d for d in args.label_dirs if Path(d).is_dir()], place=place)
+    gate_feats, gate_tasks, gate_real, idx = dataset_features(args.gate_data, args.policy, place)
     if not idx:
         print(f"--gate-data: {args.gate_data} holds no labelled episode of {args.policy}; "
               "run `python bench/reward_signal.py --reward state --state-reward ...` first")
@@ -109,11 +114,11 @@ def main(argv: list[str] | None = None) -> int:
         for b in range(0, len(idx), env.num_envs):
             k = list(range(b, min(b + env.num_envs, len(idx))))
             run = imagine(env, make_act(), [Keyframe(i, 0) for i in k], seed=args.seed, keep_obs=True)
-            feats += imagined_features(run, env.proprio, [starts[i] for i in k], [targets[i] for i in k])
+            feats += imagined_features(run, env.proprio, [starts[i] for i in k], [targets[i] for i in k], place)
         line, points[name] = stage_line(name, clf.predict(np.array(feats), tasks), real, tasks)
         print(line)
     ok = points["closed_loop"] >= THRESHOLD_AUC
-    print(f"BENCH reward_ceiling episodes={len(idx)} recorded={points['recorded']:.2f} "
+    print(f"BENCH reward_ceiling until={args.until} episodes={len(idx)} recorded={points['recorded']:.2f} "
           f"predicted={points['predicted']:.2f} closed_loop={points['closed_loop']:.2f} "
           f"threshold_closed_loop={THRESHOLD_AUC:.2f} {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
