@@ -312,7 +312,7 @@ def test_grasp_reward_ends_the_episode_at_the_first_close_with_the_classifier_pr
         after = prop.predict(torch.as_tensor(before)[None], torch.as_tensor(close_chunk))[0].numpy()
     _, reward, terminated, truncated, info = venv.step(close_chunk)
     sim = eps[1].sim
-    assert venv.grasp is not None and sim is not None
+    assert venv.grasp is not None
     expected = venv.grasp.classifier.predict(
         features_at(after[1], 4 + 2, sim["object_pos"][0], sim["target_pos"][0])[None], np.array([1]))[0]
     assert terminated[0] and not truncated[0] and info["steps"][0] == 3
@@ -356,6 +356,7 @@ def test_grasp_until_release_holds_on_and_judges_where_the_carried_object_is_let
     with torch.no_grad():
         after = prop.predict(torch.as_tensor(before)[None], torch.as_tensor(held))[0].numpy()
     _, reward, terminated, truncated, info = venv.step(held)
+    assert venv.grasp is not None
     expected = venv.grasp.classifier.predict(release_features_at(
         close_state, 2, after[0], 5, sim["object_pos"][0], sim["target_pos"][0])[None], np.array([1]))[0]
     assert terminated[0] and info["steps"][0] == 2 and reward[0] == pytest.approx(expected, rel=1e-5)
