@@ -16,7 +16,7 @@ DEMO_ARGS ?=
 demo: $(STAMPS)/installed
 	$(PY) scripts/loop.py --config quick $(DEMO_ARGS)
 
-# lint first (seconds; settings in pyproject.toml): ruff on the whole tree, mypy on the packages
+# lint first (seconds; settings in pyproject.toml): ruff and mypy, both on the whole tree
 test: lint
 	$(PY) -m pytest -q -p no:cacheprovider
 

@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--tasks: unknown task ids {bad} ({args.suite} has tasks 0-{num_tasks - 1})")
 
     rows = []  # (task id, successes, n, mean steps)
-    all_success, all_steps = [], []
+    all_success: list[bool] = []
+    all_steps: list[int] = []
     t0 = time.time()
     bar = tqdm(total=len(tasks) * args.inits, desc="expert", unit="ep")
     for task_id in tasks:

@@ -43,6 +43,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import cast
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -55,7 +56,7 @@ from envs.dataset import EpisodeDataset
 from imagination.env import load_start_episodes
 from imagination.eval.calibrate import replay_success_prob
 from imagination.eval.evaluate import evaluate, make_eval_env
-from imagination.eval.jobs import EnvSpec, EvalConfig
+from imagination.eval.jobs import EnvSpec, EvalConfig, EvalEnv
 from imagination.imagine import open_proprio
 from policies.base import Policy, RandomPolicy, RandomPolicyConfig
 from policies.bc import BCConfig, train_bc
@@ -93,7 +94,7 @@ class SharedEnvs:
     """
 
     def __init__(self):
-        self._open: dict[tuple, object] = {}
+        self._open: dict[tuple, EvalEnv] = {}
 
     def __call__(self, cfg: EvalConfig, spec: EnvSpec, first_tasks: list[int]):
         if cfg.env == "imagination":
@@ -204,7 +205,7 @@ def make_candidates(args, wm: WorldModel) -> list[Candidate]:
     if not noisy.is_file() or noisy.stat().st_mtime < Path(full["policy_path"]).stat().st_mtime:
         policy = Policy.load(full["policy_path"])
         with torch.no_grad():
-            policy.log_std.fill_(math.log(args.noise_std))
+            cast(torch.Tensor, policy.log_std).fill_(math.log(args.noise_std))  # not declared by Policy
         policy.save(noisy)
     cands.append(Candidate("bc_noisy", str(noisy), False, f"bc, sampled, action std {args.noise_std:g}"))
     if not args.no_random:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -37,9 +38,10 @@ from imagination.imagine import ImaginedEpisodes, imagine, open_imagination, pol
 from imagination.keyframes import Keyframe
 from policies.base import Policy
 from world_models.grasp_point import dataset_features, fit_grasp_point, grasp_features, place_features
+from world_models.proprio import ProprioModel
 
 
-def imagined_features(run: ImaginedEpisodes, proprio: torch.nn.Module, starts: list[np.ndarray],
+def imagined_features(run: ImaginedEpisodes, proprio: ProprioModel, starts: list[np.ndarray],
                       targets: list[np.ndarray], place: bool = False) -> list[np.ndarray]:
     """Grasp (place=True: grasp-and-release) features of each imagined episode: every step's robot state
     rebuilt from the chunk-start states the run kept and the proprio model's prediction within each chunk."""
@@ -107,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     # the success threshold is out of reach: nothing ends an episode before the horizon, as in the gate
     env = open_imagination(args.world_model, args.gate_data, args.proprio, num_envs=args.imagined_envs,
                            config=ImaginationConfig(max_steps=220, success_threshold=2.0), indices=idx, policy=policy)
-    sims = [read_sim_labels(args.gate_data, i) for i in idx]
+    # dataset_features kept only the labelled episodes: none of these is None
+    sims = cast(list[dict[str, Any]], [read_sim_labels(args.gate_data, i) for i in idx])
     starts, targets = [s["object_pos"][0] for s in sims], [s["target_pos"][0] for s in sims]
     for name, make_act in (("predicted", lambda: recorded_actions(env)), ("closed_loop", lambda: policy_mean(policy))):
         feats: list[np.ndarray] = []

@@ -27,10 +27,11 @@ import os
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from bench.protocol import RLGainProtocol, build
 from envs.cli import load_config
@@ -98,7 +99,8 @@ def finished_rl_run(run: Path, bc: str) -> dict:
     for name in ("result.json", "policy.pt", "config.yaml"):
         if not (run / name).is_file():
             raise SystemExit(f"--rl-run: {run / name} not found (expected a finished scripts/imagine_rl.py out_dir)")
-    started = str(OmegaConf.load(run / "config.yaml").get("policy", ""))
+    run_cfg = cast(DictConfig, OmegaConf.load(run / "config.yaml"))  # an ImagineRLConfig saved as a mapping
+    started = str(run_cfg.get("policy", ""))
     # the run may have been made on another machine, under another path: the file name must match
     if Path(started).name != Path(bc).name:
         raise SystemExit(f"--rl-run: that run started from {started!r}, not from --bc {bc!r}")

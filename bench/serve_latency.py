@@ -35,6 +35,7 @@ def start_server(checkpoint: str, threads: int, log_path: Path) -> tuple[subproc
     proc = subprocess.Popen([sys.executable, str(ROOT / "scripts/serve_policy.py"), f"checkpoint={checkpoint}",
                              "port=0", f"num_threads={threads}"],
                             stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT)
+    assert proc.stdout is not None  # stdout=PIPE
     line = proc.stdout.readline()
     match = re.search(r"ws://[^\s;]+", line)
     if not match:
@@ -68,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
                 m = client.metadata
                 views, size = max(1, len(m["views"])), m["image_size"] or 64
                 rng = np.random.default_rng(0)
-                obs = {"image": rng.integers(0, 256, (views, size, size, 3), dtype=np.uint8),
+                image = rng.integers(0, 256, (views, size, size, 3), dtype=np.uint8)
+                obs = {"image": image,
                        "state": rng.normal(size=8).astype(np.float32),
                        "instruction": "put the black bowl on the plate"}
                 for _ in range(args.warmup):
@@ -76,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
                 rtt, infer = [], []
                 t0 = time.perf_counter()
                 for i in range(args.requests):
-                    obs["image"][0, 0, 0, 0] = i % 256  # a new frame every time, as from a camera
+                    image[0, 0, 0, 0] = i % 256  # a new frame every time, as from a camera
                     reply = client.infer(obs, timeout=10)
                     rtt.append(reply.round_trip_ms)
                     infer.append(reply.server_ms["infer"])

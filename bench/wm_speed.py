@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         real, source = real_steps_per_s(args.sim_steps, args.fast_render), "measured"
         print(f"  real LIBERO (2 cameras, {'fast' if args.fast_render else 'default'} render): {real:.1f} steps/s",
               flush=True)
-    best_key = max(figures, key=figures.get)
+    best_key = max(figures, key=figures.__getitem__)
     ratio_b1 = figures.get(f"wm_b1_s{args.sampler_steps[0]}", 0.0) / real
     ratio_best = figures[best_key] / real
     ok = ratio_best >= args.min_ratio

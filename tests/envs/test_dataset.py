@@ -5,6 +5,7 @@ import hashlib
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -43,7 +44,8 @@ def make_episode(rng: np.random.Generator, T: int = 12, size: tuple[int, int] = 
               for v in VIEWS}
     success = np.zeros(T, dtype=bool)
     success[-2:] = rng.random() < 0.5
-    fields = dict(instruction="put the bowl on the plate", suite="libero_spatial", task_id=1, source="expert")
+    fields: dict[str, Any] = dict(instruction="put the bowl on the plate", suite="libero_spatial", task_id=1,
+                                  source="expert")
     fields.update(meta)
     return Episode(
         frames=frames,
@@ -390,7 +392,7 @@ def test_killed_at_any_write_leaves_a_valid_dataset(tmp_path: Path, monkeypatch:
     for crash_at in range(n_writes):
         root = tmp_path / f"crash{crash_at}"
         write(root, episodes[:1])
-        calls = []
+        calls: list[str | Path] = []
 
         def counted(real, calls=calls, crash_at=crash_at):
             def wrapper(*args, **kwargs):

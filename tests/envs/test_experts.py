@@ -86,7 +86,7 @@ def test_early_release_fails(task0):
 def test_offset_target_misses_plate(task0):
     env, states = task0
     expert = PerturbedExpert(Perturbation("offset_target", strength=1.0), rng=np.random.default_rng(2))
-    last = {}
+    last: dict[str, dict] = {}
     res = run_expert_episode(
         env, states[1], expert, max_steps=160, reset_seed=1, on_step=lambda o, a, r, d: last.update(obs=o)
     )
@@ -117,7 +117,7 @@ def test_bad_inputs_raise(task0):
     expert = SpatialExpert()
     for bad in (0, -5, 2.5, True):
         with pytest.raises(ValueError, match="max_steps"):
-            run_expert_episode(env, states[0], expert, max_steps=bad)
+            run_expert_episode(env, states[0], expert, max_steps=bad)  # type: ignore[arg-type]  # bad on purpose
     with pytest.raises(ValueError, match="settle_steps"):
         run_expert_episode(env, states[0], expert, settle_steps=-1)
     with pytest.raises(ValueError, match="init_state"):
@@ -129,7 +129,7 @@ def test_bad_inputs_raise(task0):
     with pytest.raises(ValueError, match="raw_env"):
         run_expert_episode(object(), states[0], expert)
     with pytest.raises(ValueError, match="on_step"):
-        run_expert_episode(env, states[0], expert, on_step="not callable")
+        run_expert_episode(env, states[0], expert, on_step="not callable")  # type: ignore[arg-type]  # on purpose
 
 
 @pytest.fixture(scope="module")

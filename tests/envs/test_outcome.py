@@ -33,14 +33,15 @@ def _move_bowl(env: LiberoEnv, name: str, xyz: np.ndarray) -> None:
 
 
 def test_bowl_tracked_through_a_drop_and_onto_the_plate():
-    env = LiberoEnv(LiberoEnvConfig(suite="libero_spatial", task_id=2, views=["agentview"], image_size=32,
+    env = LiberoEnv(LiberoEnvConfig(suite="libero_spatial", task_id=2, views=("agentview",), image_size=32,
                                     chunk_len=4, fast_render=True))
     hold = np.zeros((4, 7), np.float32)
     hold[:, 6] = -1.0  # gripper open, arm still
     try:
         _, info = env.reset(options={"init_state_id": 0})
-        bowl, plate = pick_place_objects(env.raw, env.raw_obs)
-        assert (bowl, plate) == ("akita_black_bowl_1", "plate_1")
+        objects = pick_place_objects(env.raw, env.raw_obs)
+        assert objects == ("akita_black_bowl_1", "plate_1")
+        bowl, plate = objects
         assert info["object_lift_m"] == 0.0 and info["target_distance_m"] > 0.05
         *_, info = env.step(hold)
         assert info["object_lift_m"] < 0.01  # resting bowl
@@ -71,7 +72,7 @@ def test_bowl_tracked_through_a_drop_and_onto_the_plate():
 
 
 def test_goals_without_a_moved_object_have_no_figures():
-    env = LiberoEnv(LiberoEnvConfig(suite="libero_goal", task_id=0, views=["agentview"], image_size=32, chunk_len=1,
+    env = LiberoEnv(LiberoEnvConfig(suite="libero_goal", task_id=0, views=("agentview",), image_size=32, chunk_len=1,
                                     fast_render=True))  # "open the middle drawer of the cabinet"
     try:
         _, info = env.reset(options={"init_state_id": 0})

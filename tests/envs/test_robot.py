@@ -88,7 +88,8 @@ def test_unsafe_inputs_and_bad_limits_are_refused():
 
 
 def test_emergency_stop_latches_and_catches_ctrl_c():
-    estop, calls = EmergencyStop(), []
+    estop = EmergencyStop()
+    calls: list[str] = []
     estop.on_trigger(calls.append)
     with estop.sigint():
         os.kill(os.getpid(), signal.SIGINT)  # first Ctrl-C: a stop, not a KeyboardInterrupt
@@ -101,7 +102,7 @@ def test_emergency_stop_latches_and_catches_ctrl_c():
 
 
 def test_watchdog_fires_only_after_its_deadline():
-    fired = []
+    fired: list[str] = []
     dog = Watchdog(fired.append)
     try:
         dog.arm(0.5, "slow")
@@ -164,6 +165,7 @@ def served_subprocess(tmp_path):
     proc = subprocess.Popen([sys.executable, str(ROOT / "scripts/serve_policy.py"), "checkpoint=random", "port=0"],
                             stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT)
     try:
+        assert proc.stdout is not None  # stdout=PIPE
         ready, _, _ = select.select([proc.stdout], [], [], 120)  # never hang the suite on a server that stays silent
         line = proc.stdout.readline() if ready else ""  # "serving ... at ws://127.0.0.1:PORT; ..."
         match = re.search(r"ws://[\d.]+:\d+", line)

@@ -63,6 +63,7 @@ def test_replayed_labels_follow_the_recorded_episode(recorded):
     assert stats["labelled"] == 1 and stats["skipped"] == {}, stats
     assert stats["max_state_diff"] < 1e-4
     labels = read_sim_labels(root, 0)
+    assert labels is not None
     T = len(episode)
     assert labels["object_pos"].shape == (T, 3) and labels["target_pos"].shape == (T, 3)
     assert labels["grasped"].shape == (T,)
@@ -102,6 +103,7 @@ def test_a_tampered_episode_is_refused(recorded):
         full = replay_episode(env, meta, episode.action, episode.state, episode.success).labels
         part = replay_episode(env, meta, tampered, episode.state, episode.success, keep_prefix=True)
         rows = int(part.reason.split("at row ")[1])
+        assert full is not None and part.labels is not None
         assert 10 < rows < len(episode) and part.labels["grasped"].shape == (rows,)
         np.testing.assert_array_equal(part.labels["object_pos"], full["object_pos"][:rows])
         assert env.render() is None and env.raw_obs is not None  # no cameras, nothing rendered

@@ -3,6 +3,7 @@ success-head termination, horizon, uncertainty truncation, autoreset."""
 import numpy as np
 import pytest
 import torch
+from gymnasium import spaces
 from gymnasium.utils.env_checker import check_env
 
 from imagination.env import ImaginationConfig, ImaginationEnv, ImaginationVectorEnv, StartEpisode
@@ -41,6 +42,7 @@ def _bias_success(wm, value: float):
     last = [m for m in wm.head.modules() if isinstance(m, torch.nn.Linear) or isinstance(m, torch.nn.Conv2d)][-1]
     with torch.no_grad():
         last.weight.zero_()
+        assert last.bias is not None
         last.bias.fill_(value)
 
 
@@ -168,6 +170,8 @@ def test_policy_views_show_a_subset_of_the_imagined_views(models):
     full = ImaginationVectorEnv(wm2, prop, eps, num_envs=2, config=ImaginationConfig(max_steps=20))
     shown = ImaginationVectorEnv(wm2, prop, eps, num_envs=2,
                                  config=ImaginationConfig(max_steps=20, policy_views=["wrist"]))
+    assert isinstance(shown.single_observation_space, spaces.Dict)
+    assert isinstance(full.single_observation_space, spaces.Dict)
     assert shown.single_observation_space["image"].shape == (1, H, H, 3)
     assert full.single_observation_space["image"].shape == (2, H, H, 3)
     kf = {"keyframes": [Keyframe(0, 5), Keyframe(2, 9)]}
@@ -193,7 +197,8 @@ def _labelled(eps):
     for e in eps:
         T = len(e.state)
         obj = np.repeat((e.state[0, :3] + [0.05, 0.0, 0.0])[None], T, 0).astype(np.float32)
-        sim = {"object_pos": obj, "target_pos": obj + np.float32([0.2, 0.0, 0.0]), "grasped": np.zeros(T, bool)}
+        sim = {"object_pos": obj, "target_pos": obj + np.array([0.2, 0.0, 0.0], np.float32),
+               "grasped": np.zeros(T, bool)}
         out.append(StartEpisode(e.frames, e.state, e.action, e.instruction, e.task_id, sim))
     return out
 
@@ -307,6 +312,7 @@ def test_grasp_reward_ends_the_episode_at_the_first_close_with_the_classifier_pr
         after = prop.predict(torch.as_tensor(before)[None], torch.as_tensor(close_chunk))[0].numpy()
     _, reward, terminated, truncated, info = venv.step(close_chunk)
     sim = eps[1].sim
+    assert venv.grasp is not None
     expected = venv.grasp.classifier.predict(
         features_at(after[1], 4 + 2, sim["object_pos"][0], sim["target_pos"][0])[None], np.array([1]))[0]
     assert terminated[0] and not truncated[0] and info["steps"][0] == 3
@@ -350,6 +356,7 @@ def test_grasp_until_release_holds_on_and_judges_where_the_carried_object_is_let
     with torch.no_grad():
         after = prop.predict(torch.as_tensor(before)[None], torch.as_tensor(held))[0].numpy()
     _, reward, terminated, truncated, info = venv.step(held)
+    assert venv.grasp is not None
     expected = venv.grasp.classifier.predict(release_features_at(
         close_state, 2, after[0], 5, sim["object_pos"][0], sim["target_pos"][0])[None], np.array([1]))[0]
     assert terminated[0] and info["steps"][0] == 2 and reward[0] == pytest.approx(expected, rel=1e-5)

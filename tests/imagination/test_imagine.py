@@ -114,13 +114,18 @@ def test_policy_decides_the_views_obs_show(files):
         open_imagination(files / "wm.pt", files / "data", _proprio(), policy=_policy(["wrist"]))
 
 
-def test_imagine_pads_freezes_and_records_extras():
+def test_imagine_pads_freezes_and_records_extras(monkeypatch):
     wm = _wm(bias=2.0)
     env = ImaginationVectorEnv(wm, _proprio(), _episodes(), 3,
                                ImaginationConfig(max_steps=12, success_threshold=math.inf))
-    batches = []
+    batches: list[int] = []
     predict = wm.predict
-    wm.predict = lambda context, *a: (batches.append(len(context)), predict(context, *a))[1]
+
+    def counted(context, *a):
+        batches.append(len(context))
+        return predict(context, *a)
+
+    monkeypatch.setattr(wm, "predict", counted)
 
     def act(obs):
         return {"actions": np.zeros((3, K, 7), np.float32), "value": torch.arange(3.0), "tag": np.arange(3) * 10}
@@ -131,10 +136,12 @@ def test_imagine_pads_freezes_and_records_extras():
     assert env._frozen.tolist() == [True, True, True]
     assert run.env.tolist() == [0, 1, 0, 0] and run.step.tolist() == [0, 0, 1, 2] and run.t.tolist() == [0, 8, 4, 8]
     assert run.done.tolist() == [False, True, False, True]
-    assert torch.equal(run.extras["value"], torch.tensor([0.0, 1.0, 0.0, 0.0]))
+    value = run.extras["value"]
+    assert isinstance(value, torch.Tensor) and torch.equal(value, torch.tensor([0.0, 1.0, 0.0, 0.0]))
     assert run.extras["tag"].tolist() == [0, 10, 0, 0]
     assert run.length.tolist() == [3, 1] and run.final_t.tolist() == [12, 12] and run.keyframes == starts
-    assert run.image.shape == (4, 1, H, H, 3) and run.instruction == ["task 0", "task 1", "task 0", "task 0"]
+    assert run.image is not None and run.image.shape == (4, 1, H, H, 3)
+    assert run.instruction == ["task 0", "task 1", "task 0", "task 0"]
     assert not run.success.any() and run.episode_return.tolist() == [0.0, 0.0]
     np.testing.assert_allclose(run.max_success_prob, 1 / (1 + math.exp(-2.0)), rtol=1e-5)
     with pytest.raises(ValueError, match="starts"):

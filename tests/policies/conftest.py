@@ -5,6 +5,8 @@ the gripper position (state[:2]) towards the square, so a policy must read the i
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -17,8 +19,8 @@ SIZE = 32
 
 def tiny_config(**overrides) -> VLAConfig:
     """A VLA small enough for fast CPU tests (16 px input after resizing, ~60k parameters)."""
-    kw = dict(image_size=16, conv_channels=[8, 16], image_features=32, language_features=16, state_features=16,
-              hidden=64, trunk_layers=2, chunk_len=4)
+    kw: dict[str, Any] = dict(image_size=16, conv_channels=[8, 16], image_features=32, language_features=16,
+                              state_features=16, hidden=64, trunk_layers=2, chunk_len=4)
     kw.update(overrides)
     return VLAConfig(**kw)
 

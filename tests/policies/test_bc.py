@@ -7,6 +7,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,15 +19,15 @@ from imagination.eval.evaluate import evaluate
 from imagination.eval.jobs import EvalConfig
 from policies.base import Policy
 from policies.bc import BCConfig, ChunkData, load_episodes, random_shift, train_bc, train_bc_on_data
-from policies.vla import VLAConfig
+from policies.vla import VLAConfig, VLAPolicy
 from tests.policies.conftest import square_episode, tiny_config
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def bc_config(data: str, out: Path, **kw) -> BCConfig:
-    base = dict(data_dir=data, out_dir=str(out), policy=tiny_config(), steps=150, batch_size=16, lr=3e-3,
-                log_every=10, checkpoint_every=50, augment_shift=2, num_threads=1)
+    base: dict[str, Any] = dict(data_dir=data, out_dir=str(out), policy=tiny_config(), steps=150, batch_size=16,
+                                lr=3e-3, log_every=10, checkpoint_every=50, augment_shift=2, num_threads=1)
     base.update(kw)
     return BCConfig(**base)
 
@@ -137,6 +138,7 @@ def test_nll_loss_fits_the_log_std(square_dataset, tmp_path):
     episodes, stats = load_episodes(bc_config(square_dataset, tmp_path))
     cfg = bc_config(square_dataset, tmp_path, steps=60, loss="nll", policy=tiny_config(init_log_std=0.0))
     policy = Policy.load(train_bc(cfg, episodes, stats, progress=False)["policy_path"])
+    assert isinstance(policy, VLAPolicy)
     assert policy.log_std.mean() < -0.05  # the expert is far more precise than std 1
     with pytest.raises(ValueError, match="loss"):
         train_bc(replace(cfg, loss="l1", out_dir=str(tmp_path / "x")), episodes, stats, progress=False)
@@ -175,8 +177,8 @@ def test_bc_on_four_expert_episodes_beats_random_in_real_libero(tmp_path):
     assert bc["final_loss"] < 0.3 * bc["first_loss"]
 
     # held-out init states 4 and 5; same seeds, horizon and rendering for both policies
-    common = dict(env="libero_spatial", tasks=[0], episodes_per_task=2, init_state_offset=4, max_steps=150,
-                  num_envs=2, fast_render=True, videos=0)
+    common: dict[str, Any] = dict(env="libero_spatial", tasks=[0], episodes_per_task=2, init_state_offset=4,
+                                  max_steps=150, num_envs=2, fast_render=True, videos=0)
     ours = evaluate(EvalConfig(checkpoint=bc["policy_path"], out_dir=str(tmp_path / "eval_bc"), **common),
                     progress=False)
     rand = evaluate(EvalConfig(checkpoint="random", out_dir=str(tmp_path / "eval_random"), **common), progress=False)

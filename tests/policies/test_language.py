@@ -28,10 +28,15 @@ def test_embeddings_are_384d_normalized_and_distinct(encoder):
 
 def test_each_string_is_encoded_once(encoder, monkeypatch):
     encoder.encode([A])
-    calls = []
+    calls: list[list[str]] = []
     model = encoder._model
     original = model.encode
-    monkeypatch.setattr(model, "encode", lambda texts, **kw: calls.append(list(texts)) or original(texts, **kw))
+
+    def counted(texts, **kw):
+        calls.append(list(texts))
+        return original(texts, **kw)
+
+    monkeypatch.setattr(model, "encode", counted)
     encoder.encode([A, A, "a brand new instruction", A])
     encoder.encode(["a brand new instruction"])
     assert calls == [["a brand new instruction"]]

@@ -99,7 +99,7 @@ def malformed_requests() -> list[tuple[str, bytes | str]]:
         ("data size mismatch", with_(image=_nd("uint8", [2, 64, 64, 3], b"\x00" * 10))),
         ("negative shape", with_(image=_nd("uint8", [-1, 64, 64, 3], b""))),
         ("absurd shape", with_(image=_nd("uint8", [10**12, 10**12], b"\x00"))),
-        ("data not bytes", with_(image=_nd("uint8", [2], "ab"))),
+        ("data not bytes", with_(image=_nd("uint8", [2], "ab"))),  # type: ignore[arg-type]  # the wrong type on purpose
         ("deep nesting", pack({"image": [[[[[[[[1]]]]]]]]})),
         ("ext type", msgpack.packb({"image": msgpack.ExtType(42, b"\x00" * 16)})),
         ("too big for the batch", with_(image=np.zeros((9, 2, 8, 8, 3), np.uint8), state=np.zeros((9, 8), np.float32),
@@ -169,7 +169,8 @@ def test_token_is_required_off_loopback(monkeypatch):
 
 
 def test_wire_round_trip_and_limits():
-    arrays = [np.arange(6, dtype=d).reshape(2, 3) for d in ("uint8", "int16", "int64", "float16", "float32", "float64")]
+    arrays: list[np.ndarray] = [np.arange(6, dtype=d).reshape(2, 3)
+                                for d in ("uint8", "int16", "int64", "float16", "float32", "float64")]
     arrays.append(np.arange(4, dtype=">f4"))  # big-endian input is sent little-endian
     back = unpack(pack({"a": arrays}))["a"]
     for x, y in zip(arrays, back):

@@ -33,7 +33,9 @@ def test_psnr_and_ssim():
     two = torch.cat([real, real], 1)
     assert psnr_per_frame(torch.cat([noisy, real], 1), two).shape == (6,)
     fig = fidelity(noisy[None].expand(2, -1, -1, -1, -1), real[None].expand(2, -1, -1, -1, -1))
-    assert len(fig["psnr_per_step"]) == 6 and math.isclose(fig["psnr"], float(p.mean()), rel_tol=1e-5)
+    per_step, mean = fig["psnr_per_step"], fig["psnr"]
+    assert isinstance(per_step, list) and isinstance(mean, float)
+    assert len(per_step) == 6 and math.isclose(mean, float(p.mean()), rel_tol=1e-5)
 
 
 def test_f1():

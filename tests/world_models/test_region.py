@@ -1,6 +1,7 @@
 """The moving-region mask and metrics (world_models.region) on hand-made frames, the bootstrap interval,
 and the imagined eef track (world_models.tracks) of a fitted proprio model."""
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from world_models.tracks import object_track, proprio_track, track_errors
 S = 32
 
 
-def _frames(squares: list[tuple[int, int] | None]) -> torch.Tensor:
+def _frames(squares: Sequence[tuple[int, int] | None]) -> torch.Tensor:
     """[T, 3, S, S] in [-1, 1]: a grey background with a white 4x4 square at (x, y) per frame (None: none)."""
     out = torch.full((len(squares), 3, S, S), -0.2)
     for t, sq in enumerate(squares):
@@ -117,8 +118,8 @@ def test_the_object_is_carried_as_imagination_carries_it():
     model = StateReward(StateRewardConfig(chunk_len=4)).eval()  # untrained: the carry's arithmetic is what counts
     states, actions = _episodes(np.random.default_rng(2), 1, T=19)
     state = states[0]
-    sim = {"object_pos": np.tile(np.float32([0.1, 0.2, 0.9]), (19, 1)), "target_pos": np.zeros((19, 3), np.float32),
-           "grasped": np.zeros(19, bool)}
+    sim = {"object_pos": np.tile(np.array([0.1, 0.2, 0.9], np.float32), (19, 1)),
+           "target_pos": np.zeros((19, 3), np.float32), "grasped": np.zeros(19, bool)}
     ep = LabelledEpisode(state, sim["object_pos"], sim["target_pos"], sim["grasped"], np.zeros(19, bool))
     ours = object_track(model, state[0], state[1:], sim)  # 18 steps: the last of 5 chunks is padded
     theirs, _ = track(model, ep, 0)  # whole chunks only: 4 x 4 = 16 steps

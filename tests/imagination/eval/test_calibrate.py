@@ -70,13 +70,13 @@ def test_pick_threshold_errors():
         pick_threshold(np.array([0.2, 0.7]), np.array([True]))
 
 
-def test_replay_takes_each_episodes_highest_probability():
+def test_replay_takes_each_episodes_highest_probability(monkeypatch):
     wm = _wm()
     _bias_success(wm, 2.0)
     probs = replay_success_prob(wm, _proprio(), [_episode(10, 9), _episode(200, 13)], batch_size=1)
     np.testing.assert_allclose(probs, 1 / (1 + np.exp(-2.0)), rtol=1e-5)
     # a head that reads brightness: the replay of a bright scene scores above that of a dark one
-    wm.head = BrightnessHead()
+    monkeypatch.setattr(wm, "head", BrightnessHead())
     probs = replay_success_prob(wm, _proprio(), [_episode(20, 9), _episode(235, 13), _episode(30, 5)])
     assert probs.shape == (3,) and probs[1] > 0.9 > 0.1 > max(probs[0], probs[2])
     c = pick_threshold(probs, np.array([False, True, False]))

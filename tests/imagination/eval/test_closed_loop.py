@@ -30,7 +30,7 @@ H, K = 16, 4
 def test_separation_perfect_and_none():
     sep = outcome_separation(np.array([0.9, 0.8, 0.2, 0.1]), np.array([1, 1, 0, 0]), np.zeros(4))
     assert sep.auc == 1.0 and sep.auc_within_task == 1.0
-    assert sep.threshold.balanced_accuracy == 1.0 and 0.2 < sep.threshold.threshold < 0.8
+    assert sep.threshold is not None and sep.threshold.balanced_accuracy == 1.0 and 0.2 < sep.threshold.threshold < 0.8
     assert (sep.successes, sep.failures) == (2, 2)
     flipped = outcome_separation(np.array([0.1, 0.2, 0.8, 0.9]), np.array([1, 1, 0, 0]), np.zeros(4))
     assert flipped.auc == 0.0
@@ -68,6 +68,7 @@ def test_paired_separation_matches_jobs_by_task_init_and_seed():
     imagined = {"episodes": [ep(1, 1, 4, max_success_prob=0.2), ep(0, 1, 2, max_success_prob=0.4),
                              ep(0, 0, 1, max_success_prob=0.9), ep(1, 0, 3, max_success_prob=0.6)]}
     sep = paired_separation(real, imagined)
+    assert sep is not None
     assert (sep.successes, sep.failures) == (2, 2)
     assert sep.auc_within_task == pytest.approx(0.5)  # task 0 right (1 pair), task 1 wrong (1 pair)
     assert sep.auc == pytest.approx(2 / 4)  # 0.9 beats 0.4, 0.6; 0.2 beats neither

@@ -23,7 +23,7 @@ class SignPolicy(Policy):
         sign = torch.where(state[:, 0] % 2 == 0, 0.5, -0.5)
         return sign[:, None, None].expand(-1, self.chunk_len, 7).clone()
 
-    def evaluate(self, obs, actions):
+    def evaluate(self, obs, actions, per_dim=False):
         b = batch_obs(obs)["state"].shape[0]
         return torch.zeros(b), torch.zeros(b), torch.zeros(b)
 

@@ -2,6 +2,7 @@
 stage bookkeeping and reuse, dataset growth with labelled policy episodes, the fine-tune starting
 from the previous world model, the guard, and the report of the finished run."""
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -48,11 +49,18 @@ def test_finetune_config_weights_policy_episodes_and_bootstraps_from_the_start()
 
 def test_stage_runs_once_and_is_reused(tmp_path):
     cfg = LoopConfig(out_dir=str(tmp_path))
-    calls = []
+    calls: list[int] = []
+
+    def counted(result: dict) -> Callable[[], dict]:
+        def run() -> dict:
+            calls.append(1)
+            return result
+        return run
+
     state = LoopState(cfg)
-    assert state.stage("a", lambda: calls.append(1) or {"x": 1}, log=lambda _: None) == {"x": 1}
+    assert state.stage("a", counted({"x": 1}), log=lambda _: None) == {"x": 1}
     again = LoopState(cfg)  # a new process reads loop.json
-    assert again.stage("a", lambda: calls.append(1) or {"x": 2}, log=lambda _: None) == {"x": 1}
+    assert again.stage("a", counted({"x": 2}), log=lambda _: None) == {"x": 1}
     assert calls == [1]
 
 

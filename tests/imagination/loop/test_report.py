@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 import numpy as np
@@ -29,7 +30,7 @@ def _results(path: Path, successes: dict[int, int], episodes: int = 10, video_pr
     recorded as `video_prefix/videos/<name>` (the evaluating process's own path for them).
     prob(task, j): the episode's max_success_prob, as imagined evaluations record it; without it (a
     real evaluation) every episode has an outcome, failures alternating never lifted / lifted, not placed."""
-    records = []
+    records: list[dict[str, Any]] = []
     for task, s in successes.items():
         for j in range(episodes):
             records.append({"index": len(records), "task_id": task, "episode": j, "init_state_id": j, "seed": j,

@@ -61,7 +61,7 @@ def test_kl_k3_stays_finite_when_the_policy_is_far_from_the_reference():
     est = kl_k3(lp, torch.tensor([0.0]))
     assert torch.isfinite(est).all() and est.item() > 1e8
     est.sum().backward()
-    assert lp.grad.item() == 0.0
+    assert lp.grad is not None and lp.grad.item() == 0.0
 
 
 def test_kl_k2_value_and_its_gradient_is_the_kl_gradient():
@@ -71,7 +71,7 @@ def test_kl_k2_value_and_its_gradient_is_the_kl_gradient():
     mu = torch.zeros((), requires_grad=True)
     lp = torch.distributions.Normal(mu, 1.0).log_prob(x)
     kl_k2(lp, torch.distributions.Normal(0.5, 1.0).log_prob(x)).mean().backward()
-    assert mu.grad.item() == pytest.approx(-0.5, abs=0.01)
+    assert mu.grad is not None and mu.grad.item() == pytest.approx(-0.5, abs=0.01)
 
 
 class _Gaussian(torch.nn.Module):
@@ -100,10 +100,11 @@ def test_update_skips_a_step_whose_gradient_is_not_finite(estimator):
     adv = torch.linspace(-1, 1, n)
     opt = torch.optim.Adam(policy.parameters(), lr=0.1)
     bad = Batch(obs, actions, old, adv * float("inf"), adv, old.clone())
-    logs = update(policy, opt, bad, cfg, np.random.default_rng(0))
+    logs = update(policy, opt, bad, cfg, np.random.default_rng(0))  # type: ignore[arg-type]  # a minimal stand-in
     assert logs["skipped_fraction"] == 1.0 and "grad_norm" not in logs
     assert torch.isfinite(policy.mean).all() and (policy.mean == 0).all()  # the weights did not move
-    logs = update(policy, opt, Batch(obs, actions, old, adv, adv, old.clone()), cfg, np.random.default_rng(0))
+    logs = update(policy, opt, Batch(obs, actions, old, adv, adv, old.clone()), cfg,  # type: ignore[arg-type]
+                  np.random.default_rng(0))
     assert logs["skipped_fraction"] == 0.0 and np.isfinite(logs["grad_norm"]) and (policy.mean != 0).any()
 
 
@@ -129,7 +130,7 @@ def test_batch_subset_moves_tensors_to_the_policy_device_and_keeps_obs_on_the_ho
     assert host.obs["instruction"] == ["task 4", "task 1"]
     moved = batch.subset(idx, "meta")  # a device without data: proves every tensor field is moved
     for t in (moved.actions, moved.log_prob, moved.advantages, moved.returns, moved.ref_log_prob):
-        assert t.device.type == "meta"
+        assert t is not None and t.device.type == "meta"
     assert isinstance(moved.obs["image"], np.ndarray) and moved.obs["image"].shape == (2, 1, 4, 4, 3)
 
 

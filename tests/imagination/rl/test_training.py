@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from envs.dataset import EpisodeDataset
-from imagination.env import ImaginationConfig, ImaginationVectorEnv, load_start_episodes
+from imagination.env import ImaginationConfig, ImaginationVectorEnv, StartEpisode, load_start_episodes
 from imagination.keyframes import KeyframeConfig
 from imagination.rl.algo import RLConfig
 from imagination.rl.training import ImagineRLConfig, exploration_log_std, per_task_success, train_rl
@@ -102,7 +102,8 @@ def test_per_task_success_counts_episodes_by_their_start_task():
     env = SimpleNamespace(episodes=[SimpleNamespace(task_id=t) for t in (0, 0, 2)])
     r = SimpleNamespace(keyframe=np.array([[0, 5], [1, 0], [2, 3], [2, 9], [1, 4]]),
                         success=np.array([True, False, True, True, True]))
-    assert per_task_success(r, env) == {"imagined_success_task0": pytest.approx(2 / 3), "imagined_success_task2": 1.0}
+    got = per_task_success(r, env)  # type: ignore[arg-type]  # duck-typed stand-ins for Rollouts and the env
+    assert got == {"imagined_success_task0": pytest.approx(2 / 3), "imagined_success_task2": 1.0}
 
 
 def test_resume_continues_exactly(square_setup, tmp_path):
@@ -148,7 +149,9 @@ def test_data_exploration_sets_the_starting_policy_noise(square_setup, tmp_path)
     data, _, _, _ = square_setup
     episodes = load_start_episodes(str(data), ["agentview"])
     expected = exploration_log_std(cfg, np.concatenate([ep.action for ep in episodes]))
-    got = Policy.load(tmp_path / "d" / "policy.pt").log_std.detach()
+    policy = Policy.load(tmp_path / "d" / "policy.pt")
+    assert isinstance(policy, VLAPolicy)
+    got = policy.log_std.detach()
     assert torch.allclose(got, expected.expand_as(got), atol=1e-5)
     assert got.std() > 0  # the square world moves along one axis only: the noise differs per dimension
 
@@ -171,6 +174,7 @@ def test_bc_anchor_is_the_bc_loss_on_expert_episodes_and_reaches_the_update(squa
 
     cfg = replace(_config(square_setup, tmp_path / "bc", iterations=1), bc_coef=2.0)
     policy = Policy.load(square_setup[2])
+    assert isinstance(policy, VLAPolicy)
     anchor = bc_anchor(cfg, policy)
     first = anchor()
     assert first.ndim == 0 and torch.isfinite(first) and first > 0
@@ -192,7 +196,7 @@ def test_bc_anchor_is_the_bc_loss_on_expert_episodes_and_reaches_the_update(squa
         bc_anchor(replace(cfg, tasks=[7]), policy)
 
 
-def _expert_batch(ep):
+def _expert_batch(ep: StartEpisode) -> tuple[dict, torch.Tensor, torch.Tensor]:
     """obs, target [T, K, 7], mask of every step of one start episode, as policies.bc.ChunkData builds them."""
     T, K = len(ep.action), 4
     idx = np.minimum(np.arange(T)[:, None] + np.arange(K)[None], T - 1)
