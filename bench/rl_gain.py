@@ -34,6 +34,7 @@ from omegaconf import OmegaConf
 
 from bench.protocol import RLGainProtocol, build
 from envs.cli import load_config
+from envs.errors import run_main
 from envs.libero_env import LiberoEnv
 from imagination.eval.evaluate import evaluate
 from imagination.eval.jobs import EvalConfig
@@ -178,4 +179,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (envs/errors.py)
