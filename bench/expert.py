@@ -22,6 +22,7 @@ import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from envs import libero_suites  # noqa: E402
+from envs.errors import run_main
 from envs.experts import SpatialExpert, run_expert_episode  # noqa: E402
 
 
@@ -92,4 +93,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (envs/errors.py)

@@ -25,6 +25,7 @@ import torch
 
 from bench.inputs import demo_path, is_dataset, report_missing
 from envs.cli import load_config
+from envs.errors import run_main
 from imagination.env import ImaginationConfig, load_start_episodes
 from imagination.imagine import open_imagination
 from policies.vla import VLAConfig, VLAPolicy
@@ -100,4 +101,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (envs/errors.py)

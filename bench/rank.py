@@ -53,6 +53,7 @@ from scipy.stats import spearmanr
 from bench.inputs import demo_path, is_dataset, report_missing
 from envs.cli import load_config
 from envs.dataset import EpisodeDataset
+from envs.errors import run_main
 from imagination.env import load_start_episodes
 from imagination.eval.calibrate import replay_success_prob
 from imagination.eval.evaluate import evaluate, make_eval_env
@@ -403,4 +404,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (envs/errors.py)

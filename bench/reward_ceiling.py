@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from bench.protocol import RLGainProtocol
+from envs.errors import run_main
 from envs.sim_labels import read_sim_labels
 from imagination.env import ImaginationConfig
 from imagination.eval.reward_gate import THRESHOLD_AUC, within_task_auc_interval
@@ -128,4 +129,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (envs/errors.py)

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from bench.protocol import RLGainProtocol  # noqa: E402  (after MUJOCO_GL is set above)
+from envs.errors import run_main
 
 if TYPE_CHECKING:
     from imagination.eval.jobs import EvalConfig
@@ -285,4 +286,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (envs/errors.py)

@@ -35,6 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from bench.protocol import RLGainProtocol, build
 from envs.cli import load_config
+from envs.errors import run_main
 from envs.libero_env import LiberoEnv
 from imagination.eval.evaluate import evaluate
 from imagination.eval.jobs import EvalConfig
@@ -180,4 +181,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (envs/errors.py)

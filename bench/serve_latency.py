@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.inputs import report_missing
+from envs.errors import run_main
 from envs.robot.client import PolicyClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,4 +100,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (envs/errors.py)

@@ -18,6 +18,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 
+from envs.errors import run_main
 from envs.libero_env import LiberoEnv, LiberoEnvConfig
 from envs.vector_env import LiberoVectorEnv
 
@@ -88,4 +89,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (envs/errors.py)

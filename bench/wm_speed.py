@@ -26,6 +26,7 @@ import torch
 
 from bench.inputs import report_missing
 from envs.cli import load_config
+from envs.errors import run_main
 from world_models.model import WorldModel
 from world_models.training import TrainWorldModelConfig, model_config_for_data
 
@@ -120,4 +121,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (envs/errors.py)

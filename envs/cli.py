@@ -7,6 +7,11 @@ value against the dataclass, so a bad value is reported with its field name. `--
 field with its type, default and documentation, generated from the dataclass itself: a field is
 documented by its trailing `# comment` and the comment lines right above it (or metadata["help"]);
 nested config dataclasses are listed field by field under their dotted names.
+
+Every script's entry point is `run_script(main, Config, __doc__, group)`: it parses the command line,
+builds the config and runs `main(cfg)`, and an input error on the way (a bad value, a missing file, a
+damaged dataset or checkpoint) is printed as one line naming the field or path, exit status 2
+(envs.errors). `--traceback`, or VLA_TRACEBACK=1, prints the full trace instead.
 """
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ import io
 import re
 import textwrap
 import tokenize
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -28,6 +33,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from envs.atomic import atomic_write_text
+from envs.errors import TRACEBACK_ENV, TRACEBACK_FLAG, one_line_errors, traceback_wanted
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = REPO_ROOT / "configs"
@@ -210,6 +216,26 @@ def _spaced_mapping(override: str) -> str:
     if not value.lstrip().startswith("{"):
         return override
     return key + "=" + _TIGHT_KEY.sub(r"\1\2: ", value)
+
+
+def run_script(main: Callable[[T], object], cls: type[T], description: str, group: str,
+               argv: Sequence[str] | None = None, extra: tuple[type[BaseException], ...] = ()) -> None:
+    """A script's entry point: parse the command line into a `cls` config and run `main(cfg)`.
+
+    A bad config, a missing input or a damaged dataset or checkpoint, whether found while parsing or
+    while running, ends the script with one line on stderr ("<script>: <field or path>: ...") and exit
+    status 2; `extra` adds exception types a script reports the same way (a port in use). --traceback or
+    VLA_TRACEBACK=1 prints the full trace instead. Other exceptions are bugs and keep their traceback."""
+    parser = build_parser(cls, description, group)
+    parser.add_argument(TRACEBACK_FLAG, action="store_true",
+                        help=f"on an input error print the full traceback, not one line (or set {TRACEBACK_ENV}=1)")
+    args = parser.parse_args(argv)
+    with one_line_errors(Path(parser.prog).stem, traceback_wanted(args.traceback), extra):
+        try:
+            cfg = load_config(cls, args.config, args.overrides, group)
+        except OmegaConfBaseException as e:
+            raise ValueError(_omegaconf_message(e)) from e
+        main(cfg)
 
 
 def parse_config(cls: type[T], description: str, group: str, argv: Sequence[str] | None = None) -> T:

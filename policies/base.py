@@ -18,6 +18,7 @@ import abc
 import importlib
 import math
 import os
+import sys
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -28,6 +29,7 @@ import torch
 from torch import nn
 
 from envs.atomic import atomic_torch_save
+from envs.checkpoint import CheckpointError, config_from, expect_format, load_torch, restore
 
 ACTION_DIM = 7
 _FORMAT = "wm-vla-rl/policy"
@@ -173,25 +175,42 @@ class Policy(nn.Module, abc.ABC):
     @classmethod
     def load(cls, path: str | os.PathLike, map_location: str | torch.device = "cpu") -> Policy:
         """Restore the policy saved at `path` as its own class (a subclass of `cls`), in eval mode."""
-        payload = torch.load(path, map_location=map_location, weights_only=True)
-        if not isinstance(payload, dict) or payload.get("format") != _FORMAT:
-            raise ValueError(f"{path}: not a policy checkpoint (expected format {_FORMAT!r}, written by Policy.save)")
+        what = "policy checkpoint (Policy.save)"
+        payload = expect_format(load_torch(path, what, map_location), path, what, _FORMAT,
+                                ("class", "config", "state_dict"))
         if payload.get("version") != _VERSION:
-            raise ValueError(f"{path}: policy checkpoint version {payload.get('version')} is not supported "
-                             f"({_VERSION})")
-        module, _, qualname = payload["class"].partition(":")
-        obj: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
+            raise CheckpointError(f"{path}: policy checkpoint version {payload.get('version')} is not supported "
+                                  f"({_VERSION})")
+        obj = _policy_class(str(payload["class"]), path)
         if not (isinstance(obj, type) and issubclass(obj, cls)):
             raise TypeError(f"{path}: holds a {payload['class']}, which is not a {cls.__name__}")
         names = {f.name for f in fields(obj.config_class)}
         unknown = sorted(set(payload["config"]) - names)
         if unknown:
-            raise ValueError(f"{path}: config fields {unknown} unknown to {obj.config_class.__name__}")
-        policy = obj(obj.config_class(**payload["config"]))
-        policy.load_state_dict(payload["state_dict"])
+            raise CheckpointError(f"{path}: config fields {unknown} unknown to {obj.config_class.__name__}")
+        policy = obj(config_from(obj.config_class, payload["config"], path, "policy"))
+        restore(policy, payload["state_dict"], path, "policy")
         return policy.to(map_location).eval()
+
+
+# packages whose modules Policy.load may import to find a checkpoint's class: this project's own
+_OWN_PACKAGES = ("policies", "bench", "imagination", "world_models", "envs", "tests")
+
+
+def _policy_class(name: str, path: str | os.PathLike) -> Any:
+    """The object a checkpoint's "module:qualname" names. Why the check: importing a module runs its code,
+    and the name comes from the file; only modules already imported or of this project's packages are used."""
+    module, _, qualname = name.partition(":")
+    if module not in sys.modules and module.split(".")[0] not in _OWN_PACKAGES:
+        raise CheckpointError(f"{path}: names the class {name!r}, outside this project's packages "
+                              f"{list(_OWN_PACKAGES)}; refused (importing it would run its code)")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as err:
+        raise CheckpointError(f"{path}: names the class {name!r}, which cannot be found ({err})") from None
+    return obj
 
 
 @dataclass

@@ -27,6 +27,7 @@ from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from envs.atomic import atomic_torch_save
+from envs.checkpoint import CheckpointError, expect_format, load_torch, restore
 from envs.cli import save_config
 from envs.dataset import Episode, EpisodeDataset
 from envs.frames import stack_views
@@ -155,6 +156,31 @@ def _read_log(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+_BC_CHECKPOINT = "BC checkpoint (resume=false, or delete it, starts over)"
+_BC_KEYS = ("policy", "policy_config", "optimizer", "scheduler", "generator", "torch_rng", "step")
+
+
+def _resume(path: Path, cfg: BCConfig, policy: VLAPolicy, opt: torch.optim.Optimizer,
+            sched: torch.optim.lr_scheduler.LRScheduler, gen: torch.Generator) -> int:
+    """Restore a BC run from its checkpoint (tensors and plain data only); the step it had reached.
+
+    There is one checkpoint per run (rewritten atomically), so an unusable one has no older one to
+    fall back to: CheckpointError names it. Loaded on the CPU: the RNG states must be CPU tensors, and
+    load_state_dict moves the weights and optimizer state to the policy's device."""
+    ck = expect_format(load_torch(path, _BC_CHECKPOINT), path, _BC_CHECKPOINT, None, _BC_KEYS)
+    if ck["policy_config"] != asdict(cfg.policy):
+        raise ValueError(f"{path}: saved with another policy config; use a new out_dir or resume=false")
+    restore(policy, ck["policy"], path, "policy")
+    restore(opt, ck["optimizer"], path, "optimizer")
+    restore(sched, ck["scheduler"], path, "LR scheduler")
+    try:
+        gen.set_state(ck["generator"])
+        torch.set_rng_state(ck["torch_rng"])
+        return int(ck["step"])
+    except (TypeError, RuntimeError, ValueError) as err:
+        raise CheckpointError(f"{path}: its RNG state or step is unusable ({err})") from None
+
+
 def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = None,
              progress: bool = True, on_log: Callable[[dict], None] | None = None) -> dict:
     """Train (or resume) a VLA by BC on `episodes`; returns {"policy_path", "steps", "final_loss", ...}.
@@ -181,15 +207,7 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
     gen = torch.Generator().manual_seed(cfg.seed)
     step, ckpt_path = 0, out / "checkpoint.pt"
     if cfg.resume and ckpt_path.is_file():
-        ck = torch.load(ckpt_path, map_location=cfg.device, weights_only=True)
-        if ck["policy_config"] != asdict(cfg.policy):
-            raise ValueError(f"{ckpt_path}: saved with another policy config; use a new out_dir or resume=false")
-        policy.load_state_dict(ck["policy"])
-        opt.load_state_dict(ck["optimizer"])
-        sched.load_state_dict(ck["scheduler"])
-        gen.set_state(ck["generator"])
-        torch.set_rng_state(ck["torch_rng"])
-        step = int(ck["step"])
+        step = _resume(ckpt_path, cfg, policy, opt, sched, gen)
 
     def checkpoint() -> None:
         atomic_torch_save(ckpt_path, {"policy": policy.state_dict(), "policy_config": asdict(cfg.policy),

@@ -13,7 +13,7 @@ Writes calibration.json (every episode's figure) and calibration.png next to the
 """
 from __future__ import annotations
 
-from envs.cli import parse_config
+from envs.cli import run_script
 from imagination.eval.calibrate import CalibrateConfig, calibrate_success
 
 
@@ -22,4 +22,4 @@ def main(cfg: CalibrateConfig) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_config(CalibrateConfig, __doc__, group="calibrate_success"))
+    run_script(main, CalibrateConfig, __doc__, group="calibrate_success")

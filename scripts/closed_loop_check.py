@@ -28,7 +28,7 @@ each policy's imagined run is kept in out_dir/<policy name>/ and reused when run
 """
 from __future__ import annotations
 
-from envs.cli import parse_config
+from envs.cli import run_script
 from imagination.eval.closed_loop_check import CheckConfig, check_closed_loop
 
 
@@ -37,4 +37,4 @@ def main(cfg: CheckConfig) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_config(CheckConfig, __doc__, group="closed_loop"))
+    run_script(main, CheckConfig, __doc__, group="closed_loop")

@@ -8,7 +8,7 @@ side-by-side preview videos in out_dir/previews/. Re-running the same command re
 """
 from __future__ import annotations
 
-from envs.cli import parse_config
+from envs.cli import run_script
 from envs.collection import CollectConfig, collect_dataset
 
 
@@ -17,4 +17,4 @@ def main(cfg: CollectConfig) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_config(CollectConfig, __doc__, group="collect"))
+    run_script(main, CollectConfig, __doc__, group="collect")

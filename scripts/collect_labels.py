@@ -13,7 +13,7 @@ import os
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # before the simulator is imported: headless rendering
 
-from envs.cli import parse_config  # noqa: E402
+from envs.cli import run_script  # noqa: E402
 from envs.label_collection import LabelCollectConfig, collect_labels, validate  # noqa: E402
 
 
@@ -30,4 +30,4 @@ def main(cfg: LabelCollectConfig) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_config(LabelCollectConfig, __doc__, group="collect_labels"))
+    run_script(main, LabelCollectConfig, __doc__, group="collect_labels")

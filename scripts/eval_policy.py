@@ -28,7 +28,7 @@ Other envs: pass your own factory to imagination.eval.evaluate.evaluate(..., env
 """
 from __future__ import annotations
 
-from envs.cli import parse_config
+from envs.cli import run_script
 from imagination.eval.real_rollouts import EvalPolicyConfig, evaluate_policy
 
 
@@ -37,4 +37,4 @@ def main(cfg: EvalPolicyConfig) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_config(EvalPolicyConfig, __doc__, group="eval"))
+    run_script(main, EvalPolicyConfig, __doc__, group="eval")

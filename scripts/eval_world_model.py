@@ -17,7 +17,7 @@ figures), psnr_vs_horizon.png, and videos/ep*.mp4 (real | imagined | abs diff x2
 """
 from __future__ import annotations
 
-from envs.cli import parse_config
+from envs.cli import run_script
 from world_models.fidelity import EvalWorldModelConfig, evaluate_world_model
 
 
@@ -26,4 +26,4 @@ def main(cfg: EvalWorldModelConfig) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_config(EvalWorldModelConfig, __doc__, group="eval_world_model"))
+    run_script(main, EvalWorldModelConfig, __doc__, group="eval_world_model")

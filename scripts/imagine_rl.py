@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from envs.cli import parse_config, save_config
+from envs.cli import run_script, save_config
 from imagination.rl.training import ImagineRLConfig, train_rl
 
 
@@ -31,4 +31,4 @@ def main(cfg: ImagineRLConfig) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_config(ImagineRLConfig, __doc__, group="rl"))
+    run_script(main, ImagineRLConfig, __doc__, group="rl")

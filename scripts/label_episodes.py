@@ -14,7 +14,7 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # before the simulator is imported: headless rendering
 
-from envs.cli import parse_config  # noqa: E402
+from envs.cli import run_script  # noqa: E402
 from envs.sim_labels import LabelEpisodesConfig, label_dataset  # noqa: E402
 
 
@@ -31,4 +31,4 @@ def main(cfg: LabelEpisodesConfig) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_config(LabelEpisodesConfig, __doc__, group="label_episodes"))
+    run_script(main, LabelEpisodesConfig, __doc__, group="label_episodes")

@@ -12,7 +12,7 @@ same command reuses every finished stage and resumes the unfinished one. See ima
 """
 from __future__ import annotations
 
-from envs.cli import parse_config
+from envs.cli import run_script
 from imagination.loop.config import LoopConfig
 from imagination.loop.run import run_loop
 
@@ -22,4 +22,4 @@ def main(cfg: LoopConfig) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_config(LoopConfig, __doc__, group="loop"))
+    run_script(main, LoopConfig, __doc__, group="loop")

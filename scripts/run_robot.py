@@ -22,20 +22,16 @@ and out_dir/episode_XXX.mp4 (views side by side).
 from __future__ import annotations
 
 import logging
-import sys
 
-from envs.cli import parse_config
+from envs.cli import run_script
 from policies.deploy import RunRobotConfig, run_robot
 
 
 def main(cfg: RunRobotConfig) -> dict:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     return run_robot(cfg)
 
 
 if __name__ == "__main__":
-    config = parse_config(RunRobotConfig, __doc__, group="robot")
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    try:
-        main(config)
-    except (ValueError, TypeError, FileNotFoundError, ImportError, ConnectionError) as e:
-        sys.exit(f"run_robot: {e}")
+    # besides input errors, one line for a lerobot_factory that cannot be imported or called, or no server
+    run_script(main, RunRobotConfig, __doc__, group="robot", extra=(TypeError, ImportError, ConnectionError))

@@ -15,9 +15,8 @@ guide: docs/deploy.md. Ctrl-C stops the server.
 from __future__ import annotations
 
 import logging
-import sys
 
-from envs.cli import parse_config
+from envs.cli import run_script
 from policies.serving import PolicyServer, ServeConfig, load_policy
 
 
@@ -35,8 +34,5 @@ def main(cfg: ServeConfig) -> None:
 
 
 if __name__ == "__main__":
-    config = parse_config(ServeConfig, __doc__, group="serve")
-    try:
-        main(config)
-    except (ValueError, FileNotFoundError, OSError, RuntimeError) as e:  # bad config, port in use: one line
-        sys.exit(f"serve_policy: {e}")
+    # besides input errors, one line for a port in use (OSError) or a server that cannot start
+    run_script(main, ServeConfig, __doc__, group="serve", extra=(OSError, RuntimeError))

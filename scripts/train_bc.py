@@ -11,7 +11,7 @@ scripts/eval_policy.py checkpoint=out_dir/policy.pt.
 """
 from __future__ import annotations
 
-from envs.cli import parse_config
+from envs.cli import run_script
 from policies.bc import BCConfig, train_bc_on_data
 
 
@@ -20,4 +20,4 @@ def main(cfg: BCConfig) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_config(BCConfig, __doc__, group="bc"))
+    run_script(main, BCConfig, __doc__, group="bc")

@@ -14,7 +14,7 @@ episode's real outcome (AUC within task). Writes the model and <out>.json with t
 """
 from __future__ import annotations
 
-from envs.cli import parse_config
+from envs.cli import run_script
 from imagination.eval.state_reward import TrainStateRewardConfig, train_state_reward
 
 
@@ -23,4 +23,4 @@ def main(cfg: TrainStateRewardConfig) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_config(TrainStateRewardConfig, __doc__, group="state_reward"))
+    run_script(main, TrainStateRewardConfig, __doc__, group="state_reward")

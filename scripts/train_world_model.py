@@ -15,7 +15,7 @@ model.denoiser.block_out_channels=[32,64,64].
 """
 from __future__ import annotations
 
-from envs.cli import parse_config
+from envs.cli import run_script
 from world_models.training import TrainWorldModelConfig, train_world_model
 
 
@@ -24,4 +24,4 @@ def main(cfg: TrainWorldModelConfig) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_config(TrainWorldModelConfig, __doc__, group="world_model"))
+    run_script(main, TrainWorldModelConfig, __doc__, group="world_model")

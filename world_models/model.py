@@ -14,12 +14,12 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import torch
 from torch import nn
 
 from envs.atomic import atomic_torch_save
+from envs.checkpoint import CheckpointError, expect_format, load_torch, restore
 from world_models.denoiser import Denoiser, DenoiserConfig
 from world_models.heads import HeadConfig, SuccessDoneHead
 from world_models.sampler import Sampler, SamplerConfig
@@ -143,14 +143,16 @@ class WorldModel(nn.Module):
 
     @classmethod
     def load(cls, path: str | os.PathLike, map_location: str | torch.device = "cpu") -> WorldModel:
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"world model checkpoint {path} not found")
-        blob = torch.load(path, map_location=map_location, weights_only=True)
-        if not isinstance(blob, dict) or blob.get("format") != _FORMAT:
-            raise ValueError(f"{path} is not a world model checkpoint written by WorldModel.save")
+        """The model saved at `path` (WorldModel.save), in eval mode; CheckpointError naming `path` if unusable."""
+        what = "world model checkpoint (WorldModel.save)"
+        blob = expect_format(load_torch(path, what, map_location), path, what, _FORMAT, ("config", "state_dict"))
         if blob.get("version") != _VERSION:
-            raise ValueError(f"{path}: checkpoint version {blob.get('version')} is not supported (expected {_VERSION})")
-        model = cls(WorldModelConfig.from_dict(blob["config"]))
-        model.load_state_dict(blob["state_dict"])
+            raise CheckpointError(f"{path}: checkpoint version {blob.get('version')} is not supported "
+                                  f"(expected {_VERSION})")
+        try:
+            cfg = WorldModelConfig.from_dict(blob["config"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise CheckpointError(f"{path}: its world model config is unusable ({type(err).__name__}: {err})") from None
+        model = cls(cfg)
+        restore(model, blob["state_dict"], path, "world model")
         return model.eval()

@@ -32,6 +32,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from envs.atomic import atomic_torch_save
+from envs.checkpoint import config_from, expect_format, load_torch, restore
 
 _FORMAT = "wm-vla-rl/state_reward"
 SCALE = 10.0  # metres -> decimetres: inputs and targets of order 1
@@ -129,14 +130,10 @@ class StateReward(nn.Module):
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> StateReward:
-        try:
-            blob = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as err:  # torch's own text for random bytes advises weights_only=False: not here
-            raise ValueError(f"{path}: not a readable state-reward checkpoint ({type(err).__name__})") from None
-        if not isinstance(blob, dict) or blob.get("format") != _FORMAT:
-            raise ValueError(f"{path} is not a state-reward checkpoint written by StateReward.save")
-        model = cls(StateRewardConfig(**blob["config"]))
-        model.load_state_dict(blob["state_dict"])
+        what = "state-reward checkpoint (StateReward.save)"
+        blob = expect_format(load_torch(path, what), path, what, _FORMAT, ("config", "state_dict"))
+        model = cls(config_from(StateRewardConfig, blob["config"], path, "state-reward"))
+        restore(model, blob["state_dict"], path, "state-reward model")
         return model.eval()
 
 

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from envs.atomic import atomic_torch_save
+from envs.checkpoint import config_from, expect_format, load_torch, restore
 
 _FORMAT = "wm-vla-rl/proprio_model"
 
@@ -77,11 +78,10 @@ class ProprioModel(nn.Module):
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> ProprioModel:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-        if not isinstance(blob, dict) or blob.get("format") != _FORMAT:
-            raise ValueError(f"{path} is not a proprio model checkpoint written by ProprioModel.save")
-        model = cls(ProprioConfig(**blob["config"]))
-        model.load_state_dict(blob["state_dict"])
+        what = "proprio model (ProprioModel.save)"
+        blob = expect_format(load_torch(path, what), path, what, _FORMAT, ("config", "state_dict"))
+        model = cls(config_from(ProprioConfig, blob["config"], path, "proprio"))
+        restore(model, blob["state_dict"], path, "proprio model")
         return model.eval()
 
 

@@ -9,10 +9,14 @@ Out dir layout:
     world_model.pt                   latest weights + config (WorldModel.load), rewritten at each checkpoint
                                      before that checkpoint is committed, so never older than the newest
                                      one; a run resumed at its last step rewrites it if it disagrees
-    checkpoints/step_NNNNNNN/        accelerate state: model, optimizer, LR scheduler, RNG states and
-                                     the sampler/generator state (exact resume); written to a temporary
-                                     folder and renamed, the newest `keep_checkpoints` kept (on every
-                                     path, resume included)
+    checkpoints/step_NNNNNNN/        accelerate state: model (safetensors), optimizer, LR scheduler, and
+                                     train_state_<rank>.pt: step, sampler/generator and RNG states as
+                                     tensors and JSON (exact resume; world_models/train_checkpoint.py);
+                                     written to a temporary folder and renamed, the newest
+                                     `keep_checkpoints` kept (on every path, resume included). Every file
+                                     is read with weights_only=True, never unpickled freely. A resume
+                                     whose newest checkpoint is damaged says so by path, renames it
+                                     step_NNNNNNN.corrupt and resumes from the newest intact one.
     samples/step_NNNNNNN.mp4         real | predicted open-loop replay of a held-out episode
     logs/                            tensorboard scalars
 
@@ -37,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +54,7 @@ from diffusers.optimization import get_scheduler
 from tqdm import tqdm
 
 from envs.atomic import atomic_write_json, fsync_dir, fsync_file
+from envs.checkpoint import CheckpointError
 from envs.cli import save_config
 from envs.dataset import encode_video
 from envs.frames import channels_to_views, tile_views, to_model_frames, to_uint8
@@ -63,6 +69,16 @@ from world_models.clips import (
 from world_models.losses import BootstrapConfig, WorldModelObjective, bootstrap_context, draw_noise, noise_context
 from world_models.metrics import psnr_per_frame
 from world_models.model import WorldModel, WorldModelConfig
+from world_models.train_checkpoint import (
+    CORRUPT_SUFFIX,
+    STEP_DIR,
+    drop_accelerate_rng,
+    migrate_legacy,
+    read_train_state,
+    save_train_state,
+    set_global_rng,
+    verify,
+)
 
 
 @dataclass
@@ -101,7 +117,8 @@ MIXED_PRECISION = ("no", "fp16", "bf16")
 
 
 class TrainState:
-    """Everything besides model/optimizer/scheduler a resumed run needs (registered with accelerate)."""
+    """Everything besides model/optimizer/scheduler a resumed run needs (saved by world_models.train_checkpoint,
+    not registered with accelerate: accelerate would read it back with pickle's full powers)."""
 
     def __init__(self, sampler: ClipSampler, generator: torch.Generator):
         self.step = 0
@@ -251,7 +268,6 @@ class Trainer:
             self.acc.print(weighting_summary(sampler))
         # on the accelerator's device: a GPU run draws its noise there (world_models.rng); CPU runs unchanged
         self.state = TrainState(sampler, torch.Generator(device=self.acc.device).manual_seed(seed + 1))
-        self.acc.register_for_checkpointing(self.state)
 
     @property
     def step_count(self) -> int:
@@ -302,7 +318,11 @@ class Trainer:
             shutil.rmtree(tmp, ignore_errors=True)
         self.acc.wait_for_everyone()
         self.acc.save_state(str(tmp), safe_serialization=True)
+        save_train_state(tmp, self.acc.process_index, self.state.step, self.state.sampler.state_dict(),
+                         self.state.generator)
+        self.acc.wait_for_everyone()
         if self.acc.is_main_process:
+            drop_accelerate_rng(tmp)  # their RNG states are in train_state_<rank>.pt
             for f in tmp.rglob("*"):  # on disk before the rename commits them (a power cut, not only a kill)
                 if f.is_file():
                     fsync_file(f)
@@ -339,17 +359,62 @@ class Trainer:
         return True
 
     def list_checkpoints(self) -> list[Path]:
+        """Committed checkpoint folders, oldest first (not .tmp ones a killed save left, nor set-aside .corrupt)."""
         d = self.checkpoint_dir()
-        return sorted(p for p in d.glob("step_*") if p.is_dir() and not p.name.endswith(".tmp")) if d.is_dir() else []
+        return sorted(p for p in d.iterdir() if p.is_dir() and STEP_DIR.match(p.name)) if d.is_dir() else []
 
     def load_checkpoint(self, path: Path | None = None) -> bool:
-        """Restore the newest (or the given) checkpoint; False when there is none."""
-        ckpts = self.list_checkpoints()
-        path = path or (ckpts[-1] if ckpts else None)
-        if path is None:
-            return False
-        self.acc.load_state(str(path))
-        return True
+        """Restore the given checkpoint, or the newest intact one; False when there is none.
+
+        A damaged newer one (empty, truncated or foreign files, a refused pickle) is reported on stderr
+        by path and renamed step_NNNNNNN.corrupt, so that neither a later resume nor the pruning of old
+        checkpoints takes it for the newest. CheckpointError names every damaged folder when none is
+        intact, and the given one when `path` is given."""
+        ckpts = [path] if path is not None else self.list_checkpoints()[::-1]
+        if self.acc.is_main_process:
+            for ckpt in ckpts:
+                migrate_legacy(ckpt)
+        self.acc.wait_for_everyone()
+        damaged: list[tuple[Path, CheckpointError]] = []
+        for ckpt in ckpts:
+            try:
+                self._restore(ckpt)
+            except CheckpointError as err:
+                if path is not None:
+                    raise
+                damaged.append((ckpt, err))
+                if self.acc.is_main_process:
+                    print(f"warning: checkpoint {ckpt} is damaged, not resumed from: {err}", file=sys.stderr)
+                continue
+            self._set_aside(damaged)
+            return True
+        if damaged:
+            raise CheckpointError(f"no intact checkpoint to resume from in {self.checkpoint_dir()} (resume=false "
+                                  "starts over): " + "; ".join(str(err) for _, err in damaged))
+        return False
+
+    def _restore(self, ckpt: Path) -> None:
+        """Every file of `ckpt` read safely first (train_checkpoint.verify), then loaded."""
+        rank = self.acc.process_index
+        verify(ckpt, rank)
+        state = read_train_state(ckpt, rank)
+        try:
+            self.acc.load_state(str(ckpt))
+            self.state.load_state_dict(state)
+        except (RuntimeError, ValueError, KeyError, TypeError, OSError) as err:  # shapes or states that do not fit
+            raise CheckpointError(f"{ckpt}: does not fit this run ({type(err).__name__}: "
+                                  f"{str(err).strip().splitlines()[0] if str(err).strip() else ''})") from None
+        if "rng" in state:
+            set_global_rng(state["rng"])
+
+    def _set_aside(self, damaged: list[tuple[Path, CheckpointError]]) -> None:
+        self.acc.wait_for_everyone()  # every process has read past them before they move
+        if self.acc.is_main_process:
+            for ckpt, _ in damaged:
+                aside = ckpt.with_name(ckpt.name + CORRUPT_SUFFIX)
+                shutil.rmtree(aside, ignore_errors=True)
+                ckpt.replace(aside)
+                print(f"warning: moved the damaged checkpoint to {aside}", file=sys.stderr)
 
     # ------------------------------------------------------------------ samples
     @torch.no_grad()

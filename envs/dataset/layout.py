@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from envs.dataset.episode import VIEW_NAME_RE
+from envs.dataset.errors import DatasetCorruptError
 from envs.dataset.video import VIDEO_CODECS, check_video_codec
 
 CODEBASE_VERSION = "v3.0"
@@ -151,7 +152,7 @@ def config_from_info(info: dict[str, Any]) -> DatasetConfig:
     videos = {k: v for k, v in features.items() if v.get("dtype") == "video"}
     sizes = {tuple(v["shape"][:2]) for v in videos.values()}
     if len(sizes) > 1:
-        raise ValueError(f"info.json: views have different image sizes {sorted(sizes)}; expected one (H, W)")
+        raise ValueError(f"views have different image sizes {sorted(sizes)}; expected one (H, W)")
     first: dict[str, Any] = next(iter(videos.values()), {"shape": DatasetConfig.image_size, "info": {}})
     video_info = first["info"]
     try:
@@ -167,7 +168,48 @@ def config_from_info(info: dict[str, Any]) -> DatasetConfig:
             chunks_size=info["chunks_size"],
         )
     except KeyError as err:
-        raise ValueError(f"info.json: missing {err} needed to rebuild the dataset config") from err
+        raise ValueError(f"missing {err} needed to rebuild the dataset config") from err
+
+
+# the info.json fields a reader or writer uses: counts, and the config it rebuilds
+_INFO_COUNTS = ("total_episodes", "total_frames", "total_tasks", "chunks_size", "fps")
+
+
+def read_info(path: Path, supported: str) -> tuple[dict[str, Any], DatasetConfig]:
+    """(info, config) of meta/info.json at `path`, checked field by field; one DatasetCorruptError naming
+    the file and the field for bad JSON, a missing field or a wrong type, instead of the KeyError,
+    JSONDecodeError or AttributeError that reading it blindly gives. ValueError (with `supported`, what the
+    caller accepts) for another codebase_version."""
+    try:
+        info = read_json(path)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise DatasetCorruptError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(info, dict):
+        raise DatasetCorruptError(f"{path}: expected a JSON object, got {type(info).__name__}")
+    version = info.get("codebase_version")
+    if version != CODEBASE_VERSION:
+        raise ValueError(f"{path}: codebase_version {version!r} is not supported; {supported}")
+    for name in _INFO_COUNTS:
+        if not (isinstance(info.get(name), int) and not isinstance(info[name], bool) and info[name] >= 0):
+            raise DatasetCorruptError(f"{path}: {name} must be an integer >= 0, got {info.get(name, '(missing)')!r}")
+    features = info.get("features")
+    if not isinstance(features, dict) or not all(isinstance(v, dict) for v in features.values()):
+        raise DatasetCorruptError(f"{path}: features must be an object of objects, got "
+                                  f"{'(missing)' if features is None else type(features).__name__}")
+    for key, feature in features.items():
+        shape = feature.get("shape")
+        video = feature.get("dtype") == "video"
+        if key in ("observation.state", "action") or video:
+            if not (isinstance(shape, list) and len(shape) >= (2 if video else 1)
+                    and all(isinstance(n, int) and n > 0 for n in shape)):
+                raise DatasetCorruptError(f"{path}: features.{key}.shape must be a list of positive integers, "
+                                          f"got {shape!r}")
+        if video and not isinstance(feature.get("info"), dict):
+            raise DatasetCorruptError(f"{path}: features.{key}.info must be an object")
+    try:
+        return info, config_from_info(info)
+    except (ValueError, KeyError, TypeError) as err:  # a missing feature, or values DatasetConfig refuses
+        raise DatasetCorruptError(f"{path}: {err}") from None
 
 
 def read_json(path: Path) -> Any:

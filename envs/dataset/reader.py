@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from envs.dataset.episode import Episode
+from envs.dataset.errors import DatasetCorruptError
 from envs.dataset.integrity import file_digest, open_checked
 from envs.dataset.layout import (
     CODEBASE_VERSION,
@@ -21,8 +22,8 @@ from envs.dataset.layout import (
     STATS_PATH,
     TASKS_PATH,
     DatasetConfig,
-    config_from_info,
     episode_file_path,
+    read_info,
     read_json,
     read_tasks,
     video_key,
@@ -37,10 +38,6 @@ _EXPECTED_LAYOUT = (
 )
 # per-episode metadata kept in `meta` (cheap: no frames, no stats): EpisodeMeta's fields; extra is read from extra_json
 _META_COLUMNS = tuple(f for f in FIELDS if f != "extra")
-
-
-class DatasetCorruptError(ValueError):
-    """A committed episode's files are missing, unreadable, or do not match their recorded checksums."""
 
 
 class EpisodeDataset:
@@ -61,12 +58,7 @@ class EpisodeDataset:
             raise FileNotFoundError(
                 f"{info_path} not found: {self.root} is not a dataset; expected {_EXPECTED_LAYOUT}"
             )
-        self.info: dict[str, Any] = read_json(info_path)
-        version = self.info.get("codebase_version")
-        if version != CODEBASE_VERSION:
-            raise ValueError(f"{info_path}: codebase_version {version!r} is not supported; "
-                             f"expected {CODEBASE_VERSION!r}")
-        self._config = config_from_info(self.info)
+        self.info, self._config = read_info(info_path, f"expected {CODEBASE_VERSION!r}")
         self._rows = [self._read_episode_row(i) for i in range(int(self.info["total_episodes"]))]
         self._meta = [self._meta_of(i, row) for i, row in enumerate(self._rows)]
         if verify:

@@ -30,8 +30,8 @@ from envs.dataset.layout import (
     TASKS_PATH,
     DatasetConfig,
     build_info,
-    config_from_info,
     episode_file_path,
+    read_info,
     read_json,
     read_tasks,
     tasks_table,
@@ -197,13 +197,7 @@ class EpisodeWriter:
         self._write_info(build_info(config, total_episodes=0, total_frames=0, total_tasks=0))
 
     def _open_existing(self, config: DatasetConfig | None) -> None:
-        info = read_json(self.root / INFO_PATH)
-        if info.get("codebase_version") != CODEBASE_VERSION:
-            raise ValueError(
-                f"{self.root / INFO_PATH}: codebase_version {info.get('codebase_version')!r}, "
-                f"this writer only appends to {CODEBASE_VERSION!r} datasets"
-            )
-        stored = config_from_info(info)
+        info, stored = read_info(self.root / INFO_PATH, f"this writer only appends to {CODEBASE_VERSION!r} datasets")
         if config is not None:
             for f in dataclasses.fields(DatasetConfig):
                 if getattr(config, f.name) != getattr(stored, f.name):

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import copy
 import csv
+import json
 import math
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -26,6 +27,7 @@ from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from envs.atomic import atomic_torch_save, atomic_write, atomic_write_json
+from envs.checkpoint import CheckpointError, expect_format, load_torch, restore
 from envs.dataset import EpisodeDataset, encode_video, select_meta
 from envs.frames import tile_views
 from envs.libero_env import LiberoEnv
@@ -146,10 +148,43 @@ def load_rl_env(cfg: ImagineRLConfig, out_dir: Path, policy: Policy | None = Non
                             cfg.imagination, indices=picked, policy=policy, proprio_cache=out_dir / "proprio.pt")
 
 
+_RL_CHECKPOINT = "RL checkpoint (resume=false, or delete it, starts over)"
+
+
 def _save_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimizer, iteration: int,
                      history: list[dict], heldout: list[tuple[int, float]]) -> None:
+    """Tensors and plain data only, so `_load_checkpoint` reads it with weights_only=True. The history
+    rows and held-out scores go as JSON text: their numbers may be numpy scalars, which are objects
+    to pickle (a file holding them could not be loaded without trusting it)."""
     atomic_torch_save(path, {"iteration": iteration, "policy": policy.state_dict(),
-                             "optimizer": optimizer.state_dict(), "history": history, "heldout": heldout})
+                             "optimizer": optimizer.state_dict(), "history_json": json.dumps(history, default=_number),
+                             "heldout_json": json.dumps(heldout, default=_number)})
+
+
+def _number(value: Any) -> Any:
+    """A numpy scalar as the Python number it holds (json.dumps' fallback); anything else is refused."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def _load_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimizer
+                     ) -> tuple[int, list[dict], list[tuple[int, float]]]:
+    """Restore policy and optimizer from `path`; (iteration, history, held-out scores).
+
+    One checkpoint per run (rewritten atomically), so an unusable one has no older one to fall back to:
+    CheckpointError names it. Files from before the JSON fields hold the same lists as plain data,
+    which weights_only reads too (one holding numpy scalars is refused, by name)."""
+    ck = expect_format(load_torch(path, _RL_CHECKPOINT), path, _RL_CHECKPOINT, None,
+                       ("iteration", "policy", "optimizer"))
+    restore(policy, ck["policy"], path, "policy")
+    restore(optimizer, ck["optimizer"], path, "optimizer")
+    try:
+        history = json.loads(ck["history_json"]) if "history_json" in ck else list(ck["history"])
+        scores = json.loads(ck["heldout_json"]) if "heldout_json" in ck else list(ck.get("heldout", []))
+        return int(ck["iteration"]), history, [(int(i), float(s)) for i, s in scores]
+    except (KeyError, TypeError, ValueError) as err:
+        raise CheckpointError(f"{path}: its history is unusable ({type(err).__name__}: {err})") from None
 
 
 def _log_std(policy: Policy) -> torch.Tensor:
@@ -224,12 +259,11 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     reference = copy.deepcopy(policy).eval() if cfg.rl.kl_coef > 0 else None
     optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.rl.lr)
     anchor = bc_anchor(cfg, policy) if cfg.bc_coef > 0 else None
-    ckpt_path, history, start, scores = out / "checkpoint.pt", [], 0, []
+    ckpt_path, start = out / "checkpoint.pt", 0
+    history: list[dict] = []
+    scores: list[tuple[int, float]] = []
     if cfg.resume and ckpt_path.exists():
-        state = torch.load(ckpt_path, map_location=cfg.device, weights_only=False)
-        policy.load_state_dict(state["policy"])
-        optimizer.load_state_dict(state["optimizer"])
-        start, history, scores = state["iteration"], state["history"], state.get("heldout", [])
+        start, history, scores = _load_checkpoint(ckpt_path, policy, optimizer)
     best_path, stopper, check_env = out / "best_policy.pt", None, None
     if cfg.heldout.every:
         check_env = heldout_env(cfg, env)

@@ -320,6 +320,28 @@ def test_not_a_dataset(tmp_path: Path) -> None:
         EpisodeWriter(tmp_path / "ds")
 
 
+@pytest.mark.parametrize("damage, field", [
+    (lambda info: "{not json", "not valid JSON"),
+    (lambda info: "[]", "expected a JSON object"),
+    (lambda info: json.dumps({k: v for k, v in info.items() if k != "features"}), "features must be"),
+    (lambda info: json.dumps(dict(info, features=["action"])), "features must be"),
+    (lambda info: json.dumps(dict(info, total_episodes="3")), "total_episodes must be an integer"),
+    (lambda info: json.dumps(dict(info, fps=None)), "fps must be an integer"),
+    (lambda info: json.dumps(dict(info, features=dict(info["features"], action={"shape": "7"}))),
+     "features.action.shape"),
+    (lambda info: json.dumps(dict(info, features={k: v for k, v in info["features"].items() if k != "action"})),
+     "missing 'action'"),
+])
+def test_malformed_info_json_is_one_error_naming_the_file(tmp_path: Path, damage, field) -> None:
+    write(tmp_path / "ds", make_episodes()[:1])
+    info_path = tmp_path / "ds/meta/info.json"
+    info_path.write_text(damage(json.loads(info_path.read_text())))
+    for open_it in (EpisodeDataset, EpisodeWriter):
+        with pytest.raises(DatasetCorruptError) as err:
+            open_it(tmp_path / "ds")
+        assert str(info_path) in str(err.value) and field in str(err.value)
+
+
 # ---------------------------------------------------------------------- crash safety
 def test_partial_episode_is_invisible_and_cleaned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                   caplog: pytest.LogCaptureFixture) -> None:
