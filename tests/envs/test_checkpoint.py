@@ -12,6 +12,7 @@ import pickle
 import random
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 import torch
@@ -51,9 +52,11 @@ def _loaders() -> dict[str, Callable[[Path], object]]:
 def _real_file(kind: str, path: Path) -> None:
     """A genuine file of `kind` at `path` (the damaged ones are made from it)."""
     if kind in ("world model", "state reward", "proprio model", "policy"):
-        model = {"state reward": lambda: StateReward(StateRewardConfig()),
-                 "proprio model": lambda: ProprioModel(ProprioConfig()),
-                 "policy": lambda: RandomPolicy(RandomPolicyConfig(chunk_len=2))}.get(kind)
+        makers: dict[str, Callable[[], Any]] = {
+            "state reward": lambda: StateReward(StateRewardConfig()),
+            "proprio model": lambda: ProprioModel(ProprioConfig()),
+            "policy": lambda: RandomPolicy(RandomPolicyConfig(chunk_len=2))}
+        model = makers.get(kind)
         if model is None:
             from tests.world_models.conftest import tiny_model_config
 
@@ -127,7 +130,7 @@ def test_a_policy_naming_a_module_outside_the_project_is_not_imported(tmp_path):
 def test_rl_checkpoint_keeps_its_history_exactly_and_reads_older_files(tmp_path):
     from imagination.rl.training import _save_checkpoint
 
-    policy = torch.nn.Linear(2, 2)  # the reader needs only load_state_dict
+    policy = cast(Policy, torch.nn.Linear(2, 2))  # the reader needs only load_state_dict
     opt = torch.optim.Adam(policy.parameters())
     history = [{"iteration": 1, "imagined_return": 0.1 + 0.2, "std": float("nan")}]
     _save_checkpoint(tmp_path / "ck.pt", policy, opt, 1, history, [(1, 0.25)])

@@ -54,5 +54,10 @@ def test_traceback_is_asked_for_by_flag_or_environment(monkeypatch):
 def test_run_main_takes_the_flag_out_of_the_arguments(monkeypatch):
     monkeypatch.delenv("VLA_TRACEBACK", raising=False)
     seen: list[list[str]] = []
-    assert run_main(lambda argv: seen.append(argv) or 0, ["--x", "1", "--traceback"]) == 0
+
+    def main(argv: list[str]) -> int:
+        seen.append(argv)
+        return 0
+
+    assert run_main(main, ["--x", "1", "--traceback"]) == 0
     assert seen == [["--x", "1"]]
