@@ -7,12 +7,14 @@
     data/chunk-CCC/file-FFF.parquet      frame rows
     videos/observation.images.<view>/chunk-CCC/file-FFF.mp4
 
-Here every episode has files of its own: chunk CCC = index // chunks_size, file FFF = index % chunks_size.
+By default every episode has files of its own: chunk CCC = index // chunks_size, file FFF = index %
+chunks_size. A packing writer (EpisodeWriter(pack=True)) puts many episodes in each file, as lerobot does,
+up to data_files_size_in_mb / video_files_size_in_mb; each episode's meta/episodes row says where it lives.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +33,7 @@ TASKS_PATH = "meta/tasks.parquet"
 DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
 EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
-# lerobot's default size targets for its multi-episode files; recorded for compatibility only,
-# since this writer puts every episode in files of its own.
+# size targets of multi-episode files (info.json); a writer that packs episodes keeps its files under them
 DATA_FILES_SIZE_IN_MB = 100
 VIDEO_FILES_SIZE_IN_MB = 500
 
@@ -46,7 +47,10 @@ class DatasetConfig:
     """Dataset-wide settings, stored in (and on reopen read back from) meta/info.json.
 
     image_size is (H, W). video_codec "libx264rgb" with crf 0 is lossless; "h264" is lossy yuv420p
-    (crf 0-51, needs even H and W). chunks_size episodes share one chunk-NNN directory.
+    (crf 0-51, needs even H and W). chunks_size files share one chunk-NNN directory.
+    camera_keys: view -> feature key where it is not observation.images.<view>, e.g. LeRobot's LIBERO
+    keys {"agentview": "observation.images.image", "wrist": "observation.images.image2"} (LIBERO_KEYS).
+    data_files_size_in_mb / video_files_size_in_mb: how large a packing writer lets a file grow.
     """
 
     fps: int = 20
@@ -58,10 +62,15 @@ class DatasetConfig:
     crf: int = 0
     robot_type: str = "panda"
     chunks_size: int = 1000
+    camera_keys: dict[str, str] = field(default_factory=dict)
+    data_files_size_in_mb: int = DATA_FILES_SIZE_IN_MB
+    video_files_size_in_mb: int = VIDEO_FILES_SIZE_IN_MB
 
     def __post_init__(self) -> None:
         # normalise lists (e.g. from JSON/YAML) so equality checks against info.json work
         object.__setattr__(self, "views", tuple(self.views))
+        # keys that are the default anyway are dropped, so a config equals the one rebuilt from info.json
+        object.__setattr__(self, "camera_keys", {v: k for v, k in dict(self.camera_keys).items() if k != video_key(v)})
         object.__setattr__(self, "image_size", tuple(int(x) for x in self.image_size))
         if not self.fps > 0:
             raise ValueError(f"fps: expected > 0, got {self.fps!r}")
@@ -69,14 +78,27 @@ class DatasetConfig:
             raise ValueError(f"views: expected distinct [A-Za-z0-9_] names, got {self.views!r}")
         if len(self.image_size) != 2:
             raise ValueError(f"image_size: expected (H, W), got {self.image_size!r}")
-        for name in ("state_dim", "action_dim", "chunks_size"):
+        unknown = [v for v in self.camera_keys if v not in self.views]
+        keys = [self.camera_key(v) for v in self.views]
+        if unknown or len(set(keys)) != len(keys) or not all(k.startswith("observation.images.") for k in keys):
+            raise ValueError(f"camera_keys: expected distinct observation.images.* keys for views {self.views}, "
+                             f"got {self.camera_keys!r}")
+        for name in ("state_dim", "action_dim", "chunks_size", "data_files_size_in_mb", "video_files_size_in_mb"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name}: expected >= 1, got {getattr(self, name)!r}")
         check_video_codec(self.video_codec, *self.image_size, self.crf)
 
+    def camera_key(self, view: str) -> str:
+        """Feature key / videos/ subdirectory of a camera view."""
+        return self.camera_keys.get(view) or video_key(view)
+
+
+# LeRobot's LIBERO datasets name the cameras this way (lerobot's LIBERO env and policies expect it)
+LIBERO_KEYS = {"agentview": "observation.images.image", "wrist": "observation.images.image2"}
+
 
 def video_key(view: str) -> str:
-    """Feature key / videos/ subdirectory of a camera view."""
+    """Default feature key / videos/ subdirectory of a camera view."""
     return f"observation.images.{view}"
 
 
@@ -88,7 +110,7 @@ def episode_file_path(config: DatasetConfig, kind: str, index: int, view: str | 
     if kind == "episodes":
         return EPISODES_PATH.format(chunk_index=chunk_index, file_index=file_index)
     if kind == "video" and view is not None:
-        return VIDEO_PATH.format(video_key=video_key(view), chunk_index=chunk_index, file_index=file_index)
+        return VIDEO_PATH.format(video_key=config.camera_key(view), chunk_index=chunk_index, file_index=file_index)
     raise ValueError(f"kind: expected 'data', 'episodes' or 'video' with a view, got {kind!r} (view={view!r})")
 
 
@@ -98,7 +120,7 @@ def build_features(config: DatasetConfig) -> dict[str, dict[str, Any]]:
     encoder_pix_fmt = VIDEO_CODECS[config.video_codec]
     features: dict[str, dict[str, Any]] = {}
     for view in config.views:
-        features[video_key(view)] = {
+        features[config.camera_key(view)] = {
             "dtype": "video",
             "shape": [height, width, 3],
             "names": ["height", "width", "channels"],
@@ -116,6 +138,8 @@ def build_features(config: DatasetConfig) -> dict[str, dict[str, Any]]:
                 "video.crf": int(config.crf),
             },
         }
+        if view in config.camera_keys:  # the key does not say the view: record it for our reader
+            features[config.camera_key(view)]["info"]["video.view"] = view
     state_names = _LIBERO_STATE_NAMES if config.state_dim == 8 else [f"state_{i}" for i in range(config.state_dim)]
     action_names = _LIBERO_ACTION_NAMES if config.action_dim == 7 else [f"action_{i}" for i in range(config.action_dim)]
     features["observation.state"] = {"dtype": "float32", "shape": [config.state_dim], "names": list(state_names)}
@@ -136,8 +160,8 @@ def build_info(config: DatasetConfig, total_episodes: int, total_frames: int, to
         "total_frames": total_frames,
         "total_tasks": total_tasks,
         "chunks_size": config.chunks_size,
-        "data_files_size_in_mb": DATA_FILES_SIZE_IN_MB,
-        "video_files_size_in_mb": VIDEO_FILES_SIZE_IN_MB,
+        "data_files_size_in_mb": config.data_files_size_in_mb,
+        "video_files_size_in_mb": config.video_files_size_in_mb,
         "fps": config.fps,
         "splits": {"train": f"0:{total_episodes}"},
         "data_path": DATA_PATH,
@@ -154,11 +178,16 @@ def config_from_info(info: dict[str, Any]) -> DatasetConfig:
     if len(sizes) > 1:
         raise ValueError(f"views have different image sizes {sorted(sizes)}; expected one (H, W)")
     first: dict[str, Any] = next(iter(videos.values()), {"shape": DatasetConfig.image_size, "info": {}})
-    video_info = first["info"]
+    video_info = first.get("info") or {}
+    views = {k: str((v.get("info") or {}).get("video.view") or k[len("observation.images."):])
+             for k, v in videos.items()}
     try:
         return DatasetConfig(
             fps=info["fps"],
-            views=tuple(k[len("observation.images."):] for k in videos),
+            views=tuple(views.values()),
+            camera_keys={view: key for key, view in views.items()},
+            data_files_size_in_mb=info.get("data_files_size_in_mb", DATA_FILES_SIZE_IN_MB),
+            video_files_size_in_mb=info.get("video_files_size_in_mb", VIDEO_FILES_SIZE_IN_MB),
             image_size=tuple(first["shape"][:2]),
             state_dim=features["observation.state"]["shape"][0],
             action_dim=features["action"]["shape"][0],
@@ -171,15 +200,30 @@ def config_from_info(info: dict[str, Any]) -> DatasetConfig:
         raise ValueError(f"missing {err} needed to rebuild the dataset config") from err
 
 
-# the info.json fields a reader or writer uses: counts, and the config it rebuilds
+# the info.json fields every LeRobot v3.0 dataset has, and a reader or writer uses
 _INFO_COUNTS = ("total_episodes", "total_frames", "total_tasks", "chunks_size", "fps")
+_CAMERA_DTYPES = ("video", "image")
 
 
-def read_info(path: Path, supported: str) -> tuple[dict[str, Any], DatasetConfig]:
+def written_here(info: dict[str, Any]) -> bool:
+    """Whether an info.json was written by EpisodeWriter (its cameras record "video.encoder"; a dataset with
+    no cameras, by its next.success column), rather than by lerobot or another tool."""
+    cams = [f for f in info["features"].values() if f.get("dtype") in _CAMERA_DTYPES]
+    if cams:
+        return any("video.encoder" in (f.get("info") or {}) for f in cams)
+    return "next.success" in info["features"] and "observation.state" in info["features"]
+
+
+def read_info(path: Path, supported: str, any_v3: bool = False) -> tuple[dict[str, Any], DatasetConfig | None]:
     """(info, config) of meta/info.json at `path`, checked field by field; one DatasetCorruptError naming
     the file and the field for bad JSON, a missing field or a wrong type, instead of the KeyError,
     JSONDecodeError or AttributeError that reading it blindly gives. ValueError (with `supported`, what the
-    caller accepts) for another codebase_version."""
+    caller accepts) for another codebase_version (any "v3.*" with any_v3, else "v3.0" only).
+
+    What is checked is what every LeRobot v3.0 dataset has (the counts, features with a dtype and a list
+    shape, camera shapes, state/action vectors where present). config is the DatasetConfig the dataset was
+    written with when EpisodeWriter wrote it (`written_here`), else None: a dataset written by lerobot has
+    none of our encoder info, and its cameras, state and action are named by ReaderConfig instead."""
     try:
         info = read_json(path)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -187,7 +231,7 @@ def read_info(path: Path, supported: str) -> tuple[dict[str, Any], DatasetConfig
     if not isinstance(info, dict):
         raise DatasetCorruptError(f"{path}: expected a JSON object, got {type(info).__name__}")
     version = info.get("codebase_version")
-    if version != CODEBASE_VERSION:
+    if not (version == CODEBASE_VERSION or (any_v3 and isinstance(version, str) and version.startswith("v3."))):
         raise ValueError(f"{path}: codebase_version {version!r} is not supported; {supported}")
     for name in _INFO_COUNTS:
         if not (isinstance(info.get(name), int) and not isinstance(info[name], bool) and info[name] >= 0):
@@ -197,18 +241,24 @@ def read_info(path: Path, supported: str) -> tuple[dict[str, Any], DatasetConfig
         raise DatasetCorruptError(f"{path}: features must be an object of objects, got "
                                   f"{'(missing)' if features is None else type(features).__name__}")
     for key, feature in features.items():
-        shape = feature.get("shape")
-        video = feature.get("dtype") == "video"
-        if key in ("observation.state", "action") or video:
-            if not (isinstance(shape, list) and len(shape) >= (2 if video else 1)
-                    and all(isinstance(n, int) and n > 0 for n in shape)):
+        dtype, shape = feature.get("dtype"), feature.get("shape")
+        camera = dtype in _CAMERA_DTYPES
+        if not (isinstance(shape, list) and all(isinstance(n, int) and not isinstance(n, bool) for n in shape)):
+            raise DatasetCorruptError(f"{path}: features.{key}.shape must be a list of positive integers, "
+                                      f"got {shape!r}")
+        if not isinstance(dtype, str):
+            raise DatasetCorruptError(f"{path}: features.{key}.dtype must be a string, got {dtype!r}")
+        if key in ("observation.state", "action") or camera:
+            if not (len(shape) >= (2 if camera else 1) and all(n > 0 for n in shape)):
                 raise DatasetCorruptError(f"{path}: features.{key}.shape must be a list of positive integers, "
                                           f"got {shape!r}")
-        if video and not isinstance(feature.get("info"), dict):
+        if feature.get("info") is not None and not isinstance(feature["info"], dict):
             raise DatasetCorruptError(f"{path}: features.{key}.info must be an object")
+    if not written_here(info):
+        return info, None
     try:
         return info, config_from_info(info)
-    except (ValueError, KeyError, TypeError) as err:  # a missing feature, or values DatasetConfig refuses
+    except (ValueError, KeyError, TypeError, AttributeError) as err:  # a missing feature, or values refused
         raise DatasetCorruptError(f"{path}: {err}") from None
 
 

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 from fractions import Fraction
+from pathlib import Path
 from typing import BinaryIO
 
 import av
 import numpy as np
+from av.video.frame import PictureType
 
-from envs.atomic import atomic_file
+from envs.atomic import FILE_MODE, atomic_file, fsync_dir, fsync_file
 
 # config name -> (PyAV encoder name, encoder input pix_fmt, pix_fmt a decoder reports for the stream)
 VIDEO_CODECS: dict[str, tuple[str, str, str]] = {
@@ -112,3 +115,104 @@ def sha256_file(path: str | os.PathLike) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def decode_video_span(path: str | os.PathLike | BinaryIO, start_s: float, n_frames: int, fps: float,
+                      tolerance_s: float = 1e-4) -> np.ndarray:
+    """The `n_frames` frames of `path` shown at start_s, start_s + 1/fps, ... -> uint8 [n, H, W, 3] RGB.
+
+    How lerobot's multi-episode mp4s are read: an episode is the span [from_timestamp, to_timestamp) of a
+    file holding many. Seeks to the keyframe at or before start_s, so an episode late in a long file does
+    not decode the ones before it. Raises VideoDecodeError when a frame is missing or more than
+    tolerance_s away from its time (a wrong from_timestamp, a short file).
+    """
+    source = path if hasattr(path, "read") else str(path)
+    wanted = start_s + np.arange(n_frames) / fps
+    images: list[np.ndarray] = []
+    try:
+        with av.open(source, mode="r") as container:
+            if not container.streams.video:
+                raise VideoDecodeError(f"{path}: no video stream")
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"
+            if start_s > tolerance_s and stream.time_base is not None:
+                container.seek(int(max(start_s - tolerance_s, 0.0) / stream.time_base), stream=stream,
+                               backward=True, any_frame=False)
+            for frame in container.decode(stream):
+                if frame.time is None:
+                    raise VideoDecodeError(f"{path}: a frame without a timestamp")
+                if frame.time < wanted[len(images)] - tolerance_s:
+                    continue  # before the span (decoded from the keyframe on)
+                if abs(frame.time - wanted[len(images)]) > tolerance_s:
+                    raise VideoDecodeError(f"{path}: frame {len(images)} of the span from {start_s:.4f} s should show "
+                                           f"at {wanted[len(images)]:.4f} s, the next frame is at {frame.time:.4f} s")
+                images.append(frame.to_ndarray(format="rgb24"))
+                if len(images) == n_frames:
+                    break
+    except av.FFmpegError as err:
+        raise VideoDecodeError(f"{path}: cannot decode video: {err}") from err
+    if len(images) != n_frames:
+        raise VideoDecodeError(f"{path}: holds {len(images)} of the {n_frames} frames from {start_s:.4f} s "
+                               f"({n_frames / fps:.4f} s at {fps} fps)")
+    return np.stack(images)
+
+
+class VideoAppender:
+    """One mp4 that many episodes are encoded into, one after the other (lerobot's multi-episode files).
+
+    Each episode starts on a keyframe at the time returned by `append`, so a reader seeks straight to it.
+    The file is written under a temporary name beside `path` and moved onto it by `close()`; `abort()`
+    removes it. `size` (bytes muxed so far) lets the writer keep files under video_files_size_in_mb.
+    """
+
+    def __init__(self, path: str | os.PathLike, fps: float, height: int, width: int, codec: str = "libx264rgb",
+                 crf: int = 0):
+        check_video_codec(codec, height, width, crf)
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        os.close(fd)
+        self._tmp = Path(name)
+        encoder, pix_fmt, _ = VIDEO_CODECS[codec]
+        self._rate = Fraction(fps).limit_denominator(1001)
+        self._container = av.open(str(self._tmp), mode="w", format="mp4")
+        self._stream = self._container.add_stream(encoder, rate=self._rate)
+        self._stream.width, self._stream.height, self._stream.pix_fmt = width, height, pix_fmt
+        self._stream.time_base = 1 / self._rate
+        self._stream.options = {"qp": "0"} if codec == "libx264rgb" and int(crf) == 0 else {"crf": str(int(crf))}
+        self.frames = 0
+        self.size = 0
+
+    def append(self, frames: np.ndarray) -> float:
+        """Encode uint8 [T, H, W, 3] frames after those already in the file; return their start time (s)."""
+        start = float(self.frames / self._rate)
+        for t, image in enumerate(np.asarray(frames)):
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")
+            frame.pts, frame.time_base = self.frames, 1 / self._rate
+            if t == 0:
+                frame.pict_type = PictureType.I  # an episode starts on a keyframe: readers seek to it
+            self._mux(self._stream.encode(frame))
+            self.frames += 1
+        return start
+
+    def close(self) -> Path:
+        """Flush the encoder, finish the file and move it onto `path` (atomically)."""
+        self._mux(self._stream.encode())
+        self._container.close()
+        os.chmod(self._tmp, FILE_MODE)
+        fsync_file(self._tmp)
+        os.replace(self._tmp, self.path)
+        fsync_dir(self.path.parent)
+        return self.path
+
+    def abort(self) -> None:
+        try:
+            self._container.close()
+        except (av.FFmpegError, ValueError, OSError):
+            pass  # the file is discarded anyway
+        self._tmp.unlink(missing_ok=True)
+
+    def _mux(self, packets: list[av.Packet]) -> None:
+        for packet in packets:
+            self.size += packet.size
+            self._container.mux(packet)

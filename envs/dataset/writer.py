@@ -35,7 +35,6 @@ from envs.dataset.layout import (
     read_json,
     read_tasks,
     tasks_table,
-    video_key,
 )
 from envs.dataset.stats import (
     aggregate_stats,
@@ -132,7 +131,7 @@ class EpisodeWriter:
         }
         ep_stats = {key: lowdim_stats(values) for key, values in frame_columns.items()}
         for view in cfg.views:
-            key = video_key(view)
+            key = cfg.camera_key(view)
             video_path = self.root / episode_file_path(cfg, "video", index, view=view)
             encode_video(video_path, episode.frames[view], cfg.fps, cfg.video_codec, cfg.crf)
             ep_stats[key] = image_stats(episode.frames[view])
@@ -197,7 +196,11 @@ class EpisodeWriter:
         self._write_info(build_info(config, total_episodes=0, total_frames=0, total_tasks=0))
 
     def _open_existing(self, config: DatasetConfig | None) -> None:
-        info, stored = read_info(self.root / INFO_PATH, f"this writer only appends to {CODEBASE_VERSION!r} datasets")
+        info_path = self.root / INFO_PATH
+        info, stored = read_info(info_path, f"this writer only appends to {CODEBASE_VERSION!r} datasets")
+        if stored is None:
+            raise ValueError(f"{info_path}: not written by EpisodeWriter (its cameras record no video.encoder); "
+                             "this writer only appends to its own datasets, and reads others through EpisodeDataset")
         if config is not None:
             for f in dataclasses.fields(DatasetConfig):
                 if getattr(config, f.name) != getattr(stored, f.name):
