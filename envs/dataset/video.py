@@ -176,7 +176,9 @@ class VideoAppender:
         encoder, pix_fmt, _ = VIDEO_CODECS[codec]
         self._rate = Fraction(fps).limit_denominator(1001)
         self._container = av.open(str(self._tmp), mode="w", format="mp4")
-        self._stream = self._container.add_stream(encoder, rate=self._rate)
+        stream = self._container.add_stream(encoder, rate=self._rate)
+        assert isinstance(stream, av.VideoStream)  # for the type checker: an encoder name gives a video stream
+        self._stream = stream
         self._stream.width, self._stream.height, self._stream.pix_fmt = width, height, pix_fmt
         self._stream.time_base = 1 / self._rate
         self._stream.options = {"qp": "0"} if codec == "libx264rgb" and int(crf) == 0 else {"crf": str(int(crf))}

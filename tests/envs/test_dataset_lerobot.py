@@ -1,0 +1,113 @@
+"""Reading LeRobot v3.0 datasets as lerobot writes them: many episodes per file, LIBERO camera keys, no
+project columns (tests/envs/lerobot_layout.py writes them the way lerobot 0.4 does)."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from envs.dataset import DatasetCorruptError, Episode, EpisodeDataset
+from envs.dataset.features import ReaderConfig
+from tests.envs.lerobot_layout import write_lerobot_dataset
+from tests.envs.test_dataset import make_episode
+
+LENGTHS = (12, 9, 15, 7, 10)
+
+
+def episodes() -> list[Episode]:
+    rng = np.random.default_rng(0)
+    return [make_episode(rng, T=T, noise=False, instruction=f"task {T % 2}") for T in LENGTHS]
+
+
+@pytest.fixture(scope="module")
+def foreign(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("lerobot") / "libero_demo"
+    write_lerobot_dataset(root, episodes(), per_file=2)  # files hold 2, 2 and 1 episodes
+    return root
+
+
+def nearest_frame(frames: np.ndarray, image: np.ndarray) -> int:
+    return int(np.argmin([np.abs(f.astype(int) - image).mean() for f in frames]))
+
+
+def test_multi_episode_files_read_by_their_rows(foreign: Path) -> None:
+    ds = EpisodeDataset(foreign)
+    assert len(ds) == 5 and ds.views == ("agentview", "wrist")  # LeRobot's LIBERO keys map to our views
+    assert ds.features.cameras == {"agentview": "observation.images.image", "wrist": "observation.images.image2"}
+    for i, want in enumerate(episodes()):
+        got = ds[i]
+        np.testing.assert_array_equal(got.state, want.state)
+        np.testing.assert_array_equal(got.action, want.action)
+        for view in ds.views:  # lossy h264, but every frame is its own one: nearest among the episode's
+            assert got.frames[view].shape == want.frames[view].shape
+            assert [nearest_frame(want.frames[view], f) for f in got.frames[view]] == list(range(len(want)))
+        s, a = ds.arrays(i)
+        np.testing.assert_array_equal(s, want.state)
+        np.testing.assert_array_equal(a, want.action)
+
+
+def test_missing_project_columns_get_the_configured_stand_ins(foreign: Path) -> None:
+    ds = EpisodeDataset(foreign, verify=False)
+    meta = ds.meta
+    assert [m.instruction for m in meta] == [f"task {T % 2}" for T in LENGTHS]
+    assert [m.task_id for m in meta] == [ds.tasks.index(m.instruction) for m in meta]
+    assert {m.source for m in meta} == {"expert"} and all(m.success for m in meta)
+    assert {m.suite for m in meta} == {"libero_demo"}  # the folder's name
+    ep = ds[2]
+    assert ep.success.tolist() == [False] * 14 + [True] and ep.reward[-1] == 1.0
+    assert ds.select(source="expert", success=True) == [0, 1, 2, 3, 4]
+    assert ds.stats["observation.state"]["mean"].shape == (8,)
+    cfg = ReaderConfig(source="policy", succeed=False, suite="libero_spatial")
+    other = EpisodeDataset(foreign, verify=False, features=cfg)
+    assert {(m.source, m.success, m.suite) for m in other.meta} == {("policy", False, "libero_spatial")}
+    assert not other[0].success.any()
+
+
+def test_cameras_state_and_action_mapped_by_config(foreign: Path) -> None:
+    cfg = ReaderConfig(cameras={"front": "observation.images.image"})
+    ds = EpisodeDataset(foreign, verify=False, features=cfg)
+    assert ds.views == ("front",)
+    np.testing.assert_array_equal(ds.load_view(1, "front"), EpisodeDataset(foreign).load_view(1, "agentview"))
+    with pytest.raises(ValueError, match=r"ReaderConfig.cameras: \{'x': 'observation.images.cam'\} not among"):
+        EpisodeDataset(foreign, features=ReaderConfig(cameras={"x": "observation.images.cam"}))
+    with pytest.raises(ValueError, match=r"no feature 'joint_pos' for the state"):
+        EpisodeDataset(foreign, features=ReaderConfig(state="joint_pos"))
+
+
+def test_foreign_files_are_reported_unchecked_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    root = tmp_path / "ds"
+    write_lerobot_dataset(root, episodes()[:2])
+    with caplog.at_level(logging.WARNING, logger="envs.dataset.reader"):
+        EpisodeDataset(root)
+        EpisodeDataset(root, verify=False)
+    warnings = [r for r in caplog.records if "no sha256 recorded" in r.getMessage()]
+    assert len(warnings) == 1 and not EpisodeDataset(root, verify=False).checksummed
+
+
+def test_variable_lists_and_image_features(tmp_path: Path) -> None:
+    want = episodes()[:3]
+    for name, kwargs in (("lists", {"fixed_lists": False, "per_file": 3}), ("images", {"image_dtype": "image"})):
+        root = tmp_path / name
+        write_lerobot_dataset(root, want, **kwargs)
+        ds = EpisodeDataset(root)
+        np.testing.assert_array_equal(ds.arrays(2)[0], want[2].state)
+        if name == "images":  # PNG frames in the data parquet: lossless
+            np.testing.assert_array_equal(ds[1].frames["wrist"], want[1].frames["wrist"])
+
+
+def test_a_wrong_from_timestamp_names_the_file(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "ds"
+    write_lerobot_dataset(root, episodes()[:2])
+    path = root / "meta/episodes/chunk-000/file-000.parquet"
+    table = pq.read_table(path)
+    column = "videos/observation.images.image2/from_timestamp"
+    table = table.set_column(table.schema.get_field_index(column), column, pa.array([0.0, 0.61]))
+    pq.write_table(table, path)
+    with pytest.raises(DatasetCorruptError, match=r"episode 1: videos/observation.images.image2/chunk-000/"
+                                                  r"file-000.mp4 is unreadable: .*0.6100 s"):
+        EpisodeDataset(root, verify=False)[1]
