@@ -13,8 +13,11 @@
                                 observation.state [S], action [A], next.reward, next.success, next.done
     videos/observation.images.<view>/chunk-CCC/file-FFF.mp4
 
-Each episode has its own data, video and episodes files (CCC = index // chunks_size,
-FFF = index % chunks_size), so appends never rewrite old files. `EpisodeWriter.append` writes them
+By default each episode has its own data, video and episodes files (CCC = index // chunks_size,
+FFF = index % chunks_size), so appends never rewrite old files; EpisodeWriter(pack=True) puts many
+episodes in each file as lerobot does (envs.dataset.pack), still writing every committed file once.
+The reader finds episodes through their meta/episodes rows, so it also reads lerobot's own datasets;
+ReaderConfig (envs.dataset.features) maps their cameras, state and action onto ours. `EpisodeWriter.append` writes them
 atomically and then rewrites meta/info.json, so an episode exists iff its index < total_episodes.
 Videos are lossless H.264 (libx264rgb, QP 0) by default; `video_codec="h264"` gives small lossy files.
 
@@ -27,7 +30,8 @@ Videos are lossless H.264 (libx264rgb, QP 0) by default; `video_codec="h264"` gi
     metas = select_meta(ds.meta, task_id=[0, 3])   # EpisodeMeta rows: m.task_id, m.extra, m.as_dict()
 """
 from envs.dataset.episode import SOURCES, Episode
-from envs.dataset.layout import DatasetConfig
+from envs.dataset.features import ReaderConfig
+from envs.dataset.layout import LIBERO_KEYS, DatasetConfig
 from envs.dataset.meta import EpisodeMeta, select_meta
 from envs.dataset.reader import DatasetCorruptError, EpisodeDataset
 from envs.dataset.stats import aggregate_stats
@@ -43,6 +47,8 @@ __all__ = [
     "EpisodeDataset",
     "EpisodeMeta",
     "EpisodeWriter",
+    "LIBERO_KEYS",
+    "ReaderConfig",
     "aggregate_stats",
     "decode_video",
     "encode_video",

@@ -182,8 +182,10 @@ class VideoAppender:
         self._stream.width, self._stream.height, self._stream.pix_fmt = width, height, pix_fmt
         self._stream.time_base = 1 / self._rate
         self._stream.options = {"qp": "0"} if codec == "libx264rgb" and int(crf) == 0 else {"crf": str(int(crf))}
-        self.frames = 0
-        self.size = 0
+        self.frames = 0  # frames given to the encoder
+        self.packets = 0  # frames it has returned as packets so far (x264 holds some back for lookahead)
+        self.size = 0  # bytes of those packets
+        self._raw_frame = height * width * 3
 
     def append(self, frames: np.ndarray) -> float:
         """Encode uint8 [T, H, W, 3] frames after those already in the file; return their start time (s)."""
@@ -214,7 +216,14 @@ class VideoAppender:
             pass  # the file is discarded anyway
         self._tmp.unlink(missing_ok=True)
 
+    def projected_size(self, more_frames: int) -> float:
+        """Bytes the file will hold with `more_frames` frames more: the frames still in the encoder and
+        those at the mean packet size so far (at raw size while no packet has come out yet)."""
+        per_frame = self.size / self.packets if self.packets else self._raw_frame
+        return self.size + per_frame * (self.frames - self.packets + more_frames)
+
     def _mux(self, packets: list[av.Packet]) -> None:
         for packet in packets:
             self.size += packet.size
+            self.packets += 1
             self._container.mux(packet)

@@ -25,9 +25,11 @@ from envs.atomic import atomic_write_bytes
 from envs.dataset.episode import Episode
 from envs.dataset.layout import (
     CODEBASE_VERSION,
+    DATA_PATH,
     INFO_PATH,
     STATS_PATH,
     TASKS_PATH,
+    VIDEO_PATH,
     DatasetConfig,
     build_info,
     episode_file_path,
@@ -36,6 +38,8 @@ from envs.dataset.layout import (
     read_tasks,
     tasks_table,
 )
+from envs.dataset.pack import PackedFiles
+from envs.dataset.rows import data_file, read_rows, video_file
 from envs.dataset.stats import (
     aggregate_stats,
     flatten_stats,
@@ -71,10 +75,16 @@ class EpisodeWriter:
     _total_frames: int
     _tasks: list[str]
     _stats: dict[str, dict[str, np.ndarray]]
+    _pending_tasks: list[str]  # tasks including those of appended, not yet committed episodes
+    _pending_frames: int  # total frames including those episodes
 
-    def __init__(self, root: str | os.PathLike, config: DatasetConfig | None = None):
+    def __init__(self, root: str | os.PathLike, config: DatasetConfig | None = None, pack: bool = False):
         self.root = Path(root)
+        self.pack = pack
         self._dirty = False  # True while (or after a failed) append has files beyond the commit point
+        self._group: PackedFiles | None = None  # pack=True: the shared files being filled, not yet committed
+        self._group_stats: list[dict[str, dict[str, np.ndarray]]] = []
+        self._last_file: tuple[int, int] | None = None  # (chunk, file) of the last committed episode's data
         info_path = self.root / INFO_PATH
         if not info_path.exists():
             _check_creatable(self.root)
@@ -86,7 +96,7 @@ class EpisodeWriter:
             else:
                 self._create(config or DatasetConfig())
         except BaseException:
-            self.close()
+            self._release()
             raise
 
     # ------------------------------------------------------------------ public API
@@ -99,54 +109,29 @@ class EpisodeWriter:
         return self._total_episodes
 
     def append(self, episode: Episode) -> int:
-        """Validate `episode` against the config, write all its files, commit; return its index."""
+        """Validate `episode` against the config, write its files and return its index. Per-episode files
+        (default): committed before returning. pack=True: encoded into the open shared files and committed
+        when they are full, on `flush()` or on `close()` (a crash before loses only those pending episodes)."""
         if self._lock_file is None:
             raise ValueError(f"{self.root}: writer is closed")
         episode.validate()
         self._check_episode(episode)
         if self._dirty:  # an earlier append failed part-way: drop its files before writing over them
+            self._drop_pending()
             self._recover(total_tasks=len(self._tasks))
         self._dirty = True
         cfg = self._config
-        index = self._total_episodes
-        chunk_index, file_index = divmod(index, cfg.chunks_size)
-        length = len(episode)
+        index = self._total_episodes + len(self._group or ())
         task = episode.instruction
-        task_index = self._tasks.index(task) if task in self._tasks else len(self._tasks)
-        tasks = self._tasks if task_index < len(self._tasks) else [*self._tasks, task]
-        from_index = self._total_frames
-
+        task_index = self._pending_tasks.index(task) if task in self._pending_tasks else len(self._pending_tasks)
+        from_index = self._pending_frames
         frame_table, frame_columns = _frame_table(episode, index, task_index, from_index, cfg.fps)
-        data_path = self.root / episode_file_path(cfg, "data", index)
-        data_sha = _write_parquet_atomic(frame_table, data_path)
-
-        row: dict[str, Any] = {
-            "episode_index": index,
-            "tasks": [task],
-            "length": length,
-            "dataset_from_index": from_index,
-            "dataset_to_index": from_index + length,
-            "data/chunk_index": chunk_index,
-            "data/file_index": file_index,
-        }
         ep_stats = {key: lowdim_stats(values) for key, values in frame_columns.items()}
         for view in cfg.views:
-            key = cfg.camera_key(view)
-            video_path = self.root / episode_file_path(cfg, "video", index, view=view)
-            encode_video(video_path, episode.frames[view], cfg.fps, cfg.video_codec, cfg.crf)
-            ep_stats[key] = image_stats(episode.frames[view])
-            row.update({
-                f"videos/{key}/chunk_index": chunk_index,
-                f"videos/{key}/file_index": file_index,
-                # one video per episode, so every episode starts at t = 0 of its own file
-                f"videos/{key}/from_timestamp": 0.0,
-                f"videos/{key}/to_timestamp": length / cfg.fps,
-                f"videos/{key}/sha256": sha256_file(video_path),
-            })
-        row.update({
-            "meta/episodes/chunk_index": chunk_index,
-            "meta/episodes/file_index": file_index,
-            "data/sha256": data_sha,
+            ep_stats[cfg.camera_key(view)] = image_stats(episode.frames[view])
+        row: dict[str, Any] = {"episode_index": index, "tasks": [task], "length": len(episode),
+                               "dataset_from_index": from_index, "dataset_to_index": from_index + len(episode)}
+        project = {  # our columns, after lerobot's (file locations, checksums, stats)
             **flatten_stats(ep_stats),
             "instruction": task,
             "suite": episode.suite,
@@ -157,23 +142,107 @@ class EpisodeWriter:
             "init_state_id": int(episode.init_state_id),
             "success": episode.episode_success,
             "extra_json": json.dumps(episode.extra, sort_keys=True, allow_nan=False),
-        })
-        _write_parquet_atomic(pa.Table.from_pylist([row]), self.root / episode_file_path(cfg, "episodes", index))
-
-        if tasks is not self._tasks:
-            _write_parquet_atomic(tasks_table(tasks), self.root / TASKS_PATH)
-        stats = aggregate_stats([self._stats, ep_stats] if self._stats else [ep_stats])
-        _write_json_atomic(self.root / STATS_PATH, stats_to_json(stats))
-        info = build_info(cfg, total_episodes=index + 1, total_frames=from_index + length, total_tasks=len(tasks))
-        self._write_info(info)  # commit point
-        # In-memory state moves only after the commit, so a failed append leaves the writer usable.
-        self._total_episodes, self._total_frames = index + 1, from_index + length
-        self._tasks, self._stats = tasks, stats
-        self._dirty = False
+        }
+        if task_index == len(self._pending_tasks):
+            self._pending_tasks = [*self._pending_tasks, task]
+        if not self.pack:
+            self._pending_frames += len(episode)
+            self._write_own_files(episode, index, frame_table, row, project, ep_stats)
+            return index
+        if self._group is not None and not self._group.fits(frame_table, len(episode)):
+            self._commit_group()
+        if self._group is None:
+            self._group = PackedFiles(self.root, cfg, *self._next_file())
+        self._group.add(frame_table, row, episode.frames)
+        row.update(project)
+        self._group_stats.append(ep_stats)
+        self._pending_frames += len(episode)
+        self._dirty = False  # pending, not broken: the open files are committed or dropped as a whole
         return index
 
+    def flush(self) -> None:
+        """Commit the episodes pending in the open shared files (pack=True; nothing to do otherwise)."""
+        if self._group is not None:
+            self._commit_group()
+
+    def _write_own_files(self, episode: Episode, index: int, frame_table: pa.Table, row: dict[str, Any],
+                         project: dict[str, Any], ep_stats: dict[str, dict[str, np.ndarray]]) -> None:
+        """One data parquet, mp4 per view and meta/episodes parquet for this episode alone; then commit."""
+        cfg = self._config
+        chunk_index, file_index = divmod(index, cfg.chunks_size)
+        data_sha = _write_parquet_atomic(frame_table, self.root / episode_file_path(cfg, "data", index))
+        row.update({"data/chunk_index": chunk_index, "data/file_index": file_index})
+        length = len(episode)
+        for view in cfg.views:
+            key = cfg.camera_key(view)
+            video_path = self.root / episode_file_path(cfg, "video", index, view=view)
+            encode_video(video_path, episode.frames[view], cfg.fps, cfg.video_codec, cfg.crf)
+            row.update({
+                f"videos/{key}/chunk_index": chunk_index,
+                f"videos/{key}/file_index": file_index,
+                # one video per episode, so every episode starts at t = 0 of its own file
+                f"videos/{key}/from_timestamp": 0.0,
+                f"videos/{key}/to_timestamp": length / cfg.fps,
+                f"videos/{key}/sha256": sha256_file(video_path),
+            })
+        row.update({"meta/episodes/chunk_index": chunk_index, "meta/episodes/file_index": file_index,
+                    "data/sha256": data_sha, **project})
+        _write_parquet_atomic(pa.Table.from_pylist([row]), self.root / episode_file_path(cfg, "episodes", index))
+        self._commit([row], [ep_stats])
+
+    def _commit_group(self) -> None:
+        group = self._group
+        assert group is not None
+        self._dirty = True
+        rows = group.finish()
+        _write_parquet_atomic(pa.Table.from_pylist(rows), self.root / group.path("episodes"))
+        self._commit(rows, self._group_stats)
+        self._group, self._group_stats = None, []
+
+    def _commit(self, rows: list[dict[str, Any]], ep_stats: list[dict[str, dict[str, np.ndarray]]]) -> None:
+        """Tasks, stats, then info.json (the commit point) for the episodes of `rows`."""
+        tasks = self._pending_tasks
+        if len(tasks) != len(self._tasks):
+            _write_parquet_atomic(tasks_table(tasks), self.root / TASKS_PATH)
+        stats = aggregate_stats([self._stats, *ep_stats] if self._stats else ep_stats)
+        _write_json_atomic(self.root / STATS_PATH, stats_to_json(stats))
+        total_episodes = self._total_episodes + len(rows)
+        total_frames = int(rows[-1]["dataset_to_index"])
+        self._write_info(build_info(self._config, total_episodes=total_episodes, total_frames=total_frames,
+                                    total_tasks=len(tasks)))  # commit point
+        # In-memory state moves only after the commit, so a failed append leaves the writer usable.
+        self._total_episodes, self._total_frames = total_episodes, total_frames
+        self._tasks, self._stats = tasks, stats
+        self._last_file = (int(rows[-1]["data/chunk_index"]), int(rows[-1]["data/file_index"]))
+        self._dirty = False
+
+    def _next_file(self) -> tuple[int, int]:
+        """The (chunk, file) after the last committed episode's, as lerobot moves on (chunks_size files a chunk)."""
+        if self._last_file is None:
+            return 0, 0
+        chunk_index, file_index = self._last_file
+        if file_index + 1 >= self._config.chunks_size:
+            return chunk_index + 1, 0
+        return chunk_index, file_index + 1
+
+    def _drop_pending(self) -> None:
+        """Forget episodes appended since the last commit (their files are removed by _recover)."""
+        if self._group is not None:
+            self._group.abort()
+        self._group, self._group_stats = None, []
+        self._pending_tasks, self._pending_frames = list(self._tasks), self._total_frames
+
     def close(self) -> None:
-        """Release the writer lock; further appends raise."""
+        """Commit pending episodes (pack=True), release the writer lock; further appends raise."""
+        try:
+            if getattr(self, "_group", None) is not None and not self._dirty:
+                self.flush()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        if getattr(self, "_group", None) is not None:
+            self._drop_pending()
         if getattr(self, "_lock_file", None) is not None:
             self._lock_file.close()  # closing the descriptor drops the flock
             self._lock_file = None
@@ -191,6 +260,7 @@ class EpisodeWriter:
         self._remove_uncommitted()  # temp files of an interrupted earlier creation
         self._tasks = []
         self._stats = {}
+        self._pending_tasks, self._pending_frames = [], 0
         _write_parquet_atomic(tasks_table([]), self.root / TASKS_PATH)
         _write_json_atomic(self.root / STATS_PATH, {})
         self._write_info(build_info(config, total_episodes=0, total_frames=0, total_tasks=0))
@@ -218,6 +288,7 @@ class EpisodeWriter:
         self._remove_uncommitted()
         all_tasks = read_tasks(self.root / TASKS_PATH)
         self._tasks = all_tasks[:total_tasks]
+        self._pending_tasks, self._pending_frames = list(self._tasks), self._total_frames
         if len(all_tasks) != len(self._tasks):  # a task added by an uncommitted episode
             _write_parquet_atomic(tasks_table(self._tasks), self.root / TASKS_PATH)
 
@@ -235,7 +306,13 @@ class EpisodeWriter:
             _write_json_atomic(stats_path, stats_to_json(self._stats))
 
     def _remove_uncommitted(self) -> None:
-        """Delete temp files and the files of episodes >= total_episodes (left by a killed append)."""
+        """Delete temp files and episode files no committed meta/episodes row points at (left by a killed append)."""
+        rows = read_rows(self.root, self._total_episodes, self._config.chunks_size) if self._total_episodes else []
+        info = {"data_path": DATA_PATH, "video_path": VIDEO_PATH}
+        keep = {data_file(info, r) for r in rows} | {video_file(info, r, self._config.camera_key(v))
+                                                    for r in rows for v in self._config.views}
+        keep |= {r["meta/episodes/file"] for r in rows}
+        self._last_file = (int(rows[-1]["data/chunk_index"]), int(rows[-1]["data/file_index"])) if rows else None
         removed = []
         for top in ("data", "videos", "meta"):
             base = self.root / top
@@ -247,8 +324,7 @@ class EpisodeWriter:
                 is_tmp = path.name.startswith(".") and path.name.endswith(".tmp")
                 is_episode_file = match is not None and (top != "meta" or rel.startswith("meta/episodes/"))
                 if is_episode_file and match is not None:
-                    index = int(match.group(1)) * self._config.chunks_size + int(match.group(2))
-                    if index < self._total_episodes:
+                    if rel in keep:
                         continue
                 elif not is_tmp:
                     continue
@@ -261,11 +337,8 @@ class EpisodeWriter:
             )
 
     def _recompute_stats(self) -> dict[str, dict[str, np.ndarray]]:
-        parts = []
-        for index in range(self._total_episodes):
-            rows = pq.read_table(self.root / episode_file_path(self._config, "episodes", index)).to_pylist()
-            parts.append(unflatten_stats(rows[0]))
-        return aggregate_stats(parts)
+        rows = read_rows(self.root, self._total_episodes, self._config.chunks_size)
+        return aggregate_stats([unflatten_stats(row) for row in rows])
 
     def _check_episode(self, episode: Episode) -> None:
         cfg = self._config
