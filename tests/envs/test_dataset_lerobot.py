@@ -111,3 +111,20 @@ def test_a_wrong_from_timestamp_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(DatasetCorruptError, match=r"episode 1: videos/observation.images.image2/chunk-000/"
                                                   r"file-000.mp4 is unreadable: .*0.6100 s"):
         EpisodeDataset(root, verify=False)[1]
+
+
+def test_clips_bc_and_imagination_starts_load_from_it(foreign: Path) -> None:
+    from imagination.env import load_start_episodes
+    from policies.bc import BCConfig
+    from policies.bc import load_episodes as bc_episodes
+    from policies.vla import VLAConfig
+    from world_models.clips import load_episodes, make_clip
+
+    views = ["agentview", "wrist"]
+    clips = load_episodes(foreign, views)
+    assert len(clips) == 5 and clips[2].frames.shape == (15, 32, 32, 6)
+    assert make_clip(clips[2], 5, 4, 8)["target"].shape == (8, 32, 32, 6)
+    demos, stats = bc_episodes(BCConfig(data_dir=str(foreign), policy=VLAConfig(views=views)))
+    assert len(demos) == 5 and stats["mean"].shape == (8,)
+    starts = load_start_episodes(str(foreign), views, [0, 3])
+    assert starts[1].frames.shape == (7, 2, 32, 32, 3) and starts[1].instruction == "task 1"
