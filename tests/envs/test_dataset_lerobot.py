@@ -128,3 +128,31 @@ def test_clips_bc_and_imagination_starts_load_from_it(foreign: Path) -> None:
     assert len(demos) == 5 and stats["mean"].shape == (8,)
     starts = load_start_episodes(str(foreign), views, [0, 3])
     assert starts[1].frames.shape == (7, 2, 32, 32, 3) and starts[1].instruction == "task 1"
+
+
+def test_foreign_info_json_checked_for_what_every_v3_dataset_has(tmp_path: Path) -> None:
+    """read_info checks a foreign info.json's common fields (one error naming the file) but builds no config
+    of ours from it; EpisodeWriter will not append to it."""
+    import json
+
+    from envs.dataset import EpisodeWriter
+    from envs.dataset.layout import read_info
+
+    root = tmp_path / "ds"
+    write_lerobot_dataset(root, episodes()[:2])
+    info_path = root / "meta/info.json"
+    info, config = read_info(info_path, "v3.0")
+    assert config is None and info["total_episodes"] == 2
+    with pytest.raises(ValueError, match="not written by EpisodeWriter"):
+        EpisodeWriter(root)
+    good = json.loads(info_path.read_text())
+    for damage, field in (({"total_frames": None}, "total_frames must be an integer"),
+                          ({"features": dict(good["features"], action={"dtype": "float32", "shape": "7"})},
+                           "features.action.shape"),
+                          ({"features": dict(good["features"], **{"observation.images.image": {
+                              "dtype": "video", "shape": [32, 32, 3], "info": "h264"}})},
+                           "features.observation.images.image.info must be an object")):
+        info_path.write_text(json.dumps(dict(good, **damage)))
+        with pytest.raises(DatasetCorruptError) as err:
+            EpisodeDataset(root)
+        assert str(info_path) in str(err.value) and field in str(err.value)
