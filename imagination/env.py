@@ -28,7 +28,7 @@ import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from envs.dataset import Episode, EpisodeDataset
+from envs.dataset import Episode, EpisodeDataset, ReaderConfig
 from envs.frames import channels_to_views, stack_views, tile_views, to_model_frames, to_uint8, views_to_channels
 from envs.spaces import BatchObservation, Info, Observation, action_space, check_action_chunk, observation_space
 from imagination.grasp_judge import GraspJudge
@@ -71,6 +71,10 @@ class ImaginationConfig:
     # "close": end at the grasp, as above. "release": hold on to the first open command after it and judge the
     # grasp and where the carried object is let go (imagination/grasp_judge.py).
     grasp_until: str = "close"
+    # which features of a start dataset (start_data) are the views, the state and the action
+    # (envs.dataset.ReaderConfig), e.g. imagination.features.cameras={agentview: observation.images.image};
+    # the defaults map them automatically
+    features: ReaderConfig = field(default_factory=ReaderConfig)
     device: str = "cpu"
 
 
@@ -96,11 +100,13 @@ class StartEpisode:
         return cls(stack_views(ep.frames, views), ep.state, ep.action, ep.instruction, ep.task_id, sim)
 
 
-def load_start_episodes(root: str, views: list[str], indices: list[int] | None = None) -> list[StartEpisode]:
-    """Real episodes (all, or `indices`) of the dataset at `root` with the world model's views."""
+def load_start_episodes(root: str, views: list[str], indices: list[int] | None = None,
+                        features: ReaderConfig | None = None) -> list[StartEpisode]:
+    """Real episodes (all, or `indices`) of the dataset at `root` with the world model's views; `features`
+    maps its cameras, state and action (default: automatically)."""
     from envs.sim_labels import read_sim_labels  # the labels' sidecar files, written by scripts/label_episodes.py
 
-    ds = EpisodeDataset(root, verify=False)
+    ds = EpisodeDataset(root, verify=False, features=features)
     ds.require_views(views)
     return [StartEpisode.from_episode(ds[i], views, read_sim_labels(root, i))
             for i in (range(len(ds)) if indices is None else indices)]

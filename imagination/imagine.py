@@ -22,7 +22,7 @@ from typing import Protocol, cast
 import numpy as np
 import torch
 
-from envs.dataset import EpisodeDataset
+from envs.dataset import EpisodeDataset, ReaderConfig
 from imagination.env import ImaginationConfig, ImaginationVectorEnv, StartEpisode, load_start_episodes
 from imagination.keyframes import Keyframe
 from policies.base import Policy
@@ -46,21 +46,23 @@ ActionSource = Callable[[dict], Chunk | dict] | ResettableActionSource
 DataSource = str | Path | Sequence[StartEpisode]
 
 
-def _fit_arrays(data: DataSource) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """(states, actions) of every episode of a dataset path or a list of `StartEpisode`."""
+def _fit_arrays(data: DataSource, features: ReaderConfig | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(states, actions) of every episode of a dataset path (read through `features`) or a list of `StartEpisode`."""
     if isinstance(data, (str, Path)):
-        ds = EpisodeDataset(data, verify=False)
+        ds = EpisodeDataset(data, verify=False, features=features)
         pairs = [ds.arrays(i) for i in range(len(ds))]  # the numbers only: no video decoded
         return [s for s, _ in pairs], [a for _, a in pairs]
     return [e.state for e in data], [e.action for e in data]
 
 
 def open_proprio(world_model: WorldModel, proprio: str | Path | ProprioModel = "",
-                 fit_data: DataSource | None = None, cache: str | Path = "") -> ProprioModel:
+                 fit_data: DataSource | None = None, cache: str | Path = "",
+                 features: ReaderConfig | None = None) -> ProprioModel:
     """The proprio model for `world_model`: `proprio` (a model or a file); with proprio "", the one cached at
     `cache` when its chunk length is the world model's, else one fitted with the world model's chunk
-    length on every episode of `fit_data` (saved at `cache` when given). The fit's initial weights come
-    from torch's global random state: fit before building other models to get the same fit each time."""
+    length on every episode of `fit_data` (saved at `cache` when given; a dataset read through `features`).
+    The fit's initial weights come from torch's global random state: fit before building other models to get
+    the same fit each time."""
     K = world_model.chunk_len
     if isinstance(proprio, ProprioModel):
         model = proprio
@@ -75,7 +77,7 @@ def open_proprio(world_model: WorldModel, proprio: str | Path | ProprioModel = "
                 return cached
         if fit_data is None:
             raise ValueError("proprio: no proprio model given and no episodes to fit one on")
-        states, actions = _fit_arrays(fit_data)
+        states, actions = _fit_arrays(fit_data, features)
         with torch.enable_grad():  # callers may be inside no_grad
             model, _ = fit_proprio(states, actions, ProprioConfig(chunk_len=K))
         if cache:
@@ -112,14 +114,16 @@ def open_imagination(world_model: str | Path | WorldModel, start_data: DataSourc
             raise FileNotFoundError(f"start_data: {str(start_data)!r} does not exist (a dataset directory)")
         if indices is not None and not len(indices):
             raise ValueError(f"start_data: no episode of {start_data} selected (indices is empty)")
-        episodes = load_start_episodes(str(start_data), views, None if indices is None else list(indices))
+        episodes = load_start_episodes(str(start_data), views, None if indices is None else list(indices),
+                                       features=cfg.features)
         if indices is None:
             start_data = episodes  # fit on these rather than decoding them again
     else:
         episodes = list(start_data) if indices is None else [start_data[i] for i in indices]
     if not episodes:
         raise ValueError("start_data: no episodes to start imagined ones from")
-    model = open_proprio(wm, proprio, start_data if proprio_fit_data is None else proprio_fit_data, proprio_cache)
+    model = open_proprio(wm, proprio, start_data if proprio_fit_data is None else proprio_fit_data, proprio_cache,
+                         features=cfg.features)
     if policy is not None:
         if policy.chunk_len != wm.chunk_len:
             raise ValueError(f"policy: chunk_len {policy.chunk_len} differs from the world model's chunk_len "

@@ -29,7 +29,7 @@ from tqdm import tqdm
 from envs.atomic import atomic_torch_save
 from envs.checkpoint import CheckpointError, expect_format, load_torch, restore
 from envs.cli import save_config
-from envs.dataset import Episode, EpisodeDataset
+from envs.dataset import Episode, EpisodeDataset, ReaderConfig
 from envs.frames import stack_views
 from policies.vla import VLAConfig, VLAPolicy
 
@@ -40,6 +40,9 @@ class BCConfig:
 
     # data_dir .. max_episodes select the episodes; scripts/train_bc.py reads them (policies/ knows no dataset format)
     data_dir: str = "outputs/data/libero_spatial_quick"  # an EpisodeDataset (LeRobot v3 layout)
+    # which of data_dir's features are the views, the state and the action (envs.dataset.ReaderConfig), e.g.
+    # features.cameras={agentview: observation.images.image}; the defaults map them automatically
+    features: ReaderConfig = field(default_factory=ReaderConfig)
     out_dir: str = "outputs/bc/quick"
     tasks: list[int] = field(default_factory=list)  # empty = every task in the dataset
     sources: list[str] = field(default_factory=lambda: ["expert"])  # episode sources to imitate
@@ -273,7 +276,7 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
 
 def load_episodes(cfg: BCConfig) -> tuple[list[Episode], dict]:
     """The episodes of cfg.data_dir to imitate (sources, tasks, success filter) and its proprio stats."""
-    ds = EpisodeDataset(cfg.data_dir, verify=False)
+    ds = EpisodeDataset(cfg.data_dir, verify=False, features=cfg.features)
     if not set(cfg.policy.views) <= set(ds.views):
         raise ValueError(f"policy.views {cfg.policy.views}: not all in the dataset's views {list(ds.views)}")
     picked = ds.select(source=list(cfg.sources), task_id=list(cfg.tasks) or None,

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from envs.dataset import SOURCES, Episode, EpisodeDataset
+from envs.dataset import SOURCES, Episode, EpisodeDataset, ReaderConfig
 from envs.frames import stack_views, to_model_frames, to_uint8, views_to_channels
 
 # to_model_frames / to_uint8 live with the other frame layouts (envs.frames); re-exported here, where the
@@ -55,6 +55,9 @@ class ClipConfig:
     # sources not listed weigh 1. Empty = every (episode, step) equally likely.
     source_weights: dict[str, float] = field(default_factory=dict)
     failure_weight: float = 1.0  # multiplies the weight of episodes that never succeed (dataset meta `success`)
+    # which of data_dir's features are the views, the state and the action (envs.dataset.ReaderConfig), e.g.
+    # clips.features.cameras={agentview: observation.images.image}; the defaults map them automatically
+    features: ReaderConfig = field(default_factory=ReaderConfig)
 
     def __post_init__(self) -> None:
         check_weights(self.source_weights, self.failure_weight)  # a bad command line fails before any loading
@@ -130,9 +133,11 @@ class EpisodeArrays:
                    ep.instruction, source=ep.source, episode_success=episode_success)
 
 
-def load_episodes(root: str | os.PathLike, views: list[str], indices: list[int] | None = None) -> list[EpisodeArrays]:
-    """Decode the given episodes (all by default) of the dataset at `root` into memory."""
-    ds = EpisodeDataset(root, verify=False)
+def load_episodes(root: str | os.PathLike, views: list[str], indices: list[int] | None = None,
+                  features: ReaderConfig | None = None) -> list[EpisodeArrays]:
+    """Decode the given episodes (all by default) of the dataset at `root` into memory; `features` maps its
+    cameras, state and action (default: automatically)."""
+    ds = EpisodeDataset(root, verify=False, features=features)
     ds.require_views(views)
     meta = ds.meta
     return [EpisodeArrays.from_episode(ds[i], views, i, episode_success=bool(meta[i].success))

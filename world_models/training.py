@@ -232,7 +232,7 @@ class Trainer:
         set_seed(cfg.seed)
         # before the (slow) episode loading, so a wrong path fails at once
         init_model = load_init_model(cfg) if cfg.init_from else None
-        episodes = load_episodes(cfg.clips.data_dir, cfg.clips.views)
+        episodes = load_episodes(cfg.clips.data_dir, cfg.clips.views, features=cfg.clips.features)
         if cfg.clips.max_episodes > 0:
             episodes = episodes[: cfg.clips.max_episodes]
         train_idx, held_idx = split_episodes(len(episodes), cfg.clips.holdout_fraction, cfg.clips.split_seed,

@@ -41,13 +41,14 @@ class ReaderConfig:
     from_timestamp + t / fps (lerobot's own default).
     """
 
+    # view name -> the dataset's camera key, e.g. {agentview: observation.images.image}; empty = automatic
     cameras: dict[str, str] = field(default_factory=dict)
-    state: str = "observation.state"
-    action: str = "action"
-    source: str = "expert"
-    succeed: bool = True
-    suite: str = ""
-    tolerance_s: float = 1e-4
+    state: str = "observation.state"  # the feature key of the proprio state
+    action: str = "action"  # the feature key of the action
+    source: str = "expert"  # the episode source of a dataset that records none (not written here)
+    succeed: bool = True  # whether such episodes count as successful (at their last step)
+    suite: str = ""  # their suite ("" = the dataset folder's name)
+    tolerance_s: float = 1e-4  # how far a decoded frame's time may be from where it should be
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cameras", dict(self.cameras))

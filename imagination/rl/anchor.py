@@ -25,7 +25,7 @@ from typing import cast
 
 import torch
 
-from envs.dataset import EpisodeDataset
+from envs.dataset import EpisodeDataset, ReaderConfig
 from policies.base import Policy
 from world_models.grasp_point import first_close
 
@@ -58,15 +58,16 @@ def _samples(ds: EpisodeDataset, picked: list[int], phase: str, data) -> torch.T
 
 
 def make_anchor(cfg: AnchorConfig, policy: Policy, start_data: str, tasks: list[int], batch_size: int,
-                seed: int) -> Callable[[], torch.Tensor]:
-    """A closure returning cfg.coef x the anchor's MSE of `policy` on a fresh batch of `batch_size` frames."""
+                seed: int, features: ReaderConfig | None = None) -> Callable[[], torch.Tensor]:
+    """A closure returning cfg.coef x the anchor's MSE of `policy` on a fresh batch of `batch_size` frames
+    (start_data read through `features`)."""
     from policies.bc import ChunkData, bc_loss
     from policies.vla import VLAConfig
 
     if cfg.target not in TARGETS or cfg.phase not in PHASES:
         raise ValueError(f"anchor: target must be one of {TARGETS} and phase one of {PHASES}, "
                          f"got {cfg.target!r} and {cfg.phase!r}")
-    ds = EpisodeDataset(start_data, verify=False)
+    ds = EpisodeDataset(start_data, verify=False, features=features)
     if cfg.target == "demos":
         per_task: dict[int, list[int]] = {}
         for i in ds.select(source="expert", success=True, task_id=tasks or None):

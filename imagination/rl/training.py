@@ -107,7 +107,7 @@ def exploration_log_std(cfg: ImagineRLConfig, actions: np.ndarray) -> torch.Tens
 def start_indices(cfg: ImagineRLConfig, source: str | None = None) -> list[int]:
     """Episode indices of start_data that start imagined episodes (cfg.tasks, cfg.sources), in dataset
     order; with `source`, only those of that source."""
-    ds = EpisodeDataset(cfg.start_data, verify=False)
+    ds = EpisodeDataset(cfg.start_data, verify=False, features=cfg.imagination.features)
     picked = select_meta(ds.meta, task_id=list(cfg.tasks) or None, source=list(cfg.sources) or None)
     return [m.episode_index for m in select_meta(picked, source=source)]
 
@@ -129,7 +129,8 @@ def labelled_starts(data: str, picked: list[int], icfg: ImaginationConfig) -> li
 def bc_anchor(cfg: ImagineRLConfig, policy: Policy):
     """cfg's anchor (imagination/rl/anchor.py): a closure returning cfg.bc_coef x its loss on a fresh batch."""
     acfg = AnchorConfig(cfg.bc_coef, cfg.bc_target, cfg.bc_phase, cfg.bc_episodes_per_task)
-    return make_anchor(acfg, policy, cfg.start_data, list(cfg.tasks), cfg.rl.minibatch_size, cfg.seed)
+    return make_anchor(acfg, policy, cfg.start_data, list(cfg.tasks), cfg.rl.minibatch_size, cfg.seed,
+                       features=cfg.imagination.features)
 
 
 def load_rl_env(cfg: ImagineRLConfig, out_dir: Path, policy: Policy | None = None) -> ImaginationVectorEnv:
@@ -201,8 +202,8 @@ def heldout_env(cfg: ImagineRLConfig, env: ImaginationVectorEnv) -> ImaginationV
         raise FileNotFoundError(f"heldout.start_data: {data!r} does not exist")
     if h.world_model and not Path(h.world_model).is_file():
         raise FileNotFoundError(f"heldout.world_model: {h.world_model!r} is not a file")
-    picked = labelled_starts(data, EpisodeDataset(data, verify=False).select(task_id=list(h.tasks) or None),
-                             env.cfg)[: h.max_episodes]
+    ds = EpisodeDataset(data, verify=False, features=cfg.imagination.features)
+    picked = labelled_starts(data, ds.select(task_id=list(h.tasks) or None), env.cfg)[: h.max_episodes]
     if not picked:
         raise ValueError(f"heldout.start_data: no episode of {data} matches heldout.tasks={h.tasks}")
     icfg = replace(env.cfg, keyframes=KeyframeConfig(mode="start"), uncertainty="off")

@@ -62,9 +62,13 @@ def _list_array(values: np.ndarray, fixed: bool) -> pa.Array:
 
 
 def write_lerobot_dataset(root: Path, episodes: list[Episode], per_file: int = 2, fps: int = 20,
-                          fixed_lists: bool = True, image_dtype: str = "video") -> None:
+                          fixed_lists: bool = True, image_dtype: str = "video", cameras: dict[str, str] | None = None,
+                          state_key: str = "observation.state") -> None:
     """Write `episodes` at `root` as lerobot would, `per_file` episodes to each data/video/episodes file.
-    image_dtype "image" stores PNG frames in the data parquet instead of mp4s (lerobot's image features)."""
+    image_dtype "image" stores PNG frames in the data parquet instead of mp4s (lerobot's image features).
+    cameras: view of the episodes -> the camera key to store it under (default LeRobot's LIBERO keys);
+    state_key: the state's feature key."""
+    cameras = CAMERAS if cameras is None else cameras
     H, W = episodes[0].frames["agentview"].shape[1:3]
     tasks: list[str] = []
     rows: list[dict[str, Any]] = []
@@ -74,7 +78,7 @@ def write_lerobot_dataset(root: Path, episodes: list[Episode], per_file: int = 2
         group = episodes[start: start + per_file]
         tables, spans = [], {}
         if image_dtype == "video":
-            for view, key in CAMERAS.items():
+            for view, key in cameras.items():
                 parts = []
                 for ep in group:
                     buf = root / f".part-{view}.mp4"
@@ -88,7 +92,7 @@ def write_lerobot_dataset(root: Path, episodes: list[Episode], per_file: int = 2
             if ep.instruction not in tasks:
                 tasks.append(ep.instruction)
             columns: dict[str, pa.Array] = {
-                "observation.state": _list_array(ep.state, fixed_lists),
+                state_key: _list_array(ep.state, fixed_lists),
                 "action": _list_array(ep.action, fixed_lists),
                 "timestamp": pa.array((np.arange(T) / fps).astype(np.float32)),
                 "frame_index": pa.array(np.arange(T, dtype=np.int64)),
@@ -97,7 +101,7 @@ def write_lerobot_dataset(root: Path, episodes: list[Episode], per_file: int = 2
                 "task_index": pa.array(np.full(T, tasks.index(ep.instruction), dtype=np.int64)),
             }
             if image_dtype == "image":
-                for view, key in CAMERAS.items():
+                for view, key in cameras.items():
                     columns[key] = pa.array([{"bytes": _png(f), "path": None} for f in ep.frames[view]],
                                             pa.struct([("bytes", pa.binary()), ("path", pa.string())]))
             tables.append(pa.table(columns))
@@ -121,10 +125,11 @@ def write_lerobot_dataset(root: Path, episodes: list[Episode], per_file: int = 2
         meta.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.Table.from_pylist(rows[start:]), meta)
     pq.write_table(tasks_table(tasks), root / "meta/tasks.parquet")
-    stats = aggregate_stats([{"observation.state": lowdim_stats(ep.state), "action": lowdim_stats(ep.action)}
+    stats = aggregate_stats([{state_key: lowdim_stats(ep.state), "action": lowdim_stats(ep.action)}
                              for ep in episodes])
     (root / "meta/stats.json").write_text(json.dumps(stats_to_json(stats)))
-    (root / "meta/info.json").write_text(json.dumps(_info(episodes, index, len(tasks), fps, H, W, image_dtype)))
+    (root / "meta/info.json").write_text(json.dumps(_info(episodes, index, len(tasks), fps, H, W, image_dtype,
+                                                                 cameras, state_key)))
 
 
 def _png(frame: np.ndarray) -> bytes:
@@ -135,15 +140,16 @@ def _png(frame: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def _info(episodes: list[Episode], frames: int, tasks: int, fps: int, H: int, W: int, image_dtype: str) -> dict:
+def _info(episodes: list[Episode], frames: int, tasks: int, fps: int, H: int, W: int, image_dtype: str,
+          cameras: dict[str, str], state_key: str) -> dict:
     features: dict[str, Any] = {}
-    for key in CAMERAS.values():
+    for key in cameras.values():
         features[key] = {"dtype": image_dtype, "shape": [H, W, 3], "names": ["height", "width", "channels"]}
         if image_dtype == "video":
             features[key]["info"] = {"video.height": H, "video.width": W, "video.codec": "h264",
                                      "video.pix_fmt": "yuv420p", "video.is_depth_map": False, "video.fps": fps,
                                      "video.channels": 3, "has_audio": False}
-    features["observation.state"] = {"dtype": "float32", "shape": [8], "names": ["state"]}
+    features[state_key] = {"dtype": "float32", "shape": [8], "names": ["state"]}
     features["action"] = {"dtype": "float32", "shape": [7], "names": ["actions"]}
     for name, dtype in (("timestamp", "float32"), ("frame_index", "int64"), ("episode_index", "int64"),
                         ("index", "int64"), ("task_index", "int64")):
