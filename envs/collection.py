@@ -18,7 +18,7 @@ import numpy as np
 from tqdm import tqdm
 
 from envs.cli import save_config
-from envs.dataset import DatasetConfig, Episode, EpisodeDataset, EpisodeWriter, encode_video
+from envs.dataset import DatasetConfig, Episode, EpisodeDataset, EpisodeWriter, encode_preview
 from envs.experts import DEFAULT_PERTURBATIONS, PERTURBATION_KINDS, Perturbation, PerturbedExpert, SpatialExpert
 from envs.frames import split_views, stack_views, tile_views
 from envs.libero_env import LiberoEnv, LiberoEnvConfig
@@ -265,7 +265,8 @@ def summarize(root: Path) -> dict:
 
 
 def write_previews(root: Path, count: int) -> list[Path]:
-    """mp4s of the first `count` episodes, one per source kind first, views side by side at 2x."""
+    """mp4s of the first `count` episodes, one per source kind first, views side by side at 2x (H.264
+    yuv420p, which browsers play: envs.dataset.encode_preview)."""
     ds = EpisodeDataset(root, verify=False)
     picked, seen = [], set()
     for m in ds.meta:  # one episode of each kind first, then the rest in order
@@ -281,7 +282,7 @@ def write_previews(root: Path, count: int) -> list[Path]:
         tag = "success" if m.success else "fail"
         path = root / "previews" / f"ep{i:04d}_task{m.task_id}_{m.perturbation or m.source}_{tag}.mp4"
         path.parent.mkdir(exist_ok=True)
-        encode_video(path, views, fps=ds.fps, codec="h264", crf=20)
+        encode_preview(path, views, fps=ds.fps)  # browser-playable; the dataset keeps its lossless videos
         out.append(path)
     return out
 

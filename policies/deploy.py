@@ -72,9 +72,9 @@ def make_arm(cfg: RunRobotConfig, metadata: dict[str, Any]) -> RobotArm:
 
 def write_video(path: Path, result: EpisodeResult, fps: float) -> str:
     """Frames [T, V, H, W, 3] -> one mp4 with the views side by side, upscaled 2x (64 px is small)."""
-    from envs.dataset import encode_video
+    from envs.dataset import encode_preview
 
-    encode_video(path, tile_views(np.stack(result.frames), scale=2), fps=fps, codec="h264", crf=20)
+    encode_preview(path, tile_views(np.stack(result.frames), scale=2), fps=fps)
     return str(path)
 
 

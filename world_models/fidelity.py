@@ -30,7 +30,7 @@ import torch
 
 from envs.atomic import atomic_write_json
 from envs.cli import save_config
-from envs.dataset import EpisodeDataset, encode_video
+from envs.dataset import EpisodeDataset, encode_preview
 from envs.sim_labels import read_sim_labels
 from world_models.clips import to_model_frames, to_uint8
 from world_models.metrics import f1, psnr_per_frame, ssim_per_frame
@@ -233,8 +233,7 @@ def evaluate_world_model(cfg: EvalWorldModelConfig) -> dict:
             diff = np.clip(np.abs(r.astype(np.int16) - p.astype(np.int16)) * 2, 0, 255).astype(np.uint8)
             side = np.concatenate([r, p, diff], axis=2)  # [T, H, 3W, ch]
             side = np.concatenate([side[..., 3 * v: 3 * v + 3] for v in range(side.shape[-1] // 3)], axis=1)
-            encode_video(out / "videos" / f"ep{index:04d}.mp4", side.repeat(2, 1).repeat(2, 2), fps=10,
-                         codec="h264", crf=20)
+            encode_preview(out / "videos" / f"ep{index:04d}.mp4", side.repeat(2, 1).repeat(2, 2), fps=10)
     if not per_ep:
         raise ValueError("no episode with at least 2 frames to evaluate")
     H = max(len(r) for r in rows["psnr"])

@@ -56,7 +56,7 @@ from tqdm import tqdm
 from envs.atomic import atomic_write_json, fsync_dir, fsync_file
 from envs.checkpoint import CheckpointError
 from envs.cli import save_config
-from envs.dataset import encode_video
+from envs.dataset import encode_preview
 from envs.frames import channels_to_views, tile_views, to_model_frames, to_uint8
 from world_models.augment import StyleAugConfig, augment_clip
 from world_models.clips import (
@@ -431,7 +431,7 @@ class Trainer:
         psnr = float(psnr_per_frame(pred[0], real).mean())
         side = np.concatenate([to_uint8(real), to_uint8(pred[0])], axis=2)  # [T, H, 2W, 3V]: real | predicted
         tiled = tile_views(channels_to_views(side, side.shape[-1] // 3), vertical=True)  # [T, V*H, 2W, 3]
-        encode_video(path, tiled, fps=10, codec="h264", crf=20)
+        encode_preview(path, tiled, fps=10)
         return psnr
 
 

@@ -35,7 +35,7 @@ from envs.dataset.layout import LIBERO_KEYS, DatasetConfig
 from envs.dataset.meta import EpisodeMeta, select_meta
 from envs.dataset.reader import DatasetCorruptError, EpisodeDataset
 from envs.dataset.stats import aggregate_stats
-from envs.dataset.video import VIDEO_CODECS, decode_video, encode_video
+from envs.dataset.video import VIDEO_CODECS, decode_video, encode_preview, encode_video
 from envs.dataset.writer import EpisodeWriter
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "ReaderConfig",
     "aggregate_stats",
     "decode_video",
+    "encode_preview",
     "encode_video",
     "select_meta",
 ]

@@ -7,6 +7,11 @@ Two encoders are supported:
   Any frame size works (no chroma subsampling).
 - ``"h264"``: libx264 with yuv420p and a constant rate factor (``crf``, 0-51; ~18-28 is typical).
   Small lossy files that every player understands; yuv420p needs even height and width.
+
+Videos for people to watch (collection previews, evaluation and imagination videos, training samples)
+go through `encode_preview`: H.264 yuv420p, padded to even sizes, with the index at the front of the
+file, which browsers and dataset viewers play. The lossless RGB (4:4:4) stream is not playable there,
+but it is what the dataset keeps, since training reads its frames back.
 """
 from __future__ import annotations
 
@@ -51,12 +56,13 @@ def check_video_codec(codec: str, height: int, width: int, crf: int) -> None:
 
 
 def encode_video(path: str | os.PathLike, frames: np.ndarray, fps: float, codec: str = "libx264rgb",
-                 crf: int = 0) -> None:
+                 crf: int = 0, faststart: bool = False) -> None:
     """Write `frames` uint8 [T, H, W, 3] (RGB) to an mp4 at `path`, atomically.
 
     The file is written under a temporary name in the same directory, fsynced and then renamed over
     `path`, so a reader (or a crash) never sees a half-written video at `path`.
-    Frame t gets presentation time t / fps, i.e. the stream starts at timestamp 0.
+    Frame t gets presentation time t / fps, i.e. the stream starts at timestamp 0. faststart puts the
+    index (moov) before the frames, so a browser plays the file while it downloads.
     """
     frames = np.asarray(frames)
     if frames.dtype != np.uint8 or frames.ndim != 4 or frames.shape[-1] != 3 or frames.shape[0] < 1:
@@ -73,7 +79,8 @@ def encode_video(path: str | os.PathLike, frames: np.ndarray, fps: float, codec:
 
     with atomic_file(path) as tmp:
         # format="mp4" explicitly: the temporary name does not end in .mp4.
-        with av.open(str(tmp), mode="w", format="mp4") as container:
+        container_options = {"movflags": "+faststart"} if faststart else {}
+        with av.open(str(tmp), mode="w", format="mp4", options=container_options) as container:
             stream = container.add_stream(encoder, rate=rate)
             stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
             stream.time_base = 1 / rate
@@ -85,6 +92,24 @@ def encode_video(path: str | os.PathLike, frames: np.ndarray, fps: float, codec:
                     container.mux(packet)
             for packet in stream.encode():  # flush delayed (B-)frames
                 container.mux(packet)
+
+
+# what a preview is encoded as: the pixel format and quality browsers play
+PREVIEW_CODEC, PREVIEW_CRF = "h264", 20
+
+
+def encode_preview(path: str | os.PathLike, frames: np.ndarray, fps: float, crf: int = PREVIEW_CRF) -> None:
+    """Write `frames` uint8 [T, H, W, 3] (RGB) as an mp4 for people to watch in a browser: H.264 yuv420p
+    (browsers and dataset viewers do not play 4:4:4 or RGB H.264), an odd height or width padded by one
+    repeated edge row / column to the even size yuv420p needs, the index at the front (faststart).
+    Atomic, like `encode_video`."""
+    frames = np.asarray(frames)
+    if frames.dtype != np.uint8 or frames.ndim != 4 or frames.shape[-1] != 3 or frames.shape[0] < 1:
+        raise ValueError(f"frames: expected uint8 [T>=1, H, W, 3], got {frames.dtype} {frames.shape}")
+    _, height, width, _ = frames.shape
+    if height % 2 or width % 2:
+        frames = np.pad(frames, ((0, 0), (0, height % 2), (0, width % 2), (0, 0)), mode="edge")
+    encode_video(path, frames, fps, PREVIEW_CODEC, crf, faststart=True)
 
 
 def decode_video(path: str | os.PathLike | BinaryIO) -> np.ndarray:

@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from envs import libero_suites
 from envs.atomic import atomic_write_json
-from envs.dataset import encode_video
+from envs.dataset import encode_preview
 from envs.frames import tile_views
 from envs.outcome import FIGURES, failure_counts, outcome
 from imagination.eval.jobs import EnvFactory, EnvSpec, EvalConfig, EvalEnv, Job
@@ -147,7 +147,7 @@ def _write_video(folder: Path, record: dict, images: np.ndarray) -> Path:
     tag = "success" if record["success"] else "fail"
     path = folder / f"ep{record['index']:03d}_task{record['task_id']}_init{record['init_state_id']}_{tag}.mp4"
     folder.mkdir(parents=True, exist_ok=True)
-    encode_video(path, tiled, fps=20, codec="h264", crf=20)
+    encode_preview(path, tiled, fps=20)
     return path
 
 

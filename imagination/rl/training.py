@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from envs.atomic import atomic_torch_save, atomic_write, atomic_write_json
 from envs.checkpoint import CheckpointError, expect_format, load_torch, restore
-from envs.dataset import EpisodeDataset, encode_video, select_meta
+from envs.dataset import EpisodeDataset, encode_preview, select_meta
 from envs.frames import tile_views
 from envs.libero_env import LiberoEnv
 from imagination.env import ImaginationConfig, ImaginationVectorEnv
@@ -221,7 +221,7 @@ def _write_videos(folder: Path, r: Rollouts, n: int) -> list[str]:
         tiled = tile_views(frames, scale=2)
         tag = "success" if r.success[e] else "fail"
         path = folder / f"imagined{e:02d}_start{r.keyframe[e, 0]}-{r.keyframe[e, 1]}_{tag}.mp4"
-        encode_video(path, tiled, fps=4, codec="h264", crf=20)
+        encode_preview(path, tiled, fps=4)
         paths.append(str(path))
     return paths
 
