@@ -18,6 +18,7 @@ import numpy as np
 from tqdm import tqdm
 
 from envs.cli import save_config
+from envs.crash_points import crash_point
 from envs.dataset import DatasetConfig, Episode, EpisodeDataset, EpisodeWriter, encode_preview
 from envs.experts import DEFAULT_PERTURBATIONS, PERTURBATION_KINDS, Perturbation, PerturbedExpert, SpatialExpert
 from envs.frames import split_views, stack_views, tile_views
@@ -152,6 +153,7 @@ def record_episode(env: LiberoEnv, item: PlanItem, strength: float = 1.0, post_s
         if any(successes):
             post_success -= 1  # the env keeps going after success (terminate_on_success=False)
         done = terminated or truncated or post_success < 0
+        crash_point("collect.step")
     images = np.stack(frames)  # [T, V, H, W, 3]
     return Episode(
         frames=split_views(images, env.cfg.views),

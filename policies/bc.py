@@ -29,6 +29,7 @@ from tqdm import tqdm
 from envs.atomic import atomic_torch_save
 from envs.checkpoint import CheckpointError, expect_format, load_torch, restore
 from envs.cli import save_config
+from envs.crash_points import crash_point
 from envs.dataset import Episode, EpisodeDataset, ReaderConfig
 from envs.frames import stack_views
 from policies.vla import VLAConfig, VLAPolicy
@@ -240,6 +241,7 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
             opt.step()
             sched.step()
             step += 1
+            crash_point("bc.step")
             run_loss, run_mse, n = run_loss + loss.item(), run_mse + mse, n + 1
             first_loss = run_loss if first_loss is None else first_loss
             if step % cfg.log_every == 0 or step == cfg.steps:
@@ -257,12 +259,14 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
                 policy.save(out / f"policy_step{step}.pt")
             if step % cfg.checkpoint_every == 0 or step == cfg.steps:
                 checkpoint()
+                crash_point("bc.checkpoint_saved")
             bar.update(1)
     finally:
         bar.close()
         log_file.close()
         tb.close()
     policy.eval()
+    crash_point("bc.before_policy")
     policy.save(out / "policy.pt")
     seconds = time.time() - t0
     final = last or {"loss": float("nan"), "mse": float("nan")}

@@ -56,6 +56,7 @@ from tqdm import tqdm
 from envs.atomic import atomic_write_json, fsync_dir, fsync_file
 from envs.checkpoint import CheckpointError
 from envs.cli import save_config
+from envs.crash_points import crash_point
 from envs.dataset import encode_preview
 from envs.frames import channels_to_views, tile_views, to_model_frames, to_uint8
 from world_models.augment import StyleAugConfig, augment_clip
@@ -318,6 +319,7 @@ class Trainer:
             shutil.rmtree(tmp, ignore_errors=True)
         self.acc.wait_for_everyone()
         self.acc.save_state(str(tmp), safe_serialization=True)
+        crash_point("wm.checkpoint.state_saved")
         save_train_state(tmp, self.acc.process_index, self.state.step, self.state.sampler.state_dict(),
                          self.state.generator)
         self.acc.wait_for_everyone()
@@ -327,9 +329,11 @@ class Trainer:
                 if f.is_file():
                     fsync_file(f)
             self.unwrapped().save(self.model_path())
+            crash_point("wm.checkpoint.before_commit")
             shutil.rmtree(final, ignore_errors=True)
             tmp.replace(final)
             fsync_dir(final.parent)
+            crash_point("wm.checkpoint.after_commit")
             self.prune_checkpoints()
         self.acc.wait_for_everyone()
         return final

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from envs.atomic import atomic_write_bytes
+from envs.crash_points import crash_point
 from envs.dataset.episode import Episode
 from envs.dataset.layout import (
     CODEBASE_VERSION,
@@ -208,8 +209,10 @@ class EpisodeWriter:
         _write_json_atomic(self.root / STATS_PATH, stats_to_json(stats))
         total_episodes = self._total_episodes + len(rows)
         total_frames = int(rows[-1]["dataset_to_index"])
+        crash_point("dataset.before_commit")
         self._write_info(build_info(self._config, total_episodes=total_episodes, total_frames=total_frames,
                                     total_tasks=len(tasks)))  # commit point
+        crash_point("dataset.after_commit")
         # In-memory state moves only after the commit, so a failed append leaves the writer usable.
         self._total_episodes, self._total_frames = total_episodes, total_frames
         self._tasks, self._stats = tasks, stats

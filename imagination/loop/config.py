@@ -25,6 +25,7 @@ from typing import Any
 
 from envs.atomic import atomic_write_json
 from envs.collection import CollectConfig
+from envs.crash_points import crash_point
 from imagination.eval.jobs import EvalConfig
 from imagination.rl.training import ImagineRLConfig
 from policies.bc import BCConfig
@@ -124,6 +125,7 @@ class LoopState:
         t0 = time.time()
         result = fn()
         seconds = time.time() - t0
+        crash_point("loop.stage_done")
         self.data["stages"] = [s for s in self.data["stages"] if s["name"] != name]
         self.data["stages"].append({"name": name, "seconds": seconds, "status": "done", "result": result})
         self.save()

@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 from envs.atomic import atomic_torch_save, atomic_write, atomic_write_json
 from envs.checkpoint import CheckpointError, expect_format, load_torch, restore
+from envs.crash_points import crash_point
 from envs.dataset import EpisodeDataset, encode_preview, select_meta
 from envs.frames import tile_views
 from envs.libero_env import LiberoEnv
@@ -287,6 +288,7 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
                **per_task_success(rollouts, env), **logs,
                "std": float(_log_std(policy).detach().exp().mean()) if hasattr(policy, "log_std") else float("nan")}
         history.append(row)
+        crash_point("rl.iteration")
         for k, v in row.items():
             if k != "iteration":
                 writer.add_scalar(k, v, it + 1)
@@ -301,12 +303,14 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
         if checked or (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.iterations:
             policy.save(out / "policy.pt")
             _save_checkpoint(ckpt_path, policy, optimizer, it + 1, history, stopper.scores if stopper else [])
+            crash_point("rl.checkpoint_saved")
         if stopper is not None and stopper.should_stop:
             print(f"imagined RL: stopped after iteration {it + 1}: no better held-out success in "
                   f"{cfg.heldout.patience} checks (best {stopper.best_score:.3f} at iteration "
                   f"{stopper.best_iteration})")
             break
     writer.close()
+    crash_point("rl.before_result")
     _write_metrics(out / "metrics.csv", history)
     videos = _write_videos(out / "videos", rollouts, cfg.videos) if rollouts is not None else []
     if not (out / "policy.pt").exists():
