@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -340,8 +341,14 @@ class EpisodeWriter:
             )
 
     def _recompute_stats(self) -> dict[str, dict[str, np.ndarray]]:
+        """The committed episodes' stats, merged commit by commit in the order `_commit` merged them (each
+        meta/episodes file was one commit), so a recovered stats.json equals an uninterrupted run's bit for bit."""
         rows = read_rows(self.root, self._total_episodes, self._config.chunks_size)
-        return aggregate_stats([unflatten_stats(row) for row in rows])
+        stats: dict[str, dict[str, np.ndarray]] = {}
+        for _, group in itertools.groupby(rows, key=lambda r: r["meta/episodes/file"]):
+            ep_stats = [unflatten_stats(row) for row in group]
+            stats = aggregate_stats([stats, *ep_stats] if stats else ep_stats)
+        return stats
 
     def _check_episode(self, episode: Episode) -> None:
         cfg = self._config
