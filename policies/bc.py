@@ -165,8 +165,9 @@ _BC_KEYS = ("policy", "policy_config", "optimizer", "scheduler", "generator", "t
 
 
 def _resume(path: Path, cfg: BCConfig, policy: VLAPolicy, opt: torch.optim.Optimizer,
-            sched: torch.optim.lr_scheduler.LRScheduler, gen: torch.Generator) -> int:
-    """Restore a BC run from its checkpoint (tensors and plain data only); the step it had reached.
+            sched: torch.optim.lr_scheduler.LRScheduler, gen: torch.Generator) -> tuple[int, float | None]:
+    """Restore a BC run from its checkpoint (tensors and plain data only); the step it had reached and the
+    run's first loss (None in checkpoints written before it was kept).
 
     There is one checkpoint per run (rewritten atomically), so an unusable one has no older one to
     fall back to: CheckpointError names it. Loaded on the CPU: the RNG states must be CPU tensors, and
@@ -180,7 +181,8 @@ def _resume(path: Path, cfg: BCConfig, policy: VLAPolicy, opt: torch.optim.Optim
     try:
         gen.set_state(ck["generator"])
         torch.set_rng_state(ck["torch_rng"])
-        return int(ck["step"])
+        first = ck.get("first_loss")
+        return int(ck["step"]), None if first is None else float(first)
     except (TypeError, RuntimeError, ValueError) as err:
         raise CheckpointError(f"{path}: its RNG state or step is unusable ({err})") from None
 
@@ -209,14 +211,16 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
     opt = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(cfg.steps, 1), eta_min=cfg.lr * 0.05)
     gen = torch.Generator().manual_seed(cfg.seed)
-    step, ckpt_path = 0, out / "checkpoint.pt"
+    step, ckpt_path, first_loss = 0, out / "checkpoint.pt", None
     if cfg.resume and ckpt_path.is_file():
-        step = _resume(ckpt_path, cfg, policy, opt, sched, gen)
+        # the first loss too: result.json reports it, and a resumed run never computes it again
+        step, first_loss = _resume(ckpt_path, cfg, policy, opt, sched, gen)
 
     def checkpoint() -> None:
         atomic_torch_save(ckpt_path, {"policy": policy.state_dict(), "policy_config": asdict(cfg.policy),
                                       "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                                      "generator": gen.get_state(), "torch_rng": torch.get_rng_state(), "step": step})
+                                      "generator": gen.get_state(), "torch_rng": torch.get_rng_state(), "step": step,
+                                      "first_loss": first_loss})
 
     log_path, columns = out / "loss.csv", ["step", "loss", "mse", "lr", "seconds"]
     # rows logged after the checkpoint we resume from will be logged again: drop them
@@ -229,7 +233,7 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
     tb = SummaryWriter(str(out / "logs"))
     policy.train()
     bar = tqdm(total=cfg.steps, initial=step, desc="bc", unit="step", disable=not progress)
-    t0, run_loss, run_mse, n, first_loss = time.time(), 0.0, 0.0, 0, None
+    t0, run_loss, run_mse, n = time.time(), 0.0, 0.0, 0
     try:
         while step < cfg.steps:
             idx = torch.randint(0, len(data), (cfg.batch_size,), generator=gen)

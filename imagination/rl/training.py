@@ -278,6 +278,8 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     bar = tqdm(range(start, end), initial=start, total=cfg.iterations, desc=f"imagined {cfg.rl.algo}",
                unit="it", disable=not progress)
     t0, rollouts, real_steps_before = time.time(), None, LiberoEnv.process_steps
+    # a run resumed past its last iteration: the videos that iteration wrote (before its checkpoint)
+    videos = sorted(str(p) for p in (out / "videos").glob("imagined*.mp4")) if start == end else []
     for it in bar:
         seed = int(np.random.SeedSequence([cfg.seed, it]).generate_state(1)[0])
         policy.eval()
@@ -300,6 +302,10 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
             writer.add_scalar("heldout_success", row["heldout_success"], it + 1)
             if stopper.observe(it + 1, row["heldout_success"]):
                 policy.save(best_path)
+        if it + 1 == cfg.iterations or (stopper is not None and stopper.should_stop):
+            # the last iteration's videos before the checkpoint that records it: a run killed after that
+            # checkpoint resumes past the last iteration, with no rollouts left to draw them from
+            videos = _write_videos(out / "videos", rollouts, cfg.videos)
         if checked or (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.iterations:
             policy.save(out / "policy.pt")
             _save_checkpoint(ckpt_path, policy, optimizer, it + 1, history, stopper.scores if stopper else [])
@@ -312,7 +318,6 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     writer.close()
     crash_point("rl.before_result")
     _write_metrics(out / "metrics.csv", history)
-    videos = _write_videos(out / "videos", rollouts, cfg.videos) if rollouts is not None else []
     if not (out / "policy.pt").exists():
         policy.save(out / "policy.pt")
     result = {"policy_path": str(best_path if stopper else out / "policy.pt"), "iterations": len(history),
