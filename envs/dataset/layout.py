@@ -263,8 +263,12 @@ def read_info(path: Path, supported: str, any_v3: bool = False) -> tuple[dict[st
 
 
 def read_json(path: Path) -> Any:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    """The JSON document at `path`; DatasetCorruptError naming the file when it does not parse."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise DatasetCorruptError(f"{path}: not valid JSON ({err})") from None
 
 
 def tasks_table(tasks: list[str]) -> pa.Table:
@@ -290,8 +294,14 @@ def tasks_table(tasks: list[str]) -> pa.Table:
 
 
 def read_tasks(path: Path) -> list[str]:
-    """Task strings ordered by task_index."""
-    table = pq.read_table(path, columns=["task", "task_index"])
+    """Task strings ordered by task_index. The parquet page checksums are verified where written (EpisodeWriter
+    writes them), and a file that does not read is one DatasetCorruptError naming it."""
+    try:
+        table = pq.read_table(path, columns=["task", "task_index"], page_checksum_verification=True)
+    except FileNotFoundError:
+        raise
+    except (OSError, pa.ArrowException, KeyError) as err:
+        raise DatasetCorruptError(f"{path}: unreadable task table ({err})") from None
     order = np.argsort(table.column("task_index").to_numpy())
     tasks = table.column("task").to_pylist()
     return [tasks[i] for i in order]

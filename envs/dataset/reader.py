@@ -38,7 +38,7 @@ from envs.dataset.layout import (
 )
 from envs.dataset.meta import EpisodeMeta, select_meta
 from envs.dataset.rows import data_file, read_rows, video_file, video_span
-from envs.dataset.stats import stats_from_json
+from envs.dataset.stats import stats_from_json, stats_of_rows
 from envs.dataset.video import VideoDecodeError, decode_video_span
 
 logger = logging.getLogger(__name__)
@@ -48,6 +48,22 @@ _EXPECTED_LAYOUT = (
     "data/chunk-*/file-*.parquet and videos/<camera key>/chunk-*/file-*.mp4"
 )
 _warned_unchecked: set[Path] = set()  # datasets already reported as read without checksums (once per process)
+
+def _check_stats(path: Path, stats: dict[str, dict[str, np.ndarray]],
+                 expected: dict[str, dict[str, np.ndarray]]) -> None:
+    """DatasetCorruptError naming stats.json unless it holds the same features, statistics and values (up to
+    float rounding) as the merge of the per-episode stats recorded in meta/episodes."""
+    names = {k: sorted(v) for k, v in stats.items()}
+    if names != {k: sorted(v) for k, v in expected.items()}:
+        raise DatasetCorruptError(f"{path}: its features or statistics differ from the per-episode stats in "
+                                  "meta/episodes (changed since it was written)")
+    for key, table in expected.items():
+        for name, value in table.items():
+            got = np.asarray(stats[key][name], np.float64)
+            if got.shape != np.shape(value) or not np.allclose(got, value, rtol=1e-6, atol=1e-9, equal_nan=True):
+                raise DatasetCorruptError(f"{path}: {key}/{name} differs from the per-episode stats in "
+                                          "meta/episodes (changed since it was written)")
+
 
 __all__ = ["DatasetCorruptError", "EpisodeDataset"]
 
@@ -125,7 +141,16 @@ class EpisodeDataset:
     def stats(self) -> dict[str, dict[str, np.ndarray]]:
         """Dataset-level feature stats from meta/stats.json (see envs.dataset.stats), under our keys:
         the state and action stats as "observation.state" / "action" whatever the dataset calls them."""
-        stats = stats_from_json(read_json(self.root / STATS_PATH))
+        path = self.root / STATS_PATH
+        document = read_json(path)
+        try:
+            stats = stats_from_json(document)
+        except (KeyError, TypeError, ValueError, AttributeError) as err:  # a flipped key or a value of another type
+            raise DatasetCorruptError(f"{path}: not a stats table ({err!r})") from None
+        if self.checksummed and self._rows:
+            # stats.json is rewritten by every append, so no row records its sha256; but it is the merge of the
+            # rows' own per-episode stats (whose file is checked), so a changed bit shows as a disagreement
+            _check_stats(path, stats, stats_of_rows(self._rows))
         for ours, key in (("observation.state", self._features.state), ("action", self._features.action)):
             if key in stats:
                 stats[ours] = stats[key]

@@ -130,3 +130,17 @@ def unflatten_stats(row: Mapping[str, object]) -> dict[str, Stats]:
             key, _, name = column[len("stats/"):].rpartition("/")
             nested.setdefault(key, {})[name] = value
     return stats_from_json(nested)
+
+
+def stats_of_rows(rows: Sequence[Mapping[str, object]]) -> dict[str, Stats]:
+    """Dataset stats rebuilt from meta/episodes rows' own per-episode stats, merged commit by commit (each
+    meta/episodes file was one commit, and `EpisodeWriter` merged its episodes into the running stats in one
+    call), so the result equals what the writer wrote to stats.json up to float rounding."""
+    import itertools
+
+    stats: dict[str, Stats] = {}
+    for _, group in itertools.groupby(rows, key=lambda r: r["meta/episodes/file"]):
+        ep_stats = [unflatten_stats(row) for row in group]
+        stats = aggregate_stats([stats, *ep_stats] if stats else ep_stats)
+    return stats
+

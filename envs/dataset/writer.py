@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import itertools
 import json
 import logging
 import os
@@ -48,8 +47,8 @@ from envs.dataset.stats import (
     image_stats,
     lowdim_stats,
     stats_from_json,
+    stats_of_rows,
     stats_to_json,
-    unflatten_stats,
 )
 from envs.dataset.video import encode_video, sha256_file
 
@@ -343,12 +342,7 @@ class EpisodeWriter:
     def _recompute_stats(self) -> dict[str, dict[str, np.ndarray]]:
         """The committed episodes' stats, merged commit by commit in the order `_commit` merged them (each
         meta/episodes file was one commit), so a recovered stats.json equals an uninterrupted run's bit for bit."""
-        rows = read_rows(self.root, self._total_episodes, self._config.chunks_size)
-        stats: dict[str, dict[str, np.ndarray]] = {}
-        for _, group in itertools.groupby(rows, key=lambda r: r["meta/episodes/file"]):
-            ep_stats = [unflatten_stats(row) for row in group]
-            stats = aggregate_stats([stats, *ep_stats] if stats else ep_stats)
-        return stats
+        return stats_of_rows(read_rows(self.root, self._total_episodes, self._config.chunks_size))
 
     def _check_episode(self, episode: Episode) -> None:
         cfg = self._config

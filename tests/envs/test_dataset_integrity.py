@@ -109,3 +109,30 @@ def test_a_flipped_bit_in_the_episodes_parquet_never_changes_what_is_read(intact
         else:
             assert got == want, f"a flip at byte {offset} of {rel} changed what is read, silently"
     assert detected >= FLIPS  # most of the file is data pages under checksums
+
+
+@pytest.mark.parametrize("rel", ["meta/stats.json", "meta/tasks.parquet"])
+def test_a_flipped_bit_in_the_unhashed_meta_files_is_named_or_changes_nothing_read(intact: Path, tmp_path: Path,
+                                                                                   rel: str) -> None:
+    """stats.json and tasks.parquet are rewritten by every append, so no episode row records their sha256.
+    A flip there must either raise one DatasetCorruptError naming the file (bad JSON, stats that disagree with
+    the per-episode stats in meta/episodes, a parquet page whose checksum fails, an unreadable table) or leave
+    what is read unchanged; never a raw decoder error, never a silently changed value."""
+    original = EpisodeDataset(intact, verify=False)
+    tasks, before = original.tasks, original.stats
+    rng = np.random.default_rng(7)
+    named = 0
+    for k in range(30):
+        dest = tmp_path / f"flip{k}"
+        flipped_copy(intact, dest, rel, rng)
+        try:
+            ds = EpisodeDataset(dest, verify=False)
+            stats = ds.stats
+        except DatasetCorruptError as err:
+            assert rel in str(err)
+            named += 1
+            continue
+        assert ds.tasks == tasks  # a flip outside the content (padding, metadata, whitespace)
+        assert stats.keys() == before.keys() and all(
+            np.array_equal(stats[k][n], before[k][n], equal_nan=True) for k in before for n in before[k])
+    assert named > 0  # the flips that matter are caught, not only survived
