@@ -100,11 +100,12 @@ class Autoencoder(nn.Module):
     # ---------------------------------------------------------------- encode / decode
     def posterior(self, frames: torch.Tensor):
         """The raw diffusers posterior of single-view frames [N, 3, H, W] (training: sample, kl)."""
-        return self.vae.encode(frames).latent_dist  # type: ignore[union-attr]
+        # diffusers wraps encode/decode in apply_forward_hook, which hides them from mypy
+        return self.vae.encode(frames).latent_dist  # type: ignore[attr-defined]
 
     def raw_decode(self, z: torch.Tensor) -> torch.Tensor:
         """Unscaled latents [N, C_lat, h, w] -> single-view frames [N, 3, H, W]."""
-        return self.vae.decode(z).sample  # type: ignore[union-attr]
+        return self.vae.decode(z).sample  # type: ignore[attr-defined]
 
     def encode(self, frames: torch.Tensor, batch: int = 64) -> torch.Tensor:
         """Scaled latents [..., C_lat V, h, w] of frames [..., 3V, H, W] in [-1, 1] (posterior means).
