@@ -17,11 +17,14 @@ Modules (each with its config dataclass):
                  over the same denoiser (1-3 steps at rollout)
     heads.py     HeadConfig, SuccessDoneHead: per-frame success and termination logits
     model.py     WorldModelConfig, WorldModel: predict / rollout / save / load
+    autoencoder.py  AutoencoderConfig, Autoencoder: diffusers AutoencoderKL for the latent path (128 px
+                 and up): frames [..., 3V, H, W] <-> scaled latents [..., C_lat V, H/8, W/8]
+    autoencoder_training.py  TrainAutoencoderConfig, train_autoencoder: resumable, held-out PSNR / SSIM
     augment.py   StyleAugConfig: per-clip photometric style augmentation (structure kept)
     losses.py    BootstrapConfig, WorldModelObjective: EDM loss + head BCE; dynamic latent bootstrapping
     training.py  TrainWorldModelConfig, Trainer, train: accelerate loop, tensorboard, exact resume
     metrics.py   PSNR / SSIM per frame (torchmetrics), F1
 
-Entry points: scripts/train_world_model.py, scripts/eval_world_model.py; benchmarks:
+Entry points: scripts/train_autoencoder.py, scripts/train_world_model.py, scripts/eval_world_model.py; benchmarks:
 bench/wm_fidelity.py, bench/wm_speed.py. Nothing here imports from imagination/ or policies/.
 """

@@ -253,10 +253,14 @@ _FRAME_KEYS = ("history", "context", "target", "anchor")
 
 
 def collate(clips: list[dict[str, np.ndarray]], device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
-    """Stack clips from `make_clip` into a batch of tensors (frames converted to float [-1, 1])."""
+    """Stack clips from `make_clip` into a batch of tensors: uint8 frames converted to float [-1, 1],
+    float ones (latents of episodes encoded once, world_models.training.encode_episodes) only moved to
+    channels-first."""
     out = {}
     for key in clips[0]:
         arr = np.stack([c[key] for c in clips])
         t = torch.from_numpy(arr).to(device)  # frames travel as uint8 (4x fewer bytes) and convert there
-        out[key] = to_model_frames(t) if key in _FRAME_KEYS else t
+        if key in _FRAME_KEYS:
+            t = to_model_frames(t) if t.dtype == torch.uint8 else t.movedim(-1, -3)
+        out[key] = t
     return out

@@ -67,8 +67,11 @@ class DenoiserConfig:
 class Denoiser(nn.Module):
     """EDM-preconditioned joint K-frame denoiser built on `diffusers.UNet2DModel`."""
 
-    def __init__(self, cfg: DenoiserConfig):
+    def __init__(self, cfg: DenoiserConfig, bounded: bool = True):
+        """bounded: the diffused space is frames in [-1, 1] (pixel mode), so samples are clamped to it;
+        False for autoencoder latents, which have no fixed range."""
         super().__init__()
+        self.bounded = bounded
         if cfg.residual_to not in ("last", "anchor"):
             raise ValueError(f"denoiser.residual_to: expected 'last' or 'anchor', got {cfg.residual_to!r}")
         if not 0.0 <= cfg.sigma_max_prob <= 1.0:

@@ -197,7 +197,7 @@ def evaluate_world_model(cfg: EvalWorldModelConfig) -> dict:
         pred_all, s_log, d_log = pred_all.float().cpu(), s_log.float().cpu(), d_log.float().cpu()
         pred = pred_all[0, :T]
         with torch.no_grad():  # the head on the real frames: tells head errors from imagination errors
-            s_real, _ = model.head(real[1:][None].to(device), real[0][None].to(device))
+            s_real, _ = model.score_frames(real[1:][None].to(device), real[0][None].to(device))
         succ_real.append(s_real[0].float().cpu())
         succ_real_labels.append(torch.from_numpy(ep.success[:T].astype(np.float32)))
         still = real[:1].expand(T, -1, -1, -1)  # the "nothing moves" reference

@@ -61,8 +61,9 @@ def _gaussian_kernels(sigma: torch.Tensor, radius: int) -> torch.Tensor:
 
 
 def degrade(frames: torch.Tensor, blur_sigma_max: float, noise_std_max: float,
-            generator: torch.Generator | None = None) -> torch.Tensor:
-    """Blur and noise each clip [B, K, ch, H, W] by a random amount (one amount per clip)."""
+            generator: torch.Generator | None = None, bounded: bool = True) -> torch.Tensor:
+    """Blur and noise each clip [B, K, ch, H, W] by a random amount (one amount per clip); clamped to
+    [-1, 1] unless bounded=False (latents)."""
     B, K, ch, H, W = frames.shape
     sig = (rng.rand(B, generator) * blur_sigma_max).to(frames.device)
     std = rng.rand(B, generator) * noise_std_max
@@ -75,4 +76,4 @@ def degrade(frames: torch.Tensor, blur_sigma_max: float, noise_std_max: float,
     x = F.conv2d(F.pad(x, (radius, radius, 0, 0), mode="replicate"), kk[:, :, None, :], groups=B * K * ch)
     x = F.conv2d(F.pad(x, (0, 0, radius, radius), mode="replicate"), kk[:, :, :, None], groups=B * K * ch)
     x = x.reshape(B, K, ch, H, W) + std.to(frames)[:, None, None, None, None] * noise.to(frames)
-    return x.clamp(-1, 1)
+    return x.clamp(-1, 1) if bounded else x

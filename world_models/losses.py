@@ -8,6 +8,9 @@ which is the unit-weighted MSE of the UNet's raw output against its precondition
 Heads: BCE of the success/done logits [B, K] against the simulator labels, on degraded real target
 frames and on the denoiser's own clean estimates (detached), so the head transfers to imagined frames.
 
+In latent mode every frame tensor here is a latent [.., C_lat V, h, w] (the trainer encodes clips
+before these functions see them) and nothing is clamped to [-1, 1].
+
 Bootstrapping: with probability p(step) per clip, the ground-truth context is replaced by what the
 model itself predicts for it: the previous chunk is sampled (no grad, few steps) from the clip's
 history and previous actions, and its last C frames become the context. Training then sees the
@@ -64,19 +67,21 @@ def bootstrap_context(model: WorldModel, batch: dict[str, torch.Tensor], prob: f
     return dict(batch, context=context), mask
 
 
-def noise_context(batch: dict[str, torch.Tensor], max_std: float, generator: torch.Generator | None = None
-                  ) -> dict[str, torch.Tensor]:
+def noise_context(batch: dict[str, torch.Tensor], max_std: float, generator: torch.Generator | None = None,
+                  bounded: bool = True) -> dict[str, torch.Tensor]:
     """Add Gaussian noise, std ~ U(0, max_std) per clip, to the context frames [B, C, ch, H, W].
 
     The anchor stays clean: it is a real frame in rollouts too. max_std 0 returns the batch untouched
-    and draws nothing (the random stream of runs without it is unchanged).
+    and draws nothing (the random stream of runs without it is unchanged). bounded=False (latents) skips
+    the clamp to [-1, 1].
     """
     if max_std <= 0:
         return batch
     ctx = batch["context"]
     std = rng.rand(ctx.shape[0], generator) * max_std
     noise = rng.randn(ctx.shape, generator)
-    return dict(batch, context=(ctx + std.to(ctx)[:, None, None, None, None] * noise.to(ctx)).clamp(-1, 1))
+    noisy = ctx + std.to(ctx)[:, None, None, None, None] * noise.to(ctx)
+    return dict(batch, context=noisy.clamp(-1, 1) if bounded else noisy)
 
 
 class WorldModelObjective(nn.Module):
@@ -106,7 +111,8 @@ class WorldModelObjective(nn.Module):
         hc = head.cfg
         pw_s = torch.tensor(hc.success_pos_weight, device=target.device)
         pw_d = torch.tensor(hc.done_pos_weight, device=target.device)
-        inputs = [degraded_target] + ([x0.detach().clamp(-1, 1)] if self.head_on_predictions else [])
+        est = x0.detach().clamp(-1, 1) if den.bounded else x0.detach()
+        inputs = [degraded_target] + ([est] if self.head_on_predictions else [])
         succ_loss = done_loss = target.new_zeros(())
         for frames in inputs:
             s_logit, d_logit = head(frames, batch["anchor"])
@@ -125,5 +131,5 @@ def draw_noise(model: WorldModel, batch: dict[str, torch.Tensor], generator: tor
     sigma = model.denoiser.sample_sigma(target.shape[0], generator)
     noise = rng.randn(target.shape, generator)
     hc = model.head.cfg
-    degraded = degrade(target, hc.blur_sigma_max, hc.noise_std_max, generator)
+    degraded = degrade(target, hc.blur_sigma_max, hc.noise_std_max, generator, bounded=model.denoiser.bounded)
     return sigma.to(target.device), noise.to(target.device), degraded

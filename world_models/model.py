@@ -8,6 +8,13 @@
 
 ch = 3 x views (agentview only by default). Frame k of the output is what the camera shows after
 action k, i.e. the observation the policy sees before choosing action k+1.
+
+Latent mode (`cfg.autoencoder` set, e.g. 128 px frames): the interface stays in pixels. `predict`
+encodes context and anchor with the frozen autoencoder (world_models.autoencoder) to latents
+[C_lat V, H/f, W/f], runs the same denoiser, sampler and heads on them and decodes the predicted
+latents back to frames. `cfg.denoiser.image_size` / `channels` keep describing the frames the model
+takes and returns; the denoiser itself is built for the latent size (`space_config`). `rollout` keeps
+its sliding context in latent space and decodes once at the end.
 """
 from __future__ import annotations
 
@@ -20,6 +27,7 @@ from torch import nn
 
 from envs.atomic import atomic_torch_save
 from envs.checkpoint import CheckpointError, expect_format, load_torch, restore
+from world_models.autoencoder import Autoencoder, AutoencoderConfig
 from world_models.denoiser import Denoiser, DenoiserConfig
 from world_models.heads import HeadConfig, SuccessDoneHead
 from world_models.sampler import Sampler, SamplerConfig
@@ -34,13 +42,31 @@ class WorldModelConfig:
     denoiser: DenoiserConfig = field(default_factory=DenoiserConfig)
     head: HeadConfig = field(default_factory=HeadConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    # latent mode: the frame autoencoder's config (its weights are part of the world model); None = pixel
+    # space. Set from a trained autoencoder.pt by training's `autoencoder_from`, not by hand
+    autoencoder: AutoencoderConfig | None = None
 
     @staticmethod
     def from_dict(d: dict) -> WorldModelConfig:
         den = dict(d["denoiser"])
         den.setdefault("residual_to", "last")  # checkpoints from before the switch were all relative to the last frame
+        ae = d.get("autoencoder")  # absent from checkpoints written before the latent path: pixel space
         return WorldModelConfig(views=list(d["views"]), denoiser=DenoiserConfig(**den),
-                                head=HeadConfig(**d["head"]), sampler=SamplerConfig(**d["sampler"]))
+                                head=HeadConfig(**d["head"]), sampler=SamplerConfig(**d["sampler"]),
+                                autoencoder=AutoencoderConfig(**ae) if ae else None)
+
+
+def space_config(cfg: WorldModelConfig) -> DenoiserConfig:
+    """The denoiser config in the space it runs in: cfg.denoiser itself in pixel mode; in latent mode its
+    image size and channels replaced by the latents' (image_size / f, C_lat x views)."""
+    ae = cfg.autoencoder
+    if ae is None:
+        return cfg.denoiser
+    if ae.image_size != cfg.denoiser.image_size:
+        raise ValueError(f"autoencoder.image_size = {ae.image_size} but denoiser.image_size = "
+                         f"{cfg.denoiser.image_size}: the autoencoder must take the model's frames")
+    return dataclasses.replace(cfg.denoiser, image_size=ae.latent_size,
+                               channels=ae.latent_channels * len(cfg.views))
 
 
 class WorldModel(nn.Module):
@@ -52,9 +78,32 @@ class WorldModel(nn.Module):
             raise ValueError(f"denoiser.channels = {cfg.denoiser.channels} but views {cfg.views} give "
                              f"{3 * len(cfg.views)} channels (3 per view)")
         self.cfg = cfg
-        self.denoiser = Denoiser(cfg.denoiser)
-        self.head = SuccessDoneHead(cfg.head, cfg.denoiser.channels)
+        space = space_config(cfg)
+        # frozen: trained on its own (scripts/train_autoencoder.py); the world model only reads its latents
+        self.autoencoder = Autoencoder(cfg.autoencoder).requires_grad_(False) if cfg.autoencoder else None
+        self.denoiser = Denoiser(space, bounded=self.autoencoder is None)
+        self.head = SuccessDoneHead(cfg.head, space.channels)
         self.sampler = Sampler(cfg.sampler)
+
+    @property
+    def latent(self) -> bool:
+        return self.autoencoder is not None
+
+    @torch.no_grad()
+    def encode(self, frames: torch.Tensor) -> torch.Tensor:
+        """Frames [..., ch, H, W] in [-1, 1] -> what the denoiser runs on: latents [..., C_lat V, h, w]
+        in latent mode, the frames themselves in pixel mode."""
+        return frames if self.autoencoder is None else self.autoencoder.encode(frames)
+
+    @torch.no_grad()
+    def decode(self, x: torch.Tensor) -> torch.Tensor:
+        """The inverse of `encode`: frames [..., ch, H, W] clamped to [-1, 1]."""
+        return x if self.autoencoder is None else self.autoencoder.decode(x).clamp(-1, 1)
+
+    @torch.no_grad()
+    def score_frames(self, frames: torch.Tensor, anchor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The heads on given frames [B, K, ch, H, W] next to anchor [B, ch, H, W]: success/done logits [B, K]."""
+        return self.head(self.encode(frames), self.encode(anchor))
 
     @property
     def context_frames(self) -> int:
@@ -105,9 +154,18 @@ class WorldModel(nn.Module):
         self.check_inputs(context, anchor, actions)
         dtype = next(self.parameters()).dtype
         context, anchor, actions = context.to(dtype), anchor.to(dtype), actions.to(dtype)
-        frames = self.sampler.sample(self.denoiser, context, anchor, actions, steps, generator)
-        success, done = self.head(frames, anchor)
-        return frames, success, done
+        x, success, done = self.predict_encoded(self.encode(context), self.encode(anchor), actions, steps, generator)
+        return self.decode(x), success, done
+
+    @torch.no_grad()
+    def predict_encoded(self, context: torch.Tensor, anchor: torch.Tensor, actions: torch.Tensor,
+                        steps: int | None = None, generator: torch.Generator | None = None
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`predict` in the denoiser's space (latents in latent mode, unchecked): context [B, C, c, h, w],
+        anchor [B, c, h, w] -> next K [B, K, c, h, w], success/done logits [B, K]."""
+        x = self.sampler.sample(self.denoiser, context, anchor, actions, steps, generator)
+        success, done = self.head(x, anchor)
+        return x, success, done
 
     @torch.no_grad()
     def rollout(self, first: torch.Tensor, anchor: torch.Tensor | None, actions: torch.Tensor, steps: int | None = None,
@@ -125,14 +183,19 @@ class WorldModel(nn.Module):
         B, T = actions.shape[:2]
         pad = (-T) % K  # zero actions complete the last chunk; their frames are dropped
         acts = torch.cat([actions, actions.new_zeros(B, pad, actions.shape[2])], dim=1) if pad else actions
+        if T + pad:
+            self.check_inputs(context, anchor, acts[:, :K])
+        dtype = next(self.parameters()).dtype
+        # in latent mode the window slides over predicted latents: no decode/encode round trip per chunk
+        context, anchor, acts = self.encode(context.to(dtype)), self.encode(anchor.to(dtype)), acts.to(dtype)
         frames, succ, done = [], [], []
         for start in range(0, T + pad, K):
-            f, s, d = self.predict(context, anchor, acts[:, start:start + K], steps, generator)
+            f, s, d = self.predict_encoded(context, anchor, acts[:, start:start + K], steps, generator)
             frames.append(f)
             succ.append(s)
             done.append(d)
             context = torch.cat([context, f], dim=1)[:, -C:]
-        return torch.cat(frames, 1)[:, :T], torch.cat(succ, 1)[:, :T], torch.cat(done, 1)[:, :T]
+        return self.decode(torch.cat(frames, 1)[:, :T]), torch.cat(succ, 1)[:, :T], torch.cat(done, 1)[:, :T]
 
     # ---------------------------------------------------------------- persistence
     def save(self, path: str | os.PathLike) -> None:

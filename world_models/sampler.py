@@ -77,7 +77,7 @@ class Sampler:
                 sigma = torch.full((B,), float(sigmas[i]), device=x.device)
                 x0 = denoiser(x, sigma, context, anchor, actions)
                 x = scheduler.step(x0, t, x, pred_original_sample=x0).prev_sample
-            return (x + denoiser.reference(context, anchor)).clamp(-1, 1)
+            return _bound(denoiser, x + denoiser.reference(context, anchor))
         s_max = d.sigma_max / (1.0 + d.sigma_max)
         s_min = d.sigma_min / (1.0 + d.sigma_min)
         s_grid = torch.linspace(s_max, s_min, steps).tolist() if steps > 1 else [s_max]
@@ -89,4 +89,9 @@ class Sampler:
             x0 = denoiser(x / (1.0 - s), sigma, context, anchor, actions)
             v = (x - x0) / s
             x = scheduler.step(v, t, x).prev_sample
-        return (x + denoiser.reference(context, anchor)).clamp(-1, 1)
+        return _bound(denoiser, x + denoiser.reference(context, anchor))
+
+
+def _bound(denoiser: Denoiser, x: torch.Tensor) -> torch.Tensor:
+    """Frames clamped to [-1, 1] in pixel space; latents (an unbounded space) as they are."""
+    return x.clamp(-1, 1) if denoiser.bounded else x

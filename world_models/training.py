@@ -32,6 +32,14 @@ fine-tune's own steps. The weights are only a starting point: once out_dir holds
 re-running the command resumes it exactly, as any run does. source_weights / failure_weight
 (world_models.clips.ClipConfig) draw clips more often from the new or failed episodes.
 
+Latent mode (e.g. 128 px): autoencoder_from=outputs/autoencoder/quick/autoencoder.pt (written by
+scripts/train_autoencoder.py) makes the model run on that autoencoder's latents; its weights are copied
+into world_model.pt and stay frozen. With latent_cache (default) every training frame is encoded once
+before the first step and clips are drawn from those latents (no style augmentation: it changes pixels);
+without it clips are drawn and style-augmented as frames and encoded at every step (~2 s a step for 8
+clips at 128 px on one CPU thread). Everything after (bootstrapping, context noise, loss, heads) works
+on latents.
+
 Exact resume: every random draw of a step (clips, style, bootstrapping, noise levels, noise, head
 augmentation) comes from the clip sampler's numpy generator and one torch generator, both saved in
 the checkpoint, so a resumed run computes the same next-step loss as an uninterrupted one.
@@ -60,9 +68,11 @@ from envs.crash_points import crash_point
 from envs.dataset import encode_preview
 from envs.frames import channels_to_views, tile_views, to_model_frames, to_uint8
 from world_models.augment import StyleAugConfig, augment_clip
+from world_models.autoencoder import Autoencoder
 from world_models.clips import (
     ClipConfig,
     ClipSampler,
+    EpisodeArrays,
     episode_weights,
     load_episodes,
     split_episodes,
@@ -112,6 +122,12 @@ class TrainWorldModelConfig:
     # a world_model.pt (WorldModel.save) to fine-tune: its weights and model config start a run that has
     # no checkpoint in out_dir yet; "" = train from scratch
     init_from: str = ""
+    # latent mode: an autoencoder.pt (scripts/train_autoencoder.py) whose latents the model runs on; its
+    # image_size must match the data. "" = pixel space. Ignored with init_from (the model file says which)
+    autoencoder_from: str = ""
+    # latent mode: encode every training frame once up front and draw clips from the latents (fast; needs
+    # augment.enabled=false) instead of encoding each clip at every step (slow; style augmentation works)
+    latent_cache: bool = True
 
 
 MIXED_PRECISION = ("no", "fp16", "bf16")
@@ -135,11 +151,44 @@ class TrainState:
         self.generator.set_state(state["generator"])
 
 
-def model_config_for_data(cfg: TrainWorldModelConfig, image_size: int) -> WorldModelConfig:
-    """The model config with its data-dependent fields (views, C, K, channels, image size) from the data."""
+def model_config_for_data(cfg: TrainWorldModelConfig, image_size: int,
+                          autoencoder: Autoencoder | None = None) -> WorldModelConfig:
+    """The model config with its data-dependent fields (views, C, K, channels, image size) from the data,
+    and the autoencoder's config in latent mode."""
     den = dataclasses.replace(cfg.model.denoiser, image_size=image_size, channels=3 * len(cfg.clips.views),
                               context_frames=cfg.clips.context_frames, chunk_len=cfg.clips.chunk_len)
-    return dataclasses.replace(cfg.model, views=list(cfg.clips.views), denoiser=den)
+    ae = None if autoencoder is None else dataclasses.replace(autoencoder.cfg)
+    return dataclasses.replace(cfg.model, views=list(cfg.clips.views), denoiser=den, autoencoder=ae)
+
+
+def load_autoencoder(cfg: TrainWorldModelConfig, image_size: int) -> Autoencoder:
+    """The autoencoder named by cfg.autoencoder_from; one error naming the field if it does not fit the data."""
+    path = Path(cfg.autoencoder_from)
+    if not path.is_file():
+        raise FileNotFoundError(f"autoencoder_from: {path} not found (expected the autoencoder.pt of "
+                                f"scripts/train_autoencoder.py)")
+    ae = Autoencoder.load(path)
+    if ae.cfg.image_size != image_size:
+        raise ValueError(f"autoencoder_from: {path} takes {ae.cfg.image_size} px frames but the data in "
+                         f"clips.data_dir has {image_size} px")
+    return ae
+
+
+@torch.no_grad()
+def encode_episodes(model: WorldModel, episodes: list[EpisodeArrays], device: torch.device | str = "cpu"
+                    ) -> list[EpisodeArrays]:
+    """Copies of `episodes` whose frames are the model's latents, float32 [T, h, w, C_lat V] (channels last,
+    the layout of uint8 frames, so clips slice them alike; collate moves the channels first)."""
+    return [dataclasses.replace(ep, frames=model.encode(to_model_frames(ep.frames).to(device))
+                                .movedim(-3, -1).float().cpu().numpy()) for ep in episodes]
+
+
+@torch.no_grad()
+def encode_clips(model: WorldModel, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The clip's frames (history, context, target, anchor) as the model's latents; the batch itself in pixel mode."""
+    if not model.latent:
+        return batch
+    return dict(batch, **{k: model.encode(batch[k]) for k in ("history", "context", "target", "anchor")})
 
 
 def load_init_model(cfg: TrainWorldModelConfig) -> WorldModel:
@@ -254,17 +303,34 @@ class Trainer:
         if init_model is not None:  # a checkpoint in out_dir, if any, replaces these weights in train()
             check_model_fits_data(init_model.cfg, cfg, image_size)
             self.model = init_model
+        elif cfg.autoencoder_from:
+            ae = load_autoencoder(cfg, image_size)
+            self.model = WorldModel(model_config_for_data(cfg, image_size, ae))
+            assert self.model.autoencoder is not None
+            self.model.autoencoder.load_state_dict(ae.state_dict())
         else:
             self.model = WorldModel(model_config_for_data(cfg, image_size))
         objective = WorldModelObjective(self.model, cfg.head_weight, cfg.head_on_predictions)
-        optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        # the frozen autoencoder (latent mode) stays out of the optimizer
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
         lr_sched = get_scheduler(cfg.lr_schedule, optimizer, num_warmup_steps=cfg.warmup_steps * self.acc.num_processes,
                                  num_training_steps=cfg.steps * self.acc.num_processes)
         self.objective, self.optimizer, self.lr_sched = self.acc.prepare(objective, optimizer, lr_sched)
         # each process draws its own clips; the torch generator drives every other random choice
         seed = cfg.seed + 1000 * self.acc.process_index
         weights = episode_weights(self.train_episodes, cfg.clips.source_weights, cfg.clips.failure_weight)
-        sampler = ClipSampler(self.train_episodes, cfg.clips.context_frames, cfg.clips.chunk_len, seed, weights)
+        # latent mode with latent_cache: clips come ready-encoded; pixel episodes stay for the sample videos
+        self.cached = self.unwrapped().latent and cfg.latent_cache
+        clip_episodes = self.train_episodes
+        if self.cached:
+            if cfg.augment.enabled:
+                raise ValueError("augment.enabled: style augmentation changes pixels, but latent_cache=true draws "
+                                 "clips from latents encoded once; set augment.enabled=false or latent_cache=false")
+            n = sum(len(ep) for ep in self.train_episodes)
+            self.acc.print(f"encoding {n} training frames to latents once (latent_cache)")
+            clip_episodes = encode_episodes(self.unwrapped(), self.train_episodes, self.acc.device)
+        sampler = ClipSampler(clip_episodes, cfg.clips.context_frames, cfg.clips.chunk_len, seed, weights)
         if cfg.clips.source_weights or cfg.clips.failure_weight != 1.0:
             self.acc.print(weighting_summary(sampler))
         # on the accelerator's device: a GPU run draws its noise there (world_models.rng); CPU runs unchanged
@@ -282,10 +348,11 @@ class Trainer:
         cfg, gen = self.cfg, self.state.generator
         model = self.unwrapped()
         batch = self.state.sampler.sample(cfg.batch_size, self.acc.device)
-        batch = augment_clip(batch, cfg.augment, gen)
+        batch = augment_clip(batch, cfg.augment, gen)  # with latent_cache it is disabled and returns the batch
+        batch = batch if self.cached else encode_clips(model, batch)
         prob = cfg.bootstrap.probability(self.state.step)
         batch, mask = bootstrap_context(model, batch, prob, cfg.bootstrap.sample_steps, gen)
-        batch = noise_context(batch, cfg.context_noise, gen)
+        batch = noise_context(batch, cfg.context_noise, gen, bounded=not model.latent)
         sigma, noise, degraded = draw_noise(model, batch, gen)
         self.objective.train()
         with self.acc.autocast():
