@@ -214,6 +214,10 @@ def written_here(info: dict[str, Any]) -> bool:
     return "next.success" in info["features"] and "observation.state" in info["features"]
 
 
+_PATH_TEMPLATES = {"data_path": {"chunk_index": 0, "file_index": 0},
+                   "video_path": {"video_key": "v", "chunk_index": 0, "file_index": 0}}
+
+
 def read_info(path: Path, supported: str, any_v3: bool = False) -> tuple[dict[str, Any], DatasetConfig | None]:
     """(info, config) of meta/info.json at `path`, checked field by field; one DatasetCorruptError naming
     the file and the field for bad JSON, a missing field or a wrong type, instead of the KeyError,
@@ -236,6 +240,15 @@ def read_info(path: Path, supported: str, any_v3: bool = False) -> tuple[dict[st
     for name in _INFO_COUNTS:
         if not (isinstance(info.get(name), int) and not isinstance(info[name], bool) and info[name] >= 0):
             raise DatasetCorruptError(f"{path}: {name} must be an integer >= 0, got {info.get(name, '(missing)')!r}")
+    for name, fields in _PATH_TEMPLATES.items():  # a damaged template would fail later as a bare KeyError
+        template = info.get(name)
+        if template is None:
+            continue
+        try:
+            template.format(**fields)
+        except (KeyError, IndexError, ValueError, AttributeError):
+            raise DatasetCorruptError(f"{path}: {name} {template!r} is not a path template with the fields "
+                                      f"{sorted(fields)}") from None
     features = info.get("features")
     if not isinstance(features, dict) or not all(isinstance(v, dict) for v in features.values()):
         raise DatasetCorruptError(f"{path}: features must be an object of objects, got "

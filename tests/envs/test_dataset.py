@@ -331,6 +331,9 @@ def test_not_a_dataset(tmp_path: Path) -> None:
      "features.action.shape"),
     (lambda info: json.dumps(dict(info, features={k: v for k, v in info["features"].items() if k != "action"})),
      "missing 'action'"),
+    (lambda info: json.dumps(dict(info, data_path=info["data_path"].replace("file_index", "f)le_index"))),
+     "data_path"),
+    (lambda info: json.dumps(dict(info, video_path=info["video_path"].replace("{", "{{", 1))), "video_path"),
 ])
 def test_malformed_info_json_is_one_error_naming_the_file(tmp_path: Path, damage, field) -> None:
     write(tmp_path / "ds", make_episodes()[:1])
