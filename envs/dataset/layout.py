@@ -214,8 +214,8 @@ def written_here(info: dict[str, Any]) -> bool:
     return "next.success" in info["features"] and "observation.state" in info["features"]
 
 
-_PATH_TEMPLATES = {"data_path": {"chunk_index": 0, "file_index": 0},
-                   "video_path": {"video_key": "v", "chunk_index": 0, "file_index": 0}}
+_PATH_TEMPLATES: dict[str, dict[str, Any]] = {"data_path": {"chunk_index": 0, "file_index": 0},
+                                              "video_path": {"video_key": "v", "chunk_index": 0, "file_index": 0}}
 
 
 def read_info(path: Path, supported: str, any_v3: bool = False) -> tuple[dict[str, Any], DatasetConfig | None]:
