@@ -20,7 +20,7 @@ import os
 import tempfile
 from fractions import Fraction
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import av
 import numpy as np
@@ -112,6 +112,15 @@ def encode_preview(path: str | os.PathLike, frames: np.ndarray, fps: float, crf:
     encode_video(path, frames, fps, PREVIEW_CODEC, crf, faststart=True)
 
 
+def _video_stream(container: Any, path: object) -> Any:
+    """The first video stream of an open container, decoded with threads; VideoDecodeError when it has none."""
+    if not container.streams.video:
+        raise VideoDecodeError(f"{path}: no video stream")
+    stream = container.streams.video[0]
+    stream.thread_type = "AUTO"
+    return stream
+
+
 def decode_video(path: str | os.PathLike | BinaryIO) -> np.ndarray:
     """Decode every frame of the first video stream of `path` (a file, or its bytes in a binary file
     object) -> uint8 [T, H, W, 3] RGB.
@@ -121,10 +130,7 @@ def decode_video(path: str | os.PathLike | BinaryIO) -> np.ndarray:
     source = path if hasattr(path, "read") else str(path)
     try:
         with av.open(source, mode="r") as container:
-            if not container.streams.video:
-                raise VideoDecodeError(f"{path}: no video stream")
-            stream = container.streams.video[0]
-            stream.thread_type = "AUTO"
+            stream = _video_stream(container, path)
             images = [frame.to_ndarray(format="rgb24") for frame in container.decode(stream)]
     except av.FFmpegError as err:
         raise VideoDecodeError(f"{path}: cannot decode video: {err}") from err
@@ -156,10 +162,7 @@ def decode_video_span(path: str | os.PathLike | BinaryIO, start_s: float, n_fram
     images: list[np.ndarray] = []
     try:
         with av.open(source, mode="r") as container:
-            if not container.streams.video:
-                raise VideoDecodeError(f"{path}: no video stream")
-            stream = container.streams.video[0]
-            stream.thread_type = "AUTO"
+            stream = _video_stream(container, path)
             if start_s > tolerance_s and stream.time_base is not None:
                 container.seek(int(max(start_s - tolerance_s, 0.0) / stream.time_base), stream=stream,
                                backward=True, any_frame=False)
