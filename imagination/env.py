@@ -317,7 +317,8 @@ class ImaginationVectorEnv(VectorEnv):
                 if self.cfg.uncertainty != "off":
                     uncertainty[i] = float(disagreement[j, :n].mean())
             terminated[active] = success[active] | ended[active]
-            # reward "grasp": the classifier's probability at the close, a graded outcome for GRPO's groups
+            # reward "grasp": the classifier's probability where its judge ended the episode (the close, or the
+            # release), a graded outcome for GRPO's groups
             reward[active] = (success_prob if self.grasp is not None else success)[active].astype(np.float32)
             truncated[active] = ~success[active] & ~ended[active] & (self._t[active] >= self.cfg.max_steps)
             uncertain = uncertainty > self.cfg.uncertainty_threshold

@@ -36,14 +36,20 @@ def grasp_features(state: np.ndarray, action: np.ndarray, object_start: np.ndarr
     """[8] features of one episode: state [T, S>=3] (eef position, axis-angle, ...), action [T, 7],
     object_start and target_start [3] (metres). An episode that never closes the gripper is read at its
     last step."""
+    state, action = _checked(state, action)
+    t = first_close(action)
+    return features_at(state[t if t >= 0 else len(action) - 1], t if t >= 0 else len(action) - 1, object_start,
+                       target_start)
+
+
+def _checked(state: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """state [T, S>=3] and action [T, 7] as float64, or one ValueError naming both."""
     state, action = np.asarray(state, np.float64), np.asarray(action, np.float64)
     if state.ndim != 2 or state.shape[1] < 3 or action.ndim != 2 or action.shape[1] != 7:
         raise ValueError(f"state, action: expected [T, S>=3] and [T, 7], got {state.shape} and {action.shape}")
     if len(state) != len(action) or not len(state):
         raise ValueError(f"state, action: expected the same number T >= 1 of rows, got {len(state)} and {len(action)}")
-    t = first_close(action)
-    return features_at(state[t if t >= 0 else len(action) - 1], t if t >= 0 else len(action) - 1, object_start,
-                       target_start)
+    return state, action
 
 
 def first_close(action: np.ndarray) -> int:
@@ -88,8 +94,8 @@ def place_features(state: np.ndarray, action: np.ndarray, object_start: np.ndarr
                    target_start: np.ndarray) -> np.ndarray:
     """[14] grasp-and-release features of one episode (`release_features_at`): state [T, S>=3], action [T, 7].
     A close or a release that never happens is read at the last step."""
-    grasp_features(state, action, object_start, target_start)  # the same checks of the arrays
-    state, last = np.asarray(state, np.float64), len(action) - 1
+    state, action = _checked(state, action)
+    last = len(action) - 1
     t = first_close(action)
     t = t if t >= 0 else last
     r = release_after(action, t)
