@@ -31,7 +31,7 @@ from gymnasium.vector.utils import batch_space
 from envs.dataset import Episode, EpisodeDataset, ReaderConfig
 from envs.frames import channels_to_views, stack_views, tile_views, to_model_frames, to_uint8, views_to_channels
 from envs.spaces import BatchObservation, Info, Observation, action_space, check_action_chunk, observation_space
-from imagination.grasp_judge import GraspJudge
+from imagination.grasp_judge import fit_grasp_judge
 from imagination.keyframes import KeyframeConfig, KeyframeSampler
 from world_models.grasp_point import first_close
 from world_models.model import WorldModel
@@ -137,8 +137,8 @@ class ImaginationVectorEnv(VectorEnv):
         self.wm = world_model.to(cfg.device).eval()
         self.state_reward = (_load_state_reward(cfg, world_model.chunk_len, episodes) if cfg.reward == "state"
                              else None)
-        self.grasp = (GraspJudge(_fit_grasp(cfg, episodes), num_envs, episodes[0].state.shape[1], cfg.grasp_until,
-                                 cfg.max_steps) if cfg.reward == "grasp" else None)
+        self.grasp = (fit_grasp_judge(cfg.grasp_train_data, cfg.grasp_label_dirs, episodes, num_envs, cfg.grasp_until,
+                                      cfg.max_steps) if cfg.reward == "grasp" else None)
         # the head's threshold is calibrated per checkpoint; the other rewards are probabilities trained as ones
         default_threshold = world_model.cfg.head.success_threshold if cfg.reward == "head" else 0.5
         self.success_threshold = default_threshold if cfg.success_threshold is None else cfg.success_threshold
@@ -359,21 +359,6 @@ def _load_state_reward(cfg: ImaginationConfig, chunk_len: int, episodes: list[St
                          "labels, which reward 'state' starts the object from: run scripts/label_episodes.py on "
                          "their dataset (tasks without a pick-and-place object cannot use it)")
     return model
-
-
-def _fit_grasp(cfg: ImaginationConfig, episodes: list[StartEpisode]):
-    """The grasp-point classifier of reward "grasp", fit on cfg.grasp_train_data and cfg.grasp_label_dirs;
-    every start episode needs simulator labels (the object's and the target's start positions)."""
-    from world_models.grasp_point import fit_grasp_point
-
-    if not cfg.grasp_train_data and not cfg.grasp_label_dirs:
-        raise ValueError("grasp_train_data: reward 'grasp' needs labelled episodes to fit its classifier on "
-                         "(datasets labelled by scripts/label_episodes.py, or grasp_label_dirs)")
-    unlabelled = [k for k, e in enumerate(episodes) if e.sim is None]
-    if unlabelled:
-        raise ValueError(f"start episodes {unlabelled[:5]}{'...' if len(unlabelled) > 5 else ''} have no simulator "
-                         "labels, which reward 'grasp' reads the object's start from: run scripts/label_episodes.py")
-    return fit_grasp_point(cfg.grasp_train_data, cfg.grasp_label_dirs, place=cfg.grasp_until == "release")
 
 
 class ImaginationEnv(gym.Env):

@@ -15,6 +15,9 @@ An episode that never closes gets reward 0 either way.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from world_models.grasp_point import GraspPointClassifier, features_at, first_close, release_features_at
@@ -76,4 +79,24 @@ class GraspJudge:
         return prob, end
 
 
-__all__ = ["ENDINGS", "GraspJudge"]
+def fit_grasp_judge(train_data: Sequence[str], label_dirs: Sequence[str], episodes: Sequence[Any], num_envs: int,
+                    until: str = "close", max_steps: int = 220) -> GraspJudge:
+    """The judge of reward "grasp" for `num_envs` envs starting from `episodes` (StartEpisode: state [T, S] and
+    simulator labels `sim`, which give the object's and the target's start), its classifier fit on the labelled
+    datasets `train_data` and label-collection folders `label_dirs` (world_models/grasp_point.py)."""
+    from world_models.grasp_point import fit_grasp_point
+
+    if until not in ENDINGS:  # before the fit, which reads every training episode
+        raise ValueError(f"grasp_until: expected one of {list(ENDINGS)}, got {until!r}")
+    if not train_data and not label_dirs:
+        raise ValueError("grasp_train_data: reward 'grasp' needs labelled episodes to fit its classifier on "
+                         "(datasets labelled by scripts/label_episodes.py, or grasp_label_dirs)")
+    unlabelled = [k for k, e in enumerate(episodes) if e.sim is None]
+    if unlabelled:
+        raise ValueError(f"start episodes {unlabelled[:5]}{'...' if len(unlabelled) > 5 else ''} have no simulator "
+                         "labels, which reward 'grasp' reads the object's start from: run scripts/label_episodes.py")
+    classifier = fit_grasp_point(train_data, label_dirs, place=until == "release")
+    return GraspJudge(classifier, num_envs, episodes[0].state.shape[1], until, max_steps)
+
+
+__all__ = ["ENDINGS", "GraspJudge", "fit_grasp_judge"]
