@@ -81,14 +81,18 @@ def check_safetensors(path: str | os.PathLike, what: str) -> None:
                               f"({_first_line(err)})") from None
 
 
-def expect_format(blob: Any, path: str | os.PathLike, what: str, fmt: str | None, keys: Iterable[str]) -> dict:
-    """`blob` as a dict, after checking its "format" tag (when `fmt` is given) and that it holds `keys`."""
+def expect_format(blob: Any, path: str | os.PathLike, what: str, fmt: str | None, keys: Iterable[str],
+                  version: int | None = None) -> dict:
+    """`blob` as a dict, after checking its "format" tag (when `fmt` is given), that it holds `keys`, and its
+    "version" (when `version` is given)."""
     if not isinstance(blob, dict) or (fmt is not None and blob.get("format") != fmt):
         raise CheckpointError(f"{path}: not a {what} (expected a file with format {fmt!r})" if fmt else
                               f"{path}: not a {what} (expected a dict of plain data and tensors)")
     missing = [k for k in keys if k not in blob]
     if missing:
         raise CheckpointError(f"{path}: {what} lacks {missing} (damaged, or written by another version)")
+    if version is not None and blob.get("version") != version:
+        raise CheckpointError(f"{path}: {what} version {blob.get('version')} is not supported (expected {version})")
     return blob
 
 

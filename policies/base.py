@@ -177,10 +177,7 @@ class Policy(nn.Module, abc.ABC):
         """Restore the policy saved at `path` as its own class (a subclass of `cls`), in eval mode."""
         what = "policy checkpoint (Policy.save)"
         payload = expect_format(load_torch(path, what, map_location), path, what, _FORMAT,
-                                ("class", "config", "state_dict"))
-        if payload.get("version") != _VERSION:
-            raise CheckpointError(f"{path}: policy checkpoint version {payload.get('version')} is not supported "
-                                  f"({_VERSION})")
+                                ("class", "config", "state_dict"), _VERSION)
         obj = _policy_class(str(payload["class"]), path)
         if not (isinstance(obj, type) and issubclass(obj, cls)):
             raise TypeError(f"{path}: holds a {payload['class']}, which is not a {cls.__name__}")

@@ -137,10 +137,8 @@ class Autoencoder(nn.Module):
     def load(cls, path: str | os.PathLike, map_location: str | torch.device = "cpu") -> Autoencoder:
         """The autoencoder saved at `path`, in eval mode; CheckpointError naming `path` if unusable."""
         what = "autoencoder checkpoint (Autoencoder.save, scripts/train_autoencoder.py)"
-        blob = expect_format(load_torch(path, what, map_location), path, what, _FORMAT, ("config", "state_dict"))
-        if blob.get("version") != _VERSION:
-            raise CheckpointError(f"{path}: autoencoder checkpoint version {blob.get('version')} is not supported "
-                                  f"(expected {_VERSION})")
+        blob = expect_format(load_torch(path, what, map_location), path, what, _FORMAT, ("config", "state_dict"),
+                             _VERSION)
         try:
             cfg = AutoencoderConfig(**blob["config"])
             model = cls(cfg)

@@ -208,10 +208,8 @@ class WorldModel(nn.Module):
     def load(cls, path: str | os.PathLike, map_location: str | torch.device = "cpu") -> WorldModel:
         """The model saved at `path` (WorldModel.save), in eval mode; CheckpointError naming `path` if unusable."""
         what = "world model checkpoint (WorldModel.save)"
-        blob = expect_format(load_torch(path, what, map_location), path, what, _FORMAT, ("config", "state_dict"))
-        if blob.get("version") != _VERSION:
-            raise CheckpointError(f"{path}: checkpoint version {blob.get('version')} is not supported "
-                                  f"(expected {_VERSION})")
+        blob = expect_format(load_torch(path, what, map_location), path, what, _FORMAT, ("config", "state_dict"),
+                             _VERSION)
         try:
             cfg = WorldModelConfig.from_dict(blob["config"])
         except (KeyError, TypeError, ValueError) as err:

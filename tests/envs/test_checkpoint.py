@@ -141,3 +141,12 @@ def test_rl_checkpoint_keeps_its_history_exactly_and_reads_older_files(tmp_path)
     torch.save({"iteration": 2, "policy": policy.state_dict(), "optimizer": opt.state_dict(),
                 "history": history, "heldout": [(1, 0.5)]}, tmp_path / "old.pt")
     assert load_rl_checkpoint(tmp_path / "old.pt", policy, opt)[::2] == (2, [(1, 0.5)])
+
+
+def test_a_checkpoint_of_another_version_is_refused_by_name(tmp_path: Path) -> None:
+    """expect_format's version check, which WorldModel, Policy and Autoencoder loading share."""
+    _real_file("policy", tmp_path / "p.pt")
+    blob = torch.load(tmp_path / "p.pt", weights_only=True)
+    torch.save(dict(blob, version=99), tmp_path / "p.pt")
+    with pytest.raises(CheckpointError, match=r"p\.pt: policy checkpoint .* version 99 is not supported"):
+        Policy.load(tmp_path / "p.pt")

@@ -113,3 +113,14 @@ def trained_square(square_data, tmp_path_factory):
     losses = [trainer.step()["denoise"] for _ in range(cfg.steps)]
     trainer.save_checkpoint()
     return trainer.unwrapped().eval(), losses, cfg
+
+
+def tiny_checkpoint_config(data: Path, out: Path, steps: int):
+    """tiny_train_config with a smaller denoiser, batch 4, a checkpoint every 2 steps, the last 2 kept: for
+    tests of checkpoint saving, resuming and loading."""
+    cfg = tiny_train_config(data, out, steps=steps, batch_size=4, checkpoint_every=2, keep_checkpoints=2)
+    cfg.model = tiny_model_config()
+    cfg.model.denoiser.block_out_channels = [8, 16]
+    cfg.model.denoiser.norm_num_groups = 4
+    return cfg
+

@@ -12,17 +12,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.world_models.conftest import tiny_model_config, tiny_train_config
+from tests.world_models.conftest import tiny_checkpoint_config
 from world_models.model import WorldModel
 from world_models.training import Trainer, train
 
 
 def _cfg(data: Path, out: Path):
-    cfg = tiny_train_config(data, out, steps=6, batch_size=4, checkpoint_every=2, keep_checkpoints=2)
-    cfg.model = tiny_model_config()
-    cfg.model.denoiser.block_out_channels = [8, 16]
-    cfg.model.denoiser.norm_num_groups = 4
-    return cfg
+    return tiny_checkpoint_config(data, out, steps=6)
 
 
 def _weights_of_checkpoint(cfg, ckpt: Path) -> dict[str, torch.Tensor]:

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from envs.checkpoint import CheckpointError
-from tests.world_models.conftest import tiny_model_config, tiny_train_config
+from tests.world_models.conftest import tiny_checkpoint_config
 from world_models.training import Trainer, train
 
 
@@ -27,11 +27,7 @@ class Payload:
 
 
 def _cfg(data: Path, out: Path):
-    cfg = tiny_train_config(data, out, steps=4, batch_size=4, checkpoint_every=2, keep_checkpoints=2)
-    cfg.model = tiny_model_config()
-    cfg.model.denoiser.block_out_channels = [8, 16]
-    cfg.model.denoiser.norm_num_groups = 4
-    return cfg
+    return tiny_checkpoint_config(data, out, steps=4)
 
 
 @pytest.fixture(scope="module")
