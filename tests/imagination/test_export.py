@@ -99,3 +99,29 @@ def test_the_script_reports_a_bad_checkpoint_in_one_line(tmp_path: Path):
                            f"out={tmp_path}/hub"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr
     assert "empty.pt: empty file" in done.stderr and not (tmp_path / "hub").exists()
+
+
+def test_push_is_opt_in_and_uploads_the_folder(tmp_path: Path, monkeypatch):
+    # a stand-in for the Hub client: the upload itself needs the network and an account, which tests have not
+    import huggingface_hub
+
+    calls: list[tuple[str, dict]] = []
+
+    class FakeApi:
+        def create_repo(self, repo_id, **kw):
+            calls.append(("create_repo", {"repo_id": repo_id, **kw}))
+
+        def upload_folder(self, **kw):
+            calls.append(("upload_folder", kw))
+            return "https://huggingface.co/owner/proprio/commit/abc"
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    ProprioModel(ProprioConfig(hidden=8, layers=1)).save(tmp_path / "proprio.pt")
+    export_checkpoint(ExportHubConfig(checkpoint=str(tmp_path / "proprio.pt"), out=str(tmp_path / "local")))
+    assert calls == []  # no push unless asked
+    out = export_checkpoint(ExportHubConfig(checkpoint=str(tmp_path / "proprio.pt"), out=str(tmp_path / "hub"),
+                                            push="owner/proprio", private=True))
+    assert [c[0] for c in calls] == ["create_repo", "upload_folder"]
+    assert calls[0][1]["private"] is True and calls[0][1]["exist_ok"] is True
+    assert calls[1][1]["repo_id"] == "owner/proprio" and calls[1][1]["folder_path"] == str(out)
+    assert "ProprioModel.from_pretrained('owner/proprio')" in (out / CARD).read_text()
