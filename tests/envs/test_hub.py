@@ -60,6 +60,20 @@ def test_world_model_round_trip_keeps_the_calibrated_head(tmp_path: Path):
     assert "0.73" in card and "WorldModel.from_pretrained(" in card and "torch" in card
 
 
+def test_latent_world_model_round_trip_keeps_its_frozen_autoencoder(tmp_path: Path):
+    from world_models.autoencoder import AutoencoderConfig
+
+    cfg = tiny_model_config()
+    cfg.autoencoder = AutoencoderConfig(image_size=SIZE, block_out_channels=[8, 16], norm_num_groups=8,
+                                        mid_block_attention=False, scaling_factor=0.7, shift_factor=0.1)
+    torch.manual_seed(0)
+    wm = WorldModel(cfg).eval()
+    back = WorldModel.from_pretrained(wm.save_pretrained(tmp_path / "latent"))
+    assert back.latent and asdict(back.cfg) == asdict(wm.cfg)
+    for a, b in zip(_wm_outputs(wm), _wm_outputs(back)):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
 def test_proprio_round_trip(tmp_path: Path):
     torch.manual_seed(0)
     model = ProprioModel(ProprioConfig(chunk_len=4, hidden=16, layers=2)).eval()
