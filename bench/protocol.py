@@ -23,6 +23,7 @@ from pathlib import Path
 
 from envs.collection import collect_dataset
 from envs.dataset import EpisodeDataset
+from envs.provenance import provenance
 from imagination.eval.calibrate import CalibrateConfig, calibrate_success
 from imagination.loop.config import LoopConfig
 from policies.bc import train_bc_on_data
@@ -102,7 +103,11 @@ def build(p: RLGainProtocol, loop: LoopConfig) -> dict[str, str]:
         print(f"[protocol] BC from {p.bc_demos_per_task} demonstrations per task, {p.bc_steps} steps")
         train_bc_on_data(bc_cfg)
     paths = {"data": data, "world_model": wm_file, "bc": bc_file}
-    Path(p.root, "protocol.json").write_text(json.dumps({"protocol": p.describe(), **paths}, indent=2))
+    jobs = {"suite": p.suite, "tasks": list(p.tasks), "train_init_states": [0, p.gate_offset - 1],
+            "gate_init_states": [p.gate_offset, p.bench_offset - 1],
+            "bench_init_states": [p.bench_offset, p.bench_offset + p.bench_episodes_per_task - 1]}
+    Path(p.root, "protocol.json").write_text(json.dumps({"protocol": p.describe(), **paths,
+                                                         "provenance": provenance(p.seed, jobs)}, indent=2))
     return paths
 
 

@@ -54,6 +54,7 @@ from bench.inputs import demo_path, is_dataset, report_missing
 from envs.cli import load_config
 from envs.dataset import EpisodeDataset
 from envs.errors import run_main
+from envs.provenance import provenance
 from imagination.env import load_start_episodes
 from imagination.eval.calibrate import replay_success_prob
 from imagination.eval.evaluate import evaluate, make_eval_env
@@ -157,6 +158,7 @@ def train_run(name: str, cfg: BCConfig, ds: EpisodeDataset, episodes: list[int])
     print(f"  {name}: BC on {len(episodes)} expert episodes, {cfg.steps} steps -> {out}", flush=True)
     result = train_bc(cfg, [ds[i] for i in episodes], ds.stats["observation.state"], progress=False)
     result["snapshots"] = {str(k): v for k, v in result["snapshots"].items()}
+    result["provenance"] = provenance(cfg.seed, {"episodes": episodes})
     result_path.write_text(json.dumps(result, indent=2))
     print(f"  {name}: {result['seconds']:.0f} s, loss {result['first_loss']:.4f} -> {result['final_loss']:.4f}",
           flush=True)
@@ -329,7 +331,9 @@ def main(argv: list[str] | None = None) -> int:
             replay = imagined_replay(wm, proprio, args.data, list(args.tasks), args.max_steps,
                                      args.sampling_steps, args.seed, args.device)
             replay_path.parent.mkdir(parents=True, exist_ok=True)
-            replay_path.write_text(json.dumps({"key": rkey, "result": replay}, indent=2))
+            replay_path.write_text(json.dumps({"key": rkey, "result": replay,
+                                               "provenance": provenance(args.seed, {"tasks": list(args.tasks)})},
+                                              indent=2))
         print(f"world model check: the recorded actions of {replay['episodes']} successful expert episodes, "
               f"replayed in imagination from frame 0, succeed in {replay['successes']}", flush=True)
 

@@ -201,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     from envs.atomic import atomic_write_json
     from envs.cli import load_config
     from envs.dataset import EpisodeDataset, EpisodeWriter
+    from envs.provenance import provenance
     from imagination.eval.closed_loop import ClosedLoopConfig, branch_records, closed_loop_records
     from imagination.eval.reward_gate import THRESHOLD_AUC, THRESHOLD_GAP, gate_figures, gate_verdict
     from imagination.loop.config import LoopConfig
@@ -270,7 +271,9 @@ def main(argv: list[str] | None = None) -> int:
               "policies": dict(zip(names, policies)), "jobs_per_policy": len(proto.tasks) * proto.gate_init_states,
               "thresholds": {"auc_within_task": THRESHOLD_AUC, "max_calibration_gap": THRESHOLD_GAP},
               "figures": figs, "max_calibration_gap": max_gap, "verdict": verdict.label,
-              "measurable": verdict.measurable, "reasons": list(verdict.reasons), "records": rows}
+              "measurable": verdict.measurable, "reasons": list(verdict.reasons), "records": rows,
+              "provenance": provenance(proto.seed, {"suite": proto.suite, "tasks": list(proto.tasks),
+                                                    "init_states": [proto.gate_offset, proto.bench_offset - 1]})}
     if branch:
         result["branch"] = {"lead_steps": args.lead_steps, "figures": branch, "records": branch_rows}
     out.mkdir(parents=True, exist_ok=True)

@@ -61,7 +61,7 @@ _MAX_TEXTURE_PX = 1300
 def _texture_pool(folder: str) -> tuple[str, ...]:
     """Square PNGs of at most 1300 px in `folder`: MuJoCo maps a single image onto every face of a
     cube texture, and a non-square one made the compiler hang; big images slow every scene reload."""
-    from PIL import Image  # Pillow comes with matplotlib, a dependency of LIBERO
+    from PIL import Image  # Pillow: declared in setup.py; imported here only when styles are drawn
 
     pool = []
     for f in sorted(os.listdir(folder)):

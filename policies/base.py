@@ -22,6 +22,7 @@ import sys
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -30,6 +31,9 @@ from torch import nn
 
 from envs.atomic import atomic_torch_save
 from envs.checkpoint import CheckpointError, config_from, expect_format, load_torch, restore
+from envs.hub import CONFIG, WEIGHTS, load_folder, save_folder
+from envs.model_card import CardFacts, render_card
+from envs.provenance import versions
 
 ACTION_DIM = 7
 _FORMAT = "wm-vla-rl/policy"
@@ -178,16 +182,48 @@ class Policy(nn.Module, abc.ABC):
         what = "policy checkpoint (Policy.save)"
         payload = expect_format(load_torch(path, what, map_location), path, what, _FORMAT,
                                 ("class", "config", "state_dict"), _VERSION)
-        obj = _policy_class(str(payload["class"]), path)
+        return cls._build(str(payload["class"]), payload["config"], payload["state_dict"], path, path, map_location)
+
+    @classmethod
+    def _build(cls, name: str, config: dict, state: dict, config_path: str | os.PathLike,
+               state_path: str | os.PathLike, map_location: str | torch.device) -> Policy:
+        """The policy of a stored class name, config dict and state dict, as its own class (a subclass of
+        `cls`), in eval mode; errors name the file at fault."""
+        obj = _policy_class(name, config_path)
         if not (isinstance(obj, type) and issubclass(obj, cls)):
-            raise TypeError(f"{path}: holds a {payload['class']}, which is not a {cls.__name__}")
+            raise TypeError(f"{config_path}: holds a {name}, which is not a {cls.__name__}")
         names = {f.name for f in fields(obj.config_class)}
-        unknown = sorted(set(payload["config"]) - names)
+        unknown = sorted(set(config) - names)
         if unknown:
-            raise CheckpointError(f"{path}: config fields {unknown} unknown to {obj.config_class.__name__}")
-        policy = obj(config_from(obj.config_class, payload["config"], path, "policy"))
-        restore(policy, payload["state_dict"], path, "policy")
+            raise CheckpointError(f"{config_path}: config fields {unknown} unknown to {obj.config_class.__name__}")
+        policy = obj(config_from(obj.config_class, config, config_path, "policy"))
+        restore(policy, state, state_path, "policy")
         return policy.to(map_location).eval()
+
+    def save_pretrained(self, folder: str | os.PathLike, facts: CardFacts | None = None) -> Path:
+        """The Hub layout in `folder`: config.json (class and config), model.safetensors, README.md (a model
+        card stating `facts`). Loads back with `Policy.from_pretrained` as its own class."""
+        what = (f"A {type(self).__name__} policy (wm-vla-rl): batched observations (images, proprio state, "
+                f"instruction) in, chunks of {self.chunk_len} actions (7-D, in [-1, 1]) out, following the "
+                "project's policy contract (policies/base.py).")
+        code = ("from policies.base import Policy\n"
+                "policy = Policy.from_pretrained({name})\n"
+                "actions = policy.predict_action_chunk(obs)   # [B, K, 7]")
+        card = render_card(f"Policy: {type(self).__name__}", what, code, facts or CardFacts(), versions(),
+                           tags=["vla", "policy"])
+        return save_folder(folder, fmt=_FORMAT, version=_VERSION, config=asdict(self.config),
+                           state_dict=self.state_dict(), card=card,
+                           extra={"class": f"{type(self).__module__}:{type(self).__qualname__}"})
+
+    @classmethod
+    def from_pretrained(cls, folder_or_repo_id: str | os.PathLike, map_location: str | torch.device = "cpu",
+                        revision: str | None = None) -> Policy:
+        """The policy of a save_pretrained folder, or of a Hub repo id (downloaded), as its own class, in eval
+        mode. The class must be one of this project's (see `_policy_class`), as for `load`."""
+        folder, blob, state = load_folder(folder_or_repo_id, "policy folder (Policy.save_pretrained)", _FORMAT,
+                                          _VERSION, keys=("class", "config"), map_location=map_location,
+                                          revision=revision)
+        return cls._build(str(blob["class"]), blob["config"], state, folder / CONFIG, folder / WEIGHTS, map_location)
 
 
 # packages whose modules Policy.load may import to find a checkpoint's class: this project's own

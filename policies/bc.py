@@ -32,6 +32,7 @@ from envs.cli import save_config
 from envs.crash_points import crash_point
 from envs.dataset import Episode, EpisodeDataset, ReaderConfig
 from envs.frames import stack_views
+from envs.provenance import provenance
 from policies.vla import VLAConfig, VLAPolicy
 
 
@@ -312,6 +313,7 @@ def train_bc_on_data(cfg: BCConfig) -> dict:
     result = train_bc(cfg, episodes, stats)
     print(f"policy: {result['policy_path']}  ({result['steps']} steps in {result['seconds']:.0f} s, "
           f"final loss {result['final_loss']:.5f}, mse {result['final_mse']:.5f})")
+    result["provenance"] = provenance(cfg.seed)  # BC trains on recorded episodes: no jobs of its own
     (Path(cfg.out_dir) / "result.json").write_text(json.dumps(result, indent=2))
     return result
 

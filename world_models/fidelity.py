@@ -31,6 +31,7 @@ import torch
 from envs.atomic import atomic_write_json
 from envs.cli import save_config
 from envs.dataset import EpisodeDataset, encode_preview
+from envs.provenance import provenance
 from envs.sim_labels import read_sim_labels
 from world_models.clips import to_model_frames, to_uint8
 from world_models.metrics import f1, psnr_per_frame, ssim_per_frame
@@ -268,6 +269,7 @@ def evaluate_world_model(cfg: EvalWorldModelConfig) -> dict:
         **{f"{k}_per_step": by_step(k).tolist() for k in ("psnr", "ssim", "static_psnr", "moving_psnr",
                                                           "static_moving_psnr")},
         "per_episode": per_ep,
+        "provenance": provenance(cfg.seed, {"data_dir": data_dir, "episodes": [e["episode"] for e in per_ep]}),
     }
     out.mkdir(parents=True, exist_ok=True)
     _plot(out / "psnr_vs_horizon.png", *(np.asarray(result[f"{k}_per_step"]) for k in

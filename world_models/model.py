@@ -5,6 +5,7 @@
     #   context [B, C, ch, H, W], anchor [B, ch, H, W] float in [-1, 1]; actions [B, K, 7] in [-1, 1]
     #   -> frames [B, K, ch, H, W] in [-1, 1] (the observations after each action), logits [B, K]
     wm.save("wm.pt"); wm = WorldModel.load("wm.pt")
+    wm.save_pretrained("folder"); wm = WorldModel.from_pretrained("folder" or "owner/repo")   # Hub layout (envs.hub)
 
 ch = 3 x views (agentview only by default). Frame k of the output is what the camera shows after
 action k, i.e. the observation the policy sees before choosing action k+1.
@@ -21,12 +22,16 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import torch
 from torch import nn
 
 from envs.atomic import atomic_torch_save
 from envs.checkpoint import CheckpointError, expect_format, load_torch, restore
+from envs.hub import CONFIG, WEIGHTS, load_folder, save_folder
+from envs.model_card import CardFacts, render_card
+from envs.provenance import versions
 from world_models.autoencoder import Autoencoder, AutoencoderConfig
 from world_models.denoiser import Denoiser, DenoiserConfig
 from world_models.heads import HeadConfig, SuccessDoneHead
@@ -210,10 +215,41 @@ class WorldModel(nn.Module):
         what = "world model checkpoint (WorldModel.save)"
         blob = expect_format(load_torch(path, what, map_location), path, what, _FORMAT, ("config", "state_dict"),
                              _VERSION)
+        return cls._build(blob["config"], blob["state_dict"], path, path)
+
+    @classmethod
+    def _build(cls, config: dict, state: dict, config_path: str | os.PathLike, state_path: str | os.PathLike
+               ) -> WorldModel:
+        """The model of a stored config dict and state dict (in eval mode); errors name the file at fault."""
         try:
-            cfg = WorldModelConfig.from_dict(blob["config"])
+            cfg = WorldModelConfig.from_dict(config)
         except (KeyError, TypeError, ValueError) as err:
-            raise CheckpointError(f"{path}: its world model config is unusable ({type(err).__name__}: {err})") from None
+            raise CheckpointError(f"{config_path}: its world model config is unusable ({type(err).__name__}: "
+                                  f"{err})") from None
         model = cls(cfg)
-        restore(model, blob["state_dict"], path, "world model")
+        restore(model, state, state_path, "world model")
         return model.eval()
+
+    def save_pretrained(self, folder: str | os.PathLike, facts: CardFacts | None = None) -> Path:
+        """The Hub layout in `folder`: config.json (the config, the calibrated success threshold in
+        head.success_threshold), model.safetensors, README.md (a model card stating `facts`)."""
+        d = self.cfg.denoiser
+        what = (f"An action-conditioned video world model (wm-vla-rl): {d.context_frames} context frames and "
+                f"{d.chunk_len} actions in, the next {d.chunk_len} frames ({d.image_size} px, views "
+                f"{', '.join(self.cfg.views)}) and per-frame success/done logits out. Success threshold on the "
+                f"head's probability: {self.cfg.head.success_threshold:.4g}"
+                + ("" if self.cfg.head.success_threshold != 0.5 else " (the default: not calibrated)") + ".")
+        code = ("from world_models.model import WorldModel\n"
+                "wm = WorldModel.from_pretrained({name})\n"
+                "frames, success_logits, done_logits = wm.predict(context, anchor, actions)")
+        card = render_card("World model", what, code, facts or CardFacts(), versions(), tags=["world-model"])
+        return save_folder(folder, fmt=_FORMAT, version=_VERSION, config=asdict(self.cfg),
+                           state_dict=self.state_dict(), card=card)
+
+    @classmethod
+    def from_pretrained(cls, folder_or_repo_id: str | os.PathLike, map_location: str | torch.device = "cpu",
+                        revision: str | None = None) -> WorldModel:
+        """The model of a save_pretrained folder, or of a Hub repo id (downloaded), in eval mode."""
+        folder, blob, state = load_folder(folder_or_repo_id, "world model folder (WorldModel.save_pretrained)",
+                                          _FORMAT, _VERSION, map_location=map_location, revision=revision)
+        return cls._build(blob["config"], state, folder / CONFIG, folder / WEIGHTS)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -19,6 +20,9 @@ from torch import nn
 
 from envs.atomic import atomic_torch_save
 from envs.checkpoint import config_from, expect_format, load_torch, restore
+from envs.hub import CONFIG, WEIGHTS, load_folder, save_folder
+from envs.model_card import CardFacts, render_card
+from envs.provenance import versions
 
 _FORMAT = "wm-vla-rl/proprio_model"
 
@@ -80,9 +84,35 @@ class ProprioModel(nn.Module):
     def load(cls, path: str | os.PathLike) -> ProprioModel:
         what = "proprio model (ProprioModel.save)"
         blob = expect_format(load_torch(path, what), path, what, _FORMAT, ("config", "state_dict"))
-        model = cls(config_from(ProprioConfig, blob["config"], path, "proprio"))
-        restore(model, blob["state_dict"], path, "proprio model")
+        return cls._build(blob["config"], blob["state_dict"], path, path)
+
+    @classmethod
+    def _build(cls, config: dict, state: dict, config_path: str | os.PathLike, state_path: str | os.PathLike
+               ) -> ProprioModel:
+        model = cls(config_from(ProprioConfig, config, config_path, "proprio"))
+        restore(model, state, state_path, "proprio model")
         return model.eval()
+
+    def save_pretrained(self, folder: str | os.PathLike, facts: CardFacts | None = None) -> Path:
+        """The Hub layout in `folder`: config.json, model.safetensors (weights and normalisation), README.md."""
+        c = self.cfg
+        what = (f"Proprioception dynamics (wm-vla-rl): the robot state ({c.state_dim} values) after each of "
+                f"{c.chunk_len} actions, from the state before them; it feeds obs['state'] to a policy acting "
+                "inside the video world model.")
+        code = ("from world_models.proprio import ProprioModel\n"
+                "proprio = ProprioModel.from_pretrained({name})\n"
+                "states = proprio.predict(state, actions)   # [B, S], [B, K, 7] -> [B, K, S]")
+        card = render_card("Proprio model", what, code, facts or CardFacts(), versions(), tags=["world-model"])
+        return save_folder(folder, fmt=_FORMAT, version=None, config=asdict(self.cfg), state_dict=self.state_dict(),
+                           card=card)
+
+    @classmethod
+    def from_pretrained(cls, folder_or_repo_id: str | os.PathLike, map_location: str | torch.device = "cpu",
+                        revision: str | None = None) -> ProprioModel:
+        """The model of a save_pretrained folder, or of a Hub repo id (downloaded), in eval mode."""
+        folder, blob, state = load_folder(folder_or_repo_id, "proprio model folder (ProprioModel.save_pretrained)",
+                                          _FORMAT, None, map_location=map_location, revision=revision)
+        return cls._build(blob["config"], state, folder / CONFIG, folder / WEIGHTS)
 
 
 def chunk_pairs(states: list[np.ndarray], actions: list[np.ndarray], K: int) -> tuple[np.ndarray, ...]:

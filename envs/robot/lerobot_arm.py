@@ -87,7 +87,7 @@ def ee_action(action: np.ndarray, state: np.ndarray, cfg: LeRobotArmConfig) -> d
 
 def square_resize(frame: np.ndarray, size: int) -> np.ndarray:
     """uint8 [H, W, 3] camera frame -> [size, size, 3]: centre crop to a square, then area resize."""
-    import cv2  # lazy: opencv comes with LIBERO and with LeRobot
+    import cv2  # lazy: the [robot] extra (LIBERO and LeRobot bring opencv too)
 
     h, w = frame.shape[:2]
     side = min(h, w)

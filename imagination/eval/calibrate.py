@@ -27,6 +27,7 @@ import torch
 
 from envs.atomic import atomic_write_json
 from envs.dataset import EpisodeDataset
+from envs.provenance import provenance
 from imagination.env import ImaginationConfig, StartEpisode
 from imagination.imagine import imagine, open_imagination, recorded_actions, recorded_ends
 from imagination.keyframes import Keyframe, KeyframeConfig
@@ -186,7 +187,8 @@ def calibrate_success(cfg: CalibrateConfig) -> dict:
     wm.save(out)
     result = {"checkpoint": cfg.checkpoint, "out": str(out), "data_dir": data, **asdict(choice),
               "episodes": [{"episode_index": i, "source": s, "real_success": bool(label), "max_success_prob": float(p)}
-                           for i, s, label, p in zip(indices, sources, labels, probs)]}
+                           for i, s, label, p in zip(indices, sources, labels, probs)],
+              "provenance": provenance(cfg.seed, {"episodes": indices})}
     atomic_write_json(out.parent / "calibration.json", result, indent=2)
     plot_outcome_histogram(out.parent / "calibration.png", probs, labels, choice.threshold,
                            "highest success probability along the imagined replay", "threshold", bins=20)

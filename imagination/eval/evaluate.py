@@ -25,6 +25,7 @@ from envs.atomic import atomic_write_json
 from envs.dataset import encode_preview
 from envs.frames import tile_views
 from envs.outcome import FIGURES, failure_counts, outcome
+from envs.provenance import provenance
 from imagination.eval.jobs import EnvFactory, EnvSpec, EvalConfig, EvalEnv, Job
 from imagination.eval.libero import LiberoEvalEnv
 from policies.base import Policy, RandomPolicy, RandomPolicyConfig
@@ -200,7 +201,9 @@ def evaluate(cfg: EvalConfig, policy: Policy | None = None, progress: bool = Tru
               **summarize(records, instructions),
               "timing": {"seconds": seconds, "env_steps": steps, "env_steps_per_second": steps / seconds,
                          "episodes_per_minute": 60 * len(records) / seconds},
-              "episodes": records, "config": asdict(cfg)}
+              "episodes": records, "config": asdict(cfg),
+              # versions of the simulator stack and the project, the seed and every job as [task, init state, seed]
+              "provenance": provenance(cfg.seed, [(j.task_id, j.init_state_id, j.seed) for j in jobs])}
     atomic_write_json(Path(cfg.out_dir) / "results.json", result, indent=2)
     return result
 

@@ -105,7 +105,7 @@ class LoopState:
                                      "phases": [], "world_models": [], "guard": [], "data": {}, "bc_dir": ""}
         if self.path.exists():
             old = json.loads(self.path.read_text())
-            kept = ("stages", "phases", "world_models", "guard", "data", "bc_dir")
+            kept = ("stages", "phases", "world_models", "guard", "data", "bc_dir", "provenance")
             self.data.update({k: old[k] for k in kept if k in old})
         self.run_dir.mkdir(parents=True, exist_ok=True)
 

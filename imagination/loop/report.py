@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 
 from envs.atomic import atomic_write, atomic_write_text
 from envs.outcome import OUTCOMES
+from envs.provenance import provenance_markdown
 from imagination.eval.closed_loop import paired_separation
 
 NOT_RUN = "not run"
@@ -425,7 +426,7 @@ def write_report(run_dir: str | Path) -> tuple[Path, Path]:
     md = ["# Co-evolution loop report", "", f"Run folder: `{name}`", ""]
     md += (_stages(loop) + _real(run, phases, real) + _imagined(loop, phases, real, imagined)
            + _world_models(run, loop.get("world_models") or []) + _curves(run, loop, [p for p in phases if p.get("rl")])
-           + _data(loop) + _videos(run, loop, phases, real))
+           + _data(loop) + _videos(run, loop, phases, real) + provenance_markdown(loop.get("provenance")))
     if run.notes:
         md += ["## Notes", ""] + [f"- {n}" for n in dict.fromkeys(run.notes)] + [""]
     text = "\n".join(md)

@@ -15,6 +15,7 @@ from pathlib import Path
 from envs.cli import save_config
 from envs.collection import collect_dataset
 from envs.dataset import EpisodeDataset, select_meta
+from envs.provenance import provenance
 from imagination.eval.calibrate import CalibrateConfig, calibrate_success
 from imagination.eval.closed_loop import paired_separation
 from imagination.eval.evaluate import evaluate
@@ -101,6 +102,13 @@ def run_loop(cfg: LoopConfig) -> dict:
     cfg.validate()
     run = Path(cfg.out_dir)
     state = LoopState(cfg)
+    # what this (re)start runs with; a resumed run records the versions it finished under
+    seeds = {"collect": cfg.collect.seed, "world_model": cfg.world_model.seed, "bc": cfg.bc.seed, "rl": cfg.rl.seed,
+             "eval": cfg.eval.seed}
+    jobs = {"env": cfg.eval.env, "tasks": list(cfg.eval.tasks), "episodes_per_task": cfg.eval.episodes_per_task,
+            "init_state_offset": cfg.eval.init_state_offset}
+    state.data["provenance"] = provenance(seeds, jobs)
+    state.save()
     save_config(cfg, run / "loop_config.yaml")
     data = str(run / "data")
 

@@ -32,6 +32,7 @@ from envs.crash_points import crash_point
 from envs.dataset import EpisodeDataset, encode_preview, select_meta
 from envs.frames import tile_views
 from envs.libero_env import LiberoEnv
+from envs.provenance import provenance
 from imagination.env import ImaginationConfig, ImaginationVectorEnv
 from imagination.imagine import open_imagination
 from imagination.keyframes import KeyframeConfig
@@ -324,7 +325,9 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
               "seconds": time.time() - t0,
               "algo": cfg.rl.algo,
               "real_env_steps": LiberoEnv.process_steps - real_steps_before, "history": history, "videos": videos,
-              "first": history[0] if history else {}, "last": history[-1] if history else {}}
+              "first": history[0] if history else {}, "last": history[-1] if history else {},
+              # no jobs of its own: iteration i's keyframes and noise follow from (seed, i)
+              "provenance": provenance(cfg.seed)}
     if stopper is not None:  # which policy policy_path is, and why
         result["heldout"] = {"scores": stopper.scores, "best_iteration": stopper.best_iteration,
                              "best_success": stopper.best_score, "stopped_early": stopper.should_stop}

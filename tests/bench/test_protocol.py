@@ -54,7 +54,8 @@ def test_build_trains_on_init_states_0_to_9_and_bc_from_one_demo_and_fewer_steps
     assert bc.episodes_per_task == 1 and bc.steps == p.bc_steps == 750 and bc.data_dir == paths["data"]
     assert bc.policy.views == ["agentview"] and bc.steps != loop.bc.steps  # the protocol's start, not the preset's
     assert recorded["calibrate"][0].checkpoint == paths["world_model"]
-    assert Path(tmp_path / "rl_gain" / "protocol.json").is_file()
+    record = json.loads((tmp_path / "rl_gain" / "protocol.json").read_text())["provenance"]
+    assert record["seed"] == p.seed and record["jobs"]["bench_init_states"] == [20, 49]
     # a second build finds every stage finished and runs none again
     protocol.build(p, loop)
     assert [len(v) for v in recorded.values()] == [1, 1, 1, 1]

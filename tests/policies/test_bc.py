@@ -3,6 +3,7 @@ real LIBERO."""
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
 from dataclasses import replace
@@ -68,6 +69,8 @@ def test_bc_loss_decreases_and_script_writes_a_loadable_policy(square_dataset, t
     assert result["steps"] == 150 and result["episodes"] == 8
     for name in ("config.yaml", "checkpoint.pt", "policy.pt", "result.json"):
         assert (tmp_path / "run" / name).is_file(), name
+    record = json.loads((tmp_path / "run" / "result.json").read_text())["provenance"]
+    assert record["seed"] == 0 and record["versions"]["torch"] == torch.__version__
     assert list((tmp_path / "run" / "logs").iterdir())  # tensorboard events
     policy = Policy.load(tmp_path / "run" / "policy.pt")
     ep = EpisodeDataset(square_dataset)[0]

@@ -35,7 +35,8 @@ def test_train_then_eval(square_data, tmp_path):
     assert res["episodes"] == split["held_out"]
     assert len(res["psnr_per_step"]) == 10 and len(res["ssim_per_step"]) == 10
     assert 0 < res["psnr"] < 100 and -1 <= res["ssim"] <= 1 and 0 <= res["success_f1"] <= 1
-    assert json.loads((tmp_path / "eval" / "eval.json").read_text())["psnr"] == res["psnr"]
+    saved = json.loads((tmp_path / "eval" / "eval.json").read_text())
+    assert saved["psnr"] == res["psnr"] and saved["provenance"]["jobs"]["episodes"] == res["episodes"]
     assert -1 <= res["static_ssim"] <= 1 and all("static_ssim" in e for e in res["per_episode"])
     # the episode-outcome F1 is the F1 of "the head fired at some step" against "the episode succeeded"
     pe = res["per_episode"]

@@ -160,6 +160,7 @@ def test_script_writes_table_and_plot(setup, capsys):
     assert (setup / "check" / "closed_loop.png").stat().st_size > 0
     saved = json.loads((setup / "check" / "closed_loop.json").read_text())
     assert len(saved["jobs"]) == 8 and {j["policy"] for j in saved["jobs"]} == {"a", "b"}
+    assert saved["provenance"]["jobs"] == [[j["task_id"], j["init_state_id"], j["seed"]] for j in saved["jobs"]]
     assert "AUC within task" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="one results.json per policy"):
         check_closed_loop(CheckConfig(**vars(_cl(setup)), policies=[str(setup / "policy.pt")], real_results=[]))

@@ -126,6 +126,10 @@ def test_success_per_task_records_and_videos(fake, tmp_path):
     assert set(range(9)) <= set(env.resets)
     on_disk = json.loads((tmp_path / "eval2" / "results.json").read_text())
     assert on_disk["overall"] == result["overall"] and on_disk["config"]["env"] == "fake"
+    # the reproducibility record: versions, the seed and every job as [task, init state, seed]
+    record = on_disk["provenance"]
+    assert record["seed"] == on_disk["config"]["seed"] and record["versions"]["torch"] == torch.__version__
+    assert record["jobs"] == [[r["task_id"], r["init_state_id"], r["seed"]] for r in result["episodes"]]
     videos = sorted((tmp_path / "eval2" / "videos").glob("*.mp4"))
     assert [v.name for v in videos] == ["ep000_task0_init0_success.mp4", "ep001_task0_init1_success.mp4"]
     frames = decode_video(videos[1])

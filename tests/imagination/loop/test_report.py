@@ -11,9 +11,11 @@ from urllib.parse import unquote
 
 import numpy as np
 import pytest
+import torch
 from torch.utils.tensorboard import SummaryWriter
 
 from envs.dataset import encode_video
+from envs.provenance import provenance
 from imagination.eval.evaluate import summarize, wilson_interval
 from imagination.loop.report import write_report
 
@@ -132,6 +134,16 @@ def _row(md: str, start: str) -> list[str]:
 
 def _links(md: str) -> list[str]:
     return [unquote(m) for m in re.findall(r"\]\(([^)]+)\)", md)]
+
+
+def test_reproducibility_section(run_dir: Path) -> None:
+    md = write_report(run_dir)[0].read_text()
+    assert "## Reproducibility" in md and "not recorded by this run" in md  # loop.json from before the record
+    loop = json.loads((run_dir / "loop.json").read_text())
+    loop["provenance"] = provenance({"rl": 1}, {"env": "libero_spatial", "tasks": [0, 1]})
+    (run_dir / "loop.json").write_text(json.dumps(loop))
+    md = write_report(run_dir)[0].read_text()
+    assert f"torch {torch.__version__}" in md and "seed: {'rl': 1}" in md and "'tasks': [0, 1]" in md
 
 
 def test_success_tables_and_guard(run_dir: Path) -> None:

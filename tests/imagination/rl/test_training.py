@@ -1,6 +1,7 @@
 """Imagined RL end to end on a tiny world model of the square world (tests/world_models/conftest.py):
 the square must reach the right quarter, so GRPO has to learn to push action[0] positive. Also:
 exact resume, no real simulator steps, and the freeze mechanism rollouts rely on."""
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -112,6 +113,8 @@ def test_resume_continues_exactly(square_setup, tmp_path):
     resumed = train_rl(_config(square_setup, tmp_path / "b", iterations=3, checkpoint_every=1), progress=False)
     assert [r["imagined_return"] for r in resumed["history"]] == [r["imagined_return"] for r in straight["history"]]
     assert resumed["history"][-1]["policy_loss"] == pytest.approx(straight["history"][-1]["policy_loss"], abs=1e-6)
+    on_disk = json.loads((tmp_path / "b" / "result.json").read_text())
+    assert on_disk["provenance"]["seed"] == 0 and on_disk["provenance"]["versions"]["torch"] == torch.__version__
 
 
 def test_bad_inputs_give_clear_errors(square_setup, tmp_path):
