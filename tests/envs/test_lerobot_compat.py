@@ -92,6 +92,27 @@ print(json.dumps(ds.meta.info["features"]["observation.images.image"]["info"]))
 """
 
 
+# Appends the episode of argv[2] (.npz) to the dataset at argv[1] with lerobot's recording API, as a user
+# extending one of our datasets with `lerobot-record --resume` would.
+APPEND_SCRIPT = """
+import json, sys
+import numpy as np
+from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+root, src = sys.argv[1], np.load(sys.argv[2])
+ds = LeRobotDataset("local/ours", root=root, video_backend="pyav")
+cams = {"agentview": "observation.images.image", "wrist": "observation.images.image2"}
+for t in range(len(src["state"])):
+    frame = {k: src[view][t] for view, k in cams.items()}
+    frame.update({"observation.state": src["state"][t], "action": src["action"][t], "task": str(src["task"]),
+                  "next.reward": src["reward"][t:t + 1], "next.success": src["success"][t:t + 1],
+                  "next.done": src["success"][t:t + 1]})
+    ds.add_frame(frame)
+ds.save_episode()
+ds.finalize()
+print(json.dumps({"episodes": ds.meta.total_episodes}))
+"""
+
 def episodes() -> list[Episode]:
     rng = np.random.default_rng(0)
     out = []
@@ -180,3 +201,36 @@ def test_our_world_model_trains_on_a_lerobot_written_dataset(lerobot_python: Pat
     trainer = Trainer(cfg)
     losses = [trainer.step()["denoise"] for _ in range(3)]
     assert all(np.isfinite(losses)), losses
+
+
+def test_lerobot_and_our_writer_append_to_each_others_dataset(lerobot_python: Path, tmp_path: Path) -> None:
+    """Ours (3 episodes) + one recorded by lerobot + one more of ours: both sides read all five. This needs
+    the stats, the episodes rows and the tasks table each writer leaves to be ones the other can extend."""
+    eps = episodes()
+    extra = dataclasses.replace(eps[1], instruction="a task lerobot added")
+    root = tmp_path / "mixed"
+    cfg = DatasetConfig(fps=FPS, image_size=(SIZE, SIZE), camera_keys=LIBERO_KEYS)
+    with EpisodeWriter(root, cfg, pack=True) as writer:
+        for ep in eps:
+            writer.append(ep)
+    src = {"state": extra.state, "action": extra.action, "task": np.array(extra.instruction), "reward": extra.reward,
+           "success": extra.success, **extra.frames}
+    np.savez(tmp_path / "extra.npz", **src)  # type: ignore[arg-type]  # numpy's stubs take **kwds as one array type
+    assert run_in_venv("lerobot", APPEND_SCRIPT, [str(root), str(tmp_path / "extra.npz")]) == {"episodes": 4}
+    with EpisodeWriter(root, pack=True) as writer:  # reopens what lerobot left: its info, stats and tasks
+        assert writer.append(eps[2]) == 4
+    all_eps = [*eps, extra, eps[2]]
+
+    ds = EpisodeDataset(root)
+    assert len(ds) == 5 and [ds[i].instruction for i in range(5)] == [e.instruction for e in all_eps]
+    for i, want in enumerate(all_eps):
+        np.testing.assert_array_equal(ds[i].state, want.state)
+        np.testing.assert_array_equal(ds[i].action, want.action)
+    np.testing.assert_array_equal(ds[4].frames["agentview"], eps[2].frames["agentview"])  # ours: lossless
+
+    got = run_in_venv("lerobot", READ_SCRIPT, [str(root), str(tmp_path / "seen.npz")])
+    assert got["episodes"] == 5 and got["lengths"] == [len(e) for e in all_eps]
+    assert got["tasks"] == {TASKS[0]: 0, TASKS[1]: 1, extra.instruction: 2}
+    assert [r[0] for r in got["rows"]] == [i for i, e in enumerate(all_eps) for _ in range(len(e))]
+    seen = np.load(tmp_path / "seen.npz")
+    np.testing.assert_array_equal(seen["actions"], np.concatenate([e.action for e in all_eps]))
