@@ -31,8 +31,10 @@ def venv_python(name: str) -> Path | None:
 def require_venv(name: str) -> Path:
     """The side venv's python; skips the calling test, saying how to build it, when there is none."""
     python = venv_python(name)
+    env, target = VENVS[name]
+    if python is None and os.environ.get(env):  # asked for by name: a wrong path is an error, not a skip
+        pytest.fail(f"{env}={os.environ[env]!r} is not a file")
     if python is None:
-        env, target = VENVS[name]
         pytest.skip(f"the {name} venv is not built: run `make {target}` (or set {env} to its python)")
     return python
 

@@ -23,6 +23,8 @@ from envs.dataset import LIBERO_KEYS, DatasetConfig, Episode, EpisodeDataset, Ep
 from tests.envs.test_dataset import smooth_frames
 from tests.interop import require_venv, run_in_venv
 
+pytestmark = pytest.mark.slow  # each test starts lerobot (torch, datasets) in a subprocess: 10-30 s
+
 SIZE = 32
 FPS = 10
 LENGTHS = (9, 12, 7)
