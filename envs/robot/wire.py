@@ -96,8 +96,13 @@ def _dtype(value: Any, path: str) -> np.dtype:
     if isinstance(value, str):
         if value in ALLOWED_DTYPES:
             return np.dtype(value).newbyteorder("<")  # protocol 1 sends little-endian data
-        if _DTYPE_STR.fullmatch(value) and np.dtype(value).name in ALLOWED_DTYPES:
-            return np.dtype(value)
+        if _DTYPE_STR.fullmatch(value):
+            try:
+                dtype = np.dtype(value)
+            except TypeError:  # the pattern admits sizes numpy has no such type of ("<f1", "|b4")
+                dtype = None
+            if dtype is not None and dtype.name in ALLOWED_DTYPES:
+                return dtype
     raise RequestError(path, f"array dtype {value!r} is not one of {sorted(ALLOWED_DTYPES)} (by name or as "
                              "numpy's dtype.str, e.g. '<f4')")
 

@@ -98,7 +98,7 @@ def test_we_write_openpi_layout_and_still_read_protocol_1():
                          "instruction": "pick"}, use_bin_type=True)
     obs, batched, _ = parse_request(unpack(old))
     assert not batched and obs["image"].shape == (1, 1, 8, 8, 3) and obs["state"].dtype == np.float32
-    for bad in ("O", "<U4", "V8", "<f16", "|S3", "<c8", "<u8", "float128"):
+    for bad in ("O", "<U4", "V8", "<f16", "|S3", "<c8", "<u8", "float128", "<f1", "|b4", 7, None):
         enc = msgpack.packb({"x": {OPENPI_ND_KEY: True, b"dtype": bad, b"shape": [1], b"data": bytes(8)}})
         with pytest.raises(ValueError, match="dtype"):
             unpack(enc)
