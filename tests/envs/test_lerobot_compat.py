@@ -2,8 +2,11 @@
 
 * Ours -> lerobot: a dataset written by EpisodeWriter (per-episode files and lossless video; packed
   files, LeRobot's LIBERO camera keys and browser-playable h264) is opened by lerobot's LeRobotDataset
-  from its local root; every frame's pixels, state, action, task and indices must be what we wrote, and
-  lerobot's own sampling (a DataLoader batch, delta_timestamps action chunks) must work on it.
+  from its local root, decoding with torchcodec (lerobot's default) or PyAV; every frame's pixels,
+  state, action, task and indices must be what we wrote, and lerobot's own sampling (a DataLoader
+  batch, delta_timestamps action chunks) must work on it.
+* Both ways: lerobot records an episode into one of our datasets, our writer appends after it, and
+  each side reads all of them.
 * Lerobot -> ours: a dataset written through lerobot's API (create, add_frame, save_episode, finalize;
   its default AV1 video) is read by EpisodeDataset and trains our world model for a few steps.
 
@@ -30,16 +33,16 @@ FPS = 10
 LENGTHS = (9, 12, 7)
 TASKS = ("put the bowl on the plate", "open the drawer", "put the bowl on the plate")
 
-# Opens argv[1] with lerobot, saves every frame's images (uint8 HWC), state and action to argv[2] (.npz)
-# and prints what lerobot made of the rest as JSON.
+# Opens argv[1] with lerobot's video backend argv[3] ("" = its default: torchcodec, installed with FFmpeg's
+# libraries by `make lerobot-venv`), saves every frame's images (uint8 HWC), state and action to argv[2]
+# (.npz) and prints what lerobot made of the rest as JSON.
 READ_SCRIPT = """
 import json, sys
 import numpy as np, torch
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-root, out = sys.argv[1], sys.argv[2]
-# pyav: torchcodec needs FFmpeg's shared libraries, which this headless machine does not have
-ds = LeRobotDataset("local/ours", root=root, video_backend="pyav")
+root, out, backend = sys.argv[1], sys.argv[2], sys.argv[3] or None
+ds = LeRobotDataset("local/ours", root=root, video_backend=backend)
 meta = ds.meta
 keys = list(meta.camera_keys)
 images = {k: [] for k in keys}
@@ -54,13 +57,13 @@ for i in range(len(ds)):
                 + [float(item["timestamp"]), item["task"]])
 first = ds[0][keys[0]]
 batch = next(iter(torch.utils.data.DataLoader(ds, batch_size=4, shuffle=False)))
-chunked = LeRobotDataset("local/ours", root=root, video_backend="pyav",
+chunked = LeRobotDataset("local/ours", root=root, video_backend=backend,
                          delta_timestamps={"action": [t / ds.fps for t in range(4)]})
 last = chunked[meta.episodes[0]["dataset_to_index"] - 1]  # an episode's last frame: the chunk runs past it
 np.savez(out, states=np.stack(states), actions=np.stack(actions),
          **{"img:" + k: np.stack(v) for k, v in images.items()})
 print(json.dumps({
-    "episodes": ds.num_episodes, "frames": ds.num_frames, "fps": ds.fps, "cameras": keys,
+    "episodes": ds.num_episodes, "frames": ds.num_frames, "fps": ds.fps, "cameras": keys, "backend": ds.video_backend,
     "tasks": {str(t): int(r["task_index"]) for t, r in meta.tasks.iterrows()},
     "rows": rows, "image": [str(first.dtype), list(first.shape)],
     "batch": [list(batch[keys[0]].shape), list(batch["action"].shape), list(batch["task"])],
@@ -102,7 +105,7 @@ import numpy as np
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 root, src = sys.argv[1], np.load(sys.argv[2])
-ds = LeRobotDataset("local/ours", root=root, video_backend="pyav")
+ds = LeRobotDataset("local/ours", root=root)
 cams = {"agentview": "observation.images.image", "wrist": "observation.images.image2"}
 for t in range(len(src["state"])):
     frame = {k: src[view][t] for view, k in cams.items()}
@@ -132,8 +135,9 @@ def lerobot_python() -> Path:
     return require_venv("lerobot")
 
 
-@pytest.mark.parametrize("variant", ["own_files_lossless", "packed_libero_keys_h264"])
-def test_lerobot_reads_our_dataset(lerobot_python: Path, tmp_path: Path, variant: str) -> None:
+@pytest.mark.parametrize("variant, backend", [("own_files_lossless", ""), ("own_files_lossless", "pyav"),
+                                              ("packed_libero_keys_h264", "")])
+def test_lerobot_reads_our_dataset(lerobot_python: Path, tmp_path: Path, variant: str, backend: str) -> None:
     lossless = variant == "own_files_lossless"
     cfg = DatasetConfig(fps=FPS, image_size=(SIZE, SIZE))
     if not lossless:
@@ -142,8 +146,9 @@ def test_lerobot_reads_our_dataset(lerobot_python: Path, tmp_path: Path, variant
     with EpisodeWriter(tmp_path / "ours", cfg, pack=not lossless) as writer:
         for ep in eps:
             writer.append(ep)
-    got = run_in_venv("lerobot", READ_SCRIPT, [str(tmp_path / "ours"), str(tmp_path / "seen.npz")])
+    got = run_in_venv("lerobot", READ_SCRIPT, [str(tmp_path / "ours"), str(tmp_path / "seen.npz"), backend])
     arrays = np.load(tmp_path / "seen.npz")
+    assert got["backend"] == (backend or "torchcodec")  # lerobot's default decoder, and its PyAV one
 
     total = sum(LENGTHS)
     keys = [cfg.camera_key(v) for v in cfg.views]
@@ -230,7 +235,7 @@ def test_lerobot_and_our_writer_append_to_each_others_dataset(lerobot_python: Pa
         np.testing.assert_array_equal(ds[i].action, want.action)
     np.testing.assert_array_equal(ds[4].frames["agentview"], eps[2].frames["agentview"])  # ours: lossless
 
-    got = run_in_venv("lerobot", READ_SCRIPT, [str(root), str(tmp_path / "seen.npz")])
+    got = run_in_venv("lerobot", READ_SCRIPT, [str(root), str(tmp_path / "seen.npz"), ""])
     assert got["episodes"] == 5 and got["lengths"] == [len(e) for e in all_eps]
     assert got["tasks"] == {TASKS[0]: 0, TASKS[1]: 1, extra.instruction: 2}
     assert [r[0] for r in got["rows"]] == [i for i, e in enumerate(all_eps) for _ in range(len(e))]
