@@ -118,6 +118,7 @@ ds.finalize()
 print(json.dumps({"episodes": ds.meta.total_episodes}))
 """
 
+
 def episodes() -> list[Episode]:
     rng = np.random.default_rng(0)
     out = []
@@ -194,9 +195,10 @@ def test_our_world_model_trains_on_a_lerobot_written_dataset(lerobot_python: Pat
         assert got.instruction == want.instruction and len(got) == len(want)
         np.testing.assert_array_equal(got.state, want.state)
         np.testing.assert_array_equal(got.action, want.action)
-        for view in ds.views:  # lossy AV1: close, and each frame its own
-            err = np.abs(got.frames[view].astype(int) - want.frames[view].astype(int))
-            assert got.frames[view].shape == want.frames[view].shape and err.mean() < 8, err.mean()
+        for view in ds.views:  # lossy AV1: close, and each frame nearest to its own original
+            seen, orig = got.frames[view].astype(int), want.frames[view].astype(int)
+            assert seen.shape == orig.shape and np.abs(seen - orig).mean() < 8, np.abs(seen - orig).mean()
+            assert [int(np.argmin(np.abs(orig - f).mean(axis=(1, 2, 3)))) for f in seen] == list(range(len(want)))
 
     torch.set_num_threads(1)
     cfg = TrainWorldModelConfig()
