@@ -5,9 +5,12 @@
     ...
     server.stop()
 
-Wire format and validation: `envs.robot.wire`. Safety of the server itself:
+Wire format and validation: `envs.robot.wire` (openpi's msgpack-numpy layout, so openpi-client's
+WebsocketClientPolicy is a client too: it sends our observation dict and reads "actions").
+Safety of the server itself:
   * binds 127.0.0.1 by default; any other address needs a token, checked at the handshake
-    (`Authorization: Bearer <token>`, constant-time comparison) before a single message is read;
+    (`Authorization: Bearer <token>`, or openpi's `Api-Key <token>`; constant-time comparison) before a
+    single message is read;
   * wrong or missing tokens are counted per address: after `auth_failures` within `auth_window_s`
     that address is refused (HTTP 429) before its token is compared; tokens need MIN_TOKEN_LEN
     characters and MIN_TOKEN_DISTINCT distinct ones (policies.server_limits);
@@ -225,8 +228,11 @@ class PolicyServer:
                 self.stats["rate_limited"] += 1
                 return connection.respond(HTTPStatus.TOO_MANY_REQUESTS, "too many failed handshakes from this "
                                           f"address; retry in {self.cfg.auth_window_s:g} s\n")
-            given = request.headers.get("Authorization", "")
-            if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
+            given = request.headers.get("Authorization", "").encode()
+            # "Bearer" from our client, "Api-Key" from openpi's WebsocketClientPolicy(api_key=...); both compared
+            # in constant time (no short-circuit: `|` evaluates both)
+            if not (hmac.compare_digest(given, f"Bearer {self.token}".encode())
+                    | hmac.compare_digest(given, f"Api-Key {self.token}".encode())):
                 self._auth_failures.record(addr)
                 self.stats["rejected_handshakes"] += 1
                 log.warning("refused a connection from %s: missing or wrong token", addr)

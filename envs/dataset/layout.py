@@ -308,13 +308,28 @@ def tasks_table(tasks: list[str]) -> pa.Table:
 
 def read_tasks(path: Path) -> list[str]:
     """Task strings ordered by task_index. The parquet page checksums are verified where written (EpisodeWriter
-    writes them), and a file that does not read is one DatasetCorruptError naming it."""
+    writes them), and a file that does not read is one DatasetCorruptError naming it.
+
+    The task strings are pandas' index, in a column named by the file's pandas metadata: "task" where the
+    index was named (our writer), "__index_level_0__" where it was not (lerobot 0.4's own datasets)."""
     try:
-        table = pq.read_table(path, columns=["task", "task_index"], page_checksum_verification=True)
+        table = pq.read_table(path, page_checksum_verification=True)
+        column = _task_column(table.schema)
+        order = np.argsort(table.column("task_index").to_numpy())
+        tasks = table.column(column).to_pylist()
     except FileNotFoundError:
         raise
-    except (OSError, pa.ArrowException, KeyError) as err:
+    except (OSError, pa.ArrowException, KeyError, ValueError) as err:
         raise DatasetCorruptError(f"{path}: unreadable task table ({err})") from None
-    order = np.argsort(table.column("task_index").to_numpy())
-    tasks = table.column("task").to_pylist()
     return [tasks[i] for i in order]
+
+
+def _task_column(schema: pa.Schema) -> str:
+    """The column holding the task strings: "task", else the pandas index column the metadata names."""
+    if "task" in schema.names:
+        return "task"
+    pandas_meta = json.loads((schema.metadata or {}).get(b"pandas", b"{}"))
+    index = [c for c in pandas_meta.get("index_columns", []) if isinstance(c, str) and c in schema.names]
+    if index:
+        return index[0]
+    raise KeyError(f"no task column: expected 'task' or a pandas index column, got {schema.names}")

@@ -76,7 +76,8 @@ def aggregate_stats(stats_list: Sequence[Mapping[str, Stats]]) -> dict[str, Stat
         return {}
     keys = list(stats_list[0])
     for i, stats in enumerate(stats_list):
-        if list(stats) != keys:
+        # as sets: a stats.json rewritten by lerobot lists the same features in another order
+        if set(stats) != set(keys):
             raise ValueError(f"stats #{i}: features {sorted(stats)} differ from {sorted(keys)}")
     return {key: _merge([s[key] for s in stats_list]) for key in keys}
 

@@ -1,10 +1,14 @@
 """Wire format between a robot client and a policy server: msgpack maps with numpy arrays inside.
 
-One message is one msgpack map. A numpy array travels as a map
+One message is one msgpack map. A numpy array travels as openpi's `msgpack_numpy` writes it (the
+`openpi-client` package on PyPI), so openpi's WebsocketClientPolicy can talk to our server:
 
-    {"__ndarray__": True, "dtype": "uint8", "shape": [2, 64, 64, 3], "data": <raw little-endian bytes>}
+    {b"__ndarray__": True, b"data": <raw bytes>, b"dtype": "|u1", b"shape": [2, 64, 64, 3]}
 
-so a client in any language with a msgpack library can talk to the server.
+bytes keys, and the dtype as numpy's `dtype.str` (byte order + kind + size: "<f4", "|u1", "|b1").
+We always send little-endian data. The decoder also reads this project's first format (protocol 1:
+str keys, dtype by name, {"__ndarray__": True, "dtype": "uint8", ...}) and openpi's numpy scalars
+({b"__npgeneric__": True, b"data": 1.5, b"dtype": "<f8"}, decoded to plain Python numbers).
 
 Request (client -> server): the observation dict of the project's convention, single or batched,
 plus an optional integer "id" echoed in the reply:
@@ -14,24 +18,32 @@ plus an optional integer "id" echoed in the reply:
     instruction  str                     or a list of B str
 Reply (server -> client): {"id", "actions": float32 [K, 7] (or [B, K, 7]), "timing_ms": {...}} or
 {"id", "error": {"code", "field", "message"}}. Right after the handshake the server sends one
-{"type": "metadata", ...} message describing the policy (chunk length, views, image size).
+{"type": "metadata", ...} message describing the policy (chunk length, views, image size); openpi's
+client reads it as its server metadata, then sends observations with `infer` and gets the reply map.
 
 This module decodes untrusted bytes: every size is bounded before memory is allocated for it, only
 plain numeric dtypes are accepted (never pickled objects), and every error names the offending field.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import msgpack
 import numpy as np
 
-PROTOCOL_VERSION = 1
-ND_KEY = "__ndarray__"
+# 2: arrays written in openpi's layout (bytes keys, dtype.str); 1 (still read): str keys, dtype.name
+PROTOCOL_VERSION = 2
+ND_KEY = "__ndarray__"  # protocol 1's marker (str); openpi's is the same name as bytes
+OPENPI_ND_KEY = b"__ndarray__"
+OPENPI_GENERIC_KEY = b"__npgeneric__"
 # Numeric dtypes only: an "object" dtype would mean unpickling, i.e. running the sender's code.
 ALLOWED_DTYPES = frozenset({"bool", "uint8", "int8", "uint16", "int16", "int32", "int64", "float16", "float32",
                             "float64"})
+# dtype.str of those: an optional byte order, then kind and size ("<f4", "|u1", ">i8"); matched before
+# np.dtype() sees the string, so no other dtype syntax (records, objects, "O") reaches numpy's parser
+_DTYPE_STR = re.compile(r"[<>|=]?[biuf][1248]")
 REQUEST_KEYS = ("image", "state", "instruction", "id")
 
 
@@ -62,7 +74,8 @@ def _encode_default(obj: Any) -> Any:
         if obj.dtype.name not in ALLOWED_DTYPES:
             raise TypeError(f"cannot send a numpy array of dtype {obj.dtype} (allowed: {sorted(ALLOWED_DTYPES)})")
         arr = np.ascontiguousarray(obj, dtype=obj.dtype.newbyteorder("<"))
-        return {ND_KEY: True, "dtype": obj.dtype.name, "shape": list(arr.shape), "data": arr.tobytes()}
+        # openpi's msgpack_numpy layout, so that openpi-client decodes our replies with its own unpackb
+        return {OPENPI_ND_KEY: True, b"data": arr.tobytes(), b"dtype": arr.dtype.str, b"shape": list(arr.shape)}
     if isinstance(obj, np.generic):
         return obj.item()
     raise TypeError(f"cannot send an object of type {type(obj).__name__}")
@@ -73,20 +86,50 @@ def pack(obj: Any) -> bytes:
     return msgpack.packb(obj, default=_encode_default, use_bin_type=True)
 
 
+def _field(d: dict, name: str) -> Any:
+    """d[name] under openpi's bytes key or protocol 1's str key."""
+    return d[name.encode()] if name.encode() in d else d.get(name)
+
+
+def _dtype(value: Any, path: str) -> np.dtype:
+    """The array dtype named by `value`: a dtype.str ("<f4", openpi) or a name ("float32", protocol 1)."""
+    if isinstance(value, str):
+        if value in ALLOWED_DTYPES:
+            return np.dtype(value).newbyteorder("<")  # protocol 1 sends little-endian data
+        if _DTYPE_STR.fullmatch(value):
+            try:
+                dtype = np.dtype(value)
+            except TypeError:  # the pattern admits sizes numpy has no such type of ("<f1", "|b4")
+                dtype = None
+            if dtype is not None and dtype.name in ALLOWED_DTYPES:
+                return dtype
+    raise RequestError(path, f"array dtype {value!r} is not one of {sorted(ALLOWED_DTYPES)} (by name or as "
+                             "numpy's dtype.str, e.g. '<f4')")
+
+
 def _array(d: dict, path: str) -> np.ndarray:
-    dtype, shape, data = d.get("dtype"), d.get("shape"), d.get("data")
-    if not isinstance(dtype, str) or dtype not in ALLOWED_DTYPES:
-        raise RequestError(path, f"array dtype {dtype!r} is not one of {sorted(ALLOWED_DTYPES)}")
+    dtype, shape, data = _dtype(_field(d, "dtype"), path), _field(d, "shape"), _field(d, "data")
     if not isinstance(shape, list) or len(shape) > 8 or not all(type(s) is int and s >= 0 for s in shape):
         raise RequestError(path, f"array shape must be a list of at most 8 non-negative integers, got {shape!r}")
     if not isinstance(data, bytes):
         raise RequestError(path, f"array data must be msgpack bin bytes, got {type(data).__name__}")
     count = int(np.prod(shape, dtype=object)) if shape else 1  # Python ints: no overflow on hostile shapes
-    itemsize = np.dtype(dtype).itemsize
-    if count * itemsize != len(data):
-        raise RequestError(path, f"array of shape {shape} and dtype {dtype} needs {count * itemsize} bytes, "
-                                 f"got {len(data)}")
-    return np.frombuffer(data, dtype=np.dtype(dtype).newbyteorder("<")).reshape(shape).astype(dtype, copy=False)
+    if count * dtype.itemsize != len(data):
+        raise RequestError(path, f"array of shape {shape} and dtype {dtype.name} needs {count * dtype.itemsize} "
+                                 f"bytes, got {len(data)}")
+    # native byte order out, whatever came in (a big-endian ">f4" from another machine included)
+    return np.frombuffer(data, dtype=dtype).reshape(shape).astype(dtype.newbyteorder("="), copy=False)
+
+
+def _scalar(d: dict, path: str) -> int | float | bool:
+    """openpi's numpy scalar map -> a Python number of that dtype."""
+    dtype, value = _dtype(_field(d, "dtype"), path), _field(d, "data")
+    if type(value) not in (int, float, bool):
+        raise RequestError(path, f"numpy scalar data must be a number, got {type(value).__name__}")
+    try:
+        return dtype.type(value).item()
+    except (OverflowError, ValueError) as e:
+        raise RequestError(path, f"numpy scalar {value!r} does not fit {dtype.name} ({e})") from None
 
 
 def _arrays(obj: Any, path: str, depth: int, max_depth: int) -> Any:
@@ -94,12 +137,19 @@ def _arrays(obj: Any, path: str, depth: int, max_depth: int) -> Any:
     if depth > max_depth:
         raise RequestError(path, f"nested deeper than {max_depth} levels")
     if isinstance(obj, dict):
-        if obj.get(ND_KEY) is True:
+        if obj.get(ND_KEY) is True or obj.get(OPENPI_ND_KEY) is True:
             return _array(obj, path)
-        return {k: _arrays(v, f"{path}.{k}" if path else str(k), depth + 1, max_depth) for k, v in obj.items()}
+        if obj.get(OPENPI_GENERIC_KEY) is True:
+            return _scalar(obj, path)
+        return {k: _arrays(v, f"{path}.{_name(k)}" if path else _name(k), depth + 1, max_depth)
+                for k, v in obj.items()}
     if isinstance(obj, list):
         return [_arrays(v, f"{path}[{i}]", depth + 1, max_depth) for i, v in enumerate(obj)]
     return obj
+
+
+def _name(key: Any) -> str:
+    return key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
 
 
 def unpack(data: object, limits: WireLimits | None = None) -> Any:
@@ -185,5 +235,5 @@ def error_reply(rid: int | None, code: str, message: str, field: str = "") -> by
     return pack({"id": rid, "error": {"code": code, "field": field, "message": message}})
 
 
-__all__ = ["ALLOWED_DTYPES", "PROTOCOL_VERSION", "RequestError", "WireLimits", "error_reply", "pack",
-           "parse_request", "unpack"]
+__all__ = ["ALLOWED_DTYPES", "ND_KEY", "OPENPI_ND_KEY", "PROTOCOL_VERSION", "RequestError", "WireLimits",
+           "error_reply", "pack", "parse_request", "unpack"]

@@ -156,3 +156,31 @@ def test_foreign_info_json_checked_for_what_every_v3_dataset_has(tmp_path: Path)
         with pytest.raises(DatasetCorruptError) as err:
             EpisodeDataset(root)
         assert str(info_path) in str(err.value) and field in str(err.value)
+
+
+def test_lerobot_task_table_and_stats_order(tmp_path: Path) -> None:
+    """What real lerobot 0.4.4 writes (tests/envs/test_lerobot_compat.py): the task strings as an unnamed
+    pandas index, i.e. a column "__index_level_0__" that the pandas metadata names, and stats.json features
+    in an order of its own, which our writer must still merge when it appends."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from envs.dataset.layout import read_tasks
+    from envs.dataset.stats import aggregate_stats, lowdim_stats
+
+    table = pa.table({"task_index": pa.array([1, 0], pa.int64()), "__index_level_0__": ["second", "first"]})
+    pandas_meta = {"index_columns": ["__index_level_0__"], "columns": []}
+    pq.write_table(table.replace_schema_metadata({b"pandas": json.dumps(pandas_meta).encode()}),
+                   tmp_path / "tasks.parquet")
+    assert read_tasks(tmp_path / "tasks.parquet") == ["first", "second"]
+    pq.write_table(pa.table({"task_index": [0], "name": ["x"]}), tmp_path / "bad.parquet")
+    with pytest.raises(DatasetCorruptError, match="no task column"):
+        read_tasks(tmp_path / "bad.parquet")
+
+    a, b = lowdim_stats(np.arange(4.0)), lowdim_stats(np.arange(2.0))
+    merged = aggregate_stats([{"x": a, "y": b}, {"y": b, "x": a}])
+    assert merged["x"]["count"].tolist() == [8] and merged["y"]["count"].tolist() == [4]
+    with pytest.raises(ValueError, match="differ"):
+        aggregate_stats([{"x": a}, {"y": b}])
