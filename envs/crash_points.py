@@ -11,8 +11,10 @@ run's. The variable is read once, at import: when it is unset `crash_point` retu
 
 Points (`POINTS`; a name not listed is refused when the variable is read, so a typo cannot pass silently):
     collect.step                      one control step of a recorded episode (mid-episode)
+    dataset.seal_opened               an append's episode files written and meta/seal.sha256 opened (accepting
+                                      old and new meta files), tasks.parquet and stats.json not yet rewritten
     dataset.before_commit             an append's files and stats.json written, info.json (the commit) not yet
-    dataset.after_commit              info.json committed, the writer's memory not yet updated
+    dataset.after_commit              info.json committed, the seal not yet closed, the writer's memory not updated
     wm.checkpoint.state_saved         inside a checkpoint save: accelerate's state in step_N.tmp, nothing else
     wm.checkpoint.before_commit       world_model.pt written, the checkpoint folder not yet renamed into place
     wm.checkpoint.after_commit        checkpoint committed, older ones not yet pruned
@@ -30,9 +32,10 @@ import os
 import signal
 
 ENV = "VLA_CRASH_AT"
-POINTS = ("collect.step", "dataset.before_commit", "dataset.after_commit", "wm.checkpoint.state_saved",
-          "wm.checkpoint.before_commit", "wm.checkpoint.after_commit", "bc.step", "bc.checkpoint_saved",
-          "bc.before_policy", "rl.iteration", "rl.checkpoint_saved", "rl.before_result", "loop.stage_done")
+POINTS = ("collect.step", "dataset.seal_opened", "dataset.before_commit", "dataset.after_commit",
+          "wm.checkpoint.state_saved", "wm.checkpoint.before_commit", "wm.checkpoint.after_commit", "bc.step",
+          "bc.checkpoint_saved", "bc.before_policy", "rl.iteration", "rl.checkpoint_saved", "rl.before_result",
+          "loop.stage_done")
 
 
 def _parse(value: str | None) -> tuple[str, int] | None:

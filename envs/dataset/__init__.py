@@ -1,6 +1,7 @@
 """Episode dataset on disk, in the LeRobotDataset v3.0 layout (readable by lerobot).
 
     meta/info.json              codebase_version "v3.0", fps, totals, features; the commit point
+    meta/seal.sha256            ours: sha256 of each meta file, checked on open (envs.dataset.seal)
     meta/stats.json             per-feature min/max/mean/std/count/q01..q99 over all frames
     meta/tasks.parquet          task strings ("task") with their "task_index"
     meta/episodes/chunk-CCC/file-FFF.parquet

@@ -7,7 +7,8 @@ digest is cached under the file's identity (device, inode, size, mtime), so a tr
 decodes an episode many times hashes it once; a file replaced or rewritten since is hashed again.
 
     source = open_checked(path)          # (digest, a BytesIO of the bytes) on first open, else (digest, path)
-    digest = file_digest(path)           # cached hash without keeping the bytes (verify=True)
+    digest = file_digest(path)           # cached hash without keeping the bytes (verify=True; the writer)
+    digest = bytes_digest(data)          # bytes in memory (a file about to be written, a meta file read)
 """
 from __future__ import annotations
 
@@ -34,6 +35,11 @@ def _remember(key: tuple[int, int, int, int], digest: str) -> str:
         _digests[key] = digest
         _hashed += 1
     return digest
+
+
+def bytes_digest(data: bytes) -> str:
+    """Hex sha256 of `data`: the one hash every recorded checksum of a dataset uses."""
+    return hashlib.sha256(data).hexdigest()
 
 
 def file_digest(path: str | os.PathLike) -> str:
@@ -63,7 +69,7 @@ def open_checked(path: str | os.PathLike) -> tuple[str, Path | io.BytesIO]:
     if cached is not None:
         return cached, path
     data = path.read_bytes()
-    return _remember(key, hashlib.sha256(data).hexdigest()), io.BytesIO(data)
+    return _remember(key, bytes_digest(data)), io.BytesIO(data)
 
 
 def files_hashed() -> int:

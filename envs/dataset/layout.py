@@ -1,6 +1,7 @@
 """Paths, config and meta files of the LeRobotDataset v3.0 layout, shared by writer and reader.
 
     meta/info.json                       config, totals, features (commit point of every append)
+    meta/seal.sha256                     ours: sha256 of every meta file, sealed (envs.dataset.seal)
     meta/stats.json                      dataset-level feature stats
     meta/tasks.parquet                   task strings, task_index = row
     meta/episodes/chunk-CCC/file-FFF.parquet   one row per episode (indices, checksums, our metadata)
@@ -218,7 +219,8 @@ _PATH_TEMPLATES: dict[str, dict[str, Any]] = {"data_path": {"chunk_index": 0, "f
                                               "video_path": {"video_key": "v", "chunk_index": 0, "file_index": 0}}
 
 
-def read_info(path: Path, supported: str, any_v3: bool = False) -> tuple[dict[str, Any], DatasetConfig | None]:
+def read_info(path: Path, supported: str, any_v3: bool = False,
+              data: bytes | None = None) -> tuple[dict[str, Any], DatasetConfig | None]:
     """(info, config) of meta/info.json at `path`, checked field by field; one DatasetCorruptError naming
     the file and the field for bad JSON, a missing field or a wrong type, instead of the KeyError,
     JSONDecodeError or AttributeError that reading it blindly gives. ValueError (with `supported`, what the
@@ -227,11 +229,9 @@ def read_info(path: Path, supported: str, any_v3: bool = False) -> tuple[dict[st
     What is checked is what every LeRobot v3.0 dataset has (the counts, features with a dtype and a list
     shape, camera shapes, state/action vectors where present). config is the DatasetConfig the dataset was
     written with when EpisodeWriter wrote it (`written_here`), else None: a dataset written by lerobot has
-    none of our encoder info, and its cameras, state and action are named by ReaderConfig instead."""
-    try:
-        info = read_json(path)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise DatasetCorruptError(f"{path}: not valid JSON ({err})") from None
+    none of our encoder info, and its cameras, state and action are named by ReaderConfig instead. `data`:
+    the file's bytes, already read (and checked against the seal: envs.dataset.seal), else read from `path`."""
+    info = read_json(path) if data is None else parse_json(data, path)
     if not isinstance(info, dict):
         raise DatasetCorruptError(f"{path}: expected a JSON object, got {type(info).__name__}")
     version = info.get("codebase_version")
@@ -277,9 +277,13 @@ def read_info(path: Path, supported: str, any_v3: bool = False) -> tuple[dict[st
 
 def read_json(path: Path) -> Any:
     """The JSON document at `path`; DatasetCorruptError naming the file when it does not parse."""
+    return parse_json(path.read_bytes(), path)
+
+
+def parse_json(data: bytes, path: Path | str) -> Any:
+    """The JSON document in `data` (the bytes of `path`); DatasetCorruptError naming the file when it does not parse."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        return json.loads(data.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise DatasetCorruptError(f"{path}: not valid JSON ({err})") from None
 
@@ -306,14 +310,15 @@ def tasks_table(tasks: list[str]) -> pa.Table:
     return table.replace_schema_metadata({b"pandas": json.dumps(pandas_meta).encode()})
 
 
-def read_tasks(path: Path) -> list[str]:
+def read_tasks(path: Path, data: bytes | None = None) -> list[str]:
     """Task strings ordered by task_index. The parquet page checksums are verified where written (EpisodeWriter
     writes them), and a file that does not read is one DatasetCorruptError naming it.
 
     The task strings are pandas' index, in a column named by the file's pandas metadata: "task" where the
-    index was named (our writer), "__index_level_0__" where it was not (lerobot 0.4's own datasets)."""
+    index was named (our writer), "__index_level_0__" where it was not (lerobot 0.4's own datasets).
+    `data`: the file's bytes, already read (and checked against the seal), else read from `path`."""
     try:
-        table = pq.read_table(path, page_checksum_verification=True)
+        table = pq.read_table(path if data is None else pa.BufferReader(data), page_checksum_verification=True)
         column = _task_column(table.schema)
         order = np.argsort(table.column("task_index").to_numpy())
         tasks = table.column(column).to_pylist()

@@ -9,7 +9,6 @@ info.json. So each committed file is written exactly once and its sha256 never g
 """
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from envs.atomic import atomic_write_bytes
+from envs.dataset.integrity import bytes_digest, file_digest
 from envs.dataset.layout import DATA_PATH, EPISODES_PATH, VIDEO_PATH, DatasetConfig
-from envs.dataset.video import VideoAppender, sha256_file
+from envs.dataset.video import VideoAppender
 
 _MB = 1 << 20
 
@@ -78,7 +78,7 @@ class PackedFiles:
         (the caller writes them to meta/episodes and commits)."""
         shas = {}
         for view, video in self.videos.items():
-            shas[f"videos/{self.config.camera_key(view)}/sha256"] = sha256_file(video.close())
+            shas[f"videos/{self.config.camera_key(view)}/sha256"] = file_digest(video.close())
         sink = pa.BufferOutputStream()
         # one row group per episode: a reader of one episode skips the others' (lerobot writes them so too);
         # page checksums let readers that verify them detect bit rot
@@ -87,7 +87,7 @@ class PackedFiles:
                 writer.write_table(table)
         data = sink.getvalue().to_pybytes()
         atomic_write_bytes(self.root / self.path("data"), data)
-        shas["data/sha256"] = hashlib.sha256(data).hexdigest()
+        shas["data/sha256"] = bytes_digest(data)
         for row in self.rows:
             row.update(shas)
         return self.rows

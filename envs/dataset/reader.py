@@ -32,12 +32,14 @@ from envs.dataset.layout import (
     STATS_PATH,
     TASKS_PATH,
     DatasetConfig,
+    parse_json,
     read_info,
     read_json,
     read_tasks,
 )
 from envs.dataset.meta import EpisodeMeta, select_meta
 from envs.dataset.rows import data_file, read_rows, video_file, video_span
+from envs.dataset.seal import read_meta
 from envs.dataset.stats import stats_from_json, stats_of_rows
 from envs.dataset.video import VideoDecodeError, decode_video_span
 
@@ -87,23 +89,30 @@ class EpisodeDataset:
             raise FileNotFoundError(
                 f"{info_path} not found: {self.root} is not a dataset; expected {_EXPECTED_LAYOUT}"
             )
+        # every meta file is read once, here, and checked against meta/seal.sha256 where our writer left one
+        meta = read_meta(self.root)
+        self.sealed = meta.sealed
         self.info, written = read_info(
             info_path, "expected 'v3.0' (lerobot converts v2.1 datasets with "
-            "lerobot.scripts.convert_dataset_v21_to_v30)", any_v3=True)
+            "lerobot.scripts.convert_dataset_v21_to_v30)", any_v3=True, data=meta.info)
         self.reader_config = features or ReaderConfig()
         try:
             self._features = resolve_features(self.info, self.reader_config)
         except (KeyError, ValueError, TypeError) as err:
             raise ValueError(f"{info_path}: {err}") from err
         self._config = self._dataset_config(written)
-        self._rows = read_rows(self.root, int(self.info["total_episodes"]), int(self.info["chunks_size"]))
+        self._rows = read_rows(self.root, int(self.info["total_episodes"]), int(self.info["chunks_size"]),
+                               sources=meta.episodes)
         # ours iff every row records the sha256 of its files; then a missing checksum is corruption
         self.checksummed = bool(self._rows) and all("data/sha256" in r for r in self._rows)
         if self._rows and not self.checksummed and self.root.resolve() not in _warned_unchecked:
             _warned_unchecked.add(self.root.resolve())
             logger.warning("%s: no sha256 recorded for its files (not written by EpisodeWriter): they are read "
                            "unchecked; only parquet page checksums, where written, are verified", self.root)
-        self._tasks = read_tasks(self.root / TASKS_PATH)[: int(self.info["total_tasks"])]
+        if meta.tasks is None:
+            raise FileNotFoundError(f"{self.root / TASKS_PATH} not found; expected {_EXPECTED_LAYOUT}")
+        self._tasks = read_tasks(self.root / TASKS_PATH, data=meta.tasks)[: int(self.info["total_tasks"])]
+        self._stats_bytes = meta.stats  # parsed by `stats` when asked for: the version checked here
         self._meta = [self._meta_of(i, row) for i, row in enumerate(self._rows)]
         if verify:
             self.verify()
@@ -142,7 +151,7 @@ class EpisodeDataset:
         """Dataset-level feature stats from meta/stats.json (see envs.dataset.stats), under our keys:
         the state and action stats as "observation.state" / "action" whatever the dataset calls them."""
         path = self.root / STATS_PATH
-        document = read_json(path)
+        document = read_json(path) if self._stats_bytes is None else parse_json(self._stats_bytes, path)
         try:
             stats = stats_from_json(document)
         except (KeyError, TypeError, ValueError, AttributeError) as err:  # a flipped key or a value of another type

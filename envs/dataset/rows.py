@@ -27,15 +27,19 @@ def episodes_files(root: Path) -> list[Path]:
     return sorted((root / "meta" / "episodes").glob("chunk-*/file-*.parquet"))
 
 
-def read_rows(root: Path, total_episodes: int, chunks_size: int = 1000) -> list[dict[str, Any]]:
+def read_rows(root: Path, total_episodes: int, chunks_size: int = 1000,
+              sources: dict[str, bytes] | None = None) -> list[dict[str, Any]]:
     """Rows of episodes 0 .. total_episodes-1, one each, in order. Rows at or beyond total_episodes (an
-    uncommitted append) are left out; a missing or duplicated committed episode is an error."""
+    uncommitted append) are left out; a missing or duplicated committed episode is an error. `sources`:
+    the bytes of the episodes files to read, by relative path (already read and checked against the seal:
+    envs.dataset.seal), else every file on disk."""
+    rels = sorted(sources) if sources is not None else [p.relative_to(root).as_posix() for p in episodes_files(root)]
     rows: dict[int, dict[str, Any]] = {}
-    for path in episodes_files(root):
-        rel = path.relative_to(root).as_posix()
+    for rel in rels:
         try:
             # page checksums (written by EpisodeWriter) turn bit rot in these rows into an error
-            table = pq.read_table(path, page_checksum_verification=True)
+            source = root / rel if sources is None else pa.BufferReader(sources[rel])
+            table = pq.read_table(source, page_checksum_verification=True)
         except (OSError, pa.ArrowException, ValueError) as err:
             raise DatasetCorruptError(f"{rel} is unreadable: {err}") from err
         missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]

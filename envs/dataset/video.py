@@ -15,7 +15,6 @@ but it is what the dataset keeps, since training reads its frames back.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from fractions import Fraction
@@ -137,15 +136,6 @@ def decode_video(path: str | os.PathLike | BinaryIO) -> np.ndarray:
     if not images:
         raise VideoDecodeError(f"{path}: video stream holds no frames")
     return np.stack(images)
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    """Hex sha256 of a file's bytes, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def decode_video_span(path: str | os.PathLike | BinaryIO, start_s: float, n_frames: int, fps: float,

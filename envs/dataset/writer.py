@@ -5,11 +5,14 @@ chunk_index = episode_index // chunks_size, file_index = episode_index % chunks_
 under temporary names and renamed into place; meta/info.json is rewritten last and is the commit point:
 an episode exists iff its index < info["total_episodes"]. Whatever a killed writer left behind beyond
 that is removed the next time a writer opens the dataset.
+
+Each commit also moves meta/seal.sha256 (envs.dataset.seal), the sha256 of every meta file: before the
+meta files change it accepts their old and new versions, after info.json only the new ones. A writer that
+opens a dataset checks the meta files against it, recovers, and writes the seal of what it recovered.
 """
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import os
@@ -24,6 +27,7 @@ import pyarrow.parquet as pq
 from envs.atomic import atomic_write_bytes
 from envs.crash_points import crash_point
 from envs.dataset.episode import Episode
+from envs.dataset.integrity import bytes_digest, file_digest
 from envs.dataset.layout import (
     CODEBASE_VERSION,
     DATA_PATH,
@@ -41,6 +45,7 @@ from envs.dataset.layout import (
 )
 from envs.dataset.pack import PackedFiles
 from envs.dataset.rows import data_file, read_rows, video_file
+from envs.dataset.seal import Entries, merge, read_meta, write_seal
 from envs.dataset.stats import (
     aggregate_stats,
     flatten_stats,
@@ -50,7 +55,7 @@ from envs.dataset.stats import (
     stats_of_rows,
     stats_to_json,
 )
-from envs.dataset.video import encode_video, sha256_file
+from envs.dataset.video import encode_video
 
 try:  # advisory lock against two writers appending at once; POSIX only
     import fcntl
@@ -78,6 +83,7 @@ class EpisodeWriter:
     _stats: dict[str, dict[str, np.ndarray]]
     _pending_tasks: list[str]  # tasks including those of appended, not yet committed episodes
     _pending_frames: int  # total frames including those episodes
+    _seal: Entries  # the seal of the committed state (one digest a file)
 
     def __init__(self, root: str | os.PathLike, config: DatasetConfig | None = None, pack: bool = False):
         self.root = Path(root)
@@ -184,35 +190,48 @@ class EpisodeWriter:
                 # one video per episode, so every episode starts at t = 0 of its own file
                 f"videos/{key}/from_timestamp": 0.0,
                 f"videos/{key}/to_timestamp": length / cfg.fps,
-                f"videos/{key}/sha256": sha256_file(video_path),
+                f"videos/{key}/sha256": file_digest(video_path),
             })
         row.update({"meta/episodes/chunk_index": chunk_index, "meta/episodes/file_index": file_index,
                     "data/sha256": data_sha, **project})
-        _write_parquet_atomic(pa.Table.from_pylist([row]), self.root / episode_file_path(cfg, "episodes", index))
-        self._commit([row], [ep_stats])
+        episodes_rel = episode_file_path(cfg, "episodes", index)
+        sha = _write_parquet_atomic(pa.Table.from_pylist([row]), self.root / episodes_rel)
+        self._commit([row], [ep_stats], {episodes_rel: sha})
 
     def _commit_group(self) -> None:
         group = self._group
         assert group is not None
         self._dirty = True
         rows = group.finish()
-        _write_parquet_atomic(pa.Table.from_pylist(rows), self.root / group.path("episodes"))
-        self._commit(rows, self._group_stats)
+        sha = _write_parquet_atomic(pa.Table.from_pylist(rows), self.root / group.path("episodes"))
+        self._commit(rows, self._group_stats, {group.path("episodes"): sha})
         self._group, self._group_stats = None, []
 
-    def _commit(self, rows: list[dict[str, Any]], ep_stats: list[dict[str, dict[str, np.ndarray]]]) -> None:
-        """Tasks, stats, then info.json (the commit point) for the episodes of `rows`."""
+    def _commit(self, rows: list[dict[str, Any]], ep_stats: list[dict[str, dict[str, np.ndarray]]],
+                episodes_files: dict[str, str]) -> None:
+        """Open the seal, write tasks and stats, then info.json (the commit point) for the episodes of `rows`
+        (whose meta/episodes files, with their sha256, are `episodes_files`), then close the seal."""
         tasks = self._pending_tasks
+        changes: dict[str, bytes] = {}
         if len(tasks) != len(self._tasks):
-            _write_parquet_atomic(tasks_table(tasks), self.root / TASKS_PATH)
+            changes[TASKS_PATH] = _parquet_bytes(tasks_table(tasks))
         stats = aggregate_stats([self._stats, *ep_stats] if self._stats else ep_stats)
-        _write_json_atomic(self.root / STATS_PATH, stats_to_json(stats))
+        changes[STATS_PATH] = _json_bytes(stats_to_json(stats))
         total_episodes = self._total_episodes + len(rows)
         total_frames = int(rows[-1]["dataset_to_index"])
+        info = _json_bytes(build_info(self._config, total_episodes=total_episodes, total_frames=total_frames,
+                                      total_tasks=len(tasks)))
+        seal = {**self._seal, **{rel: frozenset([sha]) for rel, sha in episodes_files.items()},
+                **{rel: frozenset([bytes_digest(data)]) for rel, data in {**changes, INFO_PATH: info}.items()}}
+        write_seal(self.root, merge(self._seal, seal))  # every meta file may now be old or new
+        crash_point("dataset.seal_opened")
+        for rel, data in changes.items():
+            atomic_write_bytes(self.root / rel, data)
         crash_point("dataset.before_commit")
-        self._write_info(build_info(self._config, total_episodes=total_episodes, total_frames=total_frames,
-                                    total_tasks=len(tasks)))  # commit point
+        self._write_info(info)  # commit point
         crash_point("dataset.after_commit")
+        write_seal(self.root, seal)
+        self._seal = seal
         # In-memory state moves only after the commit, so a failed append leaves the writer usable.
         self._total_episodes, self._total_frames = total_episodes, total_frames
         self._tasks, self._stats = tasks, stats
@@ -266,11 +285,15 @@ class EpisodeWriter:
         self._pending_tasks, self._pending_frames = [], 0
         _write_parquet_atomic(tasks_table([]), self.root / TASKS_PATH)
         _write_json_atomic(self.root / STATS_PATH, {})
-        self._write_info(build_info(config, total_episodes=0, total_frames=0, total_tasks=0))
+        self._write_info(_json_bytes(build_info(config, total_episodes=0, total_frames=0, total_tasks=0)))
+        # after info.json: killed before, the dataset has no seal and opens unchecked until a writer seals it
+        self._reseal()
 
     def _open_existing(self, config: DatasetConfig | None) -> None:
         info_path = self.root / INFO_PATH
-        info, stored = read_info(info_path, f"this writer only appends to {CODEBASE_VERSION!r} datasets")
+        meta = read_meta(self.root)  # a meta file that differs from the seal is refused here, never re-sealed
+        info, stored = read_info(info_path, f"this writer only appends to {CODEBASE_VERSION!r} datasets",
+                                 data=meta.info)
         if stored is None:
             raise ValueError(f"{info_path}: not written by EpisodeWriter (its cameras record no video.encoder); "
                              "this writer only appends to its own datasets, and reads others through EpisodeDataset")
@@ -307,6 +330,14 @@ class EpisodeWriter:
             logger.warning("%s: stats.json does not match the committed episodes; recomputing it", self.root)
             self._stats = self._recompute_stats()
             _write_json_atomic(stats_path, stats_to_json(self._stats))
+        self._reseal()
+
+    def _reseal(self) -> None:
+        """Seal the meta files as they now are: called once they hold the committed state (after creation or
+        recovery). Recovery only rewrites tasks and stats to their committed bytes, which an open seal accepts."""
+        rels = [INFO_PATH, TASKS_PATH, STATS_PATH, *self._episodes_files]
+        self._seal = {rel: frozenset([file_digest(self.root / rel)]) for rel in rels}
+        write_seal(self.root, self._seal)
 
     def _remove_uncommitted(self) -> None:
         """Delete temp files and episode files no committed meta/episodes row points at (left by a killed append)."""
@@ -314,7 +345,8 @@ class EpisodeWriter:
         info = {"data_path": DATA_PATH, "video_path": VIDEO_PATH}
         keep = {data_file(info, r) for r in rows} | {video_file(info, r, self._config.camera_key(v))
                                                     for r in rows for v in self._config.views}
-        keep |= {r["meta/episodes/file"] for r in rows}
+        self._episodes_files = sorted({r["meta/episodes/file"] for r in rows})
+        keep |= set(self._episodes_files)
         self._last_file = (int(rows[-1]["data/chunk_index"]), int(rows[-1]["data/file_index"])) if rows else None
         removed = []
         for top in ("data", "videos", "meta"):
@@ -344,6 +376,10 @@ class EpisodeWriter:
         meta/episodes file was one commit), so a recovered stats.json equals an uninterrupted run's bit for bit."""
         return stats_of_rows(read_rows(self.root, self._total_episodes, self._config.chunks_size))
 
+    def _write_info(self, info: bytes) -> None:
+        """Atomically replace meta/info.json: the commit point of an append (a method: tests fail it)."""
+        atomic_write_bytes(self.root / INFO_PATH, info)
+
     def _check_episode(self, episode: Episode) -> None:
         cfg = self._config
         if set(episode.frames) != set(cfg.views):
@@ -357,10 +393,6 @@ class EpisodeWriter:
             raise ValueError(f"state: expected [T, {cfg.state_dim}], got {episode.state.shape}")
         if episode.action.shape[1] != cfg.action_dim:
             raise ValueError(f"action: expected [T, {cfg.action_dim}], got {episode.action.shape}")
-
-    def _write_info(self, info: dict[str, Any]) -> None:
-        """Atomically replace meta/info.json: the commit point of an append."""
-        _write_json_atomic(self.root / INFO_PATH, info)
 
 
 # ---------------------------------------------------------------------- helpers
@@ -393,18 +425,26 @@ def _frame_table(episode: Episode, index: int, task_index: int, from_index: int,
     return table, columns
 
 
-def _write_parquet_atomic(table: pa.Table, path: Path) -> str:
-    """Write `table` to `path` atomically; return the sha256 of the bytes written."""
+def _parquet_bytes(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     # page checksums let readers that verify them detect bit rot in the episodes parquet too
     pq.write_table(table, sink, write_page_checksum=True)
-    data = sink.getvalue().to_pybytes()
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def _write_parquet_atomic(table: pa.Table, path: Path) -> str:
+    """Write `table` to `path` atomically; return the sha256 of the bytes written."""
+    data = _parquet_bytes(table)
     atomic_write_bytes(path, data)
-    return hashlib.sha256(data).hexdigest()
+    return bytes_digest(data)
+
+
+def _json_bytes(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=4) + "\n").encode()
 
 
 def _write_json_atomic(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=4) + "\n").encode())
+    atomic_write_bytes(path, _json_bytes(obj))
 
 
 def _check_creatable(root: Path) -> None:

@@ -22,6 +22,7 @@ from envs.dataset import (
     encode_video,
 )
 from envs.dataset import writer as writer_module
+from envs.dataset.seal import reseal
 
 VIEWS = ("agentview", "wrist")
 
@@ -284,6 +285,7 @@ def rerecord_sha(root: Path, column: str, rel: str) -> None:
     digest = hashlib.sha256((root / rel).read_bytes()).hexdigest()
     table = table.set_column(table.schema.get_field_index(column), column, pa.array([digest]))
     pq.write_table(table, path, write_page_checksum=True)
+    reseal(root)  # a deliberate edit of a meta file: seal it, or the seal check would refuse it first
 
 
 def test_wrong_frame_count_detected(tmp_path: Path) -> None:

@@ -1,22 +1,27 @@
-"""Every file read for decoding is checked against its recorded sha256, verify=False included, once per process.
+"""Every file read for decoding is checked against its recorded sha256, verify=False included, once per process;
+every meta file against meta/seal.sha256 when the dataset is opened.
 
-Single bits are flipped at random offsets (fixed seeds) in each kind of episode file: a data parquet,
-an mp4 of each view, and the meta/episodes parquet that records the other files' hashes.
+Single bits are flipped at random offsets (fixed seeds) in every kind of file the writer produces: each is
+detected, with one DatasetCorruptError naming the file.
 """
 from __future__ import annotations
 
 import pickle
+import re
 import shutil
+import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from envs.dataset import DatasetCorruptError, EpisodeDataset
+from envs.dataset import DatasetCorruptError, EpisodeDataset, EpisodeWriter
 from envs.dataset.integrity import clear_digest_cache, files_hashed
+from envs.dataset.seal import SEAL_PATH
 from tests.envs.test_dataset import VIEWS, make_episodes, write
 
-FLIPS = 6  # random single-bit flips per file kind
+FLIPS = 6  # random single-bit flips per file kind (the older, per-read tests)
+KIND_FLIPS = 10  # random single-bit flips per file kind in the every-kind test (about 0.1 s each)
 
 
 @pytest.fixture(scope="module")
@@ -89,50 +94,68 @@ def test_a_flipped_bit_in_a_hashed_file_is_detected_on_read(intact: Path, tmp_pa
             EpisodeDataset(root, verify=True)
 
 
-def test_a_flipped_bit_in_the_episodes_parquet_never_changes_what_is_read(intact: Path, tmp_path: Path) -> None:
-    """The meta/episodes parquet carries the hashes and is not itself hashed: its page checksums and
-    row checks catch a flip in any byte that is read; a flip elsewhere (e.g. in the footer's column
-    statistics) changes nothing that is read, which is checked here bit for bit."""
-    rel = "meta/episodes/chunk-000/file-001.parquet"
-    want = read_everything(intact)
-    rng = np.random.default_rng(1)
-    detected = 0
-    for k in range(3 * FLIPS):
-        root = tmp_path / f"flip{k}"
-        offset = flipped_copy(intact, root, rel, rng)
-        try:
-            got = read_everything(root)
-        except DatasetCorruptError as err:
-            # named by episode where a row is read, by file where the file cannot be (it may hold many episodes)
-            assert str(err).startswith((f"episode 1: {rel} ", f"{rel} is unreadable")), (offset, str(err))
-            detected += 1
-        else:
-            assert got == want, f"a flip at byte {offset} of {rel} changed what is read, silently"
-    assert detected >= FLIPS  # most of the file is data pages under checksums
+# every kind of file EpisodeWriter writes (sim_labels/ and previews/ are written beside the dataset by other
+# code, and EpisodeDataset reads neither)
+META_KINDS = ["meta/info.json", "meta/stats.json", "meta/tasks.parquet",
+              "meta/episodes/chunk-000/file-001.parquet", "meta/seal.sha256"]
+EPISODE_KINDS = ["data/chunk-000/file-001.parquet", "videos/observation.images.agentview/chunk-000/file-001.mp4",
+                 "videos/observation.images.wrist/chunk-000/file-001.mp4"]
 
 
-@pytest.mark.parametrize("rel", ["meta/stats.json", "meta/tasks.parquet"])
-def test_a_flipped_bit_in_the_unhashed_meta_files_is_named_or_changes_nothing_read(intact: Path, tmp_path: Path,
-                                                                                   rel: str) -> None:
-    """stats.json and tasks.parquet are rewritten by every append, so no episode row records their sha256.
-    A flip there must either raise one DatasetCorruptError naming the file (bad JSON, stats that disagree with
-    the per-episode stats in meta/episodes, a parquet page whose checksum fails, an unreadable table) or leave
-    what is read unchanged; never a raw decoder error, never a silently changed value."""
-    original = EpisodeDataset(intact, verify=False)
-    tasks, before = original.tasks, original.stats
-    rng = np.random.default_rng(7)
-    named = 0
-    for k in range(30):
-        dest = tmp_path / f"flip{k}"
-        flipped_copy(intact, dest, rel, rng)
-        try:
-            ds = EpisodeDataset(dest, verify=False)
-            stats = ds.stats
-        except DatasetCorruptError as err:
-            assert rel in str(err)
-            named += 1
-            continue
-        assert ds.tasks == tasks  # a flip outside the content (padding, metadata, whitespace)
-        assert stats.keys() == before.keys() and all(
-            np.array_equal(stats[k][n], before[k][n], equal_nan=True) for k in before for n in before[k])
-    assert named > 0  # the flips that matter are caught, not only survived
+def open_and_read(root: Path) -> None:
+    """Open as the pipeline does and read everything a caller can get: episodes, stats, tasks, metadata."""
+    ds = EpisodeDataset(root, verify=False)
+    for i in range(len(ds)):
+        ds[i]
+    assert ds.stats.keys() and ds.tasks and ds.meta
+
+
+def test_every_file_kind_is_covered(intact: Path) -> None:
+    """The kinds flipped below are all the kinds of file the writer leaves (the lock file aside)."""
+    kinds = {re.sub(r"file-\d+", "file-001", p.relative_to(intact).as_posix()) for p in intact.rglob("*")
+             if p.is_file() and p.name != ".writer.lock"}
+    assert kinds == set(META_KINDS) | set(EPISODE_KINDS)
+
+
+@pytest.mark.parametrize("rel", META_KINDS + EPISODE_KINDS)
+def test_every_random_bit_flip_in_every_file_kind_is_detected(intact: Path, rel: str) -> None:
+    """KIND_FLIPS random single-bit flips per kind (seeded by the kind), each in place and undone after. A meta
+    file's flip is refused when the dataset is opened, by the reader and by a writer (which must never
+    re-seal it); an episode file's when it is read. A flip that stops a file decoding names it too."""
+    path = intact / rel
+    original = path.read_bytes()
+    rng = np.random.default_rng(zlib.crc32(rel.encode()))
+    try:
+        for _ in range(KIND_FLIPS):
+            raw = bytearray(original)
+            offset, bit = int(rng.integers(len(raw))), int(rng.integers(8))
+            raw[offset] ^= 1 << bit
+            path.write_bytes(bytes(raw))
+            clear_digest_cache()  # the in-place write may keep the file's (inode, size, mtime) identity
+            where = f"byte {offset} bit {bit} of {rel}"
+            with pytest.raises(DatasetCorruptError) as err:
+                if rel in META_KINDS:
+                    EpisodeDataset(intact, verify=False)
+                else:
+                    open_and_read(intact)
+            assert rel in str(err.value), f"{where}: {err.value}"
+            if rel in META_KINDS:
+                with pytest.raises(DatasetCorruptError, match=re.escape(rel)):
+                    EpisodeWriter(intact).close()
+                assert path.read_bytes() == raw, f"{where}: a writer rewrote the damaged file"
+    finally:
+        path.write_bytes(original)
+        clear_digest_cache()
+    open_and_read(intact)  # intact again
+
+
+def test_a_dataset_without_a_seal_opens_unchecked(intact: Path, tmp_path: Path) -> None:
+    """The seal is optional (lerobot writes none): without it the meta files are read as they are, and the
+    next writer to append seals the dataset again."""
+    root = tmp_path / "ds"
+    shutil.copytree(intact, root)
+    (root / SEAL_PATH).unlink()
+    assert not EpisodeDataset(root, verify=True).sealed
+    EpisodeWriter(root).close()  # an open alone re-derives it
+    assert (root / SEAL_PATH).read_bytes() == (intact / SEAL_PATH).read_bytes()
+    assert EpisodeDataset(root).sealed
