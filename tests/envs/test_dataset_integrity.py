@@ -159,3 +159,25 @@ def test_a_dataset_without_a_seal_opens_unchecked(intact: Path, tmp_path: Path) 
     EpisodeWriter(root).close()  # an open alone re-derives it
     assert (root / SEAL_PATH).read_bytes() == (intact / SEAL_PATH).read_bytes()
     assert EpisodeDataset(root).sealed
+
+
+def test_a_reader_that_saw_the_seal_before_a_commit_reads_again(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader that read the seal, then meta files a writer committed since, finds them not matching; as the
+    seal has moved meanwhile, it reads again instead of calling the dataset corrupt."""
+    from envs.dataset import seal as seal_module
+
+    root = tmp_path / "ds"
+    episodes = make_episodes()
+    write(root, episodes[:1])
+    old_seal = (root / SEAL_PATH).read_bytes()
+    write(root, episodes[1:2])  # the commit the reader raced with
+    real_read = seal_module._read_optional
+    stale = [old_seal]  # the first read of the seal returns the one from before the commit
+
+    def racing_read(path: Path) -> bytes | None:
+        return stale.pop() if path == root / SEAL_PATH and stale else real_read(path)
+
+    monkeypatch.setattr(seal_module, "_read_optional", racing_read)
+    ds = EpisodeDataset(root, verify=True)
+    assert len(ds) == 2 and ds.sealed and not stale
