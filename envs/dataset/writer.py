@@ -18,15 +18,23 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from envs.atomic import atomic_write_bytes
 from envs.crash_points import crash_point
 from envs.dataset.episode import Episode
+from envs.dataset.files import (
+    acquire_lock,
+    check_creatable,
+    frame_table,
+    json_bytes,
+    parquet_bytes,
+    write_json_atomic,
+    write_parquet_atomic,
+)
 from envs.dataset.integrity import bytes_digest, file_digest
 from envs.dataset.layout import (
     CODEBASE_VERSION,
@@ -56,11 +64,6 @@ from envs.dataset.stats import (
     stats_to_json,
 )
 from envs.dataset.video import encode_video
-
-try:  # advisory lock against two writers appending at once; POSIX only
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
 
 logger = logging.getLogger(__name__)
 
@@ -94,9 +97,9 @@ class EpisodeWriter:
         self._last_file: tuple[int, int] | None = None  # (chunk, file) of the last committed episode's data
         info_path = self.root / INFO_PATH
         if not info_path.exists():
-            _check_creatable(self.root)
+            check_creatable(self.root)
         (self.root / "meta").mkdir(parents=True, exist_ok=True)
-        self._lock_file = _acquire_lock(self.root / "meta" / ".writer.lock")
+        self._lock_file: IO[str] | None = acquire_lock(self.root / "meta" / ".writer.lock")
         try:
             if info_path.exists():
                 self._open_existing(config)
@@ -132,7 +135,7 @@ class EpisodeWriter:
         task = episode.instruction
         task_index = self._pending_tasks.index(task) if task in self._pending_tasks else len(self._pending_tasks)
         from_index = self._pending_frames
-        frame_table, frame_columns = _frame_table(episode, index, task_index, from_index, cfg.fps)
+        frames_table, frame_columns = frame_table(episode, index, task_index, from_index, cfg.fps)
         ep_stats = {key: lowdim_stats(values) for key, values in frame_columns.items()}
         for view in cfg.views:
             ep_stats[cfg.camera_key(view)] = image_stats(episode.frames[view])
@@ -154,13 +157,13 @@ class EpisodeWriter:
             self._pending_tasks = [*self._pending_tasks, task]
         if not self.pack:
             self._pending_frames += len(episode)
-            self._write_own_files(episode, index, frame_table, row, project, ep_stats)
+            self._write_own_files(episode, index, frames_table, row, project, ep_stats)
             return index
-        if self._group is not None and not self._group.fits(frame_table, len(episode)):
+        if self._group is not None and not self._group.fits(frames_table, len(episode)):
             self._commit_group()
         if self._group is None:
             self._group = PackedFiles(self.root, cfg, *self._next_file())
-        self._group.add(frame_table, row, episode.frames)
+        self._group.add(frames_table, row, episode.frames)
         row.update(project)
         self._group_stats.append(ep_stats)
         self._pending_frames += len(episode)
@@ -177,7 +180,7 @@ class EpisodeWriter:
         """One data parquet, mp4 per view and meta/episodes parquet for this episode alone; then commit."""
         cfg = self._config
         chunk_index, file_index = divmod(index, cfg.chunks_size)
-        data_sha = _write_parquet_atomic(frame_table, self.root / episode_file_path(cfg, "data", index))
+        data_sha = write_parquet_atomic(frame_table, self.root / episode_file_path(cfg, "data", index))
         row.update({"data/chunk_index": chunk_index, "data/file_index": file_index})
         length = len(episode)
         for view in cfg.views:
@@ -195,7 +198,7 @@ class EpisodeWriter:
         row.update({"meta/episodes/chunk_index": chunk_index, "meta/episodes/file_index": file_index,
                     "data/sha256": data_sha, **project})
         episodes_rel = episode_file_path(cfg, "episodes", index)
-        sha = _write_parquet_atomic(pa.Table.from_pylist([row]), self.root / episodes_rel)
+        sha = write_parquet_atomic(pa.Table.from_pylist([row]), self.root / episodes_rel)
         self._commit([row], [ep_stats], {episodes_rel: sha})
 
     def _commit_group(self) -> None:
@@ -203,7 +206,7 @@ class EpisodeWriter:
         assert group is not None
         self._dirty = True
         rows = group.finish()
-        sha = _write_parquet_atomic(pa.Table.from_pylist(rows), self.root / group.path("episodes"))
+        sha = write_parquet_atomic(pa.Table.from_pylist(rows), self.root / group.path("episodes"))
         self._commit(rows, self._group_stats, {group.path("episodes"): sha})
         self._group, self._group_stats = None, []
 
@@ -214,12 +217,12 @@ class EpisodeWriter:
         tasks = self._pending_tasks
         changes: dict[str, bytes] = {}
         if len(tasks) != len(self._tasks):
-            changes[TASKS_PATH] = _parquet_bytes(tasks_table(tasks))
+            changes[TASKS_PATH] = parquet_bytes(tasks_table(tasks))
         stats = aggregate_stats([self._stats, *ep_stats] if self._stats else ep_stats)
-        changes[STATS_PATH] = _json_bytes(stats_to_json(stats))
+        changes[STATS_PATH] = json_bytes(stats_to_json(stats))
         total_episodes = self._total_episodes + len(rows)
         total_frames = int(rows[-1]["dataset_to_index"])
-        info = _json_bytes(build_info(self._config, total_episodes=total_episodes, total_frames=total_frames,
+        info = json_bytes(build_info(self._config, total_episodes=total_episodes, total_frames=total_frames,
                                       total_tasks=len(tasks)))
         seal = {**self._seal, **{rel: frozenset([sha]) for rel, sha in episodes_files.items()},
                 **{rel: frozenset([bytes_digest(data)]) for rel, data in {**changes, INFO_PATH: info}.items()}}
@@ -265,8 +268,9 @@ class EpisodeWriter:
     def _release(self) -> None:
         if getattr(self, "_group", None) is not None:
             self._drop_pending()
-        if getattr(self, "_lock_file", None) is not None:
-            self._lock_file.close()  # closing the descriptor drops the flock
+        lock = getattr(self, "_lock_file", None)
+        if lock is not None:
+            lock.close()  # closing the descriptor drops the flock
             self._lock_file = None
 
     def __enter__(self) -> EpisodeWriter:
@@ -283,9 +287,9 @@ class EpisodeWriter:
         self._tasks = []
         self._stats = {}
         self._pending_tasks, self._pending_frames = [], 0
-        _write_parquet_atomic(tasks_table([]), self.root / TASKS_PATH)
-        _write_json_atomic(self.root / STATS_PATH, {})
-        self._write_info(_json_bytes(build_info(config, total_episodes=0, total_frames=0, total_tasks=0)))
+        write_parquet_atomic(tasks_table([]), self.root / TASKS_PATH)
+        write_json_atomic(self.root / STATS_PATH, {})
+        self._write_info(json_bytes(build_info(config, total_episodes=0, total_frames=0, total_tasks=0)))
         # after info.json: killed before, the dataset has no seal and opens unchecked until a writer seals it
         self._reseal()
 
@@ -316,7 +320,7 @@ class EpisodeWriter:
         self._tasks = all_tasks[:total_tasks]
         self._pending_tasks, self._pending_frames = list(self._tasks), self._total_frames
         if len(all_tasks) != len(self._tasks):  # a task added by an uncommitted episode
-            _write_parquet_atomic(tasks_table(self._tasks), self.root / TASKS_PATH)
+            write_parquet_atomic(tasks_table(self._tasks), self.root / TASKS_PATH)
 
         stats_path = self.root / STATS_PATH
         try:
@@ -329,7 +333,7 @@ class EpisodeWriter:
             # uncommitted episode: rebuild it from the committed episodes' own stats.
             logger.warning("%s: stats.json does not match the committed episodes; recomputing it", self.root)
             self._stats = self._recompute_stats()
-            _write_json_atomic(stats_path, stats_to_json(self._stats))
+            write_json_atomic(stats_path, stats_to_json(self._stats))
         self._reseal()
 
     def _reseal(self) -> None:
@@ -393,80 +397,3 @@ class EpisodeWriter:
             raise ValueError(f"state: expected [T, {cfg.state_dim}], got {episode.state.shape}")
         if episode.action.shape[1] != cfg.action_dim:
             raise ValueError(f"action: expected [T, {cfg.action_dim}], got {episode.action.shape}")
-
-
-# ---------------------------------------------------------------------- helpers
-def _frame_table(episode: Episode, index: int, task_index: int, from_index: int,
-                 fps: float) -> tuple[pa.Table, dict[str, np.ndarray]]:
-    """Frame rows of one episode, and the same columns as arrays (for the stats)."""
-    T, S, A = len(episode), episode.state.shape[1], episode.action.shape[1]
-    done = np.zeros(T, dtype=bool)
-    done[-1] = True
-    columns = {
-        "observation.state": episode.state,
-        "action": episode.action,
-        "next.reward": episode.reward,
-        "next.success": episode.success,
-        "next.done": done,
-        "timestamp": (np.arange(T) / fps).astype(np.float32),
-        "frame_index": np.arange(T, dtype=np.int64),
-        "episode_index": np.full(T, index, dtype=np.int64),
-        "index": np.arange(from_index, from_index + T, dtype=np.int64),
-        "task_index": np.full(T, task_index, dtype=np.int64),
-    }
-    arrays = {
-        # fixed-size lists: what lerobot/HF datasets write for a feature of shape [S]
-        "observation.state": pa.FixedSizeListArray.from_arrays(pa.array(episode.state.reshape(-1)), S),
-        "action": pa.FixedSizeListArray.from_arrays(pa.array(episode.action.reshape(-1)), A),
-    }
-    order = ("timestamp", "frame_index", "episode_index", "index", "task_index", "observation.state", "action",
-             "next.reward", "next.success", "next.done")
-    table = pa.table({name: arrays[name] if name in arrays else pa.array(columns[name]) for name in order})
-    return table, columns
-
-
-def _parquet_bytes(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    # page checksums let readers that verify them detect bit rot in the episodes parquet too
-    pq.write_table(table, sink, write_page_checksum=True)
-    return bytes(sink.getvalue().to_pybytes())
-
-
-def _write_parquet_atomic(table: pa.Table, path: Path) -> str:
-    """Write `table` to `path` atomically; return the sha256 of the bytes written."""
-    data = _parquet_bytes(table)
-    atomic_write_bytes(path, data)
-    return bytes_digest(data)
-
-
-def _json_bytes(obj: Any) -> bytes:
-    return (json.dumps(obj, indent=4) + "\n").encode()
-
-
-def _write_json_atomic(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, _json_bytes(obj))
-
-
-def _check_creatable(root: Path) -> None:
-    """Refuse to create a dataset over foreign files; tolerate what an interrupted creation leaves."""
-    # creation writes tasks.parquet and stats.json before info.json, so those may exist without it
-    allowed_meta = {Path(TASKS_PATH).name, Path(STATS_PATH).name, ".writer.lock"}
-    for sub in ("data", "videos", "meta"):
-        for path in (root / sub).iterdir() if (root / sub).is_dir() else ():
-            if sub == "meta" and (path.name in allowed_meta or path.name.endswith(".tmp")):
-                continue
-            raise FileExistsError(
-                f"{root}: has {path.relative_to(root)} but no {INFO_PATH}; refusing to create a dataset over "
-                "files that are not a committed LeRobot v3.0 dataset"
-            )
-
-
-def _acquire_lock(path: Path):
-    handle = open(path, "a+")
-    if fcntl is not None:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            raise RuntimeError(f"{path.parent.parent}: another EpisodeWriter has this dataset open") from None
-    return handle
