@@ -24,6 +24,7 @@ import math
 import os
 import sys
 import time
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,8 +188,11 @@ def read_checked_npz(path: str | os.PathLike, widths: dict[str, int | None],
     try:
         with np.load(path, allow_pickle=False) as z:
             data: dict[str, Any] = {k: z[k] for k in z.files}
-    except (OSError, ValueError) as err:
-        raise ValueError(f"{path}: not a readable {what} ({err})") from None
+        info: dict[str, Any] = json.loads(str(data["info"])) if "info" in data else {}
+    except (OSError, ValueError, EOFError, KeyError, RuntimeError, zipfile.BadZipFile) as err:
+        # a flipped bit fails the zip's CRC-32 of its member (BadZipFile) or garbles a header (an unknown compression
+        # method: NotImplementedError; the encrypted flag: RuntimeError; a cut length: EOFError): name the file
+        raise ValueError(f"{path}: not a readable {what} ({type(err).__name__}: {err})") from None
     missing = [k for k in (*widths, "info") if k not in data]
     if missing:
         raise ValueError(f"{path}: lacks {missing}; expected {list(widths)} and info")
@@ -197,7 +201,7 @@ def read_checked_npz(path: str | os.PathLike, widths: dict[str, int | None],
         shape = (T,) if width is None else (T, width)
         if data[key].shape != shape:
             raise ValueError(f"{path}: {key} has shape {data[key].shape}, expected {shape}")
-    return {k: data[k] for k in widths}, json.loads(str(data["info"]))
+    return {k: data[k] for k in widths}, info
 
 
 def load_labels(path: str | os.PathLike) -> dict[str, Any]:

@@ -181,3 +181,32 @@ def test_a_reader_that_saw_the_seal_before_a_commit_reads_again(tmp_path: Path,
     monkeypatch.setattr(seal_module, "_read_optional", racing_read)
     ds = EpisodeDataset(root, verify=True)
     assert len(ds) == 2 and ds.sealed and not stale
+
+
+def test_a_flipped_bit_in_a_sim_labels_file_is_named_or_changes_nothing(tmp_path: Path) -> None:
+    """sim_labels/*.npz (written beside a dataset by envs.sim_labels, read by the state reward): a zip whose
+    members carry a CRC-32, so a flip in any array or the info is caught; the error must name the file, not
+    escape as a bare BadZipFile or EOFError. A flip in a byte nothing reads (a header's version field, say)
+    leaves every label as written."""
+    from envs.sim_labels import load_labels, write_labels
+
+    rng = np.random.default_rng(5)
+    T = 20
+    labels = {"object_pos": rng.standard_normal((T, 3)).astype(np.float32),
+              "target_pos": rng.standard_normal((T, 3)).astype(np.float32), "grasped": rng.random(T) > 0.5}
+    path = tmp_path / "sim_labels" / "episode_000000.npz"
+    write_labels(path, labels, {"objects": ["bowl", "plate"], "task_id": 0, "length": T})
+    original, want = path.read_bytes(), load_labels(path)
+    named = 0
+    for _ in range(4 * KIND_FLIPS):
+        raw = bytearray(original)
+        raw[int(rng.integers(len(raw)))] ^= 1 << int(rng.integers(8))
+        path.write_bytes(bytes(raw))
+        try:
+            got = load_labels(path)
+        except ValueError as err:
+            assert str(path) in str(err)
+            named += 1
+            continue
+        assert got["info"] == want["info"] and all(np.array_equal(got[k], want[k]) for k in labels)
+    assert named >= 2 * KIND_FLIPS  # most bytes are CRC-covered member data
