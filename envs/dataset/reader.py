@@ -79,7 +79,9 @@ class EpisodeDataset:
     still checked when it is first read for decoding (once per file per process, cached by
     envs.dataset.integrity), so a damaged file raises DatasetCorruptError naming episode and file
     instead of being decoded into wrong frames or rows. `features` maps cameras, state and action
-    (default: ReaderConfig(), automatic camera mapping).
+    (default: ReaderConfig(), automatic camera mapping). Whatever `verify`, the meta files are read once on
+    open and checked against meta/seal.sha256 where our writer left one (`sealed`: they were; see
+    envs.dataset.seal); `stats` parses the stats.json read then.
     """
 
     def __init__(self, root: str | os.PathLike, verify: bool = True, features: ReaderConfig | None = None):
