@@ -97,9 +97,10 @@ def check_closed_loop(cfg: CheckConfig) -> dict:
     if pooled["threshold"] is not None:
         print(f"  best closed-loop threshold {pooled['threshold']['threshold']:.3f}: balanced accuracy "
               f"{pooled['threshold']['balanced_accuracy']:.3f}")
-    # the seeds are the real evaluations' (one per job, in "jobs"), so the record holds none of its own
+    # the seeds are the real evaluations' (one per job, in "jobs"), so the record holds none of its own;
+    # branches from recorded episodes (branch_data) have no evaluation seed: None there
     result = {"world_model": cfg.world_model, "success_threshold": threshold, "separation": table, "jobs": rows,
-              "provenance": provenance(None, [(r["task_id"], r["init_state_id"], r["seed"]) for r in rows])}
+              "provenance": provenance(None, [(r["task_id"], r["init_state_id"], r.get("seed")) for r in rows])}
     atomic_write_json(out / "closed_loop.json", result, indent=2)
     plot_outcome_histogram(out / "closed_loop.png", probs, labels, threshold,
                            "highest success probability, policy acting in imagination", "model threshold", bins=40)
