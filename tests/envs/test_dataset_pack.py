@@ -63,6 +63,7 @@ def test_pending_episodes_of_a_killed_writer_are_dropped(tmp_path: Path) -> None
     writer = EpisodeWriter(tmp_path, config, pack=True)
     writer.append(episodes[1])
     writer.append(episodes[2])
+    assert writer._lock_file is not None
     writer._lock_file.close()  # killed before the shared files were committed: the lock goes with the process
     writer._lock_file = None
     assert len(EpisodeDataset(tmp_path)) == 1
