@@ -291,6 +291,7 @@ def write_previews(root: Path, count: int) -> list[Path]:
 
 def collect_dataset(cfg: CollectConfig) -> dict:
     """`collect` with a progress bar, then the dataset's summary.json and preview videos; returns the summary."""
+    validate(cfg)  # before the bar, so that a bad value is the only line on stderr
     root = Path(cfg.out_dir)
     save_config(cfg, root.parent / f"{root.name}.collect.yaml")
     bar = tqdm(total=plan_size(cfg), desc="collect", unit="ep")

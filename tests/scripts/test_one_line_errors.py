@@ -2,6 +2,7 @@
 user runs them (real subprocesses); --traceback or VLA_TRACEBACK=1 shows the full trace instead."""
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -71,3 +72,61 @@ def test_the_full_trace_on_request(tmp_path, how):
     out = _run(args + ["--traceback"], tmp_path) if how == "flag" else _run(args, tmp_path, VLA_TRACEBACK="1")
     assert out.returncode == 2
     assert "Traceback (most recent call last)" in out.stderr and "steps" in out.stderr
+
+
+ENTRY_POINTS = sorted(p for d in ("scripts", "bench") for p in (REPO / d).glob("*.py") if p.name != "__init__.py")
+WRAPPERS = {"run_script": "envs.cli", "run_main": "envs.errors"}
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    return (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
+            and isinstance(node.test.left, ast.Name) and node.test.left.id == "__name__"
+            and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in node.test.comparators))
+
+
+def _wrapped_call(stmt: ast.stmt) -> str | None:
+    """The wrapper a `__main__` statement calls: `run_script(...)` or `sys.exit(run_main(...))`; else None."""
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "exit" and call.args:
+        call = call.args[0]  # sys.exit(run_main(main))
+    if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in WRAPPERS:
+        return call.func.id
+    return None
+
+
+def test_every_entry_point_reports_input_errors_through_the_wrapper():
+    """Statically: every script and benchmark with a `__main__` block runs only `run_script`/`run_main` there,
+    imported from the project's module, so no bad input can end in a traceback. A module beside them with a
+    main() but no `__main__` block is flagged too (an entry point someone forgot to wire)."""
+    offenders, entry_points = [], 0
+    for path in ENTRY_POINTS:
+        name = str(path.relative_to(REPO))
+        tree = ast.parse(path.read_text(), filename=name)
+        guards = [n for n in tree.body if _is_main_guard(n)]
+        if not guards:
+            if any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in tree.body):
+                offenders.append(f"{name}: a main() but no __main__ block")
+            continue
+        entry_points += 1
+        imported = {a.asname or a.name: n.module for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+        for guard in guards:
+            for stmt in guard.body + guard.orelse:
+                wrapper = _wrapped_call(stmt)
+                if wrapper is None:
+                    offenders.append(f"{name}:{stmt.lineno}: runs {ast.unparse(stmt)!r} outside the wrapper")
+                elif imported.get(wrapper) != WRAPPERS[wrapper]:
+                    offenders.append(f"{name}: {wrapper} not imported from {WRAPPERS[wrapper]}")
+    assert offenders == []
+    assert entry_points >= 25  # 16 scripts + 10 benchmarks today: the glob found them
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script, override, named", [
+    ("collect", "tasks=[99]", ("tasks", "[99]")),  # a bad value, found after the config is read
+    ("eval_policy", "checkpoint={missing}", ("checkpoint", "{missing}")),
+    ("imagine_rl", "policy={missing}", ("policy", "{missing}")),
+])
+def test_more_scripts_name_the_bad_field_or_path(tmp_path, script, override, named):
+    missing = str(tmp_path / "nowhere" / "policy.pt")
+    args = [str(REPO / f"scripts/{script}.py"), override.format(missing=missing), f"out_dir={tmp_path / 'out'}"]
+    _one_line(_run(args, tmp_path), script, *(n.format(missing=missing) for n in named))
