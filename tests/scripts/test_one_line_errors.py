@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TypeGuard
 
 import pytest
 
@@ -78,7 +79,7 @@ ENTRY_POINTS = sorted(p for d in ("scripts", "bench") for p in (REPO / d).glob("
 WRAPPERS = {"run_script": "envs.cli", "run_main": "envs.errors"}
 
 
-def _is_main_guard(node: ast.stmt) -> bool:
+def _is_main_guard(node: ast.stmt) -> TypeGuard[ast.If]:
     return (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
             and isinstance(node.test.left, ast.Name) and node.test.left.id == "__name__"
             and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in node.test.comparators))
