@@ -4,20 +4,27 @@ Every wait is a bounded poll (a few seconds at most); windows and timeouts are s
 """
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
+from pathlib import Path
 
 import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
+from envs.cli import load_config
 from envs.robot.client import PolicyClient, ServerUnavailable
 from policies.base import RandomPolicy, RandomPolicyConfig
 from policies.server_limits import FailureWindow, parse_host
 from policies.serving import PolicyServer, ServeConfig, resolve_token
 from tests.policies.test_serving import TOKEN, obs
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def serve(**overrides) -> PolicyServer:
@@ -163,4 +170,43 @@ def test_serves_over_ipv6_loopback():
     with serve(host="[::1]") as server:
         assert server.url.startswith("ws://[::1]:")
         with PolicyClient(server.url) as client:
+            assert client.infer(obs(), timeout=10).actions.shape == (4, 7)
+
+
+def _serve_config(*overrides: str) -> ServeConfig:
+    """A ServeConfig built the way scripts/serve_policy.py builds it: defaults <- `key=value` overrides."""
+    return load_config(ServeConfig, None, list(overrides), group="serve")
+
+
+@pytest.mark.parametrize("host", ["::", "[::]", "::1", "[::1]", "0:0:0:0:0:0:0:1"])
+def test_ipv6_hosts_on_the_command_line_reach_the_config_as_strings(host):
+    # YAML reads '::' as a mapping and '[::1]' as a list; the override must keep the text the user typed
+    cfg = _serve_config(f"host={host}", "port=0")
+    assert cfg.host == host and isinstance(cfg.host, str)
+    assert parse_host(cfg.host) in ("::", "::1")
+
+
+def test_the_script_refuses_every_ipv6_address_without_a_token_in_one_line(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "POLICY_SERVER_TOKEN"}
+    out = subprocess.run([sys.executable, str(REPO / "scripts/serve_policy.py"), "checkpoint=random", "host=::",
+                          "port=0"], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                         env={**env, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 2, out.stderr
+    assert len(out.stderr.splitlines()) == 1 and out.stderr.startswith("serve_policy: token: "), out.stderr
+    assert "'::'" in out.stderr
+
+
+def test_serves_over_ipv6_loopback_from_a_parsed_config():
+    try:
+        socket.socket(socket.AF_INET6).bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    cfg = _serve_config("host=[::1]", "port=0")
+    with PolicyServer(RandomPolicy(RandomPolicyConfig(chunk_len=4)), cfg) as server:
+        assert server.url.startswith("ws://[::1]:")
+        with PolicyClient(server.url) as client:
+            assert client.infer(obs(), timeout=10).actions.shape == (4, 7)
+    cfg = _serve_config("host=::", f"token={TOKEN}", "port=0")  # every address, the loopback among them
+    with PolicyServer(RandomPolicy(RandomPolicyConfig(chunk_len=4)), cfg) as server:
+        with PolicyClient(server.url.replace("[::]", "[::1]"), token=TOKEN) as client:
             assert client.infer(obs(), timeout=10).actions.shape == (4, 7)
