@@ -1,9 +1,10 @@
 """Loading a checkpoint never runs code, and an unusable one gives one error naming the file.
 
 Each checkpoint kind the project reads (world model, policy, BC and RL checkpoints, state-reward and
-proprio models) is given a planted pickle payload, which would create a marker file if anything built
-it, and the damaged files a crash or a bad disk leaves (empty, random bytes, truncated). The world-model
-training checkpoint folder has tests of its own (tests/world_models/test_train_checkpoint.py).
+proprio models, the autoencoder and its training checkpoint) is given a planted pickle payload, which
+would create a marker file if anything built it, and the damaged files a crash or a bad disk leaves
+(empty, random bytes, truncated). The world-model training checkpoint folder has tests of its own
+(tests/world_models/test_train_checkpoint.py).
 """
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ from envs.checkpoint import CheckpointError, load_torch
 from imagination.rl.training import _load_checkpoint as load_rl_checkpoint
 from policies.base import Policy, RandomPolicy, RandomPolicyConfig
 from policies.bc import _resume as resume_bc
+from world_models.autoencoder import Autoencoder, AutoencoderConfig
+from world_models.autoencoder_training import _FORMAT as AE_TRAIN_FORMAT
+from world_models.autoencoder_training import AutoencoderTrainer
 from world_models.model import WorldModel
 from world_models.object_state import StateReward, StateRewardConfig
 from world_models.proprio import ProprioConfig, ProprioModel
@@ -36,10 +40,28 @@ class Payload:
         return builtins.open, (self.marker, "w")
 
 
+class _TrainerAt:
+    """Just enough of an AutoencoderTrainer for its `load`: the file is refused before the model is touched
+    (an AttributeError here would mean the reader went past the refusal)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def checkpoint_path(self) -> Path:
+        return self.path
+
+
+def _tiny_autoencoder() -> Autoencoder:
+    return Autoencoder(AutoencoderConfig(image_size=32, block_out_channels=[8, 8], norm_num_groups=8,
+                                         mid_block_attention=False))
+
+
 def _loaders() -> dict[str, Callable[[Path], object]]:
-    """Every checkpoint kind, by the function that reads it. The BC and RL readers refuse the file
-    before they touch the run's objects, so none are built here."""
+    """Every checkpoint kind, by the function that reads it. The BC, RL and autoencoder-training readers
+    refuse the file before they touch the run's objects, so none are built here."""
     return {
+        "autoencoder": Autoencoder.load,
+        "autoencoder training checkpoint": lambda p: AutoencoderTrainer.load(_TrainerAt(p)),  # type: ignore[arg-type]
         "world model": WorldModel.load,
         "policy": Policy.load,
         "BC checkpoint": lambda p: resume_bc(p, None, None, None, None, None),  # type: ignore[arg-type]
@@ -51,7 +73,14 @@ def _loaders() -> dict[str, Callable[[Path], object]]:
 
 def _real_file(kind: str, path: Path) -> None:
     """A genuine file of `kind` at `path` (the damaged ones are made from it)."""
-    if kind in ("world model", "state reward", "proprio model", "policy"):
+    if kind == "autoencoder":
+        _tiny_autoencoder().save(path)
+    elif kind == "autoencoder training checkpoint":  # the blob AutoencoderTrainer.save writes
+        model = _tiny_autoencoder()
+        torch.save({"format": AE_TRAIN_FORMAT, "step": 1, "model": model.state_dict(),
+                    "optimizer": torch.optim.AdamW(model.parameters()).state_dict(),
+                    "generator": torch.Generator().get_state(), "rng": "{}"}, path)
+    elif kind in ("world model", "state reward", "proprio model", "policy"):
         makers: dict[str, Callable[[], Any]] = {
             "state reward": lambda: StateReward(StateRewardConfig()),
             "proprio model": lambda: ProprioModel(ProprioConfig()),
