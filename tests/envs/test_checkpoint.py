@@ -76,9 +76,9 @@ def _real_file(kind: str, path: Path) -> None:
     if kind == "autoencoder":
         _tiny_autoencoder().save(path)
     elif kind == "autoencoder training checkpoint":  # the blob AutoencoderTrainer.save writes
-        model = _tiny_autoencoder()
-        torch.save({"format": AE_TRAIN_FORMAT, "step": 1, "model": model.state_dict(),
-                    "optimizer": torch.optim.AdamW(model.parameters()).state_dict(),
+        ae = _tiny_autoencoder()
+        torch.save({"format": AE_TRAIN_FORMAT, "step": 1, "model": ae.state_dict(),
+                    "optimizer": torch.optim.AdamW(ae.parameters()).state_dict(),
                     "generator": torch.Generator().get_state(), "rng": "{}"}, path)
     elif kind in ("world model", "state reward", "proprio model", "policy"):
         makers: dict[str, Callable[[], Any]] = {
