@@ -131,3 +131,24 @@ def test_more_scripts_name_the_bad_field_or_path(tmp_path, script, override, nam
     missing = str(tmp_path / "nowhere" / "policy.pt")
     args = [str(REPO / f"scripts/{script}.py"), override.format(missing=missing), f"out_dir={tmp_path / 'out'}"]
     _one_line(_run(args, tmp_path), script, *(n.format(missing=missing) for n in named))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script, args", [
+    ("train_bc", ["--config", "quick", "data_dir={data}", "steps=2", "success_only=false",
+                  "sources=[expert,perturbed]"]),
+    ("train_world_model", ["--config", "quick", "clips.data_dir={data}"]),
+])
+def test_a_flipped_bit_in_a_video_stops_a_pipeline_script_naming_the_episode_and_file(tmp_path, script, args):
+    """The check against the recorded sha256 reaches the scripts: a training run on a dataset whose mp4
+    has one flipped bit stops before training, with one line naming the episode and the file."""
+    data = tmp_path / "data"
+    write(data, make_episodes()[:2])
+    rel = "videos/observation.images.agentview/chunk-000/file-001.mp4"  # episode 1's first view
+    raw = bytearray((data / rel).read_bytes())
+    raw[len(raw) // 2] ^= 0x10  # inside the encoded frames
+    (data / rel).write_bytes(bytes(raw))
+    out = _run([str(REPO / f"scripts/{script}.py"), *(a.format(data=data) for a in args),
+                f"out_dir={tmp_path / 'out'}"], tmp_path)
+    _one_line(out, script, "episode 1", rel, "checksum mismatch")
+    assert not (tmp_path / "out" / "policy.pt").exists() and not (tmp_path / "out" / "world_model.pt").exists()
