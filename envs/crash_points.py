@@ -25,6 +25,7 @@ Points (`POINTS`; a name not listed is refused when the variable is read, so a t
     rl.checkpoint_saved               RL policy.pt and checkpoint.pt written
     rl.before_result                  RL iterations done, metrics, videos and result.json not yet written
     loop.stage_done                   a loop stage returned, loop.json does not record it yet
+    calibrate.before_record           calibrated model file written, calibration.json (the record) not yet
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ ENV = "VLA_CRASH_AT"
 POINTS = ("collect.step", "dataset.seal_opened", "dataset.before_commit", "dataset.after_commit",
           "wm.checkpoint.state_saved", "wm.checkpoint.before_commit", "wm.checkpoint.after_commit", "bc.step",
           "bc.checkpoint_saved", "bc.before_policy", "rl.iteration", "rl.checkpoint_saved", "rl.before_result",
-          "loop.stage_done")
+          "loop.stage_done", "calibrate.before_record")
 
 
 def _parse(value: str | None) -> tuple[str, int] | None:

@@ -9,7 +9,8 @@ replay is compared with the simulator's outcome, and the threshold that best sep
 (balanced accuracy) is written into the checkpoint (`head.success_threshold`). Imagined envs,
 `eval_policy.py --env imagination`, RL and the benchmarks then use it unless they set their own.
 The data need real failures: policy rollouts recorded by the loop, or perturbed expert episodes.
-Writes calibration.json (every episode's figure) and calibration.png next to the output checkpoint.
+Writes calibration.json (every episode's figure) and calibration.png next to the output checkpoint;
+calibration.json, the record, comes after the checkpoint, and an earlier run's record is removed first.
 """
 from __future__ import annotations
 

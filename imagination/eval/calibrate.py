@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from envs.atomic import atomic_write_json
+from envs.crash_points import crash_point
 from envs.dataset import EpisodeDataset
 from envs.provenance import provenance
 from imagination.env import ImaginationConfig, StartEpisode
@@ -183,8 +184,14 @@ def calibrate_success(cfg: CalibrateConfig) -> dict:
                                 sampling_steps=cfg.sampling_steps or None, seed=cfg.seed, device=cfg.device)
     choice = pick_threshold(probs, labels)
     out = Path(cfg.out or cfg.checkpoint)
+    # calibration.json is the record of this calibration and is written last: an earlier run's record (and
+    # figure) goes first, so that a kill between the model file and the record leaves no record naming a
+    # threshold the model file no longer holds (export_hub and the model card quote calibration.json)
+    for stale in (out.parent / "calibration.json", out.parent / "calibration.png"):
+        stale.unlink(missing_ok=True)
     wm.cfg.head.success_threshold = choice.threshold
-    wm.save(out)
+    wm.save(out)  # atomic
+    crash_point("calibrate.before_record")
     result = {"checkpoint": cfg.checkpoint, "out": str(out), "data_dir": data, **asdict(choice),
               "episodes": [{"episode_index": i, "source": s, "real_success": bool(label), "max_success_prob": float(p)}
                            for i, s, label, p in zip(indices, sources, labels, probs)],
