@@ -26,6 +26,8 @@ from typing import Any, TypeVar
 
 import torch
 
+from envs.atomic import atomic_torch_save
+
 T = TypeVar("T")
 
 
@@ -96,6 +98,26 @@ def expect_format(blob: Any, path: str | os.PathLike, what: str, fmt: str | None
     return blob
 
 
+MODEL_KEYS = ("config", "state_dict")
+
+
+def save_model_file(path: str | os.PathLike, fmt: str, config: dict, state_dict: Any, version: int | None = None,
+                    **extra: Any) -> None:
+    """The one layout of a model file: {"format", "version" (when given), "config", "state_dict", **extra},
+    written atomically (envs.atomic). `load_model_file` reads it back with the matching checks."""
+    blob: dict[str, Any] = {"format": fmt}
+    if version is not None:
+        blob["version"] = version
+    atomic_torch_save(path, {**blob, "config": config, "state_dict": state_dict, **extra})
+
+
+def load_model_file(path: str | os.PathLike, what: str, fmt: str, version: int | None = None,
+                    map_location: str | torch.device | None = "cpu", keys: Iterable[str] = MODEL_KEYS) -> dict:
+    """A file of `save_model_file`, checked: format tag, `keys` present, version (when given); CheckpointError
+    naming `path` otherwise."""
+    return expect_format(load_torch(path, what, map_location), path, what, fmt, keys, version)
+
+
 def config_from(cls: type[T], data: Any, path: str | os.PathLike, what: str) -> T:
     """`cls(**data)`: the config dataclass a checkpoint stores as a dict, or CheckpointError naming the file."""
     try:
@@ -133,4 +155,5 @@ def _first_line(err: BaseException) -> str:
     return lines[0][:200] if lines else type(err).__name__
 
 
-__all__ = ["CheckpointError", "check_safetensors", "config_from", "expect_format", "load_torch", "restore"]
+__all__ = ["MODEL_KEYS", "CheckpointError", "check_safetensors", "config_from", "expect_format", "load_model_file",
+           "load_torch", "restore", "save_model_file"]

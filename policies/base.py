@@ -29,8 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from envs.atomic import atomic_torch_save
-from envs.checkpoint import CheckpointError, config_from, expect_format, load_torch, restore
+from envs.checkpoint import MODEL_KEYS, CheckpointError, config_from, load_model_file, restore, save_model_file
 from envs.hub import CONFIG, WEIGHTS, load_folder, save_folder
 from envs.model_card import CardFacts, render_card
 from envs.provenance import versions
@@ -167,21 +166,14 @@ class Policy(nn.Module, abc.ABC):
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> None:
         """Write class, config and weights to `path` atomically (envs.atomic)."""
-        payload = {
-            "format": _FORMAT,
-            "version": _VERSION,
-            "class": f"{type(self).__module__}:{type(self).__qualname__}",
-            "config": asdict(self.config),
-            "state_dict": self.state_dict(),
-        }
-        atomic_torch_save(path, payload)
+        save_model_file(path, _FORMAT, asdict(self.config), self.state_dict(), _VERSION,
+                        **{"class": f"{type(self).__module__}:{type(self).__qualname__}"})
 
     @classmethod
     def load(cls, path: str | os.PathLike, map_location: str | torch.device = "cpu") -> Policy:
         """Restore the policy saved at `path` as its own class (a subclass of `cls`), in eval mode."""
         what = "policy checkpoint (Policy.save)"
-        payload = expect_format(load_torch(path, what, map_location), path, what, _FORMAT,
-                                ("class", "config", "state_dict"), _VERSION)
+        payload = load_model_file(path, what, _FORMAT, _VERSION, map_location, ("class", *MODEL_KEYS))
         return cls._build(str(payload["class"]), payload["config"], payload["state_dict"], path, path, map_location)
 
     @classmethod

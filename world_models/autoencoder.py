@@ -21,8 +21,7 @@ import torch
 from diffusers import AutoencoderKL
 from torch import nn
 
-from envs.atomic import atomic_torch_save
-from envs.checkpoint import CheckpointError, expect_format, load_torch, restore
+from envs.checkpoint import CheckpointError, load_model_file, restore, save_model_file
 
 _FORMAT = "wm-vla-rl/autoencoder"
 _VERSION = 1
@@ -130,15 +129,13 @@ class Autoencoder(nn.Module):
     def save(self, path: str | os.PathLike) -> None:
         """Config + weights, written atomically (envs.atomic)."""
         state = {k: v.detach().cpu() for k, v in self.state_dict().items()}
-        atomic_torch_save(path, {"format": _FORMAT, "version": _VERSION, "config": asdict(self.cfg),
-                                 "state_dict": state})
+        save_model_file(path, _FORMAT, asdict(self.cfg), state, _VERSION)
 
     @classmethod
     def load(cls, path: str | os.PathLike, map_location: str | torch.device = "cpu") -> Autoencoder:
         """The autoencoder saved at `path`, in eval mode; CheckpointError naming `path` if unusable."""
         what = "autoencoder checkpoint (Autoencoder.save, scripts/train_autoencoder.py)"
-        blob = expect_format(load_torch(path, what, map_location), path, what, _FORMAT, ("config", "state_dict"),
-                             _VERSION)
+        blob = load_model_file(path, what, _FORMAT, _VERSION, map_location)
         try:
             cfg = AutoencoderConfig(**blob["config"])
             model = cls(cfg)

@@ -27,8 +27,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from envs.atomic import atomic_torch_save
-from envs.checkpoint import CheckpointError, expect_format, load_torch, restore
+from envs.checkpoint import CheckpointError, load_model_file, restore, save_model_file
 from envs.hub import CONFIG, WEIGHTS, load_folder, save_folder
 from envs.model_card import CardFacts, render_card
 from envs.provenance import versions
@@ -206,15 +205,13 @@ class WorldModel(nn.Module):
     def save(self, path: str | os.PathLike) -> None:
         """Write config + weights atomically (envs.atomic)."""
         state = {k: v.detach().cpu() for k, v in self.state_dict().items()}
-        atomic_torch_save(path, {"format": _FORMAT, "version": _VERSION, "config": asdict(self.cfg),
-                                 "state_dict": state})
+        save_model_file(path, _FORMAT, asdict(self.cfg), state, _VERSION)
 
     @classmethod
     def load(cls, path: str | os.PathLike, map_location: str | torch.device = "cpu") -> WorldModel:
         """The model saved at `path` (WorldModel.save), in eval mode; CheckpointError naming `path` if unusable."""
         what = "world model checkpoint (WorldModel.save)"
-        blob = expect_format(load_torch(path, what, map_location), path, what, _FORMAT, ("config", "state_dict"),
-                             _VERSION)
+        blob = load_model_file(path, what, _FORMAT, _VERSION, map_location)
         return cls._build(blob["config"], blob["state_dict"], path, path)
 
     @classmethod

@@ -31,8 +31,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from envs.atomic import atomic_torch_save
-from envs.checkpoint import config_from, expect_format, load_torch, restore
+from envs.checkpoint import config_from, load_model_file, restore, save_model_file
 
 _FORMAT = "wm-vla-rl/state_reward"
 SCALE = 10.0  # metres -> decimetres: inputs and targets of order 1
@@ -126,12 +125,12 @@ class StateReward(nn.Module):
         return self.success_net(success_features(obj, target, lift, grip, grasped))[..., 0]
 
     def save(self, path: str | os.PathLike) -> None:
-        atomic_torch_save(path, {"format": _FORMAT, "config": asdict(self.cfg), "state_dict": self.state_dict()})
+        save_model_file(path, _FORMAT, asdict(self.cfg), self.state_dict())
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> StateReward:
         what = "state-reward checkpoint (StateReward.save)"
-        blob = expect_format(load_torch(path, what), path, what, _FORMAT, ("config", "state_dict"))
+        blob = load_model_file(path, what, _FORMAT)
         model = cls(config_from(StateRewardConfig, blob["config"], path, "state-reward"))
         restore(model, blob["state_dict"], path, "state-reward model")
         return model.eval()

@@ -18,8 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from envs.atomic import atomic_torch_save
-from envs.checkpoint import config_from, expect_format, load_torch, restore
+from envs.checkpoint import config_from, load_model_file, restore, save_model_file
 from envs.hub import CONFIG, WEIGHTS, load_folder, save_folder
 from envs.model_card import CardFacts, render_card
 from envs.provenance import versions
@@ -78,12 +77,12 @@ class ProprioModel(nn.Module):
         return self.forward(state.float(), actions.float())
 
     def save(self, path: str | os.PathLike) -> None:
-        atomic_torch_save(path, {"format": _FORMAT, "config": asdict(self.cfg), "state_dict": self.state_dict()})
+        save_model_file(path, _FORMAT, asdict(self.cfg), self.state_dict())
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> ProprioModel:
         what = "proprio model (ProprioModel.save)"
-        blob = expect_format(load_torch(path, what), path, what, _FORMAT, ("config", "state_dict"))
+        blob = load_model_file(path, what, _FORMAT)
         return cls._build(blob["config"], blob["state_dict"], path, path)
 
     @classmethod
