@@ -167,7 +167,8 @@ class ImaginationVectorEnv(VectorEnv):
         if self.grasp is not None:  # reward "grasp" judges the first close: start before the recording's own
             ends = [min(end, first_close(e.action)) if first_close(e.action) > 0 else end
                     for e, end in zip(episodes, ends)]
-        self.keyframes = KeyframeSampler([e.action[:end] for e, end in zip(episodes, ends)], cfg.keyframes)
+        self.keyframes = KeyframeSampler([e.action[:end] for e, end in zip(episodes, ends)], cfg.keyframes,
+                                         [e.task_id for e in episodes])
         self.num_envs = num_envs
         self.K, self.C, self.V = world_model.chunk_len, world_model.context_frames, V
         self.single_observation_space = observation_space(len(self._pick), H, W, episodes[0].state.shape[1])

@@ -1,0 +1,45 @@
+"""Task-balanced keyframe draws (imagination/keyframes.py `balance_tasks`)."""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from imagination.keyframes import KeyframeConfig, KeyframeSampler
+
+
+def _actions(n: int) -> list[np.ndarray]:
+    return [np.zeros((20, 7)) for _ in range(n)]
+
+
+def test_balanced_draws_cover_every_task_equally():
+    # 9 episodes of task 0, one of task 1: free draws of 4 almost never balance, balanced ones always do
+    tasks = [0] * 9 + [1]
+    cfg = KeyframeConfig(mode="start", balance_tasks=True)
+    sampler = KeyframeSampler(_actions(10), cfg, tasks)
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        counts = Counter(tasks[k.episode] for k in sampler.sample(4, rng))
+        assert counts == {0: 2, 1: 2}
+    # an odd n: every task gets n // tasks, the rest go to distinct tasks
+    counts = Counter(tasks[k.episode] for k in sampler.sample(5, rng))
+    assert sorted(counts.values()) == [2, 3]
+    free = KeyframeSampler(_actions(10), KeyframeConfig(mode="start"), tasks)
+    draws = [Counter(tasks[k.episode] for k in free.sample(4, rng))[1] for _ in range(200)]
+    assert np.mean(draws) < 1.0  # unbalanced: task 1 gets about 0.4 of 4
+
+
+def test_balanced_draws_keep_step_weights_within_a_task():
+    action = np.zeros((100, 7))
+    action[40:, 6] = 1.0  # one grasp at step 40
+    cfg = KeyframeConfig(mode="hard", balance_tasks=True)
+    ts = [k.t for k in KeyframeSampler([action, action], cfg, [3, 7]).sample(400, np.random.default_rng(1))]
+    assert abs(np.median(ts) - 40) < 10
+
+
+def test_balance_needs_a_task_per_episode():
+    with pytest.raises(ValueError, match="balance_tasks"):
+        KeyframeSampler(_actions(3), KeyframeConfig(balance_tasks=True))
+    with pytest.raises(ValueError, match="balance_tasks"):
+        KeyframeSampler(_actions(3), KeyframeConfig(balance_tasks=True), [0, 1])
