@@ -33,7 +33,7 @@ from envs.frames import channels_to_views, stack_views, tile_views, to_model_fra
 from envs.spaces import BatchObservation, Info, Observation, action_space, check_action_chunk, observation_space
 from imagination.grasp_judge import fit_grasp_judge
 from imagination.keyframes import KeyframeConfig, KeyframeSampler
-from world_models.grasp_point import first_close
+from world_models.grasp_point import GraspPointConfig, first_close
 from world_models.model import WorldModel
 from world_models.proprio import ProprioModel
 
@@ -71,6 +71,7 @@ class ImaginationConfig:
     # "close": end at the grasp, as above. "release": hold on to the first open command after it and judge the
     # grasp and where the carried object is let go (imagination/grasp_judge.py).
     grasp_until: str = "close"
+    grasp_point: GraspPointConfig = field(default_factory=GraspPointConfig)  # its classifier (ensemble, pessimism)
     # which features of a start dataset (start_data) are the views, the state and the action
     # (envs.dataset.ReaderConfig), e.g. imagination.features.cameras={agentview: observation.images.image};
     # the defaults map them automatically
@@ -138,7 +139,7 @@ class ImaginationVectorEnv(VectorEnv):
         self.state_reward = (_load_state_reward(cfg, world_model.chunk_len, episodes) if cfg.reward == "state"
                              else None)
         self.grasp = (fit_grasp_judge(cfg.grasp_train_data, cfg.grasp_label_dirs, episodes, num_envs, cfg.grasp_until,
-                                      cfg.max_steps) if cfg.reward == "grasp" else None)
+                                      cfg.max_steps, cfg.grasp_point) if cfg.reward == "grasp" else None)
         # the head's threshold is calibrated per checkpoint; the other rewards are probabilities trained as ones
         default_threshold = world_model.cfg.head.success_threshold if cfg.reward == "head" else 0.5
         self.success_threshold = default_threshold if cfg.success_threshold is None else cfg.success_threshold

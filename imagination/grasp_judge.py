@@ -20,7 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from world_models.grasp_point import GraspPointClassifier, features_at, first_close, release_features_at
+from world_models.grasp_point import (
+    GraspPointClassifier,
+    GraspPointConfig,
+    features_at,
+    first_close,
+    release_features_at,
+)
 
 ENDINGS = ("close", "release")
 
@@ -80,7 +86,7 @@ class GraspJudge:
 
 
 def fit_grasp_judge(train_data: Sequence[str], label_dirs: Sequence[str], episodes: Sequence[Any], num_envs: int,
-                    until: str = "close", max_steps: int = 220) -> GraspJudge:
+                    until: str = "close", max_steps: int = 220, cfg: GraspPointConfig | None = None) -> GraspJudge:
     """The judge of reward "grasp" for `num_envs` envs starting from `episodes` (StartEpisode: state [T, S] and
     simulator labels `sim`, which give the object's and the target's start), its classifier fit on the labelled
     datasets `train_data` and label-collection folders `label_dirs` (world_models/grasp_point.py)."""
@@ -95,7 +101,7 @@ def fit_grasp_judge(train_data: Sequence[str], label_dirs: Sequence[str], episod
     if unlabelled:
         raise ValueError(f"start episodes {unlabelled[:5]}{'...' if len(unlabelled) > 5 else ''} have no simulator "
                          "labels, which reward 'grasp' reads the object's start from: run scripts/label_episodes.py")
-    classifier = fit_grasp_point(train_data, label_dirs, place=until == "release")
+    classifier = fit_grasp_point(train_data, label_dirs, cfg, place=until == "release")
     return GraspJudge(classifier, num_envs, episodes[0].state.shape[1], until, max_steps)
 
 

@@ -107,6 +107,12 @@ def place_features(state: np.ndarray, action: np.ndarray, object_start: np.ndarr
 class GraspPointConfig:
     c: float = 1.0  # inverse L2 strength of the logistic regression (scikit-learn's C)
     max_iter: int = 2000
+    # Pessimism against a policy that optimizes the classifier: fit `ensemble` members on bootstrap resamples of
+    # the labelled episodes and predict mean - pessimism * std over them. Why: where labelled grasps are few, the
+    # quadratic terms extrapolate, and GRPO finds those grasps; the members disagree exactly there.
+    ensemble: int = 1
+    pessimism: float = 0.0
+    seed: int = 0  # of the bootstrap draws
 
 
 class GraspPointClassifier:
@@ -114,8 +120,15 @@ class GraspPointClassifier:
 
     def __init__(self, cfg: GraspPointConfig | None = None):
         self.cfg = cfg or GraspPointConfig()
-        self.model: Pipeline = make_pipeline(StandardScaler(), PolynomialFeatures(2),
-                                             LogisticRegression(C=self.cfg.c, max_iter=self.cfg.max_iter))
+        if self.cfg.ensemble < 1 or self.cfg.pessimism < 0:
+            raise ValueError(f"grasp_point.ensemble, .pessimism: expected an integer >= 1 and a number >= 0, got "
+                             f"{self.cfg.ensemble} and {self.cfg.pessimism}")
+        self.model: Pipeline = self._pipeline()
+        self.members: list[Pipeline] = []  # bootstrap members when cfg.ensemble > 1
+
+    def _pipeline(self) -> Pipeline:
+        return make_pipeline(StandardScaler(), PolynomialFeatures(2),
+                             LogisticRegression(C=self.cfg.c, max_iter=self.cfg.max_iter))
 
     @staticmethod
     def _inputs(features: np.ndarray, task_ids: np.ndarray) -> np.ndarray:
@@ -131,12 +144,25 @@ class GraspPointClassifier:
         success = np.asarray(success, bool)
         if success.all() or not success.any():
             raise ValueError(f"success: expected both outcomes among the {len(success)} training episodes")
-        self.model.fit(self._inputs(features, task_ids), success)
+        x = self._inputs(features, task_ids)
+        self.model.fit(x, success)
+        rng = np.random.default_rng(self.cfg.seed)
+        self.members = []
+        for _ in range(self.cfg.ensemble if self.cfg.ensemble > 1 else 0):
+            # resample each outcome apart, so that every member sees both
+            rows = np.concatenate([rng.choice(np.flatnonzero(success == o), size=int((success == o).sum()))
+                                   for o in (False, True)])
+            self.members.append(self._pipeline().fit(x[rows], success[rows]))
         return self
 
     def predict(self, features: np.ndarray, task_ids: np.ndarray) -> np.ndarray:
-        """P(success) [N]."""
-        return self.model.predict_proba(self._inputs(features, task_ids))[:, 1]
+        """P(success) [N]: the one model's, or with an ensemble mean - pessimism * std over its members,
+        clipped to [0, 1]."""
+        x = self._inputs(features, task_ids)
+        if not self.members:
+            return self.model.predict_proba(x)[:, 1]
+        probs = np.stack([m.predict_proba(x)[:, 1] for m in self.members])  # [members, N]
+        return np.clip(probs.mean(0) - self.cfg.pessimism * probs.std(0), 0.0, 1.0)
 
 
 def dataset_features(root: str, policy: str = "", place: bool = False

@@ -5,6 +5,7 @@ import pytest
 
 from world_models.grasp_point import (
     GraspPointClassifier,
+    GraspPointConfig,
     grasp_features,
     place_features,
     release_after,
@@ -57,6 +58,26 @@ def test_classifier_learns_the_grasp_boundary_and_refuses_one_outcome():
         GraspPointClassifier().fit(f, t, np.ones(len(f), bool))
     with pytest.raises(ValueError, match="task_ids"):
         clf.predict(f2, np.full(100, 12))
+
+
+def test_ensemble_is_pessimistic_where_labelled_grasps_are_few():
+    rng = np.random.default_rng(2)
+    offsets = rng.uniform(-0.03, 0.03, (120, 2))
+    f = np.array([grasp_features(*_episode(rng, o)) for o in offsets])
+    t, y = np.zeros(len(f), int), np.hypot(f[:, 0], f[:, 1]) < 0.02
+    one = GraspPointClassifier().fit(f, t, y)
+    ens = GraspPointClassifier(GraspPointConfig(ensemble=8, pessimism=1.0)).fit(f, t, y)
+    assert len(ens.members) == 8 and not one.members
+    near = np.array([grasp_features(*_episode(rng, [0.005, 0.0]))])  # inside the labelled cloud
+    far = np.array([grasp_features(*_episode(rng, [0.0, 0.0], close_at=55))])  # a close step never labelled
+    mean = np.mean([m.predict_proba(ens._inputs(far, np.zeros(1, int)))[:, 1] for m in ens.members])
+    assert ens.predict(far, np.zeros(1, int))[0] < mean - 1e-3  # the members disagree off the data: penalized
+    assert ens.predict(near, np.zeros(1, int))[0] > 0.5 and one.predict(near, np.zeros(1, int))[0] > 0.5
+    # the same seed, the same members
+    again = GraspPointClassifier(GraspPointConfig(ensemble=8, pessimism=1.0)).fit(f, t, y)
+    np.testing.assert_allclose(again.predict(far, np.zeros(1, int)), ens.predict(far, np.zeros(1, int)))
+    with pytest.raises(ValueError, match="ensemble"):
+        GraspPointClassifier(GraspPointConfig(ensemble=0))
 
 
 def test_place_features_carry_the_object_with_the_gripper_to_the_release():
