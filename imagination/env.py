@@ -152,7 +152,8 @@ class ImaginationVectorEnv(VectorEnv):
         if V != len(world_model.cfg.views) or H != d.image_size or W != d.image_size:
             raise ValueError(
                 f"episodes: frames {episodes[0].frames.shape[1:]} do not match the world model "
-                f"({len(world_model.cfg.views)} views {world_model.cfg.views}, {d.image_size} px)"
+                f"({len(world_model.cfg.views)} views {world_model.cfg.views}, {d.image_size} px); a dataset of "
+                f"another frame size is resized on read with imagination.features.image_size={d.image_size}"
             )
         wm_views = list(world_model.cfg.views)
         shown = list(cfg.policy_views) or wm_views

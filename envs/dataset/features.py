@@ -49,6 +49,10 @@ class ReaderConfig:
     succeed: bool = True  # whether such episodes count as successful (at their last step)
     suite: str = ""  # their suite ("" = the dataset folder's name)
     tolerance_s: float = 1e-4  # how far a decoded frame's time may be from where it should be
+    # Frames resized to image_size x image_size on read (0: as stored). Why: LeRobot's LIBERO sets are 256 px and a
+    # quick world model or policy takes 64 px; resizing once on read serves world-model training, BC and the
+    # imagination env's starts alike. Downscaling averages pixel areas, so a 1-px gripper edge is kept, not skipped.
+    image_size: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cameras", dict(self.cameras))
@@ -57,6 +61,8 @@ class ReaderConfig:
             raise ValueError(f"cameras: view names must be [A-Za-z0-9_] strings, got {bad}")
         if not self.tolerance_s > 0:
             raise ValueError(f"tolerance_s: expected > 0, got {self.tolerance_s!r}")
+        if not (isinstance(self.image_size, int) and self.image_size >= 0):
+            raise ValueError(f"image_size: expected an integer >= 0 (0: frames as stored), got {self.image_size!r}")
 
 
 @dataclass(frozen=True)

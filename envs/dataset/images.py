@@ -9,6 +9,7 @@ import io
 
 import numpy as np
 import pyarrow as pa
+from PIL import Image
 
 from envs.dataset.errors import DatasetCorruptError
 
@@ -31,3 +32,13 @@ def decode_image_column(column: pa.ChunkedArray | pa.Array, where: str) -> np.nd
     if not frames:
         raise DatasetCorruptError(f"{where}: no frames")
     return np.stack(frames)
+
+
+def resize_frames(frames: np.ndarray, size: int) -> np.ndarray:
+    """uint8 [T, H, W, 3] -> [T, size, size, 3] (size 0 or the same: unchanged). Down: area average (PIL's BOX
+    filter); up: bicubic."""
+    if not size or frames.shape[1:3] == (size, size):
+        return frames
+    down = frames.shape[1] >= size and frames.shape[2] >= size
+    mode = Image.Resampling.BOX if down else Image.Resampling.BICUBIC
+    return np.stack([np.asarray(Image.fromarray(f).resize((size, size), mode)) for f in frames])

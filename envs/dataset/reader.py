@@ -14,6 +14,7 @@ import json
 import logging
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ import pyarrow.parquet as pq
 from envs.dataset.episode import Episode
 from envs.dataset.errors import DatasetCorruptError
 from envs.dataset.features import Features, ReaderConfig, resolve_features
-from envs.dataset.images import decode_image_column
+from envs.dataset.images import decode_image_column, resize_frames
 from envs.dataset.integrity import file_digest, open_checked
 from envs.dataset.layout import (
     INFO_PATH,
@@ -122,7 +123,9 @@ class EpisodeDataset:
     # ------------------------------------------------------------------ properties
     @property
     def config(self) -> DatasetConfig:
-        return self._config
+        """The dataset's config, with the frame size the reader returns (`ReaderConfig.image_size`)."""
+        size = self.reader_config.image_size
+        return replace(self._config, image_size=(size, size)) if size else self._config
 
     @property
     def features(self) -> Features:
@@ -204,7 +207,7 @@ class EpisodeDataset:
         expected = (length, *self._config.image_size, 3)
         if frames.shape != expected:
             raise DatasetCorruptError(f"episode {i}: {rel} decodes to frames {frames.shape}, expected {expected}")
-        return frames
+        return resize_frames(frames, self.reader_config.image_size)
 
     def arrays(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """(state [T, S], action [T, A]) of episode i, read from its data file alone: no video is decoded.

@@ -130,6 +130,24 @@ def test_clips_bc_and_imagination_starts_load_from_it(foreign: Path) -> None:
     assert starts[1].frames.shape == (7, 2, 32, 32, 3) and starts[1].instruction == "task 1"
 
 
+def test_frames_resized_on_read_for_every_stage(foreign: Path) -> None:
+    from imagination.env import load_start_episodes
+    from world_models.clips import load_episodes
+
+    small = ReaderConfig(image_size=16)
+    ds, full = EpisodeDataset(foreign, features=small), EpisodeDataset(foreign)
+    got, stored = ds.load_view(2, "agentview"), full.load_view(2, "agentview")
+    assert got.shape == (15, 16, 16, 3) and ds.config.image_size == (16, 16) and full.config.image_size == (32, 32)
+    # down by 2: each pixel is the mean of its 2 x 2 block
+    block = stored.reshape(15, 16, 2, 16, 2, 3).astype(float).mean((2, 4))
+    assert np.abs(got.astype(float) - block).max() <= 1.0
+    assert EpisodeDataset(foreign, features=ReaderConfig(image_size=48)).load_view(0, "wrist").shape[1:] == (48, 48, 3)
+    assert load_episodes(foreign, ["agentview"], features=small)[0].frames.shape[1:] == (16, 16, 3)
+    assert load_start_episodes(str(foreign), ["agentview"], [1], features=small)[0].frames.shape[1:] == (1, 16, 16, 3)
+    with pytest.raises(ValueError, match="image_size"):
+        ReaderConfig(image_size=-1)
+
+
 def test_foreign_info_json_checked_for_what_every_v3_dataset_has(tmp_path: Path) -> None:
     """read_info checks a foreign info.json's common fields (one error naming the file) but builds no config
     of ours from it; EpisodeWriter will not append to it."""
