@@ -29,6 +29,7 @@ from envs.provenance import provenance
 from imagination.eval.jobs import EnvFactory, EnvSpec, EvalConfig, EvalEnv, Job
 from imagination.eval.libero import LiberoEvalEnv
 from policies.base import Policy, RandomPolicy, RandomPolicyConfig
+from policies.remote import RemotePolicy, RemotePolicyConfig, is_remote
 
 IMAGINATION = "imagination"
 
@@ -48,8 +49,14 @@ def make_eval_env(cfg: EvalConfig, spec: EnvSpec, first_tasks: list[int]) -> Eva
 def load_policy(cfg: EvalConfig) -> Policy:
     if cfg.checkpoint == "random":
         return RandomPolicy(RandomPolicyConfig(chunk_len=cfg.action_steps or 8, seed=cfg.seed))
+    if is_remote(cfg.checkpoint):  # a policy server (policies/remote.py)
+        if not cfg.deterministic:
+            raise ValueError("deterministic: a served policy (checkpoint=ws://...) returns its own actions; "
+                             "expected deterministic=true")
+        return RemotePolicy(RemotePolicyConfig(url=cfg.checkpoint))
     if not cfg.checkpoint or not Path(cfg.checkpoint).is_file():
-        raise FileNotFoundError(f"checkpoint: {cfg.checkpoint!r} is not a file (a Policy.save checkpoint, or 'random')")
+        raise FileNotFoundError(f"checkpoint: {cfg.checkpoint!r} is not a file (a Policy.save checkpoint, "
+                                "ws://host:port of a policy server, or 'random')")
     return Policy.load(cfg.checkpoint)
 
 
