@@ -16,6 +16,12 @@ plus an optional integer "id" echoed in the reply:
     image        uint8   [V, H, W, 3]    or [B, V, H, W, 3]
     state        float32 [S]             or [B, S]
     instruction  str                     or a list of B str
+openpi's LIBERO example client sends its own keys instead; they are read as the same observation:
+
+    observation/image        uint8 [H, W, 3]   (or [B, H, W, 3])  -> view 0 (agentview)
+    observation/wrist_image  uint8 [H, W, 3]   optional            -> view 1 (wrist)
+    observation/state        [8] any float     (eef pos, axis-angle, gripper qpos: our state's layout)
+    prompt                   str                                   -> instruction
 Reply (server -> client): {"id", "actions": float32 [K, 7] (or [B, K, 7]), "timing_ms": {...}} or
 {"id", "error": {"code", "field", "message"}}. Right after the handshake the server sends one
 {"type": "metadata", ...} message describing the policy (chunk length, views, image size); openpi's
@@ -45,6 +51,9 @@ ALLOWED_DTYPES = frozenset({"bool", "uint8", "int8", "uint16", "int16", "int32",
 # np.dtype() sees the string, so no other dtype syntax (records, objects, "O") reaches numpy's parser
 _DTYPE_STR = re.compile(r"[<>|=]?[biuf][1248]")
 REQUEST_KEYS = ("image", "state", "instruction", "id")
+# openpi's LIBERO example (examples/libero/main.py in openpi) -> ours
+OPENPI_LIBERO_KEYS = {"observation/image": "image", "observation/wrist_image": "image",
+                      "observation/state": "state", "prompt": "instruction"}
 
 
 class RequestError(ValueError):
@@ -183,6 +192,31 @@ def _batched(name: str, arr: Any, ndim_single: int, limits: WireLimits) -> tuple
     return (arr if batched else arr[None]), batched
 
 
+def _from_openpi_libero(msg: dict) -> dict[str, Any]:
+    """openpi's LIBERO request keys -> ours: the views stacked [.., V, H, W, 3] (agentview, then wrist), the
+    state as float32; other keys are left for `parse_request` to refuse by name."""
+    unknown = sorted(str(k) for k in msg if k not in OPENPI_LIBERO_KEYS and k != "id")
+    if unknown:
+        raise RequestError(unknown[0], f"unknown key(s) {unknown}; an openpi LIBERO request has "
+                                       f"{list(OPENPI_LIBERO_KEYS)}")
+    missing = [k for k in ("observation/image", "observation/state", "prompt") if k not in msg]
+    if missing:
+        raise RequestError(missing[0], f"missing key(s) {missing}")
+    views = [msg[k] for k in ("observation/image", "observation/wrist_image") if k in msg]
+    for k, v in zip(("observation/image", "observation/wrist_image"), views):
+        if not isinstance(v, np.ndarray) or v.ndim not in (3, 4):
+            raise RequestError(k, f"expected a uint8 array [H, W, 3] (or [B, H, W, 3]), got "
+                                  f"{getattr(v, 'shape', type(v).__name__)}")
+    if len({v.shape for v in views}) > 1:
+        raise RequestError("observation/wrist_image", f"expected the shape of observation/image "
+                                                      f"{list(views[0].shape)}, got {list(views[1].shape)}")
+    state = msg["observation/state"]
+    if not isinstance(state, np.ndarray) or state.dtype.kind not in "fiu":
+        raise RequestError("observation/state", f"expected a numeric array [S], got {type(state).__name__}")
+    out = {"image": np.stack(views, axis=-4), "state": state.astype(np.float32), "instruction": msg["prompt"]}
+    return out | ({"id": msg["id"]} if "id" in msg else {})
+
+
 def parse_request(msg: Any, limits: WireLimits | None = None) -> tuple[dict[str, Any], bool, int | None]:
     """Validate a decoded request -> (batched obs, was_batched, id).
 
@@ -191,6 +225,8 @@ def parse_request(msg: Any, limits: WireLimits | None = None) -> tuple[dict[str,
     limits = limits or WireLimits()
     if not isinstance(msg, dict):
         raise RequestError("", f"expected a map (the observation dict), got {type(msg).__name__}")
+    if any(k in OPENPI_LIBERO_KEYS for k in msg):
+        msg = _from_openpi_libero(msg)
     rid = msg.get("id")
     if rid is not None and (type(rid) is not int or abs(rid) >= 2**63):
         raise RequestError("id", f"expected an integer request id, got {type(rid).__name__}")
@@ -235,5 +271,5 @@ def error_reply(rid: int | None, code: str, message: str, field: str = "") -> by
     return pack({"id": rid, "error": {"code": code, "field": field, "message": message}})
 
 
-__all__ = ["ALLOWED_DTYPES", "ND_KEY", "OPENPI_ND_KEY", "PROTOCOL_VERSION", "RequestError", "WireLimits",
-           "error_reply", "pack", "parse_request", "unpack"]
+__all__ = ["ALLOWED_DTYPES", "ND_KEY", "OPENPI_LIBERO_KEYS", "OPENPI_ND_KEY", "PROTOCOL_VERSION", "RequestError",
+           "WireLimits", "error_reply", "pack", "parse_request", "unpack"]

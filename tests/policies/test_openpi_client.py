@@ -53,6 +53,21 @@ print(json.dumps({
 """
 
 
+# openpi's LIBERO example client (examples/libero/main.py): 224 px upright agentview and wrist images, the
+# 8-dim state as float64, the prompt; one observation per call. argv: url. Prints the action chunk.
+LIBERO_SCRIPT = """
+import json, sys
+import numpy as np
+from openpi_client.websocket_client_policy import WebsocketClientPolicy
+
+policy = WebsocketClientPolicy(host=sys.argv[1])
+img = (np.arange(224 * 224 * 3) % 251).astype(np.uint8).reshape(224, 224, 3)
+element = {"observation/image": img, "observation/wrist_image": img[::-1].copy(),
+           "observation/state": np.linspace(-0.5, 0.5, 8), "prompt": "put the black bowl on the plate"}
+print(json.dumps({"actions": policy.infer(element)["actions"].tolist()}))
+"""
+
+
 @pytest.fixture(scope="module")
 def openpi_python():
     return require_venv("openpi")
@@ -76,6 +91,37 @@ def test_openpi_websocket_client_gets_action_chunks_from_our_server(openpi_pytho
     np.testing.assert_array_equal(got["f4"], np.linspace(0, 1, 4, dtype=np.float32))
     assert got["big"].dtype == np.dtype("int32") and got["big"].tolist() == [0, 1, 2]
     assert got["flag"].tolist() == [True, False] and got["x"] == 2.5 and got["n"] == 7
+
+
+def test_openpi_libero_example_keys_drive_our_policy(openpi_python):
+    import torch
+
+    from policies.vla import VLAPolicy
+    from tests.policies.conftest import tiny_config
+
+    torch.manual_seed(0)
+    policy = VLAPolicy(tiny_config(views=["agentview", "wrist"])).eval()
+    with PolicyServer(policy, ServeConfig(port=0)) as server:
+        out = run_in_venv("openpi", LIBERO_SCRIPT, [server.url], timeout=120)
+    img = (np.arange(224 * 224 * 3) % 251).astype(np.uint8).reshape(224, 224, 3)
+    obs = {"image": np.stack([img, img[::-1]])[None], "state": np.linspace(-0.5, 0.5, 8, dtype=np.float32)[None],
+           "instruction": ["put the black bowl on the plate"]}
+    want = policy.predict_action_chunk(obs)[0].numpy()
+    np.testing.assert_allclose(np.asarray(out["actions"], np.float32), want, atol=1e-5)
+
+
+def test_openpi_libero_keys_are_checked_by_name():
+    img = np.zeros((32, 32, 3), np.uint8)
+    ok = {"observation/image": img, "observation/state": np.zeros(8), "prompt": "pick", "id": 3}
+    obs, batched, rid = parse_request(ok)
+    assert obs["image"].shape == (1, 1, 32, 32, 3) and obs["state"].dtype == np.float32 and rid == 3
+    assert not batched and obs["instruction"] == ["pick"]
+    with pytest.raises(ValueError, match="observation/wrist_image"):
+        parse_request({**ok, "observation/wrist_image": np.zeros((16, 16, 3), np.uint8)})
+    with pytest.raises(ValueError, match="prompt"):
+        parse_request({k: v for k, v in ok.items() if k != "prompt"})
+    with pytest.raises(ValueError, match="observation/extra"):
+        parse_request({**ok, "observation/extra": img})
 
 
 def test_openpi_client_api_key_is_our_token(openpi_python):
