@@ -53,7 +53,7 @@ OPENPI_VENV  ?= .venv-openpi
 # the newest lerobot 0.4.x (0.4.x is what Python 3.11 allows); its datasets are the LeRobot v3.0 layout
 LEROBOT_VERSION := 0.4.4
 # bump when the lerobot venv's recipe below changes, so that existing venvs are rebuilt
-LEROBOT_VENV_REV := 3
+LEROBOT_VENV_REV := 4
 OPENPI_CLIENT_VERSION := 0.1.2
 interop-venvs: lerobot-venv openpi-venv
 lerobot-venv: $(LEROBOT_VENV)/.installed-$(LEROBOT_VERSION)-$(LEROBOT_VENV_REV)
@@ -67,7 +67,9 @@ openpi-venv: $(OPENPI_VENV)/.installed-$(OPENPI_CLIENT_VERSION)
 # torchcodec, its default video decoder; bounds copied from lerobot's metadata): not wandb, rerun, opencv,
 # cmake, pynput. torchcodec loads FFmpeg's shared libraries from the system: Debian's `ffmpeg` package
 # brings them (apt, as root, like the Mesa packages above). numpy<2.4: lerobot 0.4.4 records a shape-[1]
-# feature (next.reward) through float(array of shape [1]), which numpy 2.4 refuses.
+# feature (next.reward) through float(array of shape [1]), which numpy 2.4 refuses. The second line adds what
+# its policies (ACT, diffusion) and their processors import, for scripts/serve_lerobot_policy.py, plus the
+# websocket server and msgpack of our wire format; bounds copied from lerobot's metadata.
 $(LEROBOT_VENV)/.installed-$(LEROBOT_VERSION)-$(LEROBOT_VENV_REV):
 	@if ldconfig -p | grep -q 'libavdevice\.so' && ldconfig -p | grep -q 'libavfilter\.so'; then \
 		echo "FFmpeg shared libraries already installed"; \
@@ -81,7 +83,10 @@ $(LEROBOT_VENV)/.installed-$(LEROBOT_VERSION)-$(LEROBOT_VENV_REV):
 	$(LEROBOT_VENV)/bin/pip install -q uv==0.13.9
 	$(LEROBOT_VENV)/bin/uv pip install -q --python $(LEROBOT_VENV)/bin/python torch==2.10.0 torchvision==0.25.0 \
 		'datasets>=4.0.0,<5.0.0' 'huggingface-hub>=0.34.2,<0.36.0' 'accelerate>=1.10.0,<2.0.0' 'av>=15.0.0,<16.0.0' \
-		'packaging>=24.2,<26.0' 'jsonlines>=4.0.0,<5.0.0' 'torchcodec>=0.2.1,<0.11.0' 'numpy<2.4'
+		'packaging>=24.2,<26.0' 'jsonlines>=4.0.0,<5.0.0' 'torchcodec>=0.2.1,<0.11.0' 'numpy<2.4' \
+		'draccus==0.10.0' 'einops>=0.8.0,<0.9.0' 'diffusers>=0.27.2,<0.36.0' 'deepdiff>=7.0.1,<9.0.0' \
+		'imageio>=2.34.0,<3.0.0' 'gymnasium>=1.1.1,<2.0.0' 'pyserial>=3.5,<4.0' 'termcolor>=2.4.0,<4.0.0' \
+		'websockets>=13' 'msgpack>=1.0'
 	$(LEROBOT_VENV)/bin/uv pip install -q --python $(LEROBOT_VENV)/bin/python --no-deps lerobot==$(LEROBOT_VERSION)
 	touch $@
 

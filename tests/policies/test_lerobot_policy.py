@@ -1,0 +1,126 @@
+"""A LeRobot policy (ACT, made and saved by lerobot itself) served by scripts/serve_lerobot_policy.py in the
+lerobot venv and evaluated here as `checkpoint=ws://...` (policies/remote.py). Skipped, with the command that
+builds the venv, when it is missing; CI builds it."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from imagination.eval.jobs import EvalConfig
+from policies.remote import RemotePolicy, RemotePolicyConfig
+from tests.interop import REPO, require_venv, run_in_venv
+
+# An untrained ACT policy small enough for a CPU test (no pretrained backbone: nothing is downloaded), saved
+# with its normalizing processors, the way lerobot's training saves one. argv: folder.
+MAKE_ACT = """
+import json, sys
+import torch
+from lerobot.configs.types import FeatureType, PolicyFeature
+from lerobot.policies.act.configuration_act import ACTConfig
+from lerobot.policies.act.modeling_act import ACTPolicy
+from lerobot.policies.factory import make_pre_post_processors
+
+torch.manual_seed(0)
+img = lambda: PolicyFeature(type=FeatureType.VISUAL, shape=(3, 32, 32))
+cams = ("observation.images.image", "observation.images.image2")
+cfg = ACTConfig(input_features={**{c: img() for c in cams},
+                                "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(8,))},
+                output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(7,))},
+                chunk_size=4, n_action_steps=4, dim_model=32, n_heads=2, dim_feedforward=64, n_encoder_layers=1,
+                n_decoder_layers=1, use_vae=False, pretrained_backbone_weights=None, device="cpu")
+stats = {"observation.state": {"mean": torch.zeros(8), "std": torch.ones(8)},
+         "action": {"mean": torch.zeros(7), "std": torch.full((7,), 0.5)},
+         **{c: {"mean": torch.full((3, 1, 1), 0.5), "std": torch.full((3, 1, 1), 0.25)} for c in cams}}
+policy = ACTPolicy(cfg)
+pre, post = make_pre_post_processors(cfg, dataset_stats=stats)
+for part in (policy, pre, post):
+    part.save_pretrained(sys.argv[1])
+print(json.dumps({"ok": True}))
+"""
+
+# lerobot's own API on the same observation, as a user would call it: the actions the server must return.
+DIRECT = """
+import json, sys
+import numpy as np
+import torch
+from lerobot.configs.policies import PreTrainedConfig
+from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+
+folder = sys.argv[1]
+cfg = PreTrainedConfig.from_pretrained(folder)
+policy = get_policy_class(cfg.type).from_pretrained(folder, config=cfg).eval()
+pre, post = make_pre_post_processors(cfg, pretrained_path=folder)
+img = (np.arange(2 * 32 * 32 * 3) % 251).astype(np.float32).reshape(2, 32, 32, 3) / 255.0
+batch = {"observation.images.image": torch.from_numpy(img[0]).permute(2, 0, 1)[None],
+         "observation.images.image2": torch.from_numpy(img[1]).permute(2, 0, 1)[None],
+         "observation.state": torch.linspace(-0.5, 0.5, 8)[None], "task": ["put the bowl on the plate"]}
+batch = pre(batch)
+policy.reset()
+with torch.no_grad():
+    acts = [post(policy.select_action(batch))[0].tolist() for _ in range(4)]
+print(json.dumps({"actions": acts}))
+"""
+
+
+@pytest.fixture(scope="module")
+def act_server(tmp_path_factory):
+    python = require_venv("lerobot")
+    folder = tmp_path_factory.mktemp("act")
+    run_in_venv("lerobot", MAKE_ACT, [str(folder)], timeout=300)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "NO_PROXY": "127.0.0.1,localhost"}
+    proc = subprocess.Popen([str(python), "scripts/serve_lerobot_policy.py", "--policy", str(folder), "--port", "0"],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = "-"
+        while line and not line.startswith("{"):  # lerobot prints its own lines first
+            line = proc.stdout.readline() if proc.stdout else ""
+        if not line:
+            raise AssertionError(f"the server did not start:\n{proc.stderr.read() if proc.stderr else ''}")
+        yield folder, json.loads(line)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_served_act_returns_lerobots_own_actions(act_server):
+    folder, info = act_server
+    assert info["policy"] == "lerobot:act" and info["chunk_len"] == 4
+    want = np.asarray(run_in_venv("lerobot", DIRECT, [str(folder)], timeout=300)["actions"], np.float32)
+    remote = RemotePolicy(RemotePolicyConfig(url=info["url"]))
+    try:
+        assert remote.chunk_len == 4 and remote.config.image_size == 32
+        img = (np.arange(2 * 32 * 32 * 3) % 251).astype(np.uint8).reshape(2, 32, 32, 3)
+        obs = {"image": img[None], "state": np.linspace(-0.5, 0.5, 8, dtype=np.float32)[None],
+               "instruction": ["put the bowl on the plate"]}
+        got = remote.predict_action_chunk(obs)[0].numpy()
+        np.testing.assert_allclose(got, np.clip(want, -1, 1), atol=2e-3)  # 8-bit pixels vs float ones
+        # the pixels reach the policy (not the views' order: ACT's encoder treats its cameras' tokens as a set)
+        other = remote.predict_action_chunk({**obs, "image": 255 - img[None]})[0].numpy()
+        assert np.abs(other - got).max() > 1e-3
+    finally:
+        remote.close()
+
+
+@pytest.mark.libero
+def test_served_act_runs_in_real_libero(act_server, tmp_path):
+    from imagination.eval.evaluate import evaluate
+
+    _, info = act_server
+    result = evaluate(EvalConfig(checkpoint=info["url"], env="libero_spatial", tasks=[0], episodes_per_task=1,
+                                 num_envs=1, max_steps=16, videos=0, fast_render=True, out_dir=str(tmp_path)),
+                      progress=False)
+    assert result["policy"] == "RemotePolicy" and [e["steps"] for e in result["episodes"]] == [16]
+
+
+def test_non_loopback_host_is_refused():
+    proc = subprocess.run([sys.executable, "scripts/serve_lerobot_policy.py", "--policy", "x", "--host", "0.0.0.0"],
+                          cwd=REPO, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    if "No module named" in proc.stderr:  # lerobot's server deps are in its venv; the check runs before them
+        pytest.skip("websockets.sync missing in this venv")
+    assert proc.returncode == 2 and "--host" in proc.stderr and "tunnel" in proc.stderr
