@@ -152,11 +152,15 @@ class ObjectExpert:
                 best, best_score = angle, score
         axis = np.array([np.cos(best), np.sin(best), 0.0])
         axis = axis if axis @ current >= 0 else -axis  # fingers are interchangeable: turn the wrist less
-        self._grasp_local = (grasp.point - pos) @ rot
+        self._attempts += 1
+        self._grasp_local = (grasp.point + self._grasp_offset() - pos) @ rot
         self._axis_local = axis @ rot
         self._top_above = grasp.top - grasp.point[2]  # item top above the grip point
         self._bottom_below = grasp.point[2] - grasp.bottom  # item bottom below the grip point
-        self._attempts += 1
+
+    def _grasp_offset(self) -> np.ndarray:
+        """World offset [3] (m) added to the planned grasp point; a hook for perturbed experts."""
+        return np.zeros(3)
 
     def _grasp_pose(self, obs: dict) -> tuple[np.ndarray, np.ndarray]:
         """Current grasp point [3] and gripper goal rotation [3, 3] (the item may have moved)."""

@@ -1,7 +1,8 @@
 """LIBERO-Object scripted expert: pure geometry primitives, suite dispatch, and real LIBERO episodes.
 
 The primitive tests need no simulator. The real ones build state-only envs (no cameras, ~8 s
-each) for two tasks and run one short episode on each, plus a one-episode rendered collection.
+each) for three tasks and run one short episode on each (one with a deliberately missed first
+grasp), plus a one-episode rendered collection: about 30 s on 2 cores.
 """
 
 from __future__ import annotations
@@ -126,6 +127,28 @@ def test_object_expert_succeeds(libero, task_id, init_id):
         assert res.info["regrasps"] == 0
     finally:
         env.close()
+
+
+class _MissFirst(ObjectExpert):
+    """Plans its first grasp 6 cm beside the item: the lift check must catch it and regrasp."""
+
+    def _grasp_offset(self) -> np.ndarray:
+        return np.array([0.0, 0.06, 0.0]) if self._attempts == 1 else np.zeros(3)
+
+
+@pytest.mark.libero
+@pytest.mark.slow
+def test_failed_grasp_is_retried(libero):
+    from envs.experts import run_expert_episode
+
+    task = libero.get_task(SUITE, 1)  # cream cheese
+    env = libero.make_raw_env(task)
+    try:
+        res = run_expert_episode(env, task.init_states[0], _MissFirst(), max_steps=280, reset_seed=0)
+    finally:
+        env.close()
+    assert res.success and res.info["regrasps"] == 1
+    assert res.phases.count("regrasp") > 0 and res.phases.index("regrasp") < res.phases.index("carry")
 
 
 @pytest.mark.libero
