@@ -1,6 +1,7 @@
-"""Benchmark the scripted LIBERO-Spatial expert over tasks x official init states.
+"""Benchmark a scripted LIBERO expert (Spatial, Object) over tasks x official init states.
 
     MUJOCO_GL=egl python bench/expert.py            # 10 tasks x 10 inits = 100 episodes
+    MUJOCO_GL=egl python bench/expert.py --suite libero_object
     MUJOCO_GL=egl python bench/expert.py --quick    # 10 tasks x 2 inits
 
 Prints a per-task table and a final machine-readable line
@@ -23,21 +24,26 @@ from tqdm import tqdm  # noqa: E402
 
 from envs import libero_suites  # noqa: E402
 from envs.errors import run_main
-from envs.experts import SpatialExpert, run_expert_episode  # noqa: E402
+from envs.experts import EXPERTS, make_expert, run_expert_episode  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--suite", default="libero_spatial", choices=["libero_spatial"])
+    p.add_argument("--suite", default="libero_spatial", choices=sorted(EXPERTS))
     p.add_argument("--inits", type=int, default=10, help="init states per task (first N official ones)")
     p.add_argument("--quick", action="store_true", help="2 init states per task")
     p.add_argument("--tasks", type=int, nargs="+", default=None, help="task ids (default: all)")
     p.add_argument("--threshold", type=float, default=0.90, help="minimum success rate to PASS")
-    p.add_argument("--max-steps", type=int, default=220, help="steps after the 10 settle steps")
+    p.add_argument("--max-steps", type=int, default=None,
+                   help="steps after the 10 settle steps (default: the suite's standard horizon)")
     p.add_argument("--seed", type=int, default=0, help="seeds the fixture placement at reset")
     args = p.parse_args(argv)
     if args.quick:
         args.inits = 2
+    if args.max_steps is None:
+        args.max_steps = libero_suites.suite_info(args.suite).max_steps
+    if args.max_steps < 1:
+        p.error("--max-steps must be >= 1")
     if args.inits < 1:
         p.error("--inits must be >= 1")
     if not 0.0 <= args.threshold <= 1.0:
@@ -65,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         n = min(args.inits, len(states))
         succ, steps = [], []
         for k in range(n):
-            expert = SpatialExpert(rng=np.random.default_rng(args.seed))
+            expert = make_expert(args.suite, rng=np.random.default_rng(args.seed))
             res = run_expert_episode(
                 env, states[k], expert, max_steps=args.max_steps, reset_seed=args.seed * 100_000 + task_id * 1000 + k
             )

@@ -20,14 +20,22 @@ from tqdm import tqdm
 from envs.cli import save_config
 from envs.crash_points import crash_point
 from envs.dataset import DatasetConfig, Episode, EpisodeDataset, EpisodeWriter, encode_preview
-from envs.experts import DEFAULT_PERTURBATIONS, PERTURBATION_KINDS, Perturbation, PerturbedExpert, SpatialExpert
+from envs.experts import (
+    DEFAULT_PERTURBATIONS,
+    EXPERTS,
+    PERTURBATION_KINDS,
+    Perturbation,
+    PerturbedExpert,
+    make_expert,
+)
 from envs.frames import split_views, stack_views, tile_views
 from envs.libero_env import LiberoEnv, LiberoEnvConfig
 from envs.libero_suites import suite_info
 from envs.style import style_processor
 
 log = logging.getLogger(__name__)
-SCRIPTED_SUITES = ("libero_spatial",)  # suites with a scripted expert
+SCRIPTED_SUITES = tuple(EXPERTS)  # suites with a scripted expert
+PERTURBED_SUITES = ("libero_spatial",)  # suites whose expert has perturbed variants (PerturbedExpert)
 
 
 @dataclass
@@ -97,6 +105,9 @@ def validate(cfg: CollectConfig) -> None:
     if unknown or (cfg.perturbed_fraction > 0 and not cfg.perturbations):
         raise ValueError(f"perturbations: expected a non-empty subset of {list(PERTURBATION_KINDS)}, "
                          f"got {cfg.perturbations}")
+    if cfg.perturbed_fraction > 0 and cfg.suite not in PERTURBED_SUITES:
+        raise ValueError(f"perturbed_fraction: perturbed experts exist for {list(PERTURBED_SUITES)} only; "
+                         f"set perturbed_fraction: 0 for {cfg.suite}")
     if cfg.post_success_steps < 0:
         raise ValueError(f"post_success_steps: expected an integer >= 0, got {cfg.post_success_steps}")
     if cfg.style_variants < 0:
@@ -136,7 +147,7 @@ def record_episode(env: LiberoEnv, item: PlanItem, strength: float = 1.0, post_s
     rng = np.random.default_rng(item.seed)
     expert = (
         PerturbedExpert(Perturbation(item.perturbation, strength), rng=rng) if item.perturbation
-        else SpatialExpert(rng=rng)
+        else make_expert(env.cfg.suite, rng=rng)
     )
     obs, _ = env.reset(seed=item.seed, options={"task_id": item.task_id, "init_state_id": item.init_state_id})
     expert.reset(env.raw, env.raw_obs)

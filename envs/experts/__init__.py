@@ -1,10 +1,15 @@
-"""Scripted LIBERO-Spatial experts (privileged state) and perturbed variants for dataset generation.
+"""Scripted LIBERO experts (privileged state) and perturbed variants for dataset generation.
 
 ``SpatialExpert`` picks up the black bowl and places it on the plate (100/100 on the official
-init states, ~100 steps); ``PerturbedExpert`` adds one labelled defect (``PERTURBATION_KINDS``);
-``run_expert_episode`` rolls either out in a raw LIBERO env with the standard protocol.
+init states, ~100 steps); ``ObjectExpert`` puts a LIBERO-Object grocery item in the basket;
+``PerturbedExpert`` adds one labelled defect to the Spatial expert (``PERTURBATION_KINDS``);
+``run_expert_episode`` rolls any of them out in a raw LIBERO env with the standard protocol;
+``make_expert(suite, rng)`` builds the clean expert of a suite.
 """
 
+import numpy as np
+
+from envs.experts.object import OBJECT_PHASES, ObjectExpert, ObjectExpertConfig
 from envs.experts.perturbed import (
     DEFAULT_PERTURBATIONS,
     PERTURBATION_KINDS,
@@ -15,8 +20,27 @@ from envs.experts.perturbed import (
 from envs.experts.runner import ExpertEpisodeResult, run_expert_episode
 from envs.experts.spatial import PHASES, ExpertConfig, SpatialExpert
 
+# The clean scripted expert of each suite that has one.
+EXPERTS: dict[str, type[SpatialExpert] | type[ObjectExpert]] = {
+    "libero_spatial": SpatialExpert,
+    "libero_object": ObjectExpert,
+}
+
+
+def make_expert(suite: str, rng: np.random.Generator | None = None) -> SpatialExpert | ObjectExpert:
+    """The clean scripted expert for ``suite``; ValueError for a suite without one."""
+    if suite not in EXPERTS:
+        raise ValueError(f"suite: scripted experts exist for {sorted(EXPERTS)}, got {suite!r}")
+    return EXPERTS[suite](rng=rng)
+
+
 __all__ = [
     "DEFAULT_PERTURBATIONS",
+    "EXPERTS",
+    "OBJECT_PHASES",
+    "ObjectExpert",
+    "ObjectExpertConfig",
+    "make_expert",
     "PERTURBATION_KINDS",
     "PHASES",
     "ExpertConfig",

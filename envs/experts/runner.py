@@ -9,11 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
-from envs.experts.spatial import SpatialExpert
 from envs.libero_suites import start_episode
+
+
+class ScriptedExpert(Protocol):
+    """What the runner needs from an expert (``SpatialExpert``, ``ObjectExpert``, perturbed ones)."""
+
+    @property
+    def phase(self) -> str: ...
+
+    def reset(self, raw_env, raw_obs: dict) -> None: ...
+
+    def act(self, raw_obs: dict) -> np.ndarray: ...
+
 
 # The LIBERO settle action: no motion, gripper open.
 
@@ -60,7 +72,7 @@ def _validate(raw_env, init_state, max_steps: int, settle_steps: int) -> np.ndar
 def run_expert_episode(
     raw_env,
     init_state: np.ndarray,
-    expert: SpatialExpert,
+    expert: ScriptedExpert,
     max_steps: int = 220,
     settle_steps: int = 10,
     on_step: StepCallback | None = None,

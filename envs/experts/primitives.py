@@ -1,0 +1,154 @@
+"""Geometry primitives shared by scripted experts: collision boxes, top grasps, container drops.
+
+Everything here reads privileged MuJoCo state once (at planning time) and turns it into plain
+arrays, so the pure helpers (footprint widths, grasp planning, box distances) are unit-testable
+without a simulator. Conventions: world frame, metres, z up; the gripper points straight down for
+a top grasp and closes along a horizontal "closing axis".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# Body-name prefixes of the robot itself: never obstacles, never part of an object.
+ROBOT_PREFIXES = ("robot0", "gripper0", "mount0")
+
+_SIGNS = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class Boxes:
+    """Oriented boxes: centres [N, 3], rotations [N, 3, 3] (columns = box axes), half sizes [N, 3]."""
+
+    centres: np.ndarray
+    rots: np.ndarray
+    halves: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.centres)
+
+    def corners(self) -> np.ndarray:
+        """All box corners [N * 8, 3] (world)."""
+        if len(self) == 0:
+            return np.zeros((0, 3))
+        local = _SIGNS[None] * self.halves[:, None, :]  # [N, 8, 3]
+        return (self.centres[:, None, :] + np.einsum("nij,nkj->nki", self.rots, local)).reshape(-1, 3)
+
+    def distance(self, points: np.ndarray) -> np.ndarray:
+        """Euclidean distance [P] from each point [P, 3] to the nearest box (0 inside one)."""
+        points = np.atleast_2d(points)
+        if len(self) == 0:
+            return np.full(len(points), np.inf)
+        local = np.einsum("bji,pbj->pbi", self.rots, points[:, None, :] - self.centres[None])
+        return np.linalg.norm(np.maximum(np.abs(local) - self.halves[None], 0.0), axis=-1).min(axis=1)
+
+
+def collision_boxes(sim, include: tuple[str, ...] = (), exclude: tuple[str, ...] = ()) -> Boxes:
+    """Collision geoms as oriented boxes (their local AABBs), selected by body-name prefix.
+
+    ``include``: keep only bodies whose name starts with one of these (empty = all bodies);
+    ``exclude``: drop these. The world body (walls, visual only) and the robot are always
+    dropped. LIBERO objects are built from primitive boxes/cylinders, so the boxes are tight.
+    """
+    m, d = sim.model, sim.data
+    centres, rots, halves = [], [], []
+    for g in range(m.ngeom):
+        name = m.body_id2name(m.geom_bodyid[g]) or ""
+        if name == "world" or name.startswith(ROBOT_PREFIXES):
+            continue
+        if (include and not name.startswith(include)) or (exclude and name.startswith(exclude)):
+            continue
+        if m.geom_contype[g] == 0 and m.geom_conaffinity[g] == 0:
+            continue  # visual-only mesh
+        rot = np.array(d.geom_xmat[g]).reshape(3, 3)
+        aabb = np.array(m.geom_aabb[g])  # local centre (3) + half sizes (3)
+        centres.append(np.array(d.geom_xpos[g]) + rot @ aabb[:3])
+        rots.append(rot)
+        halves.append(aabb[3:])
+    if not centres:
+        return Boxes(np.zeros((0, 3)), np.zeros((0, 3, 3)), np.zeros((0, 3)))
+    return Boxes(np.stack(centres), np.stack(rots), np.stack(halves))
+
+
+def footprint_width(points_xy: np.ndarray, angle: float) -> tuple[float, float]:
+    """Extent of 2-D points along the direction ``angle`` (rad): (width, centre coordinate)."""
+    proj = np.asarray(points_xy, dtype=np.float64) @ np.array([np.cos(angle), np.sin(angle)])
+    return float(proj.max() - proj.min()), float((proj.max() + proj.min()) / 2)
+
+
+@dataclass(frozen=True)
+class TopGrasp:
+    """A top-down grasp: grip-site point [3] (world) and closing-axis yaw candidates (rad)."""
+
+    point: np.ndarray
+    angles: tuple[float, ...]  # closing-axis yaws whose object width fits the open gripper
+    widths: tuple[float, ...]  # object width along each of those yaws (m)
+    top: float  # world z of the object's top
+    bottom: float  # world z of the object's bottom
+
+
+def plan_top_grasp(
+    corners: np.ndarray,
+    depth: float,
+    floor_clearance: float,
+    max_width: float,
+    slab: float = 0.02,
+    n_angles: int = 12,
+) -> TopGrasp:
+    """Plan a top-down grasp of an upright object given its collision-box corners [K, 3].
+
+    The grip site goes ``depth`` below the object's top, but at least ``floor_clearance`` above
+    its bottom so the fingertips (which reach below the grip site) do not hit the support. The
+    closing axis candidates are the yaws (in [0, pi)) along which the part of the object within
+    ``slab`` of the grip height is narrower than ``max_width``, narrowest first; the grip point
+    is centred in that slab's footprint along the narrowest yaw and its perpendicular.
+    """
+    corners = np.asarray(corners, dtype=np.float64)
+    top, bottom = float(corners[:, 2].max()), float(corners[:, 2].min())
+    z = max(top - depth, bottom + floor_clearance)
+    z = min(z, top - 0.005)  # a very flat object: still grip below its top
+    near = corners[np.abs(corners[:, 2] - z) <= slab]
+    if len(near) < 3:
+        near = corners  # box corners are sparse along z: fall back to the whole object
+    xy = near[:, :2]
+    angles = np.pi * np.arange(n_angles) / n_angles
+    widths = np.array([footprint_width(xy, a)[0] for a in angles])
+    order = np.argsort(widths, kind="stable")
+    best = float(angles[order[0]])
+    _, c0 = footprint_width(xy, best)
+    _, c1 = footprint_width(xy, best + np.pi / 2)
+    u, v = np.array([np.cos(best), np.sin(best)]), np.array([-np.sin(best), np.cos(best)])
+    centre = c0 * u + c1 * v
+    fits = [int(i) for i in order if widths[i] <= max_width] or [int(order[0])]
+    return TopGrasp(
+        point=np.array([centre[0], centre[1], z]),
+        angles=tuple(float(angles[i]) for i in fits),
+        widths=tuple(float(widths[i]) for i in fits),
+        top=top,
+        bottom=bottom,
+    )
+
+
+def finger_probes(point: np.ndarray, angle: float, half_open: float, height: float, n: int = 5) -> np.ndarray:
+    """Points [2n, 3] swept by the two open fingers descending onto ``point`` along yaw ``angle``."""
+    axis = np.array([np.cos(angle), np.sin(angle), 0.0])
+    zs = np.linspace(-0.012, height, n)  # fingertips reach ~1.2 cm below the grip site
+    return np.array([point + s * half_open * axis + [0.0, 0.0, dz] for s in (-1.0, 1.0) for dz in zs])
+
+
+def container_drop(boxes: Boxes, centre_xy: np.ndarray) -> tuple[float, float]:
+    """(floor z, rim z) of a container made of ``boxes`` around ``centre_xy``.
+
+    The floor is the highest box top whose footprint covers the centre (the bottom plate); the
+    rim is the highest point of any box. Walls beside the centre do not count as floor.
+    """
+    corners = boxes.corners().reshape(-1, 8, 3)
+    rim = float(corners[..., 2].max())
+    floor = float(corners[..., 2].min())
+    for c in corners:
+        lo, hi = c.min(axis=0), c.max(axis=0)
+        if np.all(lo[:2] <= centre_xy) and np.all(centre_xy <= hi[:2]):
+            floor = max(floor, float(hi[2]))
+    return floor, rim

@@ -1,0 +1,167 @@
+"""LIBERO-Object scripted expert: pure geometry primitives, suite dispatch, and real LIBERO episodes.
+
+The primitive tests need no simulator. The real ones build state-only envs (no cameras, ~8 s
+each) for three tasks and run one short episode on each (one with a deliberately missed first
+grasp), plus a one-episode rendered collection: about 30 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from envs.collection import CollectConfig, validate
+from envs.experts import ObjectExpert, SpatialExpert, make_expert
+from envs.experts.primitives import Boxes, container_drop, finger_probes, footprint_width, plan_top_grasp
+from envs.label_collection import LabelCollectConfig
+from envs.label_collection import validate as validate_labels
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+SUITE = "libero_object"
+
+
+def _box(centre, halves, yaw: float = 0.0) -> Boxes:
+    c, s = np.cos(yaw), np.sin(yaw)
+    rot = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+    return Boxes(np.array([centre], float), rot[None], np.array([halves], float))
+
+
+# ---------------------------------------------------------------- pure geometry
+def test_footprint_width_of_a_rotated_rectangle():
+    corners = _box([0.3, -0.2, 0.05], [0.04, 0.01, 0.05], yaw=np.pi / 6).corners()
+    width, centre = footprint_width(corners[:, :2], np.pi / 6 + np.pi / 2)  # across the short side
+    assert width == pytest.approx(0.02) and len(corners) == 8
+    width, _ = footprint_width(corners[:, :2], np.pi / 6)
+    assert width == pytest.approx(0.08)
+    assert centre == pytest.approx(np.array([0.3, -0.2]) @ [np.cos(2 * np.pi / 3), np.sin(2 * np.pi / 3)])
+
+
+def test_top_grasp_of_a_tall_box_closes_across_its_narrow_side_below_the_top():
+    # A 3 x 9 cm carton, 14 cm tall, standing on the floor with its long side along y.
+    corners = _box([0.1, 0.2, 0.07], [0.015, 0.045, 0.07]).corners()
+    g = plan_top_grasp(corners, depth=0.035, floor_clearance=0.013, max_width=0.068)
+    np.testing.assert_allclose(g.point, [0.1, 0.2, 0.14 - 0.035], atol=1e-9)
+    assert g.angles[0] == pytest.approx(0.0) and g.widths[0] == pytest.approx(0.03)
+    assert all(w <= 0.068 for w in g.widths)  # only yaws the open gripper fits around
+    assert (g.top, g.bottom) == pytest.approx((0.14, 0.0))
+
+
+def test_top_grasp_of_a_flat_box_keeps_the_fingertips_off_the_floor():
+    corners = _box([0.0, 0.0, 0.009], [0.04, 0.02, 0.009], yaw=np.pi / 2).corners()  # butter-like, 1.8 cm
+    g = plan_top_grasp(corners, depth=0.035, floor_clearance=0.013, max_width=0.068)
+    assert g.point[2] == pytest.approx(0.013)  # clamped above the bottom, not 3.5 cm below the top
+    assert np.cos(g.angles[0]) == pytest.approx(1.0, abs=1e-9)  # rotated 90 deg: narrow along x
+    assert g.widths[0] == pytest.approx(0.04)
+    tiny = plan_top_grasp(corners, depth=0.035, floor_clearance=0.05, max_width=0.068)
+    assert tiny.point[2] == pytest.approx(0.018 - 0.005)  # never above the item's top
+
+
+def test_box_distance_and_finger_probes():
+    boxes = _box([0.0, 0.0, 0.0], [0.1, 0.1, 0.1])
+    d = boxes.distance(np.array([[0.0, 0.0, 0.0], [0.3, 0.0, 0.0], [0.2, 0.2, 0.1]]))
+    np.testing.assert_allclose(d, [0.0, 0.2, np.sqrt(0.02)], atol=1e-12)
+    assert np.isinf(Boxes(np.zeros((0, 3)), np.zeros((0, 3, 3)), np.zeros((0, 3))).distance(np.zeros(3))).all()
+    probes = finger_probes(np.array([0.0, 0.0, 0.05]), np.pi / 2, 0.05, 0.1, n=4)
+    assert probes.shape == (8, 3)
+    np.testing.assert_allclose(np.abs(probes[:, 1]), 0.05, atol=1e-12)  # fingers spread along y
+    assert probes[:, 2].min() < 0.05 < probes[:, 2].max()
+
+
+def test_container_drop_finds_floor_and_rim():
+    floor = _box([0.0, 0.0, 0.005], [0.07, 0.07, 0.005])
+    walls = [_box([x, 0.0, 0.06], [0.005, 0.07, 0.06]) for x in (-0.07, 0.07)]
+    parts = [floor, *walls]
+    basket = Boxes(*(np.concatenate([getattr(b, k) for b in parts]) for k in ("centres", "rots", "halves")))
+    z_floor, z_rim = container_drop(basket, np.array([0.0, 0.0]))
+    assert z_floor == pytest.approx(0.01) and z_rim == pytest.approx(0.12)
+
+
+# ---------------------------------------------------------------- suite dispatch and configs
+def test_make_expert_picks_by_suite():
+    assert isinstance(make_expert(SUITE), ObjectExpert)
+    assert type(make_expert("libero_spatial")) is SpatialExpert
+    with pytest.raises(ValueError, match="suite"):
+        make_expert("libero_goal")
+
+
+def test_object_collection_needs_clean_episodes_only():
+    validate(CollectConfig(suite=SUITE, perturbed_fraction=0.0))
+    with pytest.raises(ValueError, match="perturbed_fraction"):
+        validate(CollectConfig(suite=SUITE))  # perturbed experts are Spatial-only
+    validate_labels(LabelCollectConfig(suite=SUITE, kinds=["expert"]))
+    with pytest.raises(ValueError, match="kinds"):
+        validate_labels(LabelCollectConfig(suite=SUITE))
+
+
+# ---------------------------------------------------------------- real LIBERO
+@pytest.fixture(scope="module")
+def libero():
+    pytest.importorskip("libero.libero")
+    from envs import libero_suites
+
+    return libero_suites
+
+
+# Milk (tall carton, 13 cm) and butter (1.7 cm flat box): both ends of the grip-height rule.
+@pytest.mark.libero
+@pytest.mark.slow
+@pytest.mark.parametrize("task_id, init_id", [(7, 3), (6, 1)])
+def test_object_expert_succeeds(libero, task_id, init_id):
+    from envs.experts import OBJECT_PHASES, run_expert_episode
+
+    task = libero.get_task(SUITE, task_id)
+    env = libero.make_raw_env(task)
+    try:
+        expert = make_expert(SUITE, rng=np.random.default_rng(0))
+        seen: list[bool] = []
+        res = run_expert_episode(env, task.init_states[init_id], expert, max_steps=280, reset_seed=init_id,
+                                 on_step=lambda o, a, r, d: seen.append(d))
+        assert res.success and env.check_success()
+        assert res.actions.shape == (res.steps, 7) and res.actions.dtype == np.float32
+        assert np.all(np.abs(res.actions) <= 1.0) and res.steps < 200
+        assert len(seen) == res.steps and seen[-1]
+        assert {"approach", "descend", "close", "lift", "carry", "lower"} <= set(res.phases) <= set(OBJECT_PHASES)
+        assert res.info["regrasps"] == 0
+    finally:
+        env.close()
+
+
+class _MissFirst(ObjectExpert):
+    """Plans its first grasp 6 cm beside the item: the lift check must catch it and regrasp."""
+
+    def _grasp_offset(self) -> np.ndarray:
+        return np.array([0.0, 0.06, 0.0]) if self._attempts == 1 else np.zeros(3)
+
+
+@pytest.mark.libero
+@pytest.mark.slow
+def test_failed_grasp_is_retried(libero):
+    from envs.experts import run_expert_episode
+
+    task = libero.get_task(SUITE, 1)  # cream cheese
+    env = libero.make_raw_env(task)
+    try:
+        res = run_expert_episode(env, task.init_states[0], _MissFirst(), max_steps=280, reset_seed=0)
+    finally:
+        env.close()
+    assert res.success and res.info["regrasps"] == 1
+    assert res.phases.count("regrasp") > 0 and res.phases.index("regrasp") < res.phases.index("carry")
+
+
+@pytest.mark.libero
+@pytest.mark.slow
+def test_collect_object_episode(libero, tmp_path):
+    from envs.collection import collect
+    from envs.dataset import EpisodeDataset
+
+    cfg = CollectConfig(out_dir=str(tmp_path / "data"), suite=SUITE, tasks=[2], episodes_per_task=1,
+                        perturbed_fraction=0.0, views=["agentview"], preview_videos=0, post_success_steps=2)
+    ds = EpisodeDataset(collect(cfg))
+    assert len(ds) == 1
+    meta = ds.meta[0]
+    assert meta.success and meta.source == "expert" and meta.suite == SUITE and meta.task_id == 2
+    ep = ds[0]
+    assert "salad dressing" in ep.instruction and np.abs(ep.action).max() <= 1.0
