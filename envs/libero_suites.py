@@ -40,10 +40,34 @@ class LiberoTask:
     init_states: np.ndarray  # float64 [N, D] official MuJoCo states
 
 
+DEFAULT_MAX_STEPS = 400  # the horizon of a registry suite that is none of the above nor a variant of one
+
+
 def suite_info(suite: str) -> SuiteInfo:
-    if suite not in SUITES:
-        raise ValueError(f"suite: unknown LIBERO suite {suite!r}; expected one of {sorted(SUITES)}")
-    return SUITES[suite]
+    """The suite's task count and horizon. Besides the five above, any suite LIBERO's benchmark registry holds
+    at run time (LIBERO-PRO's variants such as libero_spatial_swap, ...) is accepted: its task count from the
+    registry, its horizon from the suite it varies (the longest matching name prefix) or DEFAULT_MAX_STEPS."""
+    if suite in SUITES:
+        return SUITES[suite]
+    if not isinstance(suite, str) or not suite:
+        raise ValueError(f"suite: expected a LIBERO suite name, e.g. 'libero_spatial', got {suite!r}")
+    names = registry_suites()
+    if suite not in names:
+        raise ValueError(f"suite: unknown LIBERO suite {suite!r}; LIBERO's benchmark registry holds {names}")
+    base = max((k for k in SUITES if suite.startswith(k + "_")), key=len, default="")
+    return SuiteInfo(suite, int(_suite(suite).n_tasks), SUITES[base].max_steps if base else DEFAULT_MAX_STEPS)
+
+
+def is_suite(name: str) -> bool:
+    """Whether `name` is a LIBERO suite (the five above without importing LIBERO, else the registry)."""
+    return name in SUITES or (bool(name) and name in registry_suites())
+
+
+@lru_cache(maxsize=1)
+def registry_suites() -> list[str]:
+    """The suite names LIBERO's benchmark registry holds, sorted."""
+    benchmark, _, _ = _import_libero()
+    return sorted(benchmark.get_benchmark_dict())
 
 
 def _import_libero():
@@ -75,14 +99,13 @@ def get_task(suite: str, task_id: int) -> LiberoTask:
     s = _suite(suite)
     task = s.get_task(int(task_id))
     bddl = os.path.join(get_libero_path("bddl_files"), task.problem_folder, task.bddl_file)
-    return LiberoTask(
-        suite=suite,
-        task_id=int(task_id),
-        name=task.name,
-        language=task.language,
-        bddl_file=bddl,
-        init_states=np.asarray(s.get_task_init_states(int(task_id))),
-    )
+    try:
+        init_states = np.asarray(s.get_task_init_states(int(task_id)))
+    except (FileNotFoundError, ValueError) as err:  # registry suites whose files the installed package lacks
+        raise FileNotFoundError(f"suite {suite!r}, task {task_id}: LIBERO's registry lists it, but the installed "
+                                f"LIBERO has no official init states for it ({str(err)[:200]})") from None
+    return LiberoTask(suite=suite, task_id=int(task_id), name=task.name, language=task.language, bddl_file=bddl,
+                      init_states=init_states)
 
 
 def make_raw_env(task: LiberoTask, image_size: int = 64, camera_names: list[str] | tuple = ()):

@@ -36,14 +36,14 @@ IMAGINATION = "imagination"
 
 def make_eval_env(cfg: EvalConfig, spec: EnvSpec, first_tasks: list[int]) -> EvalEnv:
     """The env named by `cfg.env`: a real LIBERO suite, or the imagination env over a world model."""
-    if cfg.env in libero_suites.SUITES:
-        return LiberoEvalEnv(cfg, spec, first_tasks)
     if cfg.env == IMAGINATION:
         from imagination.eval.imagined import ImaginationEvalEnv  # torch/world-model imports only when used
 
         return ImaginationEvalEnv(cfg, spec, first_tasks)
-    raise ValueError(f"env: {cfg.env!r} is not available; "
-                     f"expected one of {sorted(libero_suites.SUITES) + [IMAGINATION]}")
+    if libero_suites.is_suite(cfg.env):
+        return LiberoEvalEnv(cfg, spec, first_tasks)
+    raise ValueError(f"env: {cfg.env!r} is not available; expected {IMAGINATION!r} or a LIBERO suite of its "
+                     f"benchmark registry: {libero_suites.registry_suites()}")
 
 
 def load_policy(cfg: EvalConfig) -> Policy:

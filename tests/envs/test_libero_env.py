@@ -104,6 +104,25 @@ def test_all_five_suites_resolve_tasks():
         check_instruction(last.language)
 
 
+def test_registry_suites_are_accepted_with_their_init_states():
+    names = libero_suites.registry_suites()
+    assert set(libero_suites.SUITES) <= set(names)
+    variant = "libero_spatial_swap"  # LIBERO-PRO's variant with objects swapped; its init states ship
+    assert variant in names
+    info = libero_suites.suite_info(variant)
+    assert info.max_steps == 220 and info.num_tasks >= 1  # the horizon of the suite it varies
+    env = LiberoEnv(LiberoEnvConfig(suite=variant, task_id=0, fast_render=True))
+    try:
+        obs, _ = env.reset(seed=0, options={"init_state_id": 0})
+        assert obs["image"].dtype == np.uint8 and len(libero_suites.get_task(variant, 0).init_states) >= 1
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match=f"registry holds .*{variant}"):
+        libero_suites.suite_info("libero_mars")
+    with pytest.raises(FileNotFoundError, match="no official init states"):  # listed, files not installed
+        libero_suites.get_task("libero_spatial_env", 0)
+
+
 def test_fast_render_xml_keeps_geometry():
     xml = ('<mujoco><asset><material name="m" reflectance="0.5"/></asset>'
            '<worldbody><geom size="1"/></worldbody></mujoco>')
