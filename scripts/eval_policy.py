@@ -24,16 +24,21 @@ policy's own mistakes, to start imagined RL from the states it reaches (`sources
 check the reward from there (`scripts/closed_loop_check.py branch_data=`). Use init states the
 benchmark does not (init_state_offset=20), so the benchmark's jobs stay unseen.
 
+Several suites, reported per suite and averaged as papers do (out_dir/suites.md):
+
+    python scripts/eval_policy.py checkpoint=policy.pt 'suites=[libero_spatial,libero_object]' episodes_per_task=10
+
 Other envs: pass your own factory to imagination.eval.evaluate.evaluate(..., env_factory=...).
 """
 from __future__ import annotations
 
 from envs.cli import run_script
 from imagination.eval.real_rollouts import EvalPolicyConfig, evaluate_policy
+from imagination.eval.suites import evaluate_suites
 
 
 def main(cfg: EvalPolicyConfig) -> dict:
-    return evaluate_policy(cfg)
+    return evaluate_suites(cfg) if cfg.suites else evaluate_policy(cfg)
 
 
 if __name__ == "__main__":

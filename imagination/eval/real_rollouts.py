@@ -17,7 +17,7 @@ recorded frame would show the success the head must learn.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +161,9 @@ def evaluate_and_record(cfg: EvalConfig, policy: Policy, data_dir: str | Path, e
 @dataclass
 class EvalPolicyConfig(EvalConfig):
     record_to: str = ""  # a dataset folder: append every real episode to it (source policy); "" = do not record
+    # several LIBERO suites, one after another with these settings, into out_dir/<suite>/, plus a table per
+    # suite and their average in out_dir/suites.md (imagination/eval/suites.py); overrides env when set
+    suites: list[str] = field(default_factory=list)
 
 
 def evaluate_policy(cfg: EvalConfig) -> dict:
