@@ -241,7 +241,7 @@ def collect(cfg: CollectConfig, progress: Callable[[Episode], None] | None = Non
         views=tuple(cfg.views), image_size=(cfg.image_size, cfg.image_size), video_codec=cfg.video_codec
     )
     with EpisodeWriter(root, ds_cfg) as writer:
-        done_keys = _done_keys(root) if len(writer) else set()
+        done_keys = _done_keys(root, cfg.suite) if len(writer) else set()
         plan = make_plan(cfg)
         todo = [it for it in plan if it.key not in done_keys]
         if len(plan) != len(todo):
@@ -254,10 +254,12 @@ def collect(cfg: CollectConfig, progress: Callable[[Episode], None] | None = Non
     return root
 
 
-def _done_keys(root: Path) -> set[tuple[int, int, str, int]]:
+def _done_keys(root: Path, suite: str) -> set[tuple[int, int, str, int]]:
+    """Plan keys of the episodes of `suite` already in the dataset. Only that suite's: a dataset may mix suites
+    (collect one, then another into the same folder), and task 0 of one is not task 0 of the other."""
     meta = EpisodeDataset(root, verify=False).meta
     return {(m.task_id, int(m.extra.get("plan_index", -1)), m.perturbation, int(m.extra.get("style", 0)))
-            for m in meta}
+            for m in meta if m.suite == suite}
 
 
 def plan_size(cfg: CollectConfig) -> int:
