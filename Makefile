@@ -43,7 +43,7 @@ $(STAMPS)/installed: setup.py $(STAMPS)/apt
 	$(PY) -m pip install -q --upgrade pip
 	# torch first and pinned: 2.13.0 is the CPU build on disk; an unpinned torch pulls a multi-GB CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[libero,dev]'
+	$(PY) -m pip install -q -e '.[libero,cluster,dev]'
 	@mkdir -p $(STAMPS) && touch $@
 
 # Side venvs for the interop tests (tests/interop.py runs code in them in a subprocess): other projects'

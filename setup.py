@@ -45,6 +45,9 @@ setup(
         # deployment on a robot arm: the camera frame resize of envs/robot/lerobot_arm.py. opencv-python, not
         # -headless: robosuite and LIBERO require opencv-python, and the two wheels overwrite each other's cv2
         "robot": ["opencv-python>=4.8"],
+        # scale-out: real LIBERO workers as Ray actors across a cluster (envs/ray_vector_env.py, docs/scale.md);
+        # 2.x: the actor and fault-tolerance API used there
+        "cluster": ["ray>=2.40,<3"],
         # ruff and mypy pinned exactly: a new release adds rules and checks, and `make test` runs both,
         # so the same tree must lint the same on every machine (bump deliberately, fixing what it finds).
         # transformers: tests/policies/test_language.py checks the MiniLM embeddings against plain transformers

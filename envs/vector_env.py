@@ -51,7 +51,7 @@ class LiberoVectorEnv(AsyncVectorEnv):
         options = dict(options or {})
         mask = options.pop("reset_mask", None)
         if options:
-            self.set_attr("next_reset_options", self._split_options(options))
+            self.set_attr("next_reset_options", split_options(options, self.num_envs))
         return super().reset(seed=seed, options=None if mask is None else {"reset_mask": np.asarray(mask, bool)})
 
     def step(self, actions: np.ndarray) -> tuple[BatchObservation, np.ndarray, np.ndarray, np.ndarray, Info]:
@@ -60,14 +60,15 @@ class LiberoVectorEnv(AsyncVectorEnv):
         the step after (that step's action is ignored and its reward is 0)."""
         return super().step(actions)
 
-    def _split_options(self, options: dict) -> list[dict]:
-        per_env: list[dict] = [{} for _ in range(self.num_envs)]
-        for key, value in options.items():
-            values = list(value) if isinstance(value, (list, tuple, np.ndarray)) else [value] * self.num_envs
-            if len(values) != self.num_envs:
-                raise ValueError(f"reset options[{key!r}]: expected {self.num_envs} values (one per env), "
-                                 f"got {len(values)}")
-            for opts, v in zip(per_env, values):
-                if v is not None:
-                    opts[key] = int(v)
-        return per_env
+
+def split_options(options: dict, num_envs: int) -> list[dict]:
+    """Reset options of per-env lists (or one value for all; None entries unset) -> one options dict per env."""
+    per_env: list[dict] = [{} for _ in range(num_envs)]
+    for key, value in options.items():
+        values = list(value) if isinstance(value, (list, tuple, np.ndarray)) else [value] * num_envs
+        if len(values) != num_envs:
+            raise ValueError(f"reset options[{key!r}]: expected {num_envs} values (one per env), got {len(values)}")
+        for opts, v in zip(per_env, values):
+            if v is not None:
+                opts[key] = int(v)
+    return per_env

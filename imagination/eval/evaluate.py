@@ -9,6 +9,7 @@ results do not depend on how many envs run in parallel or in what order episodes
 """
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -103,6 +104,7 @@ def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig,
     # Imagined envs report the success head's probability: keep each episode's highest, the figure a
     # closed-loop calibration compares with the real outcome of the same job.
     best_prob = np.zeros(B, np.float32)
+    restarts = 0  # episodes started over because their worker died (backend ray)
     for i, job in enumerate(running):
         if not padding[i] and job.index < cfg.videos:
             frames[job.index] = [obs["image"][i]]
@@ -116,6 +118,12 @@ def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig,
         if "success_prob" in info:
             best_prob = np.maximum(best_prob, info["success_prob"])
         for i, job in enumerate(running):
+            if "restarted" in info and info["restarted"][i]:  # its worker died: the job started over (same reset)
+                t_start[i], best_prob[i] = time.time(), 0.0
+                restarts += 1
+                if job.index in frames:
+                    frames[job.index] = [obs["image"][i]]
+                continue
             if job.index in frames and not padding[i] and "frames" in info:
                 frames[job.index].extend(info["frames"][i])
             if not (terminated[i] or truncated[i]):
@@ -144,6 +152,8 @@ def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig,
                     if not padding[i] and started.index < cfg.videos:
                         frames[started.index] = [obs["image"][i]]
     bar.close()
+    if restarts:
+        logging.getLogger(__name__).warning("%d episode(s) started over after their simulator worker died", restarts)
     for index, seq in frames.items():
         r = records[index]
         r["video"] = str(_write_video(Path(cfg.out_dir) / "videos", r, np.stack(seq)))

@@ -23,6 +23,10 @@ class EvalConfig:
     init_state_offset: int = 0  # episode j of a task starts from init state (offset + j) % num_init_states
     seed: int = 0  # episode seeds derive from (seed, task, j); also seeds sampled actions
     num_envs: int = 2  # parallel simulator processes
+    # "local": simulator subprocesses on this machine; "ray": one Ray actor per env on the cluster at ray_address
+    # ("" = a new local cluster, "auto" = the running one), the policy batching all of them here
+    backend: str = "local"
+    ray_address: str = ""
     action_steps: int = 0  # actions executed per predicted chunk (receding horizon); 0 = the whole chunk
     # the policy's chunk (mean) if True; else policy.sample, whose noise also depends on the batch layout
     deterministic: bool = True

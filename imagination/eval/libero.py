@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from gymnasium.vector import AutoresetMode
@@ -11,6 +11,9 @@ from envs import libero_suites
 from envs.libero_env import LiberoEnvConfig
 from envs.outcome import FIGURES
 from envs.vector_env import LiberoVectorEnv
+
+if TYPE_CHECKING:
+    from envs.ray_vector_env import RayLiberoVectorEnv
 from imagination.eval.jobs import EnvSpec, EvalConfig, Job
 
 
@@ -26,7 +29,17 @@ class LiberoEvalEnv:
                                  chunk_len=spec.chunk_len, max_steps=cfg.max_steps or None,
                                  fast_render=cfg.fast_render, chunk_info=self.record)
         self._tasks: dict[int, libero_suites.LiberoTask] = {}
-        self.venv = LiberoVectorEnv(config, self.num_envs, first_tasks, autoreset_mode=AutoresetMode.DISABLED)
+        self.venv: LiberoVectorEnv | RayLiberoVectorEnv
+        if cfg.backend == "ray":  # one simulator per Ray actor, anywhere on the cluster (envs/ray_vector_env.py)
+            from envs.ray_vector_env import RayLiberoVectorEnv
+
+            self.venv = RayLiberoVectorEnv(config, self.num_envs, first_tasks, address=cfg.ray_address)
+        elif cfg.backend == "local":
+            self.venv = LiberoVectorEnv(config, self.num_envs, first_tasks, autoreset_mode=AutoresetMode.DISABLED)
+        else:
+            raise ValueError(f"backend: expected 'local' or 'ray', got {cfg.backend!r}")
+        # envs whose Ray worker died during a reset: their episode started over (reported with the next step)
+        self._restarted = np.zeros(self.num_envs, bool)
 
     def num_tasks(self) -> int:
         return libero_suites.suite_info(self.suite).num_tasks
@@ -43,15 +56,19 @@ class LiberoEvalEnv:
         return self._task(task_id).language
 
     def reset_envs(self, jobs: Sequence[Job | None]) -> dict[str, Any]:
-        obs, _ = self.venv.reset(seed=[j.seed if j else None for j in jobs], options={
+        obs, info = self.venv.reset(seed=[j.seed if j else None for j in jobs], options={
             "task_id": [j.task_id if j else None for j in jobs],
             "init_state_id": [j.init_state_id if j else None for j in jobs],
             "reset_mask": [j is not None for j in jobs]})
+        self._restarted |= _flag(info, "restarted", self.num_envs)
         return obs
 
     def step(self, actions: np.ndarray):
         obs, reward, terminated, truncated, info = self.venv.step(actions)
         out: dict[str, Any] = {"t": np.asarray(info["t"]), **{k: np.asarray(info[k], np.float64) for k in FIGURES}}
+        # a worker that died (backend ray) took its episode with it: that env started it over
+        out["restarted"] = self._restarted | _flag(info, "restarted", self.num_envs)
+        self._restarted = np.zeros(self.num_envs, bool)
         if self.record:
             out["frames"] = [np.stack([o["image"] for o in chunk]) for chunk in info["chunk_obs"]]
             out["states"] = [np.stack([o["state"] for o in chunk]) for chunk in info["chunk_obs"]]
@@ -59,3 +76,10 @@ class LiberoEvalEnv:
 
     def close(self) -> None:
         self.venv.close()
+
+
+def _flag(info: dict[str, Any], key: str, n: int) -> np.ndarray:
+    """bool [n]: a vector env info's per-env flag (absent: all False)."""
+    if key not in info:
+        return np.zeros(n, bool)
+    return np.asarray(info[key], bool) & np.asarray(info.get(f"_{key}", np.ones(n, bool)), bool)

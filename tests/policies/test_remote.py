@@ -60,11 +60,12 @@ def test_real_libero_outcomes_equal_for_served_and_local(served, tmp_path):
     from imagination.eval.evaluate import evaluate
 
     policy, server = served
-    common = dict(env="libero_spatial", tasks=[0], episodes_per_task=2, num_envs=1, max_steps=24, videos=0,
-                  fast_render=True)
-    local = evaluate(EvalConfig(checkpoint="in-process", out_dir=str(tmp_path / "local"), **common), policy=policy,
-                     progress=False)
-    remote = evaluate(EvalConfig(checkpoint=server.url, out_dir=str(tmp_path / "remote"), **common), progress=False)
+    def cfg(checkpoint: str, name: str) -> EvalConfig:
+        return EvalConfig(checkpoint=checkpoint, env="libero_spatial", tasks=[0], episodes_per_task=2, num_envs=1,
+                          max_steps=24, videos=0, fast_render=True, out_dir=str(tmp_path / name))
+
+    local = evaluate(cfg("in-process", "local"), policy=policy, progress=False)
+    remote = evaluate(cfg(server.url, "remote"), progress=False)
     keys = ("init_state_id", "seed", "steps", "success", "object_lift_m", "target_distance_m", "grasp_distance_m")
     assert [[e[k] for k in keys] for e in remote["episodes"]] == [[e[k] for k in keys] for e in local["episodes"]]
     assert remote["policy"] == "RemotePolicy" and remote["checkpoint"] == server.url
