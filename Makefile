@@ -69,7 +69,7 @@ openpi-venv: $(OPENPI_VENV)/.installed-$(OPENPI_CLIENT_VERSION)
 # brings them (apt, as root, like the Mesa packages above). numpy<2.4: lerobot 0.4.4 records a shape-[1]
 # feature (next.reward) through float(array of shape [1]), which numpy 2.4 refuses. The second line adds what
 # its policies (ACT, diffusion) and their processors import, for scripts/serve_lerobot_policy.py, plus the
-# websocket server and msgpack of our wire format; bounds copied from lerobot's metadata.
+# websocket server, msgpack and omegaconf of our wire format and script entry point; bounds copied from lerobot's metadata.
 $(LEROBOT_VENV)/.installed-$(LEROBOT_VERSION)-$(LEROBOT_VENV_REV):
 	@if ldconfig -p | grep -q 'libavdevice\.so' && ldconfig -p | grep -q 'libavfilter\.so'; then \
 		echo "FFmpeg shared libraries already installed"; \
@@ -86,7 +86,7 @@ $(LEROBOT_VENV)/.installed-$(LEROBOT_VERSION)-$(LEROBOT_VENV_REV):
 		'packaging>=24.2,<26.0' 'jsonlines>=4.0.0,<5.0.0' 'torchcodec>=0.2.1,<0.11.0' 'numpy<2.4' \
 		'draccus==0.10.0' 'einops>=0.8.0,<0.9.0' 'diffusers>=0.27.2,<0.36.0' 'deepdiff>=7.0.1,<9.0.0' \
 		'imageio>=2.34.0,<3.0.0' 'gymnasium>=1.1.1,<2.0.0' 'pyserial>=3.5,<4.0' 'termcolor>=2.4.0,<4.0.0' \
-		'websockets>=13' 'msgpack>=1.0'
+		'websockets>=13' 'msgpack>=1.0' 'omegaconf>=2.3,<2.4'
 	$(LEROBOT_VENV)/bin/uv pip install -q --python $(LEROBOT_VENV)/bin/python --no-deps lerobot==$(LEROBOT_VERSION)
 	touch $@
 

@@ -77,4 +77,40 @@ def paired_difference(before: list[dict], after: list[dict], confidence: float =
                             ci95=(mean - half, mean + half), improved=int((d > 0).sum()), worsened=int((d < 0).sum()))
 
 
-__all__ = ["PairedDifference", "paired_difference"]
+@dataclass(frozen=True)
+class SeedAverage:
+    """A recipe run with several seeds, each evaluated on the same jobs as a baseline: the job-by-job mean over
+    seeds against the baseline (`difference`: its per-job d_j are fractions), and each seed's own rate."""
+
+    difference: PairedDifference
+    per_seed: tuple[float, ...]  # each seed's success rate on the jobs
+
+    @property
+    def seed_sd_points(self) -> float:
+        """Standard deviation of the seeds' success rates, in points (0 with one seed)."""
+        return 100.0 * float(np.std(self.per_seed, ddof=1)) if len(self.per_seed) > 1 else 0.0
+
+
+def seed_average(before: list[dict], afters: list[list[dict]], confidence: float = 0.95) -> SeedAverage:
+    """Compare a baseline's episode records with those of several seeds of one recipe, all on the same jobs.
+
+    Why: the seed of an imagined-RL run moves its real result by as much as the recipe does (docs/loop.md:
+    35 to 19 of 50 gate jobs over five seeds of one recipe), so a recipe is judged on its seeds' mean. Per job
+    the seeds' mean success minus the baseline's; the interval is Student's t over the jobs, as in
+    `paired_difference` (it covers the job sample, not the seeds, which the spread reports apart)."""
+    if not afters:
+        raise ValueError("afters: expected the episode records of at least one seed")
+    pairs = [paired_difference(before, after, confidence) for after in afters]  # checks every seed's jobs
+    b = {_key(r): float(bool(r["success"])) for r in before}
+    keys = sorted(b)
+    seeds = np.array([[{_key(r): float(bool(r["success"])) for r in after}[k] for k in keys] for after in afters])
+    d = seeds.mean(0) - np.array([b[k] for k in keys])
+    n, mean = len(d), float(d.mean())
+    half = (float(stats.t.ppf(0.5 + confidence / 2, n - 1) * d.std(ddof=1) / math.sqrt(n))
+            if n > 1 and d.std(ddof=1) > 0 else 0.0)
+    diff = PairedDifference(n=n, before=pairs[0].before, after=float(seeds.mean()), diff=mean,
+                            ci95=(mean - half, mean + half), improved=int((d > 0).sum()), worsened=int((d < 0).sum()))
+    return SeedAverage(diff, tuple(float(p.after) for p in pairs))
+
+
+__all__ = ["PairedDifference", "SeedAverage", "paired_difference", "seed_average"]

@@ -50,3 +50,36 @@ def test_evaluations_of_different_jobs_are_refused():
         paired_difference(_records([True]) * 2, _records([True]) * 2)
     with pytest.raises(ValueError, match="missing"):
         paired_difference([{"task_id": 0, "success": True}], [{"task_id": 0, "success": True}])
+
+
+def test_seed_average_is_the_job_mean_over_seeds_with_its_spread():
+    from imagination.eval.stats import seed_average
+
+    before = _records([0, 0, 1, 1])
+    seeds = [_records([1, 0, 1, 1]), _records([1, 1, 1, 0])]  # +1/4 and +1/4: spread 0
+    avg = seed_average(before, seeds)
+    # per job: (1+1)/2-0, (0+1)/2-0, 1-1, (1+0)/2-1 -> mean (1 + 0.5 + 0 - 0.5) / 4
+    assert avg.difference.gain_points == pytest.approx(25.0)
+    assert avg.per_seed == (0.75, 0.75) and avg.seed_sd_points == 0.0
+    assert seed_average(before, [seeds[0]]).difference.gain_points == pytest.approx(
+        paired_difference(before, seeds[0]).gain_points)
+    with pytest.raises(ValueError, match="at least one seed"):
+        seed_average(before, [])
+    with pytest.raises(ValueError, match="same jobs"):
+        seed_average(before, [seeds[0][:3]])
+
+
+def test_seeds_bench_prints_a_bench_line(tmp_path, capsys):
+    import json
+
+    from bench.seeds import main
+
+    paths = []
+    for name, outcomes in (("bc", [0, 0, 1, 1] * 10), ("s0", [1, 1, 1, 1] * 10), ("s1", [1, 0, 1, 1] * 10)):
+        p = tmp_path / f"{name}.json"
+        p.write_text(json.dumps({"episodes": _records(outcomes)}))
+        paths.append(str(p))
+    assert main(paths) == 0  # +37.5 points, the interval above 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith("BENCH seeds seeds=2 jobs=40") and "gain_points=+37.5" in line and line.endswith("PASS")
+    assert main([paths[0], paths[0], "--threshold", "1"]) == 1
