@@ -152,3 +152,16 @@ def container_drop(boxes: Boxes, centre_xy: np.ndarray) -> tuple[float, float]:
         if np.all(lo[:2] <= centre_xy) and np.all(centre_xy <= hi[:2]):
             floor = max(floor, float(hi[2]))
     return floor, rim
+
+
+def push_pose(obj_xy: np.ndarray, goal_xy: np.ndarray, standoff: float) -> tuple[np.ndarray, np.ndarray]:
+    """Line-up point [2] ``standoff`` behind an object on the line to the goal, and the unit push direction [2].
+
+    Pushing through the centre towards the goal keeps a round object moving straight; the
+    direction is re-read every step, so the pusher follows the object as it drifts.
+    """
+    obj_xy, goal_xy = np.asarray(obj_xy, dtype=np.float64), np.asarray(goal_xy, dtype=np.float64)
+    delta = goal_xy - obj_xy
+    norm = float(np.linalg.norm(delta))
+    direction = delta / norm if norm > 1e-9 else np.array([1.0, 0.0])
+    return obj_xy - standoff * direction, direction

@@ -1,0 +1,195 @@
+"""Scripted expert for the LIBERO-Goal tasks (one kitchen scene, ten goals), on privileged state.
+
+The goal predicates of the task's BDDL (``parsed_problem["goal_state"]``) pick a short sequence
+of skills (``plan_skills``), each a closed-loop state machine with the expert interface:
+
+* ``place``: pick an object and put it on / in a target. The akita bowl is pinched by its rim
+  (``SpatialExpert``'s grasp planner); compact items (cream cheese, wine bottle) get a top grasp
+  (``ObjectExpert``). The target is an observed object (plate, bowl) or a fixture site (stove
+  cook region, cabinet top), whose support height comes from the fixture's collision boxes.
+* ``turn_knob``: grasp the stove knob on its hinge axis and twist (skills.py).
+* ``push``: push an object along the table to a region (skills.py); chosen when the
+  instruction says "push", since the goal predicate alone (On) reads like a placement.
+
+Goals no skill covers raise ``UnsupportedGoal`` naming the task at ``reset``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from envs.experts.object import ObjectExpert, ObjectExpertConfig
+from envs.experts.primitives import collision_boxes, container_drop
+from envs.experts.skills import PushObject, SkillConfig, TurnKnob
+from envs.experts.spatial import ExpertConfig, SpatialExpert
+
+GOAL_SKILLS = ("place", "turn_knob", "push")
+
+
+class UnsupportedGoal(NotImplementedError):
+    """The task's goal needs a skill this expert does not script (yet)."""
+
+
+@dataclass
+class GoalExpertConfig:
+    """Per-skill configs plus the carry margins over raised targets (m)."""
+
+    bowl: ExpertConfig = field(default_factory=ExpertConfig)
+    item: ObjectExpertConfig = field(default_factory=lambda: ObjectExpertConfig(drop_height=0.012))
+    skill: SkillConfig = field(default_factory=SkillConfig)
+    bowl_carry: float = 0.10  # bowl grip site above a target surface while carrying (bowl is ~5 cm tall)
+    item_rim_clearance: float = 0.02  # item bottom above a flat target surface while carrying
+
+
+def plan_skills(goal_state: list[list[str]], language: str) -> list[tuple[str, ...]]:
+    """Skill sequence for a conjunction of BDDL goal predicates: [(skill, *arguments)].
+
+    ``goal_state`` as parsed by LIBERO, e.g. [["on", "akita_black_bowl_1", "plate_1"]].
+    UnsupportedGoal for predicates without a skill.
+    """
+    plan: list[tuple[str, ...]] = []
+    for pred in goal_state:
+        name, args = pred[0].lower(), tuple(pred[1:])
+        if name == "turnon" and len(args) == 1:
+            plan.append(("turn_knob", args[0]))
+        elif name == "on" and len(args) == 2:
+            plan.append(("push" if "push" in language.lower().split() else "place", *args))
+        elif name == "in" and len(args) == 2:
+            plan.append(("place", *args))
+        else:
+            raise UnsupportedGoal(f"no scripted skill for the goal predicate {pred}")
+    return plan
+
+
+class BowlPlace(SpatialExpert):
+    """Rim-pinch the bowl (SpatialExpert) and set it down on ``target``: an object or a site."""
+
+    def __init__(self, bowl: str, target: str, place: np.ndarray | None, config: ExpertConfig):
+        super().__init__(config)
+        self._names = (bowl, target)
+        self._target_point = place  # None: the target is an observed object (its origin)
+
+    def _objects(self, raw_env) -> tuple[str, str]:
+        return self._names
+
+    def _observed(self) -> tuple[str, ...]:
+        return self._names if self._target_point is None else self._names[:1]
+
+    def _place_point(self, obs: dict) -> np.ndarray:
+        if self._target_point is None:
+            return super()._place_point(obs)
+        return self._target_point
+
+
+class ItemPlace(ObjectExpert):
+    """Top-grasp an item (ObjectExpert) and drop it into / onto ``target``: an object or a site."""
+
+    def __init__(self, item: str, target: str, drop: tuple[np.ndarray, float, float] | None, config: ObjectExpertConfig):
+        super().__init__(config)
+        self._names = (item, target)
+        self._drop = drop  # None: the target is an object; drop into its collision boxes
+
+    def _objects(self, raw_env) -> tuple[str, str]:
+        return self._names
+
+    def _drop_target(self, sim) -> tuple[np.ndarray, float, float]:
+        return super()._drop_target(sim) if self._drop is None else self._drop
+
+
+def _problem(raw_env):
+    """The LIBERO env under the OffScreenRenderEnv/ControlEnv wrapper (it holds the parsed BDDL)."""
+    inner = getattr(raw_env, "env", raw_env)
+    if not hasattr(inner, "parsed_problem"):
+        raise ValueError("raw_env carries no parsed BDDL problem; is this a LIBERO env?")
+    return inner
+
+
+def site_surface(raw_env, site: str) -> np.ndarray:
+    """Support point [3] of a fixture site: site xy, top of the fixture's collision boxes there."""
+    inner, sim = _problem(raw_env), raw_env.sim
+    sites = getattr(inner, "object_sites_dict", {})
+    if site not in sites or not sites[site].parent_name:
+        raise UnsupportedGoal(f"{site!r} is not a fixture site")
+    s = sim.model.site_name2id(site)
+    up = np.array(sim.data.site_xmat[s]).reshape(3, 3)[2]  # LIBERO's under() measures along this row
+    if abs(up[2]) < 0.95:
+        raise UnsupportedGoal(f"{site!r} is tilted (a rack slot); only level targets are scripted")
+    xy = np.array(sim.data.site_xpos[s][:2])
+    floor, _ = container_drop(collision_boxes(sim, include=(f"{sites[site].parent_name}_",)), xy)
+    return np.array([xy[0], xy[1], floor])
+
+
+class GoalExpert:
+    """Runs the skills ``plan_skills`` picks for the episode's goal, one after another.
+
+    ``reset(raw_env, raw_obs)`` once per episode after settling, then ``act(raw_obs)`` per step
+    (same interface as ``ObjectExpert``). ``phase`` is "<skill>:<skill phase>".
+    """
+
+    perturbation_label = "none"
+
+    def __init__(self, config: GoalExpertConfig | None = None, rng: np.random.Generator | None = None):
+        self.cfg = config or GoalExpertConfig()
+        self.rng = rng if rng is not None else np.random.default_rng(0)
+        self._skills: list = []
+        self._names: list[str] = []
+        self._i = 0
+
+    @property
+    def phase(self) -> str:
+        if not self._skills:
+            return "done"
+        return f"{self._names[self._i]}:{self._skills[self._i].phase}"
+
+    @property
+    def regrasps(self) -> int:
+        return int(sum(getattr(s, "regrasps", 0) for s in self._skills))
+
+    def reset(self, raw_env, raw_obs: dict) -> None:
+        inner = _problem(raw_env)
+        problem = inner.parsed_problem
+        language = " ".join(problem.get("language_instruction", []))
+        try:
+            plan = plan_skills(problem["goal_state"], language)
+            self._skills = [self._build(raw_env, raw_obs, step) for step in plan]
+        except UnsupportedGoal as err:
+            raise UnsupportedGoal(f"libero_goal task {language!r}: {err}") from None
+        self._names = [step[0] for step in plan]
+        self._env, self._i = raw_env, 0
+        self._skills[0].reset(raw_env, raw_obs)
+
+    def _build(self, raw_env, raw_obs: dict, step: tuple[str, ...]):
+        cfg = self.cfg
+        kind, args = step[0], step[1:]
+        if kind == "turn_knob":
+            return TurnKnob(args[0], cfg.skill)
+        if kind == "push":
+            return PushObject(args[0], _region_xy(raw_env, args[1]), cfg.skill)
+        obj, target = args
+        observed = f"{target}_pos" in raw_obs
+        if "bowl" in obj:
+            if observed:
+                return BowlPlace(obj, target, None, cfg.bowl)
+            point = site_surface(raw_env, target)
+            bowl_cfg = replace(cfg.bowl, lift_z=max(cfg.bowl.lift_z, float(point[2]) + cfg.bowl_carry))
+            return BowlPlace(obj, target, point, bowl_cfg)
+        if observed:
+            return ItemPlace(obj, target, None, cfg.item)
+        point = site_surface(raw_env, target)
+        item_cfg = replace(cfg.item, rim_clearance=cfg.item_rim_clearance)
+        return ItemPlace(obj, target, (point[:2], float(point[2]), float(point[2])), item_cfg)
+
+    def act(self, raw_obs: dict) -> np.ndarray:
+        """One control step: raw LIBERO observation -> action float32 [7] in [-1, 1]."""
+        if self._skills[self._i].phase == "done" and self._i + 1 < len(self._skills):
+            self._i += 1
+            self._skills[self._i].reset(self._env, raw_obs)  # plan from the scene as it is now
+        return self._skills[self._i].act(raw_obs)
+
+
+def _region_xy(raw_env, site: str) -> np.ndarray:
+    """Centre xy [2] of a table region site (e.g. the stove's front region)."""
+    sim = raw_env.sim
+    return np.array(sim.data.site_xpos[sim.model.site_name2id(site)][:2])

@@ -1,0 +1,247 @@
+"""Articulation and contact skills for scripted experts: turn a knob, push an object.
+
+Each skill is a small closed-loop state machine with the expert interface (``reset(raw_env,
+raw_obs)``, ``act(raw_obs)``, ``phase``; "done" when finished) and the OSC_POSE action convention
+of spatial.py. They read privileged state: poses from the observation, joint values and collision
+geometry from ``raw_env.sim``. Pure geometry lives in primitives.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from envs.experts.primitives import collision_boxes, plan_top_grasp, push_pose
+from envs.experts.spatial import OSC_POS_SCALE, OSC_ROT_SCALE, grasp_rotation, mat_to_rotvec, quat_xyzw_to_mat
+
+DOWN = np.array([0.0, 0.0, -1.0])
+
+
+@dataclass
+class SkillConfig:
+    """Gains, tolerances and skill geometry (m, rad, steps)."""
+
+    pos_gain: float = 1.5
+    rot_gain: float = 1.0
+    approach_tol: float = 0.008  # xy error that ends an approach
+    rot_tol: float = 0.1
+    hover: float = 0.05  # approach waypoint above the contact point
+    stall_steps: int = 8
+    close_steps: int = 12
+    release_steps: int = 6
+    retreat_rise: float = 0.08
+    # knob
+    knob_depth: float = 0.015  # grip site below the knob's top
+    knob_turn: float = 1.0  # wrist turn commanded past the grasp yaw (the knob counts as on at 0.5 rad)
+    knob_target: float = 0.7  # joint value at which the knob is released
+    # push
+    push_height: float = 0.018  # grip site above the object's bottom while pushing (fingertips ~1.3 cm lower)
+    push_gap: float = 0.012  # fingertip distance behind the object's rim when lining up
+    push_step: float = 0.025  # how far ahead of the contact point the pusher is servoed
+    push_tol: float = 0.01  # object-to-goal distance that ends the push
+    push_misalign: float = 0.025  # pusher off the push line by this much: back off and line up again
+
+
+class ServoSkill:
+    """Shared plumbing: grip-site rotation, proportional pose servo, phase bookkeeping."""
+
+    def __init__(self, config: SkillConfig | None = None):
+        self.cfg = config or SkillConfig()
+        self._phase = "done"
+        self._t = 0
+        self._history: list[float] = []
+
+    @property
+    def phase(self) -> str:
+        return self._phase
+
+    def _setup(self, raw_env, raw_obs: dict) -> None:
+        sim = raw_env.sim
+        site = sim.model.site_name2id("gripper0_grip_site")
+        r_site = np.array(sim.data.site_xmat[site]).reshape(3, 3)
+        # robot0_eef_quat is the hand body; the grip site is rotated w.r.t. it (fixed offset).
+        self._r_hand_to_site = quat_xyzw_to_mat(raw_obs["robot0_eef_quat"]).T @ r_site
+        self._sim = sim
+
+    def _site_rotation(self, obs: dict) -> np.ndarray:
+        return quat_xyzw_to_mat(obs["robot0_eef_quat"]) @ self._r_hand_to_site
+
+    def _rot_err(self, obs: dict, r_goal: np.ndarray) -> float:
+        return float(np.linalg.norm(mat_to_rotvec(r_goal @ self._site_rotation(obs).T)))
+
+    def _servo(self, obs: dict, target: np.ndarray, r_goal: np.ndarray, gripper: float) -> np.ndarray:
+        action = np.zeros(7)
+        action[:3] = self.cfg.pos_gain * (target - obs["robot0_eef_pos"]) / OSC_POS_SCALE
+        action[3:6] = self.cfg.rot_gain * mat_to_rotvec(r_goal @ self._site_rotation(obs).T) / OSC_ROT_SCALE
+        action[6] = gripper
+        return np.clip(action, -1.0, 1.0)
+
+    def _goto(self, phase: str) -> None:
+        self._phase, self._t, self._history = phase, 0, []
+
+    def _stalled(self, to_go: float, steps: int | None = None) -> bool:
+        self._history.append(to_go)
+        n = steps or self.cfg.stall_steps
+        return len(self._history) > n and self._history[-n - 1] - to_go < 0.002
+
+    def act(self, raw_obs: dict) -> np.ndarray:
+        action = self._policy(raw_obs)
+        self._t += 1
+        return np.clip(action, -1.0, 1.0).astype(np.float32)
+
+    def _policy(self, obs: dict) -> np.ndarray:
+        raise NotImplementedError
+
+
+def hinge_joint(sim, body_prefix: str) -> int:
+    """The single hinge joint of a fixture (e.g. the stove knob); ValueError when not unique."""
+    m = sim.model
+    ids = [j for j in range(m.njnt) if m.jnt_type[j] == 3 and (m.joint_id2name(j) or "").startswith(body_prefix)]
+    if len(ids) != 1:
+        raise ValueError(f"expected one hinge joint on {body_prefix!r}, found {len(ids)}")
+    return ids[0]
+
+
+class TurnKnob(ServoSkill):
+    """Grasp a knob across its ridge from above and twist the wrist about the knob axis.
+
+    The grip point sits on the hinge axis so the twist is a pure rotation; the closing axis is
+    across the ridge (narrowest top section, ``plan_top_grasp``). The knob joint turns "on" at
+    positive angles about +z, so the wrist turns counter-clockwise seen from above.
+    """
+
+    def __init__(self, fixture: str, config: SkillConfig | None = None):
+        super().__init__(config)
+        self.fixture = fixture
+
+    def reset(self, raw_env, raw_obs: dict) -> None:
+        self._setup(raw_env, raw_obs)
+        sim, cfg = self._sim, self.cfg
+        j = hinge_joint(sim, f"{self.fixture}_")
+        self._qadr = int(sim.model.jnt_qposadr[j])
+        axis = np.array(sim.data.xaxis[j])
+        if abs(axis[2]) < 0.9:
+            raise ValueError(f"{self.fixture}: knob axis {axis} is not vertical; only top grasps are scripted")
+        self._sign = float(np.sign(axis[2]))
+        body = sim.model.body_id2name(sim.model.jnt_bodyid[j])
+        grasp = plan_top_grasp(collision_boxes(sim, include=(body,)).corners(), cfg.knob_depth, 0.013, 0.068)
+        self._point = np.array([*np.array(sim.data.xanchor[j])[:2], grasp.point[2]])
+        closing = np.array([np.cos(grasp.angles[0]), np.sin(grasp.angles[0]), 0.0])
+        # Pick the closing-axis sign that leaves the wrist the most room for the twist that follows.
+        current = self._site_rotation(raw_obs)[:, 0]
+        closing = closing if closing @ current >= 0 else -closing
+        self._r_grasp = grasp_rotation(closing, DOWN)
+        self._top = grasp.top
+        self._goto("approach")
+
+    def _knob(self) -> float:
+        return self._sign * float(self._sim.data.qpos[self._qadr])
+
+    def _policy(self, obs: dict) -> np.ndarray:
+        cfg = self.cfg
+        eef = np.asarray(obs["robot0_eef_pos"], dtype=np.float64)
+        if self._phase == "approach":
+            hover = self._point + [0.0, 0.0, self._top - self._point[2] + cfg.hover]
+            off = float(np.linalg.norm((eef - self._point)[:2]))
+            if off < cfg.approach_tol and self._rot_err(obs, self._r_grasp) < cfg.rot_tol:
+                self._goto("descend")
+            else:
+                if off > 0.03:
+                    hover[2] = max(hover[2], eef[2])  # stay high until above the knob
+                return self._servo(obs, hover, self._r_grasp, -1.0)
+        if self._phase == "descend":
+            to_go = float(eef[2] - self._point[2])
+            if to_go < 0.004 or self._stalled(to_go):
+                self._goto("close")
+            else:
+                return self._servo(obs, self._point, self._r_grasp, -1.0)
+        if self._phase == "close":
+            if self._t >= cfg.close_steps:
+                self._goto("turn")
+            else:
+                return self._servo(obs, self._point, self._r_grasp, 1.0)
+        if self._phase == "turn":
+            if self._knob() >= cfg.knob_target or self._stalled(cfg.knob_target - self._knob(), 2 * cfg.stall_steps):
+                self._goto("release")
+            else:
+                c, s = np.cos(self._sign * cfg.knob_turn), np.sin(self._sign * cfg.knob_turn)
+                r_z = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+                return self._servo(obs, self._point, r_z @ self._r_grasp, 1.0)
+        if self._phase == "release":
+            if self._t >= cfg.release_steps:
+                self._goto("retreat")
+            else:
+                return self._servo(obs, eef, self._site_rotation(obs), -1.0)
+        if self._phase in ("retreat", "done"):
+            if eef[2] > self._top + cfg.retreat_rise - 0.01:
+                self._phase = "done"
+            return self._servo(obs, np.array([eef[0], eef[1], self._top + cfg.retreat_rise]), self._site_rotation(obs), -1.0)
+        raise RuntimeError(f"unknown phase {self._phase!r}")
+
+
+class PushObject(ServoSkill):
+    """Push a flat object along the table to a goal point with the closed fingers.
+
+    The pusher lines up behind the object on the line through its centre and the goal (flying
+    above the object), drops to just above the table and pushes through the centre; when the
+    object slides off the line the pusher backs off, rises and lines up again.
+    """
+
+    def __init__(self, obj: str, goal_xy: np.ndarray, config: SkillConfig | None = None):
+        super().__init__(config)
+        self.obj = obj
+        self.goal_xy = np.asarray(goal_xy, dtype=np.float64)
+
+    def reset(self, raw_env, raw_obs: dict) -> None:
+        self._setup(raw_env, raw_obs)
+        key = f"{self.obj}_pos"
+        if key not in raw_obs:
+            raise ValueError(f"raw observation lacks {key!r}")
+        corners = collision_boxes(self._sim, include=(f"{self.obj}_",)).corners()
+        if len(corners) == 0:
+            raise ValueError(f"no collision geoms found for {self.obj!r}")
+        pos = np.asarray(raw_obs[key], dtype=np.float64)
+        self._radius = float(np.linalg.norm(corners[:, :2] - pos[:2], axis=1).max())
+        self._push_z = float(corners[:, 2].min()) + self.cfg.push_height
+        self._top = float(corners[:, 2].max())
+        self._goto("line_up")
+
+    def _policy(self, obs: dict) -> np.ndarray:
+        cfg = self.cfg
+        eef = np.asarray(obs["robot0_eef_pos"], dtype=np.float64)
+        obj = np.asarray(obs[f"{self.obj}_pos"], dtype=np.float64)
+        if float(np.linalg.norm(obj[:2] - self.goal_xy)) < cfg.push_tol and self._phase in ("line_up", "push"):
+            self._goto("retreat")
+        start, direction = push_pose(obj[:2], self.goal_xy, self._radius + cfg.push_gap)
+        r_push = grasp_rotation(np.array([-direction[1], direction[0], 0.0]), DOWN)  # fingers side by side
+        if self._phase == "line_up":
+            target = np.array([*start, self._push_z])
+            off = float(np.linalg.norm(eef[:2] - start))
+            if off < cfg.approach_tol and eef[2] - self._push_z < 0.006:
+                self._goto("push")
+            else:
+                if off > 0.015:  # fly over the object, not through it
+                    target[2] = max(self._top + cfg.hover, eef[2])
+                return self._servo(obs, target, r_push, 1.0)
+        if self._phase == "push":
+            # Distance of the pusher from the line through the object centre along the push.
+            rel = eef[:2] - obj[:2]
+            lateral = float(rel @ np.array([-direction[1], direction[0]]))
+            if abs(lateral) > cfg.push_misalign or float(rel @ direction) > 0:
+                self._goto("back_off")
+            else:
+                # Aim at the line-up point moved ahead: pushes the object while re-centring.
+                ahead = start + direction * (cfg.push_gap + cfg.push_step)
+                return self._servo(obs, np.array([*ahead, self._push_z]), r_push, 1.0)
+        if self._phase == "back_off":
+            if eef[2] > self._top + cfg.hover - 0.01:
+                self._goto("line_up")
+            else:
+                away = eef[:2] + 0.5 * (eef[:2] - obj[:2]) / max(float(np.linalg.norm(eef[:2] - obj[:2])), 1e-6) * 0.02
+                return self._servo(obs, np.array([*away, self._top + cfg.hover]), r_push, 1.0)
+        if self._phase in ("retreat", "done"):
+            if eef[2] > self._top + cfg.retreat_rise - 0.01:
+                self._phase = "done"
+            return self._servo(obs, np.array([eef[0], eef[1], self._top + cfg.retreat_rise]), r_push, 1.0)
+        raise RuntimeError(f"unknown phase {self._phase!r}")
