@@ -165,3 +165,15 @@ def push_pose(obj_xy: np.ndarray, goal_xy: np.ndarray, standoff: float) -> tuple
     norm = float(np.linalg.norm(delta))
     direction = delta / norm if norm > 1e-9 else np.array([1.0, 0.0])
     return obj_xy - standoff * direction, direction
+
+
+def handle_point(corners: np.ndarray, direction: np.ndarray, depth: float = 0.012) -> np.ndarray:
+    """Centre [3] of a drawer's handle: the boxes reaching farthest along the opening ``direction``.
+
+    ``corners`` [N * 8, 3] are the drawer body's box corners; boxes whose front lies within
+    ``depth`` of the frontmost one make up the handle bar (its posts sit deeper, at the face).
+    """
+    boxes = np.asarray(corners, dtype=np.float64).reshape(-1, 8, 3)
+    front = (boxes @ direction).max(axis=1)  # [N] each box's frontmost extent
+    bar = boxes[front >= front.max() - depth].reshape(-1, 3)
+    return (bar.min(axis=0) + bar.max(axis=0)) / 2

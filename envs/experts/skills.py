@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envs.experts.primitives import collision_boxes, plan_top_grasp, push_pose
+from envs.experts.primitives import collision_boxes, container_drop, handle_point, plan_top_grasp, push_pose
 from envs.experts.spatial import OSC_POS_SCALE, OSC_ROT_SCALE, grasp_rotation, mat_to_rotvec, quat_xyzw_to_mat
 
 DOWN = np.array([0.0, 0.0, -1.0])
@@ -36,11 +36,19 @@ class SkillConfig:
     knob_turn: float = 1.0  # wrist turn commanded past the grasp yaw (the knob counts as on at 0.5 rad)
     knob_target: float = 0.7  # joint value at which the knob is released
     # push
-    push_height: float = 0.018  # grip site above the object's bottom while pushing (fingertips ~1.3 cm lower)
-    push_gap: float = 0.012  # fingertip distance behind the object's rim when lining up
-    push_step: float = 0.025  # how far ahead of the contact point the pusher is servoed
+    push_height: float = 0.01  # grip site above the support (object bottom / dish floor) while pushing
+    push_gap: float = 0.012  # fingertip distance behind a solid object's rim when lining up
+    push_inset: float = 0.02  # line-up point behind a dish's centre (the fingers go inside it)
+    dish_depth: float = 0.008  # rim above the floor at the centre: the object is a dish
+    dish_press: float = 0.0  # grip site above a dish floor: the fingertips press it (no tilting)
+    push_step: float = 0.02  # how far ahead of itself the pusher is servoed each step (sets the pace)
     push_tol: float = 0.01  # object-to-goal distance that ends the push
     push_misalign: float = 0.025  # pusher off the push line by this much: back off and line up again
+    # drawer
+    drawer_finger_open: float = 0.016  # finger distance from the grip site while reaching the handle
+    drawer_standoff: float = 0.08  # in front of the handle before moving in
+    drawer_open_fraction: float = 0.95  # pull until the slide is this far towards its open end
+    pull_step: float = 0.03  # how far ahead of the handle the pull is servoed
 
 
 class ServoSkill:
@@ -202,9 +210,22 @@ class PushObject(ServoSkill):
         if len(corners) == 0:
             raise ValueError(f"no collision geoms found for {self.obj!r}")
         pos = np.asarray(raw_obs[key], dtype=np.float64)
-        self._radius = float(np.linalg.norm(corners[:, :2] - pos[:2], axis=1).max())
-        self._push_z = float(corners[:, 2].min()) + self.cfg.push_height
+        boxes = collision_boxes(self._sim, include=(f"{self.obj}_",))
+        floor, rim = container_drop(boxes, pos[:2])
         self._top = float(corners[:, 2].max())
+        if rim - floor > self.cfg.dish_depth:
+            # A dish (plate): the fingers go down inside it and push its far rim from within. The
+            # concave rim keeps the pusher centred, and nothing beside the dish (the cabinet sits
+            # 2 cm behind the plate) has to leave room for the hand.
+            self._standoff = self.cfg.push_inset
+            self._push_z = floor + self.cfg.dish_press
+            # The pusher may travel across the dish up to its far rim.
+            self._max_ahead = float(np.linalg.norm(corners[:, :2] - pos[:2], axis=1).max())
+        else:
+            radius = float(np.linalg.norm(corners[:, :2] - pos[:2], axis=1).max())
+            self._standoff = radius + self.cfg.push_gap
+            self._push_z = float(corners[:, 2].min()) + self.cfg.push_height
+            self._max_ahead = 0.0  # behind a solid object's centre
         self._goto("line_up")
 
     def _policy(self, obs: dict) -> np.ndarray:
@@ -213,7 +234,7 @@ class PushObject(ServoSkill):
         obj = np.asarray(obs[f"{self.obj}_pos"], dtype=np.float64)
         if float(np.linalg.norm(obj[:2] - self.goal_xy)) < cfg.push_tol and self._phase in ("line_up", "push"):
             self._goto("retreat")
-        start, direction = push_pose(obj[:2], self.goal_xy, self._radius + cfg.push_gap)
+        start, direction = push_pose(obj[:2], self.goal_xy, self._standoff)
         r_push = grasp_rotation(np.array([-direction[1], direction[0], 0.0]), DOWN)  # fingers side by side
         if self._phase == "line_up":
             target = np.array([*start, self._push_z])
@@ -228,15 +249,17 @@ class PushObject(ServoSkill):
             # Distance of the pusher from the line through the object centre along the push.
             rel = eef[:2] - obj[:2]
             lateral = float(rel @ np.array([-direction[1], direction[0]]))
-            if abs(lateral) > cfg.push_misalign or float(rel @ direction) > 0:
+            if abs(lateral) > cfg.push_misalign or float(rel @ direction) > self._max_ahead:
                 self._goto("back_off")
             else:
-                # Aim at the line-up point moved ahead: pushes the object while re-centring.
-                ahead = start + direction * (cfg.push_gap + cfg.push_step)
+                # Advance at a steady pace along the push line while pulling back onto it.
+                perp = np.array([-direction[1], direction[0]])
+                ahead = eef[:2] + cfg.push_step * direction - lateral * perp
                 return self._servo(obs, np.array([*ahead, self._push_z]), r_push, 1.0)
         if self._phase == "back_off":
             if eef[2] > self._top + cfg.hover - 0.01:
                 self._goto("line_up")
+                return self._policy(obs)
             else:
                 away = eef[:2] + 0.5 * (eef[:2] - obj[:2]) / max(float(np.linalg.norm(eef[:2] - obj[:2])), 1e-6) * 0.02
                 return self._servo(obs, np.array([*away, self._top + cfg.hover]), r_push, 1.0)
@@ -244,4 +267,98 @@ class PushObject(ServoSkill):
             if eef[2] > self._top + cfg.retreat_rise - 0.01:
                 self._phase = "done"
             return self._servo(obs, np.array([eef[0], eef[1], self._top + cfg.retreat_rise]), r_push, 1.0)
+        raise RuntimeError(f"unknown phase {self._phase!r}")
+
+
+def slide_joint(sim, name: str) -> tuple[int, np.ndarray, float]:
+    """(qpos address, unit opening direction [3] (world), qpos at the open end) of a drawer slide.
+
+    The open end is the range limit farther from the closed drawer (qpos 0): LIBERO's cabinet
+    drawers open towards negative qpos, which moves them along -(joint axis).
+    """
+    m = sim.model
+    j = m.joint_name2id(name)
+    if m.jnt_type[j] != 2:
+        raise ValueError(f"{name!r} is not a slide joint")
+    lo, hi = (float(v) for v in m.jnt_range[j])
+    open_q = lo if abs(lo) > abs(hi) else hi
+    axis = np.array(sim.data.xaxis[j])
+    return int(m.jnt_qposadr[j]), axis * np.sign(open_q), open_q
+
+
+class OpenDrawer(ServoSkill):
+    """Pull a drawer open by its handle bar, gripping it with a horizontal gripper.
+
+    The handle bar sits 1.6 cm in front of the drawer face, too little for a finger to go down
+    behind it, and the neighbouring drawers' handles are right above and below. So the gripper
+    points along the pull axis into the drawer face, its closing axis vertical, fingers only
+    part-open (they would touch the neighbouring handles fully open), pinches the bar from above
+    and below, and pulls straight out until the slide nears its open end.
+    """
+
+    def __init__(self, joint: str, config: SkillConfig | None = None):
+        super().__init__(config)
+        self.joint = joint
+
+    def reset(self, raw_env, raw_obs: dict) -> None:
+        self._setup(raw_env, raw_obs)
+        sim, cfg = self._sim, self.cfg
+        self._qadr, self._u, open_q = slide_joint(sim, self.joint)
+        self._target_q = cfg.drawer_open_fraction * open_q
+        self._sign = float(np.sign(open_q))
+        body = sim.model.body_id2name(sim.model.jnt_bodyid[sim.model.joint_name2id(self.joint)])
+        boxes = collision_boxes(sim, include=(body,))
+        self._handle = handle_point(boxes.corners(), self._u)
+        self._r_grip = grasp_rotation(np.array([0.0, 0.0, 1.0]), -self._u)
+        self._goto("approach")
+
+    def _opened(self) -> float:
+        """How far the drawer is open towards its open end (m, >= 0)."""
+        return self._sign * float(self._sim.data.qpos[self._qadr])
+
+    def _policy(self, obs: dict) -> np.ndarray:
+        cfg = self.cfg
+        eef = np.asarray(obs["robot0_eef_pos"], dtype=np.float64)
+        finger = float(obs["robot0_gripper_qpos"][0])
+        # Part-open fingers: close while wider than wanted, then hold (a zero gripper action keeps it).
+        part_open = 1.0 if finger > cfg.drawer_finger_open else 0.0
+        front = self._handle + self._u * cfg.drawer_standoff
+        if self._phase == "approach":
+            err = float(np.linalg.norm(eef - front))
+            if err < cfg.approach_tol and self._rot_err(obs, self._r_grip) < cfg.rot_tol:
+                self._goto("insert")
+            elif self._rot_err(obs, self._r_grip) > 0.3:
+                # Turn the hand in free space first, in front of and above the handle.
+                return self._servo(obs, front + [0.0, 0.0, cfg.hover], self._r_grip, part_open)
+            else:
+                return self._servo(obs, front, self._r_grip, part_open)
+        if self._phase == "insert":
+            to_go = float((eef - self._handle) @ self._u)
+            if to_go < 0.004 or self._stalled(to_go):
+                self._goto("close")
+            else:
+                return self._servo(obs, self._handle, self._r_grip, part_open)
+        if self._phase == "close":
+            if self._t >= cfg.close_steps:
+                self._goto("pull")
+            else:
+                return self._servo(obs, self._handle, self._r_grip, 1.0)
+        if self._phase == "pull":
+            to_go = self._sign * self._target_q - self._opened()
+            if to_go <= 0 or self._stalled(to_go, 2 * cfg.stall_steps):
+                self._goto("release")
+            else:
+                # Follow the handle out: its start point moved along the opening direction.
+                handle = self._handle + self._u * self._opened()
+                return self._servo(obs, handle + self._u * cfg.pull_step, self._r_grip, 1.0)
+        if self._phase == "release":
+            if self._t >= cfg.release_steps:
+                self._goto("retreat")
+            else:
+                return self._servo(obs, eef, self._r_grip, -1.0)
+        if self._phase in ("retreat", "done"):
+            away = self._handle + self._u * (self._opened() + cfg.drawer_standoff)
+            if float((eef - away) @ self._u) > -0.01:
+                self._phase = "done"
+            return self._servo(obs, away + [0.0, 0.0, cfg.hover], self._r_grip, -1.0)
         raise RuntimeError(f"unknown phase {self._phase!r}")
