@@ -22,10 +22,10 @@ import numpy as np
 
 from envs.experts.object import ObjectExpert, ObjectExpertConfig
 from envs.experts.primitives import collision_boxes, container_drop
-from envs.experts.skills import PushObject, SkillConfig, TurnKnob
+from envs.experts.skills import OpenDrawer, PushObject, SkillConfig, TurnKnob
 from envs.experts.spatial import ExpertConfig, SpatialExpert
 
-GOAL_SKILLS = ("place", "turn_knob", "push")
+GOAL_SKILLS = ("place", "open_drawer", "turn_knob", "push")
 
 
 class UnsupportedGoal(NotImplementedError):
@@ -43,16 +43,21 @@ class GoalExpertConfig:
     item_rim_clearance: float = 0.02  # item bottom above a flat target surface while carrying
 
 
-def plan_skills(goal_state: list[list[str]], language: str) -> list[tuple[str, ...]]:
+def plan_skills(goal_state: list[list[str]], language: str, drawers: dict[str, str]) -> list[tuple[str, ...]]:
     """Skill sequence for a conjunction of BDDL goal predicates: [(skill, *arguments)].
 
-    ``goal_state`` as parsed by LIBERO, e.g. [["on", "akita_black_bowl_1", "plate_1"]].
-    UnsupportedGoal for predicates without a skill.
+    ``goal_state`` as parsed by LIBERO, e.g. [["on", "akita_black_bowl_1", "plate_1"]];
+    ``drawers`` maps drawer region sites to their slide joints. Putting something in a drawer
+    opens it first. UnsupportedGoal for predicates without a skill.
     """
     plan: list[tuple[str, ...]] = []
     for pred in goal_state:
         name, args = pred[0].lower(), tuple(pred[1:])
-        if name == "turnon" and len(args) == 1:
+        if name == "open" and len(args) == 1 and args[0] in drawers:
+            plan.append(("open_drawer", drawers[args[0]]))
+        elif name == "in" and len(args) == 2 and args[1] in drawers:
+            plan += [("open_drawer", drawers[args[1]]), ("place", *args)]
+        elif name == "turnon" and len(args) == 1:
             plan.append(("turn_knob", args[0]))
         elif name == "on" and len(args) == 2:
             plan.append(("push" if "push" in language.lower().split() else "place", *args))
@@ -152,7 +157,9 @@ class GoalExpert:
         problem = inner.parsed_problem
         language = " ".join(problem.get("language_instruction", []))
         try:
-            plan = plan_skills(problem["goal_state"], language)
+            sites = getattr(inner, "object_sites_dict", {})
+            drawers = {name: site.joints[0] for name, site in sites.items() if getattr(site, "joints", None)}
+            plan = plan_skills(problem["goal_state"], language, drawers)
             self._skills = [self._build(raw_env, raw_obs, step) for step in plan]
         except UnsupportedGoal as err:
             raise UnsupportedGoal(f"libero_goal task {language!r}: {err}") from None
@@ -163,6 +170,8 @@ class GoalExpert:
     def _build(self, raw_env, raw_obs: dict, step: tuple[str, ...]):
         cfg = self.cfg
         kind, args = step[0], step[1:]
+        if kind == "open_drawer":
+            return OpenDrawer(args[0], cfg.skill)
         if kind == "turn_knob":
             return TurnKnob(args[0], cfg.skill)
         if kind == "push":

@@ -320,8 +320,9 @@ class OpenDrawer(ServoSkill):
         cfg = self.cfg
         eef = np.asarray(obs["robot0_eef_pos"], dtype=np.float64)
         finger = float(obs["robot0_gripper_qpos"][0])
-        # Part-open fingers: close while wider than wanted, then hold (a zero gripper action keeps it).
-        part_open = 1.0 if finger > cfg.drawer_finger_open else 0.0
+        # Part-open fingers: the gripper integrates the sign of its action and a zero action holds
+        # it, so a dead band around the wanted opening settles there (one step moves ~1 cm).
+        part_open = float(np.sign(finger - cfg.drawer_finger_open)) if abs(finger - cfg.drawer_finger_open) > 0.004 else 0.0
         front = self._handle + self._u * cfg.drawer_standoff
         if self._phase == "approach":
             err = float(np.linalg.norm(eef - front))
