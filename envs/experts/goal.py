@@ -16,16 +16,18 @@ Goals no skill covers raise ``UnsupportedGoal`` naming the task at ``reset``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import numpy as np
 
 from envs.experts.object import ObjectExpert, ObjectExpertConfig
 from envs.experts.primitives import collision_boxes, container_drop
-from envs.experts.skills import OpenDrawer, PushObject, SkillConfig, TurnKnob
+from envs.experts.skills import OpenDrawer, PushObject, SkillConfig, TurnKnob, slide_joint
 from envs.experts.spatial import ExpertConfig, SpatialExpert
 
-GOAL_SKILLS = ("place", "open_drawer", "turn_knob", "push")
+GOAL_SKILLS = ("place", "place_in_drawer", "open_drawer", "turn_knob", "push")
 
 
 class UnsupportedGoal(NotImplementedError):
@@ -39,8 +41,9 @@ class GoalExpertConfig:
     bowl: ExpertConfig = field(default_factory=ExpertConfig)
     item: ObjectExpertConfig = field(default_factory=lambda: ObjectExpertConfig(drop_height=0.012))
     skill: SkillConfig = field(default_factory=SkillConfig)
-    bowl_carry: float = 0.10  # bowl grip site above a target surface while carrying (bowl is ~5 cm tall)
+    bowl_carry: float = 0.12  # bowl grip site above a target surface while carrying (bowl is ~5 cm tall)
     item_rim_clearance: float = 0.02  # item bottom above a flat target surface while carrying
+    drawer_clearance: float = 0.068  # bowl centre out from the cabinet face in an opened drawer (radius 5.4 cm)
 
 
 def plan_skills(goal_state: list[list[str]], language: str, drawers: dict[str, str]) -> list[tuple[str, ...]]:
@@ -56,7 +59,7 @@ def plan_skills(goal_state: list[list[str]], language: str, drawers: dict[str, s
         if name == "open" and len(args) == 1 and args[0] in drawers:
             plan.append(("open_drawer", drawers[args[0]]))
         elif name == "in" and len(args) == 2 and args[1] in drawers:
-            plan += [("open_drawer", drawers[args[1]]), ("place", *args)]
+            plan += [("open_drawer", drawers[args[1]]), ("place_in_drawer", *args)]
         elif name == "turnon" and len(args) == 1:
             plan.append(("turn_knob", args[0]))
         elif name == "on" and len(args) == 2:
@@ -68,19 +71,35 @@ def plan_skills(goal_state: list[list[str]], language: str, drawers: dict[str, s
     return plan
 
 
-class BowlPlace(SpatialExpert):
-    """Rim-pinch the bowl (SpatialExpert) and set it down on ``target``: an object or a site."""
+Locate = Callable[[object], np.ndarray]  # raw_env -> support point [3] of a target site
 
-    def __init__(self, bowl: str, target: str, place: np.ndarray | None, config: ExpertConfig):
+
+class BowlPlace(SpatialExpert):
+    """Rim-pinch the bowl (SpatialExpert) and set it down on ``target``: an object or a site.
+
+    ``locate`` finds a site target's support point when the skill starts (a drawer has only
+    just been opened then); None means the target is an observed object (its origin).
+    """
+
+    def __init__(self, bowl: str, target: str, locate: Locate | None, config: ExpertConfig, carry: float):
         super().__init__(config)
         self._names = (bowl, target)
-        self._target_point = place  # None: the target is an observed object (its origin)
+        self._locate, self._carry = locate, carry
+        self._target_point: np.ndarray | None = None
+
+    def reset(self, raw_env, raw_obs: dict) -> None:
+        if self._locate is not None:
+            self._target_point = self._locate(raw_env)
+            # Carry the bowl high enough to clear a raised target (cabinet top, drawer walls).
+            lift = max(self.cfg.lift_z, float(self._target_point[2]) + self._carry)
+            self.cfg = replace(self.cfg, lift_z=lift)
+        super().reset(raw_env, raw_obs)
 
     def _objects(self, raw_env) -> tuple[str, str]:
         return self._names
 
     def _observed(self) -> tuple[str, ...]:
-        return self._names if self._target_point is None else self._names[:1]
+        return self._names if self._locate is None else self._names[:1]
 
     def _place_point(self, obs: dict) -> np.ndarray:
         if self._target_point is None:
@@ -91,16 +110,24 @@ class BowlPlace(SpatialExpert):
 class ItemPlace(ObjectExpert):
     """Top-grasp an item (ObjectExpert) and drop it into / onto ``target``: an object or a site."""
 
-    def __init__(self, item: str, target: str, drop: tuple[np.ndarray, float, float] | None, config: ObjectExpertConfig):
+    def __init__(self, item: str, target: str, locate: Locate | None, config: ObjectExpertConfig):
         super().__init__(config)
         self._names = (item, target)
-        self._drop = drop  # None: the target is an object; drop into its collision boxes
+        self._locate = locate  # None: the target is an object; drop into its collision boxes
+        self._env = None
+
+    def reset(self, raw_env, raw_obs: dict) -> None:
+        self._env = raw_env
+        super().reset(raw_env, raw_obs)
 
     def _objects(self, raw_env) -> tuple[str, str]:
         return self._names
 
     def _drop_target(self, sim) -> tuple[np.ndarray, float, float]:
-        return super()._drop_target(sim) if self._drop is None else self._drop
+        if self._locate is None:
+            return super()._drop_target(sim)
+        point = self._locate(self._env)
+        return point[:2], float(point[2]), float(point[2])  # a flat support: floor = rim
 
 
 def _problem(raw_env):
@@ -124,6 +151,27 @@ def site_surface(raw_env, site: str) -> np.ndarray:
     xy = np.array(sim.data.site_xpos[s][:2])
     floor, _ = container_drop(collision_boxes(sim, include=(f"{sites[site].parent_name}_",)), xy)
     return np.array([xy[0], xy[1], floor])
+
+
+def drawer_surface(raw_env, site: str, clearance: float) -> np.ndarray:
+    """Support point [3] in an opened drawer: on its floor, ``clearance`` out from the cabinet face.
+
+    The part of the drawer still under the cabinet cannot be reached from above, so the point is
+    measured along the opening direction from the cabinet's front (its static boxes), centred
+    across the drawer on the region site.
+    """
+    inner, sim = _problem(raw_env), raw_env.sim
+    sites = inner.object_sites_dict
+    parent = sites[site].parent_name
+    drawer_joints = {j for s in sites.values() if s.parent_name == parent for j in (s.joints or [])}
+    bodies = tuple(sim.model.body_id2name(sim.model.jnt_bodyid[sim.model.joint_name2id(j)]) for j in drawer_joints)
+    _, u, _ = slide_joint(sim, sites[site].joints[0])
+    face = float((collision_boxes(sim, include=(f"{parent}_",), exclude=bodies).corners() @ u).max())
+    centre = np.array(sim.data.site_xpos[sim.model.site_name2id(site)])
+    point = centre + u * (face + clearance - float(centre @ u))
+    body = sim.model.body_id2name(sim.model.jnt_bodyid[sim.model.joint_name2id(sites[site].joints[0])])
+    floor, _ = container_drop(collision_boxes(sim, include=(body,)), point[:2])
+    return np.array([point[0], point[1], floor])
 
 
 class GoalExpert:
@@ -177,18 +225,16 @@ class GoalExpert:
         if kind == "push":
             return PushObject(args[0], _region_xy(raw_env, args[1]), cfg.skill)
         obj, target = args
-        observed = f"{target}_pos" in raw_obs
+        locate: Locate | None = None
+        if kind == "place_in_drawer":
+            locate = partial(drawer_surface, site=target, clearance=cfg.drawer_clearance)
+        elif f"{target}_pos" not in raw_obs:
+            site_surface(raw_env, target)  # fail now, at reset, on a target no skill can reach
+            locate = partial(site_surface, site=target)
         if "bowl" in obj:
-            if observed:
-                return BowlPlace(obj, target, None, cfg.bowl)
-            point = site_surface(raw_env, target)
-            bowl_cfg = replace(cfg.bowl, lift_z=max(cfg.bowl.lift_z, float(point[2]) + cfg.bowl_carry))
-            return BowlPlace(obj, target, point, bowl_cfg)
-        if observed:
-            return ItemPlace(obj, target, None, cfg.item)
-        point = site_surface(raw_env, target)
-        item_cfg = replace(cfg.item, rim_clearance=cfg.item_rim_clearance)
-        return ItemPlace(obj, target, (point[:2], float(point[2]), float(point[2])), item_cfg)
+            return BowlPlace(obj, target, locate, cfg.bowl, cfg.bowl_carry)
+        item_cfg = cfg.item if locate is None else replace(cfg.item, rim_clearance=cfg.item_rim_clearance)
+        return ItemPlace(obj, target, locate, item_cfg)
 
     def act(self, raw_obs: dict) -> np.ndarray:
         """One control step: raw LIBERO observation -> action float32 [7] in [-1, 1]."""
