@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{'task':>4}  {'success':>9}  {'mean_steps':>10}  language")
     for task_id, s, n, ms in rows:
         note = f"  [UNSUPPORTED: {unsupported[task_id]}]" if task_id in unsupported else ""
-        print(f"{task_id:>4}  {s:>4d} / {n:<2d}  {ms:>10.1f}  {libero_suites.get_task(args.suite, task_id).language}{note}")
+        language = libero_suites.get_task(args.suite, task_id).language
+        print(f"{task_id:>4}  {s:>4d} / {n:<2d}  {ms:>10.1f}  {language}{note}")
     rate = float(np.mean(all_success))
     verdict = "PASS" if rate >= args.threshold else "FAIL"
     print(f"({time.time() - t0:.0f} s)")

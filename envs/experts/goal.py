@@ -23,10 +23,11 @@ from functools import partial
 import numpy as np
 
 from envs.experts.object import ObjectExpert, ObjectExpertConfig
-from envs.experts.primitives import collision_boxes, container_drop
+from envs.experts.primitives import collision_boxes, container_drop, surface_height
 from envs.experts.skills import OpenDrawer, PushObject, SkillConfig, TurnKnob, slide_joint
 from envs.experts.spatial import ExpertConfig, SpatialExpert
 
+UNDER_BAND = 0.10  # height band above a site's surface in which LIBERO's under() holds (m)
 GOAL_SKILLS = ("place", "place_in_drawer", "open_drawer", "turn_knob", "push")
 
 
@@ -43,6 +44,8 @@ class GoalExpertConfig:
     skill: SkillConfig = field(default_factory=SkillConfig)
     bowl_carry: float = 0.12  # bowl grip site above a target surface while carrying (bowl is ~5 cm tall)
     item_rim_clearance: float = 0.02  # item bottom above a flat target surface while carrying
+    item_press: float = -0.01  # item bottom target below a fixture's surface at release (stalls on contact)
+    footprint: float = 0.015  # radius of an item's base, for the support height on a tilted fixture
     drawer_clearance: float = 0.068  # bowl centre out from the cabinet face in an opened drawer (radius 5.4 cm)
 
 
@@ -138,19 +141,34 @@ def _problem(raw_env):
     return inner
 
 
-def site_surface(raw_env, site: str) -> np.ndarray:
-    """Support point [3] of a fixture site: site xy, top of the fixture's collision boxes there."""
+def site_surface(raw_env, site: str, footprint: float = 0.0) -> np.ndarray:
+    """Support point [3] of a fixture site: where an object's origin should end up on it.
+
+    Level sites (cabinet top, stove): the site xy, on the top of the fixture's collision boxes
+    there. Tilted sites (the wine rack's plank): LIBERO's under() measures along the site's
+    third row, so the point moves into the middle of that band, then drops onto the plank's
+    actual surface, the highest point under an object footprint of radius ``footprint``.
+    """
     inner, sim = _problem(raw_env), raw_env.sim
     sites = getattr(inner, "object_sites_dict", {})
     if site not in sites or not sites[site].parent_name:
         raise UnsupportedGoal(f"{site!r} is not a fixture site")
     s = sim.model.site_name2id(site)
     up = np.array(sim.data.site_xmat[s]).reshape(3, 3)[2]  # LIBERO's under() measures along this row
-    if abs(up[2]) < 0.95:
-        raise UnsupportedGoal(f"{site!r} is tilted (a rack slot); only level targets are scripted")
-    xy = np.array(sim.data.site_xpos[s][:2])
-    floor, _ = container_drop(collision_boxes(sim, include=(f"{sites[site].parent_name}_",)), xy)
-    return np.array([xy[0], xy[1], floor])
+    centre = np.array(sim.data.site_xpos[s])
+    boxes = collision_boxes(sim, include=(f"{sites[site].parent_name}_",))
+    if abs(up[2]) >= 0.95:
+        floor, _ = container_drop(boxes, centre[:2])
+        return np.array([centre[0], centre[1], floor])
+    if up[2] <= 0:
+        raise UnsupportedGoal(f"{site!r} faces downwards")
+    size_z = float(np.asarray(sites[site].size, dtype=np.float64)[2])
+    point = centre + up * (size_z + UNDER_BAND / 2)
+    top = float(boxes.corners()[:, 2].max())
+    angles = np.linspace(0, 2 * np.pi, 8, endpoint=False)
+    ring = [point[:2] + footprint * np.array([np.cos(a), np.sin(a)]) for a in angles]
+    floor = max(surface_height(boxes, xy, top, centre[2] - 0.1) for xy in [point[:2], *ring])
+    return np.array([point[0], point[1], floor])
 
 
 def drawer_surface(raw_env, site: str, clearance: float) -> np.ndarray:
@@ -230,10 +248,13 @@ class GoalExpert:
             locate = partial(drawer_surface, site=target, clearance=cfg.drawer_clearance)
         elif f"{target}_pos" not in raw_obs:
             site_surface(raw_env, target)  # fail now, at reset, on a target no skill can reach
-            locate = partial(site_surface, site=target)
+            locate = partial(site_surface, site=target, footprint=cfg.footprint)
         if "bowl" in obj:
             return BowlPlace(obj, target, locate, cfg.bowl, cfg.bowl_carry)
-        item_cfg = cfg.item if locate is None else replace(cfg.item, rim_clearance=cfg.item_rim_clearance)
+        # On a fixture, set the item down with a slight press: contact is part of LIBERO's On().
+        item_cfg = cfg.item if locate is None else replace(
+            cfg.item, rim_clearance=cfg.item_rim_clearance, drop_height=cfg.item_press
+        )
         return ItemPlace(obj, target, locate, item_cfg)
 
     def act(self, raw_obs: dict) -> np.ndarray:

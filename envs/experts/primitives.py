@@ -177,3 +177,15 @@ def handle_point(corners: np.ndarray, direction: np.ndarray, depth: float = 0.01
     front = (boxes @ direction).max(axis=1)  # [N] each box's frontmost extent
     bar = boxes[front >= front.max() - depth].reshape(-1, 3)
     return (bar.min(axis=0) + bar.max(axis=0)) / 2
+
+
+def surface_height(boxes: Boxes, xy: np.ndarray, z_top: float, z_bottom: float, step: float = 0.002) -> float:
+    """Highest z in [z_bottom, z_top] at ``xy`` that lies inside one of ``boxes`` (z_bottom if none).
+
+    Works for tilted boxes (a rack's inclined planks), where the corners' bounding box would
+    report the plank's upper end instead of its surface at ``xy``.
+    """
+    zs = np.arange(z_top, z_bottom - step, -step)
+    points = np.column_stack([np.full(len(zs), xy[0]), np.full(len(zs), xy[1]), zs])
+    inside = np.flatnonzero(boxes.distance(points) <= 1e-9)
+    return float(zs[inside[0]]) if len(inside) else float(z_bottom)

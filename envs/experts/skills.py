@@ -184,7 +184,8 @@ class TurnKnob(ServoSkill):
         if self._phase in ("retreat", "done"):
             if eef[2] > self._top + cfg.retreat_rise - 0.01:
                 self._phase = "done"
-            return self._servo(obs, np.array([eef[0], eef[1], self._top + cfg.retreat_rise]), self._site_rotation(obs), -1.0)
+            up = np.array([eef[0], eef[1], self._top + cfg.retreat_rise])
+            return self._servo(obs, up, self._site_rotation(obs), -1.0)
         raise RuntimeError(f"unknown phase {self._phase!r}")
 
 
@@ -322,7 +323,8 @@ class OpenDrawer(ServoSkill):
         finger = float(obs["robot0_gripper_qpos"][0])
         # Part-open fingers: the gripper integrates the sign of its action and a zero action holds
         # it, so a dead band around the wanted opening settles there (one step moves ~1 cm).
-        part_open = float(np.sign(finger - cfg.drawer_finger_open)) if abs(finger - cfg.drawer_finger_open) > 0.004 else 0.0
+        gap = finger - cfg.drawer_finger_open
+        part_open = float(np.sign(gap)) if abs(gap) > 0.004 else 0.0
         front = self._handle + self._u * cfg.drawer_standoff
         if self._phase == "approach":
             err = float(np.linalg.norm(eef - front))
