@@ -28,7 +28,7 @@ from envs.experts.skills import OpenDrawer, PushObject, SkillConfig, TurnKnob, s
 from envs.experts.spatial import ExpertConfig, SpatialExpert
 
 UNDER_BAND = 0.10  # height band above a site's surface in which LIBERO's under() holds (m)
-GOAL_SKILLS = ("place", "place_in_drawer", "open_drawer", "turn_knob", "push")
+GOAL_SKILLS = ("place", "place_in_drawer", "open_drawer", "turn_knob", "push", "clear")
 
 
 class UnsupportedGoal(NotImplementedError):
@@ -45,6 +45,8 @@ class GoalExpertConfig:
     bowl_carry: float = 0.12  # bowl grip site above a target surface while carrying (bowl is ~5 cm tall)
     item_rim_clearance: float = 0.02  # item bottom above a flat target surface while carrying
     item_press: float = -0.01  # item bottom target below a fixture's surface at release (stalls on contact)
+    drawer_crowd: float = 0.12  # an object this close to an open drawer's footprint is pushed away first
+    clear_push: float = 0.06  # ... by this much along the drawer's opening direction
     footprint: float = 0.015  # radius of an item's base, for the support height on a tilted fixture
     drawer_clearance: float = 0.068  # bowl centre out from the cabinet face in an opened drawer (radius 5.4 cm)
 
@@ -192,6 +194,16 @@ def drawer_surface(raw_env, site: str, clearance: float) -> np.ndarray:
     return np.array([point[0], point[1], floor])
 
 
+def open_drawer_gap(sim, joint: str, xy: np.ndarray) -> tuple[float, np.ndarray]:
+    """(distance [m] from ``xy`` to the drawer's footprint once fully open, opening direction [3])."""
+    _, u, open_q = slide_joint(sim, joint)
+    body = sim.model.body_id2name(sim.model.jnt_bodyid[sim.model.joint_name2id(joint)])
+    q = float(sim.data.qpos[sim.model.jnt_qposadr[sim.model.joint_name2id(joint)]])
+    corners = collision_boxes(sim, include=(body,)).corners()[:, :2] + u[:2] * abs(open_q - q)
+    lo, hi = corners.min(axis=0), corners.max(axis=0)
+    return float(np.linalg.norm(np.maximum(np.maximum(lo - xy, xy - hi), 0.0))), u
+
+
 class GoalExpert:
     """Runs the skills ``plan_skills`` picks for the episode's goal, one after another.
 
@@ -225,13 +237,29 @@ class GoalExpert:
         try:
             sites = getattr(inner, "object_sites_dict", {})
             drawers = {name: site.joints[0] for name, site in sites.items() if getattr(site, "joints", None)}
-            plan = plan_skills(problem["goal_state"], language, drawers)
+            plan = self._clear_drawers(raw_env, raw_obs, plan_skills(problem["goal_state"], language, drawers))
             self._skills = [self._build(raw_env, raw_obs, step) for step in plan]
         except UnsupportedGoal as err:
             raise UnsupportedGoal(f"libero_goal task {language!r}: {err}") from None
         self._names = [step[0] for step in plan]
         self._env, self._i = raw_env, 0
         self._skills[0].reset(raw_env, raw_obs)
+
+    def _clear_drawers(self, raw_env, raw_obs: dict, plan: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+        """Before opening a drawer, push the object to go in it away if the open drawer would crowd it.
+
+        The hand is ~21 x 7 cm and reaches ~10 cm above the fingertips; next to an open drawer's
+        front panel no rim azimuth leaves room for it (the bowl starts 3 cm beside the top drawer).
+        """
+        out: list[tuple[str, ...]] = []
+        for i, step in enumerate(plan):
+            nxt = plan[i + 1] if i + 1 < len(plan) else ()
+            if step[0] == "open_drawer" and nxt and nxt[0] == "place_in_drawer" and f"{nxt[1]}_pos" in raw_obs:
+                gap, u = open_drawer_gap(raw_env.sim, step[1], np.asarray(raw_obs[f"{nxt[1]}_pos"])[:2])
+                if gap < self.cfg.drawer_crowd:
+                    out.append(("clear", nxt[1], *(str(v) for v in u[:2] * self.cfg.clear_push)))
+            out.append(step)
+        return out
 
     def _build(self, raw_env, raw_obs: dict, step: tuple[str, ...]):
         cfg = self.cfg
@@ -240,6 +268,9 @@ class GoalExpert:
             return OpenDrawer(args[0], cfg.skill)
         if kind == "turn_knob":
             return TurnKnob(args[0], cfg.skill)
+        if kind == "clear":
+            goal = np.asarray(raw_obs[f"{args[0]}_pos"])[:2] + np.array([float(args[1]), float(args[2])])
+            return PushObject(args[0], goal, cfg.skill)
         if kind == "push":
             return PushObject(args[0], _region_xy(raw_env, args[1]), cfg.skill)
         obj, target = args

@@ -41,6 +41,7 @@ class SkillConfig:
     push_inset: float = 0.02  # line-up point behind a dish's centre (the fingers go inside it)
     dish_depth: float = 0.008  # rim above the floor at the centre: the object is a dish
     dish_press: float = 0.0  # grip site above a dish floor: the fingertips press it (no tilting)
+    hand_above_grip: float = 0.02  # the hand's underside is ~2.4 cm above the grip site
     push_step: float = 0.02  # how far ahead of itself the pusher is servoed each step (sets the pace)
     push_tol: float = 0.01  # object-to-goal distance that ends the push
     push_misalign: float = 0.025  # pusher off the push line by this much: back off and line up again
@@ -49,6 +50,7 @@ class SkillConfig:
     drawer_standoff: float = 0.08  # in front of the handle before moving in
     drawer_open_fraction: float = 0.95  # pull until the slide is this far towards its open end
     pull_step: float = 0.03  # how far ahead of the handle the pull is servoed
+    drawer_rise: float = 0.1  # after letting go, rise this much while pointing the gripper down
 
 
 class ServoSkill:
@@ -219,7 +221,9 @@ class PushObject(ServoSkill):
             # concave rim keeps the pusher centred, and nothing beside the dish (the cabinet sits
             # 2 cm behind the plate) has to leave room for the hand.
             self._standoff = self.cfg.push_inset
-            self._push_z = floor + self.cfg.dish_press
+            # Press the floor of a flat dish; in a deep one (a bowl) stop where the hand, ~2.4 cm
+            # above the grip site, stays clear of the rim: the fingertips then push the wall.
+            self._push_z = max(floor + self.cfg.dish_press, rim - self.cfg.hand_above_grip)
             # The pusher may travel across the dish up to its far rim.
             self._max_ahead = float(np.linalg.norm(corners[:, :2] - pos[:2], axis=1).max())
         else:
@@ -240,7 +244,8 @@ class PushObject(ServoSkill):
         if self._phase == "line_up":
             target = np.array([*start, self._push_z])
             off = float(np.linalg.norm(eef[:2] - start))
-            if off < cfg.approach_tol and eef[2] - self._push_z < 0.006:
+            low = eef[2] - self._push_z < 0.006 or (off < cfg.approach_tol and self._stalled(float(eef[2])))
+            if off < cfg.approach_tol and low:
                 self._goto("push")
             else:
                 if off > 0.015:  # fly over the object, not through it
@@ -310,7 +315,10 @@ class OpenDrawer(ServoSkill):
         body = sim.model.body_id2name(sim.model.jnt_bodyid[sim.model.joint_name2id(self.joint)])
         boxes = collision_boxes(sim, include=(body,))
         self._handle = handle_point(boxes.corners(), self._u)
-        self._r_grip = grasp_rotation(np.array([0.0, 0.0, 1.0]), -self._u)
+        # Closing axis vertical; of its two signs, the one nearer the current hand (less wrist turn).
+        options = [grasp_rotation(np.array([0.0, 0.0, sign]), -self._u) for sign in (1.0, -1.0)]
+        self._r_grip = min(options, key=lambda r: self._rot_err(raw_obs, r))
+        self._r_down: np.ndarray | None = None
         self._goto("approach")
 
     def _opened(self) -> float:
@@ -359,9 +367,22 @@ class OpenDrawer(ServoSkill):
                 self._goto("retreat")
             else:
                 return self._servo(obs, eef, self._r_grip, -1.0)
-        if self._phase in ("retreat", "done"):
-            away = self._handle + self._u * (self._opened() + cfg.drawer_standoff)
+        away = self._handle + self._u * (self._opened() + cfg.drawer_standoff)
+        if self._phase == "retreat":
             if float((eef - away) @ self._u) > -0.01:
+                self._goto("reorient")
+            else:
+                return self._servo(obs, away, self._r_grip, -1.0)
+        if self._phase in ("reorient", "done"):
+            # Point the gripper down again, above the handle height: the next skill (a top grasp)
+            # starts from the usual pose instead of a sideways hand next to the cabinet.
+            if self._r_down is None:  # the down pose nearest to the hand's: the least wrist turn
+                side = np.cross(self._u, [0.0, 0.0, 1.0])
+                options = [grasp_rotation(axis, DOWN) for axis in (side, -side, self._u, -self._u)]
+                self._r_down = min(options, key=lambda r: self._rot_err(obs, r))
+            r_down = self._r_down
+            up = away + [0.0, 0.0, cfg.drawer_rise]
+            if self._rot_err(obs, r_down) < cfg.rot_tol and float(np.linalg.norm(eef - up)) < 0.02:
                 self._phase = "done"
-            return self._servo(obs, away + [0.0, 0.0, cfg.hover], self._r_grip, -1.0)
+            return self._servo(obs, up, r_down, -1.0)
         raise RuntimeError(f"unknown phase {self._phase!r}")
