@@ -6,7 +6,11 @@ of skills (``plan_skills``), each a closed-loop state machine with the expert in
 * ``place``: pick an object and put it on / in a target. The akita bowl is pinched by its rim
   (``SpatialExpert``'s grasp planner); compact items (cream cheese, wine bottle) get a top grasp
   (``ObjectExpert``). The target is an observed object (plate, bowl) or a fixture site (stove
-  cook region, cabinet top), whose support height comes from the fixture's collision boxes.
+  cook region, cabinet top, the wine rack's tilted plank), whose support point comes from the
+  fixture's collision boxes and the site's frame (LIBERO's under() band).
+* ``open_drawer``: pinch the drawer's handle bar with a horizontal gripper and pull (skills.py).
+  Putting something in a drawer (``place_in_drawer``) opens it first; an object the opened
+  drawer would crowd is pushed clear beforehand (``clear``).
 * ``turn_knob``: grasp the stove knob on its hinge axis and twist (skills.py).
 * ``push``: push an object along the table to a region (skills.py); chosen when the
   instruction says "push", since the goal predicate alone (On) reads like a placement.
