@@ -51,6 +51,7 @@ class GoalExpertConfig:
     item_press: float = -0.01  # item bottom target below a fixture's surface at release (stalls on contact)
     drawer_crowd: float = 0.12  # an object this close to an open drawer's footprint is pushed away first
     clear_push: float = 0.06  # ... by this much along the drawer's opening direction
+    drawer_margin: float = 0.015  # objects in an opening drawer's path end up this far beyond its front
     footprint: float = 0.015  # radius of an item's base, for the support height on a tilted fixture
     drawer_clearance: float = 0.068  # bowl centre out from the cabinet face in an opened drawer (radius 5.4 cm)
 
@@ -208,6 +209,33 @@ def open_drawer_gap(sim, joint: str, xy: np.ndarray) -> tuple[float, np.ndarray]
     return float(np.linalg.norm(np.maximum(np.maximum(lo - xy, xy - hi), 0.0))), u
 
 
+def drawer_obstruction(sim, joint: str, obj: str, margin: float, lifted: bool = False) -> tuple[float, np.ndarray]:
+    """(push [m] along the opening direction that takes ``obj`` out of the drawer's path, direction [3]).
+
+    The path is the drawer's swept volume from now to fully open; an object overlapping it
+    across and in height must end up ``margin`` beyond the open drawer's front. ``lifted``: the
+    object will be lifted past the drawer's height (it goes into the drawer), so any height
+    counts. 0 when clear.
+    """
+    _, u, open_q = slide_joint(sim, joint)
+    jid = sim.model.joint_name2id(joint)
+    body = sim.model.body_id2name(sim.model.jnt_bodyid[jid])
+    travel = abs(open_q - float(sim.data.qpos[sim.model.jnt_qposadr[jid]]))
+    drawer = collision_boxes(sim, include=(body,)).corners()
+    item = collision_boxes(sim, include=(f"{obj}_",)).corners()
+    if len(item) == 0:
+        return 0.0, u
+    across = np.cross([0.0, 0.0, 1.0], u)
+    overlap_across = item @ across
+    d_across = drawer @ across
+    if overlap_across.max() < d_across.min() - margin or overlap_across.min() > d_across.max() + margin:
+        return 0.0, u
+    if not lifted and (item[:, 2].max() < drawer[:, 2].min() or item[:, 2].min() > drawer[:, 2].max()):
+        return 0.0, u
+    front = float((drawer @ u).max()) + travel
+    return max(0.0, front + margin - float((item @ u).min())), u
+
+
 class GoalExpert:
     """Runs the skills ``plan_skills`` picks for the episode's goal, one after another.
 
@@ -250,18 +278,28 @@ class GoalExpert:
         self._skills[0].reset(raw_env, raw_obs)
 
     def _clear_drawers(self, raw_env, raw_obs: dict, plan: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
-        """Before opening a drawer, push the object to go in it away if the open drawer would crowd it.
+        """Before opening a drawer, push away the objects it would hit or crowd ("clear" steps).
 
-        The hand is ~21 x 7 cm and reaches ~10 cm above the fingertips; next to an open drawer's
-        front panel no rim azimuth leaves room for it (the bowl starts 3 cm beside the top drawer).
+        Objects in the drawer's path (the plate in front of the middle drawer) block it and pull
+        the handle out of the fingers: they move beyond the drawer's open front. The object that
+        goes into the drawer is lifted, so it must clear the open front panel too; and the hand
+        (~21 x 7 cm, reaching ~10 cm above the fingertips) finds no rim azimuth with room beside it.
         """
         out: list[tuple[str, ...]] = []
+        sim = raw_env.sim
+        names = sorted(k[: -len("_pos")] for k in raw_obs if k.endswith("_pos") and not k.startswith("robot0"))
+        names = [n for n in names if "_to_" not in n]
         for i, step in enumerate(plan):
-            nxt = plan[i + 1] if i + 1 < len(plan) else ()
-            if step[0] == "open_drawer" and nxt and nxt[0] == "place_in_drawer" and f"{nxt[1]}_pos" in raw_obs:
-                gap, u = open_drawer_gap(raw_env.sim, step[1], np.asarray(raw_obs[f"{nxt[1]}_pos"])[:2])
-                if gap < self.cfg.drawer_crowd:
-                    out.append(("clear", nxt[1], *(str(v) for v in u[:2] * self.cfg.clear_push)))
+            if step[0] == "open_drawer":
+                nxt = plan[i + 1] if i + 1 < len(plan) else ()
+                cargo = nxt[1] if nxt and nxt[0] == "place_in_drawer" else None
+                for name in names:
+                    push, u = drawer_obstruction(sim, step[1], name, self.cfg.drawer_margin, lifted=name == cargo)
+                    if name == cargo:
+                        gap, _ = open_drawer_gap(sim, step[1], np.asarray(raw_obs[f"{name}_pos"])[:2])
+                        push = max(push, self.cfg.clear_push if gap < self.cfg.drawer_crowd else 0.0)
+                    if push > 0:
+                        out.append(("clear", name, *(str(v) for v in u[:2] * push)))
             out.append(step)
         return out
 

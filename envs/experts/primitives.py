@@ -167,15 +167,15 @@ def push_pose(obj_xy: np.ndarray, goal_xy: np.ndarray, standoff: float) -> tuple
     return obj_xy - standoff * direction, direction
 
 
-def handle_point(corners: np.ndarray, direction: np.ndarray, depth: float = 0.012) -> np.ndarray:
-    """Centre [3] of a drawer's handle: the boxes reaching farthest along the opening ``direction``.
+def handle_point(corners: np.ndarray, direction: np.ndarray) -> np.ndarray:
+    """Centre [3] of a drawer's handle bar: the box reaching farthest along the opening ``direction``.
 
-    ``corners`` [N * 8, 3] are the drawer body's box corners; boxes whose front lies within
-    ``depth`` of the frontmost one make up the handle bar (its posts sit deeper, at the face).
+    ``corners`` [N * 8, 3] are the drawer body's box corners. Only the single frontmost box
+    counts: with the cabinet yawed a few degrees, the bar's posts come within a centimetre of
+    its front, and averaging them in would put the grip behind the bar.
     """
     boxes = np.asarray(corners, dtype=np.float64).reshape(-1, 8, 3)
-    front = (boxes @ direction).max(axis=1)  # [N] each box's frontmost extent
-    bar = boxes[front >= front.max() - depth].reshape(-1, 3)
+    bar = boxes[int(np.argmax((boxes @ direction).max(axis=1)))]
     return (bar.min(axis=0) + bar.max(axis=0)) / 2
 
 

@@ -46,7 +46,10 @@ class SkillConfig:
     push_tol: float = 0.01  # object-to-goal distance that ends the push
     push_misalign: float = 0.025  # pusher off the push line by this much: back off and line up again
     # drawer
-    drawer_finger_open: float = 0.016  # finger distance from the grip site while reaching the handle
+    drawer_finger_open: float = 0.024  # finger distance from the grip site while reaching the handle (+-3 mm)
+    drawer_grip_raise: float = 0.01  # grip site above the handle bar's centre (the bar is 1.6 cm tall)
+    drawer_min_open: float = 0.85  # a pull that ends short of this share of the target is retried ...
+    drawer_retries: int = 2  # ... this many times
     drawer_standoff: float = 0.08  # in front of the handle before moving in
     drawer_open_fraction: float = 0.95  # pull until the slide is this far towards its open end
     pull_step: float = 0.03  # how far ahead of the handle the pull is servoed
@@ -314,11 +317,15 @@ class OpenDrawer(ServoSkill):
         self._sign = float(np.sign(open_q))
         body = sim.model.body_id2name(sim.model.jnt_bodyid[sim.model.joint_name2id(self.joint)])
         boxes = collision_boxes(sim, include=(body,))
-        self._handle = handle_point(boxes.corners(), self._u)
+        # Grip a little above the bar's centre line: the vertical hand reaches ~10.5 cm below the
+        # grip site, and the plate in front of the middle drawer is 10 cm below its handle.
+        self._handle = handle_point(boxes.corners(), self._u) + [0.0, 0.0, cfg.drawer_grip_raise]
         # Closing axis vertical; of its two signs, the one nearer the current hand (less wrist turn).
         options = [grasp_rotation(np.array([0.0, 0.0, sign]), -self._u) for sign in (1.0, -1.0)]
         self._r_grip = min(options, key=lambda r: self._rot_err(raw_obs, r))
         self._r_down: np.ndarray | None = None
+        self._attempts = 0
+        self._opened0 = self._opened()
         self._goto("approach")
 
     def _opened(self) -> float:
@@ -332,8 +339,9 @@ class OpenDrawer(ServoSkill):
         # Part-open fingers: the gripper integrates the sign of its action and a zero action holds
         # it, so a dead band around the wanted opening settles there (one step moves ~1 cm).
         gap = finger - cfg.drawer_finger_open
-        part_open = float(np.sign(gap)) if abs(gap) > 0.004 else 0.0
-        front = self._handle + self._u * cfg.drawer_standoff
+        part_open = float(np.sign(gap)) if abs(gap) > 0.003 else 0.0
+        handle = self._handle + self._u * (self._opened() - self._opened0)  # the bar moves with the drawer
+        front = handle + self._u * cfg.drawer_standoff
         if self._phase == "approach":
             err = float(np.linalg.norm(eef - front))
             if err < cfg.approach_tol and self._rot_err(obs, self._r_grip) < cfg.rot_tol:
@@ -344,33 +352,35 @@ class OpenDrawer(ServoSkill):
             else:
                 return self._servo(obs, front, self._r_grip, part_open)
         if self._phase == "insert":
-            to_go = float((eef - self._handle) @ self._u)
+            to_go = float((eef - handle) @ self._u)
             if to_go < 0.004 or self._stalled(to_go):
                 self._goto("close")
             else:
-                return self._servo(obs, self._handle, self._r_grip, part_open)
+                return self._servo(obs, handle, self._r_grip, part_open)
         if self._phase == "close":
             if self._t >= cfg.close_steps:
+                self._attempts += 1
                 self._goto("pull")
             else:
-                return self._servo(obs, self._handle, self._r_grip, 1.0)
+                return self._servo(obs, handle, self._r_grip, 1.0)
         if self._phase == "pull":
             to_go = self._sign * self._target_q - self._opened()
             if to_go <= 0 or self._stalled(to_go, 2 * cfg.stall_steps):
                 self._goto("release")
             else:
-                # Follow the handle out: its start point moved along the opening direction.
-                handle = self._handle + self._u * self._opened()
                 return self._servo(obs, handle + self._u * cfg.pull_step, self._r_grip, 1.0)
         if self._phase == "release":
             if self._t >= cfg.release_steps:
                 self._goto("retreat")
             else:
                 return self._servo(obs, eef, self._r_grip, -1.0)
-        away = self._handle + self._u * (self._opened() + cfg.drawer_standoff)
+        away = front
         if self._phase == "retreat":
             if float((eef - away) @ self._u) > -0.01:
-                self._goto("reorient")
+                # The bar slipped out before the drawer was open: grip it again where it is now.
+                short = self._opened() < cfg.drawer_min_open * self._sign * self._target_q
+                self._goto("approach" if short and self._attempts <= cfg.drawer_retries else "reorient")
+                return self._policy(obs)
             else:
                 return self._servo(obs, away, self._r_grip, -1.0)
         if self._phase in ("reorient", "done"):
