@@ -52,6 +52,7 @@ class GoalExpertConfig:
     drawer_crowd: float = 0.12  # an object this close to an open drawer's footprint is pushed away first
     clear_push: float = 0.06  # ... by this much along the drawer's opening direction
     drawer_margin: float = 0.015  # objects in an opening drawer's path end up this far beyond its front
+    region_margin: float = 0.02  # a pushed object stops this far inside the target region's edge
     footprint: float = 0.015  # radius of an item's base, for the support height on a tilted fixture
     drawer_clearance: float = 0.068  # bowl centre out from the cabinet face in an opened drawer (radius 5.4 cm)
 
@@ -314,7 +315,8 @@ class GoalExpert:
             goal = np.asarray(raw_obs[f"{args[0]}_pos"])[:2] + np.array([float(args[1]), float(args[2])])
             return PushObject(args[0], goal, cfg.skill)
         if kind == "push":
-            return PushObject(args[0], _region_xy(raw_env, args[1]), cfg.skill)
+            obj_xy = np.asarray(raw_obs[f"{args[0]}_pos"])[:2]
+            return PushObject(args[0], region_goal(raw_env, args[1], obj_xy, cfg.region_margin), cfg.skill)
         obj, target = args
         locate: Locate | None = None
         if kind == "place_in_drawer":
@@ -338,7 +340,20 @@ class GoalExpert:
         return self._skills[self._i].act(raw_obs)
 
 
-def _region_xy(raw_env, site: str) -> np.ndarray:
-    """Centre xy [2] of a table region site (e.g. the stove's front region)."""
-    sim = raw_env.sim
-    return np.array(sim.data.site_xpos[sim.model.site_name2id(site)][:2])
+def region_goal(raw_env, site: str, obj_xy: np.ndarray, margin: float) -> np.ndarray:
+    """Push goal xy [2] in a table region site: its point nearest the object, ``margin`` inside.
+
+    LIBERO's under() accepts the whole box (half sizes ``size[:2]`` in the site frame), so the
+    shortest push stops just inside the near edge, short of whatever lies beyond the centre
+    (the cream cheese gets wedged between the plate and the stove there).
+    """
+    inner, sim = _problem(raw_env), raw_env.sim
+    s = sim.model.site_name2id(site)
+    centre = np.array(sim.data.site_xpos[s][:2])
+    rot = np.array(sim.data.site_xmat[s]).reshape(3, 3)[:2, :2]  # site frame (under() uses mat @ delta)
+    sites = getattr(inner, "object_sites_dict", {})
+    if site not in sites:
+        return centre
+    half = np.maximum(np.asarray(sites[site].size, dtype=np.float64)[:2] - margin, 0.0)
+    local = np.clip(rot @ (np.asarray(obj_xy, dtype=np.float64) - centre), -half, half)
+    return centre + rot.T @ local
