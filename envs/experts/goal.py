@@ -126,10 +126,19 @@ class ItemPlace(ObjectExpert):
         self._names = (item, target)
         self._locate = locate  # None: the target is an object; drop into its collision boxes
         self._env = None
+        self._drop_offset: np.ndarray | None = None
 
     def reset(self, raw_env, raw_obs: dict) -> None:
         self._env = raw_env
         super().reset(raw_env, raw_obs)
+        key = f"{self.container}_pos"
+        # A movable container (the bowl) may be nudged: the drop point follows its origin.
+        self._drop_offset = self._drop_xy - np.asarray(raw_obs[key])[:2] if key in raw_obs else None
+
+    def _policy(self, obs: dict) -> np.ndarray:
+        if self._drop_offset is not None:
+            self._drop_xy = np.asarray(obs[f"{self.container}_pos"])[:2] + self._drop_offset
+        return super()._policy(obs)
 
     def _objects(self, raw_env) -> tuple[str, str]:
         return self._names
