@@ -3,11 +3,12 @@
 The goal predicates of the task's BDDL (``parsed_problem["goal_state"]``) pick a short sequence
 of skills (``plan_skills``), each a closed-loop state machine with the expert interface:
 
-* ``place``: pick an object and put it on / in a target. The akita bowl is pinched by its rim
-  (``SpatialExpert``'s grasp planner); compact items (cream cheese, wine bottle) get a top grasp
-  (``ObjectExpert``). The target is an observed object (plate, bowl) or a fixture site (stove
-  cook region, cabinet top, the wine rack's tilted plank), whose support point comes from the
-  fixture's collision boxes and the site's frame (LIBERO's under() band).
+* ``place``: pick an object and put it on / in a target. A dish too wide for the open gripper
+  (the akita bowl) is pinched by its rim (``SpatialExpert``'s grasp planner); compact items
+  (cream cheese, wine bottle) get a top grasp (``ObjectExpert``). The target is an observed
+  object (plate, bowl) or a fixture site (stove cook region, cabinet top, the wine rack's
+  tilted plank), whose support point comes from the fixture's collision boxes and the site's
+  frame (LIBERO's under() band).
 * ``open_drawer``: pinch the drawer's handle bar with a horizontal gripper and pull (skills.py).
   Putting something in a drawer (``place_in_drawer``) opens it first; an object the opened
   drawer would crowd is pushed clear beforehand (``clear``).
@@ -27,7 +28,7 @@ from functools import partial
 import numpy as np
 
 from envs.experts.object import ObjectExpert, ObjectExpertConfig
-from envs.experts.primitives import collision_boxes, container_drop, surface_height
+from envs.experts.primitives import collision_boxes, container_drop, plan_top_grasp, surface_height
 from envs.experts.skills import OpenDrawer, PushObject, SkillConfig, TurnKnob, slide_joint
 from envs.experts.spatial import ExpertConfig, SpatialExpert
 
@@ -333,7 +334,8 @@ class GoalExpert:
         elif f"{target}_pos" not in raw_obs:
             site_surface(raw_env, target)  # fail now, at reset, on a target no skill can reach
             locate = partial(site_surface, site=target, footprint=cfg.footprint)
-        if "bowl" in obj:
+        if too_wide_for_top_grasp(raw_env.sim, obj, cfg.item):
+            # A dish wider than the open gripper: pinch its rim (SpatialExpert's planner).
             return BowlPlace(obj, target, locate, cfg.bowl, cfg.bowl_carry)
         # On a fixture, set the item down with a slight press: contact is part of LIBERO's On().
         item_cfg = cfg.item if locate is None else replace(
@@ -347,6 +349,15 @@ class GoalExpert:
             self._i += 1
             self._skills[self._i].reset(self._env, raw_obs)  # plan from the scene as it is now
         return self._skills[self._i].act(raw_obs)
+
+
+def too_wide_for_top_grasp(sim, obj: str, cfg: ObjectExpertConfig) -> bool:
+    """Whether no horizontal section of ``obj`` near its top fits between the open fingers."""
+    corners = collision_boxes(sim, include=(f"{obj}_",)).corners()
+    if len(corners) == 0:
+        raise UnsupportedGoal(f"no collision geoms found for {obj!r}")
+    grasp = plan_top_grasp(corners, cfg.grasp_depth, cfg.floor_clearance, cfg.max_width)
+    return grasp.widths[0] > cfg.max_width
 
 
 def region_goal(raw_env, site: str, obj_xy: np.ndarray, margin: float) -> np.ndarray:
