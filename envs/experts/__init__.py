@@ -2,6 +2,7 @@
 
 ``SpatialExpert`` picks up the black bowl and places it on the plate (100/100 on the official
 init states, ~100 steps); ``ObjectExpert`` puts a LIBERO-Object grocery item in the basket;
+``GoalExpert`` chains pick-and-place, knob and push skills from a LIBERO-Goal task's goal;
 ``PerturbedExpert`` adds one labelled defect to the Spatial expert (``PERTURBATION_KINDS``);
 ``run_expert_episode`` rolls any of them out in a raw LIBERO env with the standard protocol;
 ``make_expert(suite, rng)`` builds the clean expert of a suite.
@@ -9,6 +10,7 @@ init states, ~100 steps); ``ObjectExpert`` puts a LIBERO-Object grocery item in 
 
 import numpy as np
 
+from envs.experts.goal import GOAL_SKILLS, GoalExpert, GoalExpertConfig, UnsupportedGoal
 from envs.experts.object import OBJECT_PHASES, ObjectExpert, ObjectExpertConfig
 from envs.experts.perturbed import (
     DEFAULT_PERTURBATIONS,
@@ -21,13 +23,14 @@ from envs.experts.runner import ExpertEpisodeResult, run_expert_episode
 from envs.experts.spatial import PHASES, ExpertConfig, SpatialExpert
 
 # The clean scripted expert of each suite that has one.
-EXPERTS: dict[str, type[SpatialExpert] | type[ObjectExpert]] = {
+EXPERTS: dict[str, type[SpatialExpert] | type[ObjectExpert] | type[GoalExpert]] = {
     "libero_spatial": SpatialExpert,
     "libero_object": ObjectExpert,
+    "libero_goal": GoalExpert,
 }
 
 
-def make_expert(suite: str, rng: np.random.Generator | None = None) -> SpatialExpert | ObjectExpert:
+def make_expert(suite: str, rng: np.random.Generator | None = None) -> SpatialExpert | ObjectExpert | GoalExpert:
     """The clean scripted expert for ``suite``; ValueError for a suite without one."""
     if suite not in EXPERTS:
         raise ValueError(f"suite: scripted experts exist for {sorted(EXPERTS)}, got {suite!r}")
@@ -37,6 +40,10 @@ def make_expert(suite: str, rng: np.random.Generator | None = None) -> SpatialEx
 __all__ = [
     "DEFAULT_PERTURBATIONS",
     "EXPERTS",
+    "GOAL_SKILLS",
+    "GoalExpert",
+    "GoalExpertConfig",
+    "UnsupportedGoal",
     "OBJECT_PHASES",
     "ObjectExpert",
     "ObjectExpertConfig",

@@ -98,12 +98,9 @@ class ObjectExpert:
 
     # ------------------------------------------------------------------ planning
     def reset(self, raw_env, raw_obs: dict) -> None:
-        objs = list(raw_env.obj_of_interest)
-        if len(objs) != 2:
-            raise ValueError(f"expected (item, container) objects of interest, got {objs}")
-        self.item, self.container = objs
+        self.item, self.container = self._objects(raw_env)
         for key in ("robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos") + tuple(
-            f"{o}_{k}" for o in objs for k in ("pos", "quat")
+            f"{self.item}_{k}" for k in ("pos", "quat")
         ):
             if key not in raw_obs:
                 raise ValueError(f"raw observation lacks {key!r}; is this a LIBERO env?")
@@ -118,19 +115,34 @@ class ObjectExpert:
             raise ValueError(f"no collision geoms found for {self.item!r}")
         self._local_corners = (corners - pos) @ rot
         self._obstacles: Boxes = collision_boxes(sim, exclude=(f"{self.item}_", "floor"))
-        # Drop point: the basket's containment region (what LIBERO's In() checks), else its centre.
+        self._drop_xy, self._floor_z, self._rim_z = self._drop_target(sim)
+        self._goto("approach")
+        self._attempts, self._finger, self._lift_ok = 0, 0.0, False
+        self._plan(raw_obs)
+
+    def _objects(self, raw_env) -> tuple[str, str]:
+        """(item, container) body-name prefixes; a hook for experts of other suites."""
+        objs = list(raw_env.obj_of_interest)
+        if len(objs) != 2:
+            raise ValueError(f"expected (item, container) objects of interest, got {objs}")
+        return objs[0], objs[1]
+
+    def _drop_target(self, sim) -> tuple[np.ndarray, float, float]:
+        """Release point xy [2], floor z and rim z of the container (a hook, like ``_objects``).
+
+        The drop point is the container's containment region (what LIBERO's In() checks), else
+        the centre of its collision boxes.
+        """
         box = collision_boxes(sim, include=(f"{self.container}_",))
         region = f"{self.container}_contain_region"
         names = [sim.model.site_id2name(i) for i in range(sim.model.nsite)]
         if region in names:
-            self._drop_xy = np.array(sim.data.site_xpos[names.index(region)][:2])
+            drop_xy = np.array(sim.data.site_xpos[names.index(region)][:2])
         else:
             c = box.corners()
-            self._drop_xy = (c.min(axis=0)[:2] + c.max(axis=0)[:2]) / 2
-        self._floor_z, self._rim_z = container_drop(box, self._drop_xy)
-        self._goto("approach")
-        self._attempts, self._finger, self._lift_ok = 0, 0.0, False
-        self._plan(raw_obs)
+            drop_xy = (c.min(axis=0)[:2] + c.max(axis=0)[:2]) / 2
+        floor_z, rim_z = container_drop(box, drop_xy)
+        return drop_xy, floor_z, rim_z
 
     @staticmethod
     def _pose(obs: dict, name: str) -> tuple[np.ndarray, np.ndarray]:

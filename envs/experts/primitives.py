@@ -152,3 +152,40 @@ def container_drop(boxes: Boxes, centre_xy: np.ndarray) -> tuple[float, float]:
         if np.all(lo[:2] <= centre_xy) and np.all(centre_xy <= hi[:2]):
             floor = max(floor, float(hi[2]))
     return floor, rim
+
+
+def push_pose(obj_xy: np.ndarray, goal_xy: np.ndarray, standoff: float) -> tuple[np.ndarray, np.ndarray]:
+    """Line-up point [2] ``standoff`` behind an object on the line to the goal, and the unit push direction [2].
+
+    Pushing through the centre towards the goal keeps a round object moving straight; the
+    direction is re-read every step, so the pusher follows the object as it drifts.
+    """
+    obj_xy, goal_xy = np.asarray(obj_xy, dtype=np.float64), np.asarray(goal_xy, dtype=np.float64)
+    delta = goal_xy - obj_xy
+    norm = float(np.linalg.norm(delta))
+    direction = delta / norm if norm > 1e-9 else np.array([1.0, 0.0])
+    return obj_xy - standoff * direction, direction
+
+
+def handle_point(corners: np.ndarray, direction: np.ndarray) -> np.ndarray:
+    """Centre [3] of a drawer's handle bar: the box reaching farthest along the opening ``direction``.
+
+    ``corners`` [N * 8, 3] are the drawer body's box corners. Only the single frontmost box
+    counts: with the cabinet yawed a few degrees, the bar's posts come within a centimetre of
+    its front, and averaging them in would put the grip behind the bar.
+    """
+    boxes = np.asarray(corners, dtype=np.float64).reshape(-1, 8, 3)
+    bar = boxes[int(np.argmax((boxes @ direction).max(axis=1)))]
+    return (bar.min(axis=0) + bar.max(axis=0)) / 2
+
+
+def surface_height(boxes: Boxes, xy: np.ndarray, z_top: float, z_bottom: float, step: float = 0.002) -> float:
+    """Highest z in [z_bottom, z_top] at ``xy`` that lies inside one of ``boxes`` (z_bottom if none).
+
+    Works for tilted boxes (a rack's inclined planks), where the corners' bounding box would
+    report the plank's upper end instead of its surface at ``xy``.
+    """
+    zs = np.arange(z_top, z_bottom - step, -step)
+    points = np.column_stack([np.full(len(zs), xy[0]), np.full(len(zs), xy[1]), zs])
+    inside = np.flatnonzero(boxes.distance(points) <= 1e-9)
+    return float(zs[inside[0]]) if len(inside) else float(z_bottom)

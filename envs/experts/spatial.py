@@ -142,12 +142,9 @@ class SpatialExpert:
     # ------------------------------------------------------------------ planning
     def reset(self, raw_env, raw_obs: dict) -> None:
         """Read object names and geometry from the raw LIBERO env, then plan the first grasp."""
-        objs = list(raw_env.obj_of_interest)
-        if len(objs) != 2:
-            raise ValueError(f"expected (bowl, plate) objects of interest, got {objs}")
-        self.bowl, self.plate = objs
+        self.bowl, self.plate = self._objects(raw_env)
         keys = ("robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos")
-        for key in keys + tuple(f"{o}_{k}" for o in objs for k in ("pos", "quat")):
+        for key in keys + tuple(f"{o}_{k}" for o in self._observed() for k in ("pos", "quat")):
             if key not in raw_obs:
                 raise ValueError(f"raw observation lacks {key!r}; is this a LIBERO env?")
         sim = raw_env.sim
@@ -168,6 +165,17 @@ class SpatialExpert:
         self._bowl_z0 = float(raw_obs[f"{self.bowl}_pos"][2])
         self._lift_ok = False
         self._plan(raw_obs)
+
+    def _objects(self, raw_env) -> tuple[str, str]:
+        """(bowl, target) names; a hook for experts of other suites."""
+        objs = list(raw_env.obj_of_interest)
+        if len(objs) != 2:
+            raise ValueError(f"expected (bowl, plate) objects of interest, got {objs}")
+        return objs[0], objs[1]
+
+    def _observed(self) -> tuple[str, ...]:
+        """Objects whose pose the observation must carry (the target may be a fixture site)."""
+        return (self.bowl, self.plate)
 
     def _obstacle_boxes(self, sim) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Oriented boxes of all collision geoms except the robot and the bowl itself.

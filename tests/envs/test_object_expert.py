@@ -84,7 +84,7 @@ def test_make_expert_picks_by_suite():
     assert isinstance(make_expert(SUITE), ObjectExpert)
     assert type(make_expert("libero_spatial")) is SpatialExpert
     with pytest.raises(ValueError, match="suite"):
-        make_expert("libero_goal")
+        make_expert("libero_10")
 
 
 def test_object_collection_needs_clean_episodes_only():
