@@ -16,7 +16,8 @@ from policies.remote import RemotePolicy, RemotePolicyConfig
 from tests.interop import REPO, require_venv, run_in_venv
 
 # An untrained ACT policy small enough for a CPU test (no pretrained backbone: nothing is downloaded), saved
-# with its normalizing processors, the way lerobot's training saves one. argv: folder.
+# with its normalizing processors, the way lerobot's training saves one; then reloaded from the folder with
+# lerobot's own API and asked for its actions on one observation. argv: folder.
 MAKE_ACT = """
 import json, sys
 import torch
@@ -40,16 +41,11 @@ policy = ACTPolicy(cfg)
 pre, post = make_pre_post_processors(cfg, dataset_stats=stats)
 for part in (policy, pre, post):
     part.save_pretrained(sys.argv[1])
-print(json.dumps({"ok": True}))
-"""
 
-# lerobot's own API on the same observation, as a user would call it: the actions the server must return.
-DIRECT = """
-import json, sys
+# then lerobot's own API on one observation, as a user would call it: the actions the server must return
 import numpy as np
-import torch
 from lerobot.configs.policies import PreTrainedConfig
-from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+from lerobot.policies.factory import get_policy_class
 
 folder = sys.argv[1]
 cfg = PreTrainedConfig.from_pretrained(folder)
@@ -71,7 +67,7 @@ print(json.dumps({"actions": acts}))
 def act_server(tmp_path_factory):
     python = require_venv("lerobot")
     folder = tmp_path_factory.mktemp("act")
-    run_in_venv("lerobot", MAKE_ACT, [str(folder)], timeout=300)
+    want = run_in_venv("lerobot", MAKE_ACT, [str(folder)], timeout=300)["actions"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "NO_PROXY": "127.0.0.1,localhost"}
     proc = subprocess.Popen([str(python), "scripts/serve_lerobot_policy.py", f"policy={folder}", "port=0"],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -81,16 +77,16 @@ def act_server(tmp_path_factory):
             line = proc.stdout.readline() if proc.stdout else ""
         if not line:
             raise AssertionError(f"the server did not start:\n{proc.stderr.read() if proc.stderr else ''}")
-        yield folder, json.loads(line)
+        yield want, json.loads(line)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
 
 
 def test_served_act_returns_lerobots_own_actions(act_server):
-    folder, info = act_server
+    want_list, info = act_server
     assert info["policy"] == "lerobot:act" and info["chunk_len"] == 4
-    want = np.asarray(run_in_venv("lerobot", DIRECT, [str(folder)], timeout=300)["actions"], np.float32)
+    want = np.asarray(want_list, np.float32)
     remote = RemotePolicy(RemotePolicyConfig(url=info["url"]))
     try:
         assert remote.chunk_len == 4 and remote.config.image_size == 32

@@ -23,10 +23,10 @@ def test_collect_world_model_bc_and_eval_over_two_suites(tmp_path):
     data = tmp_path / "data"
     for suite in ("libero_spatial", "libero_object"):
         collect(CollectConfig(out_dir=str(data), suite=suite, tasks=[0], episodes_per_task=1, perturbed_fraction=0.0,
-                              views=["agentview", "wrist"], preview_videos=0, post_success_steps=2))
+                              views=["agentview"], preview_videos=0, post_success_steps=2))
     # a second run of the first suite resumes (nothing new), and does not take the other suite's task 0 for its own
     collect(CollectConfig(out_dir=str(data), suite="libero_spatial", tasks=[0], episodes_per_task=1,
-                          perturbed_fraction=0.0, views=["agentview", "wrist"], preview_videos=0, post_success_steps=2))
+                          perturbed_fraction=0.0, views=["agentview"], preview_videos=0, post_success_steps=2))
     meta = EpisodeDataset(data).meta
     assert sorted(m.suite for m in meta) == ["libero_object", "libero_spatial"] and all(m.success for m in meta)
 
@@ -39,6 +39,7 @@ def test_collect_world_model_bc_and_eval_over_two_suites(tmp_path):
 
     bc_cfg = load_config(BCConfig, "quick", [
         f"data_dir={data}", f"out_dir={tmp_path / 'bc'}", "steps=4", "batch_size=4", "policy.conv_channels=[8,8]",
+        "policy.views=[agentview]",
         "policy.hidden=32", "checkpoint_every=2"], group="bc")
     bc = train_bc_on_data(bc_cfg)
     assert bc["episodes"] == 2 and len(set(bc["instructions"])) == 2  # one task of each suite
