@@ -54,7 +54,13 @@ def load_policy(cfg: EvalConfig) -> Policy:
         if not cfg.deterministic:
             raise ValueError("deterministic: a served policy (checkpoint=ws://...) returns its own actions; "
                              "expected deterministic=true")
-        return RemotePolicy(RemotePolicyConfig(url=cfg.checkpoint))
+        if cfg.remote_protocol == "openpi":  # openpi's metadata has no chunk or image size: the evaluation's
+            if not cfg.action_steps:
+                raise ValueError("action_steps: an openpi server's chunk length is not in its metadata; set the "
+                                 "actions executed per request, e.g. action_steps=5 (openpi's LIBERO example)")
+            return RemotePolicy(RemotePolicyConfig(url=cfg.checkpoint, protocol="openpi", chunk_len=cfg.action_steps,
+                                                   image_size=cfg.image_size or 224))
+        return RemotePolicy(RemotePolicyConfig(url=cfg.checkpoint, protocol=cfg.remote_protocol))
     if not cfg.checkpoint or not Path(cfg.checkpoint).is_file():
         raise FileNotFoundError(f"checkpoint: {cfg.checkpoint!r} is not a file (a Policy.save checkpoint, "
                                 "ws://host:port of a policy server, or 'random')")

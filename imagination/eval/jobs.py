@@ -26,6 +26,9 @@ class EvalConfig:
     # "local": simulator subprocesses on this machine; "ray": one Ray actor per env on the cluster at ray_address
     # ("" = a new local cluster, "auto" = the running one), the policy batching all of them here
     backend: str = "local"
+    # checkpoint=ws://...: the server's protocol, "project" (policies.serving) or "openpi" (an openpi server;
+    # set action_steps and image_size, which its metadata does not give)
+    remote_protocol: str = "project"
     ray_address: str = ""
     action_steps: int = 0  # actions executed per predicted chunk (receding horizon); 0 = the whole chunk
     # the policy's chunk (mean) if True; else policy.sample, whose noise also depends on the batch layout
