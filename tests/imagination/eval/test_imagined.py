@@ -69,3 +69,19 @@ def test_policy_evaluated_in_imagination(setup):
     assert all(r["steps"] <= 8 for r in result["episodes"])
     saved = json.loads((setup / "eval" / "results.json").read_text())
     assert saved["overall"]["episodes"] == 4 and (setup / "eval" / "videos").is_dir()
+
+
+def test_served_policy_evaluated_in_imagination_as_in_process(setup):
+    """checkpoint=ws://... (policies/remote.py): the same imagined episodes as the policy in process."""
+    from policies.serving import PolicyServer, ServeConfig
+    from policies.vla import VLAConfig, VLAPolicy
+
+    torch.manual_seed(1)
+    policy = VLAPolicy(VLAConfig(views=["agentview"], image_size=H, chunk_len=K, conv_channels=[8, 8])).eval()
+    common = dict(tasks=[0, 1], episodes_per_task=2, num_envs=2, max_steps=8, videos=0)
+    local = evaluate(_cfg(setup, **common), policy=policy, progress=False)
+    with PolicyServer(policy, ServeConfig(port=0)) as server:
+        served = evaluate(_cfg(setup, checkpoint=server.url, **common), progress=False)
+    keys = ("task_id", "init_state_id", "steps", "success", "max_success_prob")
+    assert served["policy"] == "RemotePolicy"
+    assert [[r[k] for k in keys] for r in served["episodes"]] == [[r[k] for k in keys] for r in local["episodes"]]
