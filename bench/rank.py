@@ -62,6 +62,7 @@ from imagination.eval.jobs import EnvSpec, EvalConfig, EvalEnv
 from imagination.imagine import open_proprio
 from policies.base import Policy, RandomPolicy, RandomPolicyConfig
 from policies.bc import BCConfig, train_bc
+from policies.remote import is_remote
 from world_models.model import WorldModel
 from world_models.proprio import ProprioModel
 
@@ -69,7 +70,7 @@ from world_models.proprio import ProprioModel
 @dataclass
 class Candidate:
     name: str
-    checkpoint: str  # a Policy.save file or "random"
+    checkpoint: str  # a Policy.save file, "random", or ws://host:port of a policy server (policies/remote.py)
     deterministic: bool
     about: str
 
@@ -130,6 +131,8 @@ def _digest(obj) -> str:
 def _file_digest(path: str) -> str:
     if path == "random":
         return "random"
+    if is_remote(path):  # a served policy has no bytes here; its results are never reused (run_eval)
+        return path
     return hashlib.sha1(Path(path).read_bytes()).hexdigest()[:12]
 
 
@@ -213,7 +216,22 @@ def make_candidates(args, wm: WorldModel) -> list[Candidate]:
     cands.append(Candidate("bc_noisy", str(noisy), False, f"bc, sampled, action std {args.noise_std:g}"))
     if not args.no_random:
         cands.append(Candidate("random", "random", True, "uniform random actions"))
-    return cands
+    return cands + extra_candidates(args.policy, [c.name for c in cands])
+
+
+def extra_candidates(specs: list[str], taken: list[str]) -> list[Candidate]:
+    """--policy NAME=CHECKPOINT entries: a Policy.save file, or ws://host:port of a policy server."""
+    out: list[Candidate] = []
+    for spec in specs:
+        name, sep, checkpoint = spec.partition("=")
+        if not sep or not name or not checkpoint:
+            raise SystemExit(f"--policy: expected NAME=CHECKPOINT (a Policy.save file or ws://host:port), got {spec!r}")
+        if name in taken or name in [c.name for c in out]:
+            raise SystemExit(f"--policy: the name {name!r} is taken; pick another")
+        if not is_remote(checkpoint) and not Path(checkpoint).is_file():
+            raise SystemExit(f"--policy: {checkpoint!r} is neither a file nor ws://host:port")
+        out.append(Candidate(name, checkpoint, True, "served policy" if is_remote(checkpoint) else "given"))
+    return out
 
 
 IMAGINATION_ONLY = ("world_model", "start_data", "proprio", "sampling_steps", "success_threshold", "device")
@@ -227,7 +245,8 @@ def run_eval(cand: Candidate, cfg: EvalConfig, label: str, extra_key: dict, wm: 
         cfg_key = {k: v for k, v in cfg_key.items() if k not in IMAGINATION_ONLY}
     key = {"checkpoint": _file_digest(cand.checkpoint), "config": cfg_key, **extra_key}
     key_path, res_path = out / "key.json", out / "results.json"
-    if res_path.is_file() and key_path.is_file() and json.loads(key_path.read_text()) == key:
+    cacheable = not is_remote(cand.checkpoint)  # what a server answers can change under the same address
+    if cacheable and res_path.is_file() and key_path.is_file() and json.loads(key_path.read_text()) == key:
         result = json.loads(res_path.read_text())
         result["cached"] = True
     else:
@@ -265,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--few-episodes", type=int, default=1, help="expert episodes per task for bc_few")
     p.add_argument("--noise-std", type=float, default=0.5, help="action std of bc_noisy")
     p.add_argument("--no-random", action="store_true", help="leave the uniform random policy out")
+    p.add_argument("--policy", action="append", default=[], metavar="NAME=CHECKPOINT",
+                   help="also rank this policy: a Policy.save file or ws://host:port of a policy server (repeatable); "
+                        "its views, image size and chunk length must match the world model's")
     p.add_argument("--num-envs", type=int, default=2, help="real LIBERO worker processes")
     p.add_argument("--imagined-envs", type=int, default=6, help="imagined episodes run as one batch")
     p.add_argument("--sampling-steps", type=int, default=0, help="denoising steps per chunk; 0 = the model's")

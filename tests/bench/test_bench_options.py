@@ -123,3 +123,17 @@ def test_reward_ceiling_names_a_missing_input_in_one_line(tmp_path, capsys):
     assert reward_ceiling.main(["--world-model", missing]) == 2
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1 and out[0].startswith(f"--world-model: {missing} not found")
+
+
+def test_rank_takes_extra_policies_files_or_servers(tmp_path):
+    from bench.rank import extra_candidates
+
+    f = tmp_path / "p.pt"
+    f.write_bytes(b"x")
+    got = extra_candidates([f"mine={f}", "served=ws://10.0.0.2:8765"], ["bc", "random"])
+    assert [(c.name, c.checkpoint, c.about) for c in got] == [("mine", str(f), "given"),
+                                                              ("served", "ws://10.0.0.2:8765", "served policy")]
+    for bad, msg in ((["bc=ws://h:1"], "taken"), (["noequals"], "NAME=CHECKPOINT"),
+                     ([f"x={tmp_path / 'missing.pt'}"], "neither a file")):
+        with pytest.raises(SystemExit, match=msg):
+            extra_candidates(bad, ["bc"])
