@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from envs.experts.primitives import collision_boxes
+
 # OSC_POSE default output limits: a unit action moves the goal by this much (m, rad).
 OSC_POS_SCALE = 0.05
 OSC_ROT_SCALE = 0.5
@@ -183,24 +185,8 @@ class SpatialExpert:
         Returns centres [N, 3], rotations [N, 3, 3] and half sizes [N, 3] (world frame). All
         LIBERO objects are built from primitive collision geoms, so the boxes are tight.
         """
-        m, d = sim.model, sim.data
-        bowl_body = m.body_name2id(f"{self.bowl}_main")
-        centres, rots, halves = [], [], []
-        for g in range(m.ngeom):
-            body = m.geom_bodyid[g]
-            name = m.body_id2name(body) or ""
-            if body == bowl_body or name == "world" or name.startswith(("robot0", "gripper0", "mount0")):
-                continue
-            if m.geom_contype[g] == 0 and m.geom_conaffinity[g] == 0:
-                continue  # visual-only mesh
-            rot = np.array(d.geom_xmat[g]).reshape(3, 3)
-            aabb = np.array(m.geom_aabb[g])  # local centre (3) + half sizes (3)
-            centres.append(np.array(d.geom_xpos[g]) + rot @ aabb[:3])
-            rots.append(rot)
-            halves.append(aabb[3:])
-        if not centres:
-            return np.zeros((0, 3)), np.zeros((0, 3, 3)), np.zeros((0, 3))
-        return np.stack(centres), np.stack(rots), np.stack(halves)
+        boxes = collision_boxes(sim, exclude=(f"{self.bowl}_main",))  # the bowl's own body is the one it grasps
+        return boxes.centres, boxes.rots, boxes.halves
 
     def _grasp_frame(self, obs: dict, azimuth: float) -> tuple[np.ndarray, np.ndarray, float]:
         """Grasp point [3] (world), horizontal outward unit [3] and wall slope for an azimuth.
