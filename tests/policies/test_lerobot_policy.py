@@ -118,3 +118,35 @@ def test_non_loopback_host_and_missing_policy_are_refused():
         proc = subprocess.run([sys.executable, "scripts/serve_lerobot_policy.py", *args], cwd=REPO,
                               capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
         assert proc.returncode == 2 and f"{field}:" in proc.stderr, proc.stderr
+
+
+def test_served_act_runs_in_imagination(act_server, tmp_path):
+    """The same served ACT policy in a world model: a tiny untrained one imagining its two cameras at 32 px."""
+    import torch
+
+    from envs.dataset import DatasetConfig, Episode, EpisodeWriter
+    from imagination.eval.evaluate import evaluate
+    from world_models.denoiser import DenoiserConfig
+    from world_models.model import WorldModel, WorldModelConfig
+    from world_models.proprio import ProprioConfig, ProprioModel
+
+    _, info = act_server
+    rng, views, T = np.random.default_rng(0), ("agentview", "wrist"), 12
+    with EpisodeWriter(tmp_path / "data", DatasetConfig(views=views, image_size=(32, 32))) as w:
+        w.append(Episode(frames={v: rng.integers(0, 255, (T, 32, 32, 3), dtype=np.uint8) for v in views},
+                         state=rng.normal(size=(T, 8)).astype(np.float32),
+                         action=rng.uniform(-1, 1, (T, 7)).astype(np.float32), reward=np.zeros(T, np.float32),
+                         success=np.zeros(T, bool), instruction="put the bowl on the plate", suite="libero_spatial",
+                         task_id=0, source="expert", init_state_id=0))
+    torch.manual_seed(0)
+    d = DenoiserConfig(image_size=32, channels=6, context_frames=2, chunk_len=4, block_out_channels=[8, 16],
+                       norm_num_groups=4)
+    WorldModel(WorldModelConfig(views=list(views), denoiser=d)).save(tmp_path / "wm.pt")
+    ProprioModel(ProprioConfig(chunk_len=4, hidden=16, layers=1)).save(tmp_path / "proprio.pt")
+    result = evaluate(EvalConfig(checkpoint=info["url"], env="imagination", world_model=str(tmp_path / "wm.pt"),
+                                 start_data=str(tmp_path / "data"), proprio=str(tmp_path / "proprio.pt"), tasks=[0],
+                                 episodes_per_task=1, num_envs=1, max_steps=8, videos=0, out_dir=str(tmp_path / "ev")),
+                      progress=False)
+    assert result["env"] == "imagination" and result["policy"] == "RemotePolicy"
+    # an untrained success head may end the episode at any chunk: it ran, within the horizon
+    assert len(result["episodes"]) == 1 and 1 <= result["episodes"][0]["steps"] <= 8
