@@ -18,12 +18,22 @@ Goals no skill covers (the microwave door, the caddy's back compartment) raise
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
-from envs.experts.goal import GoalExpert, GoalExpertConfig, UnsupportedGoal, plan_skills
-from envs.experts.primitives import collision_boxes
+from envs.experts.goal import (
+    GoalExpert,
+    GoalExpertConfig,
+    ItemPlace,
+    Locate,
+    UnsupportedGoal,
+    plan_skills,
+    site_surface,
+)
+from envs.experts.object import ObjectExpertConfig
+from envs.experts.primitives import Boxes, collision_boxes
 from envs.experts.skills import DOWN, ServoSkill, SkillConfig, slide_joint
 from envs.experts.spatial import grasp_rotation
 
@@ -71,6 +81,45 @@ def plan_long_skills(
         if region in filled:  # only a drawer this plan opens needs closing
             plan.append(("close_drawer", drawers[region]))
     return plan
+
+
+class HandlePlace(ItemPlace):
+    """Top-grasp an item by its handle (the moka pot) and place it like ``ItemPlace``.
+
+    The pot's top (lid knob, spout, handle) is wider than the open gripper, and its rim is no
+    dish rim, but the handle's loop is a narrow bar sticking out of the body: the grasp is planned
+    on the collision boxes whose centres lie ``reach`` or more from the item's origin; the carry
+    and lowering heights still come from the whole item.
+    """
+
+    def __init__(self, item: str, target: str, locate: Locate | None, config: ObjectExpertConfig, reach: float):
+        super().__init__(item, target, locate, config)
+        self._reach = reach
+        self._handle_local: np.ndarray | None = None
+
+    def reset(self, raw_env, raw_obs: dict) -> None:
+        pos, rot = self._pose(raw_obs, self._names[0])
+        boxes = collision_boxes(raw_env.sim, include=(f"{self._names[0]}_",))
+        far = np.linalg.norm((boxes.centres - pos)[:, :2], axis=1) >= self._reach
+        if not far.any():
+            raise UnsupportedGoal(f"{self._names[0]!r} has no handle to grasp")
+        handle = Boxes(boxes.centres[far], boxes.rots[far], boxes.halves[far])
+        self._handle_local = (handle.corners() - pos) @ rot
+        super().reset(raw_env, raw_obs)
+
+    def _plan(self, obs: dict) -> None:
+        assert self._handle_local is not None
+        whole = self._local_corners
+        self._local_corners = self._handle_local
+        try:
+            super()._plan(obs)
+        finally:
+            self._local_corners = whole
+        pos, rot = self._pose(obs, self.item)
+        grip_z = float((pos + rot @ self._grasp_local)[2])
+        world = pos + whole @ rot.T
+        self._top_above = float(world[:, 2].max()) - grip_z
+        self._bottom_below = grip_z - float(world[:, 2].min())
 
 
 class CloseDrawer(ServoSkill):
@@ -146,6 +195,8 @@ class LongExpertConfig(GoalExpertConfig):
     """The Goal expert's config plus the drawer push."""
 
     close: CloseDrawerConfig = None  # type: ignore[assignment]
+    handle_items: tuple[str, ...] = ("moka_pot",)  # items grasped by their handle (HandlePlace)
+    handle_reach: float = 0.05  # a handle's boxes lie this far or more from the item's origin
 
     def __post_init__(self) -> None:
         if self.close is None:
@@ -169,8 +220,19 @@ class LongExpert(GoalExpert):
         return plan_long_skills(goal_state, language, drawers, self._observed)
 
     def _build(self, raw_env, raw_obs: dict, step: tuple[str, ...]):
+        cfg = self.cfg
         if step[0] == "close_drawer":
-            cfg = self.cfg
             geo = cfg.close if isinstance(cfg, LongExpertConfig) else CloseDrawerConfig()
             return CloseDrawer(step[1], cfg.skill, geo)
+        if step[0] == "place" and isinstance(cfg, LongExpertConfig) and step[1].startswith(cfg.handle_items):
+            obj, target = step[1:]
+            locate: Locate | None = None
+            if f"{target}_pos" not in raw_obs:  # a fixture site (the stove's cook region)
+                site_surface(raw_env, target)
+                locate = partial(site_surface, site=target, footprint=cfg.footprint)
+            # As GoalExpert sets items down on a fixture: a slight press (contact is part of On()).
+            item_cfg = cfg.item if locate is None else replace(
+                cfg.item, rim_clearance=cfg.item_rim_clearance, drop_height=cfg.item_press
+            )
+            return HandlePlace(obj, target, locate, item_cfg, cfg.handle_reach)
         return super()._build(raw_env, raw_obs, step)
