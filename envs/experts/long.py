@@ -24,13 +24,16 @@ from functools import partial
 import numpy as np
 
 from envs.experts.goal import (
+    BowlPlace,
     GoalExpert,
     GoalExpertConfig,
     ItemPlace,
     Locate,
     UnsupportedGoal,
+    _problem,
     plan_skills,
     site_surface,
+    too_wide_for_top_grasp,
 )
 from envs.experts.object import ObjectExpertConfig
 from envs.experts.primitives import Boxes, collision_boxes
@@ -52,11 +55,12 @@ class CloseDrawerConfig:
 
 
 def plan_long_skills(
-    goal_state: list[list[str]], language: str, drawers: dict[str, str], observed: set[str]
+    goal_state: list[list[str]], language: str, drawers: dict[str, str], observed: set[str], slot: float = 0.08
 ) -> list[tuple[str, ...]]:
     """Skill sequence for a LIBERO-10 goal: [(skill, *arguments)].
 
-    ``observed``: names of the objects with a pose in the observation (containers among them).
+    ``observed``: names of the objects with a pose in the observation (containers among them);
+    ``slot``: spacing (m) of items placed on the same site, given as extra (dx, dy) arguments.
     """
     goals: list[list[str]] = []
     closes: list[str] = []
@@ -75,6 +79,11 @@ def plan_long_skills(
     # Knob first (see the module docstring); otherwise the BDDL order.
     goals.sort(key=lambda g: g[0] != "turnon")
     plan = plan_skills(goals, language, drawers)
+    # Several items on one site (both moka pots on the stove): side by side along x, far one first.
+    shared = [i for i, st in enumerate(plan) if st[0] == "place" and sum(p[2:3] == st[2:3] for p in plan) > 1]
+    for k, i in enumerate(shared):
+        dx = slot * ((len(shared) - 1) / 2 - k)
+        plan[i] = (*plan[i], str(dx), "0.0")
     for region in closes:
         if region not in drawers:
             raise UnsupportedGoal(f"no scripted skill for the goal predicate ['Close', {region!r}]")
@@ -197,6 +206,7 @@ class LongExpertConfig(GoalExpertConfig):
     close: CloseDrawerConfig = None  # type: ignore[assignment]
     handle_items: tuple[str, ...] = ("moka_pot",)  # items grasped by their handle (HandlePlace)
     handle_reach: float = 0.05  # a handle's boxes lie this far or more from the item's origin
+    handle_carry_margin: float = 0.02  # a handle-carried item's bottom above the other items' tops
 
     def __post_init__(self) -> None:
         if self.close is None:
@@ -221,18 +231,50 @@ class LongExpert(GoalExpert):
 
     def _build(self, raw_env, raw_obs: dict, step: tuple[str, ...]):
         cfg = self.cfg
+        assert isinstance(cfg, LongExpertConfig)
         if step[0] == "close_drawer":
-            geo = cfg.close if isinstance(cfg, LongExpertConfig) else CloseDrawerConfig()
-            return CloseDrawer(step[1], cfg.skill, geo)
-        if step[0] == "place" and isinstance(cfg, LongExpertConfig) and step[1].startswith(cfg.handle_items):
-            obj, target = step[1:]
-            locate: Locate | None = None
-            if f"{target}_pos" not in raw_obs:  # a fixture site (the stove's cook region)
-                site_surface(raw_env, target)
-                locate = partial(site_surface, site=target, footprint=cfg.footprint)
-            # As GoalExpert sets items down on a fixture: a slight press (contact is part of On()).
-            item_cfg = cfg.item if locate is None else replace(
-                cfg.item, rim_clearance=cfg.item_rim_clearance, drop_height=cfg.item_press
+            return CloseDrawer(step[1], cfg.skill, cfg.close)
+        if step[0] != "place":
+            return super()._build(raw_env, raw_obs, step)
+        obj, target = step[1], step[2]
+        locate: Locate | None = None
+        if f"{target}_pos" not in raw_obs:
+            # A fixture site (the stove's cook region) or a bare table region (no parent body).
+            parent = getattr(_problem(raw_env).object_sites_dict.get(target), "parent_name", None)
+            base: Locate = partial(site_surface, site=target, footprint=cfg.footprint) if parent else partial(
+                region_point, site=target
             )
+            base(raw_env)  # fail now, at reset, on a target no skill can reach
+            offset = np.array([float(v) for v in step[3:5]]) if len(step) > 3 else np.zeros(2)
+            locate = partial(_shifted, base=base, offset=offset)
+        handle = obj.startswith(cfg.handle_items)
+        if locate is None and not handle:
+            return super()._build(raw_env, raw_obs, step[:3])
+        if not handle and too_wide_for_top_grasp(raw_env.sim, obj, cfg.item):
+            return BowlPlace(obj, target, locate, cfg.bowl, cfg.bowl_carry)
+        # As GoalExpert sets items down on a fixture: a slight press (contact is part of On()).
+        item_cfg = cfg.item if locate is None else replace(
+            cfg.item, rim_clearance=cfg.item_rim_clearance, drop_height=cfg.item_press
+        )
+        if handle:
+            # A tall pot carried low sweeps the other items over: carry its bottom over all of them.
+            others = collision_boxes(raw_env.sim, include=tuple(f"{n}_" for n in self._observed - {obj, target}))
+            top = float(others.corners()[:, 2].max()) if len(others) else 0.0
+            floor = float(locate(raw_env)[2]) if locate is not None else float(np.asarray(raw_obs[f"{target}_pos"])[2])
+            clearance = max(item_cfg.rim_clearance, top + cfg.handle_carry_margin - floor)
+            item_cfg = replace(item_cfg, rim_clearance=clearance)
             return HandlePlace(obj, target, locate, item_cfg, cfg.handle_reach)
-        return super()._build(raw_env, raw_obs, step)
+        return ItemPlace(obj, target, locate, item_cfg)
+
+
+def region_point(raw_env, site: str) -> np.ndarray:
+    """Support point [3] of a table region site: its centre, on the table (the site's height)."""
+    s = raw_env.sim.model.site_name2id(site)
+    return np.array(raw_env.sim.data.site_xpos[s], dtype=np.float64)
+
+
+def _shifted(raw_env, base: Locate, offset: np.ndarray) -> np.ndarray:
+    """``base``'s support point moved by ``offset`` [2] in xy (a slot for one of several items)."""
+    point = np.asarray(base(raw_env), dtype=np.float64).copy()
+    point[:2] += offset
+    return point
