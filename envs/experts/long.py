@@ -36,7 +36,7 @@ from envs.experts.goal import (
     too_wide_for_top_grasp,
 )
 from envs.experts.object import ObjectExpertConfig
-from envs.experts.primitives import Boxes, collision_boxes
+from envs.experts.primitives import Boxes, collision_boxes, surface_height
 from envs.experts.skills import DOWN, ServoSkill, SkillConfig, slide_joint
 from envs.experts.spatial import grasp_rotation
 
@@ -206,7 +206,7 @@ class LongExpertConfig(GoalExpertConfig):
     close: CloseDrawerConfig = None  # type: ignore[assignment]
     handle_items: tuple[str, ...] = ("moka_pot",)  # items grasped by their handle (HandlePlace)
     handle_reach: float = 0.05  # a handle's boxes lie this far or more from the item's origin
-    handle_carry_margin: float = 0.02  # a handle-carried item's bottom above the other items' tops
+    carry_margin: float = 0.02  # a carried pot's bottom above the other items' tops
 
     def __post_init__(self) -> None:
         if self.close is None:
@@ -238,6 +238,7 @@ class LongExpert(GoalExpert):
             return super()._build(raw_env, raw_obs, step)
         obj, target = step[1], step[2]
         locate: Locate | None = None
+        parent: str | None = "object"
         if f"{target}_pos" not in raw_obs:
             # A fixture site (the stove's cook region) or a bare table region (no parent body).
             parent = getattr(_problem(raw_env).object_sites_dict.get(target), "parent_name", None)
@@ -256,21 +257,32 @@ class LongExpert(GoalExpert):
         item_cfg = cfg.item if locate is None else replace(
             cfg.item, rim_clearance=cfg.item_rim_clearance, drop_height=cfg.item_press
         )
-        if handle:
-            # A tall pot carried low sweeps the other items over: carry its bottom over all of them.
+        if handle or not parent:
+            # A tall pot, or an item going to a bare table spot, sweeps the other items over when
+            # carried low: carry its bottom over all of them.
             others = collision_boxes(raw_env.sim, include=tuple(f"{n}_" for n in self._observed - {obj, target}))
             top = float(others.corners()[:, 2].max()) if len(others) else 0.0
             floor = float(locate(raw_env)[2]) if locate is not None else float(np.asarray(raw_obs[f"{target}_pos"])[2])
-            clearance = max(item_cfg.rim_clearance, top + cfg.handle_carry_margin - floor)
+            clearance = max(item_cfg.rim_clearance, top + cfg.carry_margin - floor)
             item_cfg = replace(item_cfg, rim_clearance=clearance)
+        if handle:
             return HandlePlace(obj, target, locate, item_cfg, cfg.handle_reach)
         return ItemPlace(obj, target, locate, item_cfg)
 
 
-def region_point(raw_env, site: str) -> np.ndarray:
-    """Support point [3] of a table region site: its centre, on the table (the site's height)."""
-    s = raw_env.sim.model.site_name2id(site)
-    return np.array(raw_env.sim.data.site_xpos[s], dtype=np.float64)
+def region_point(raw_env, site: str, reach: float = 0.2) -> np.ndarray:
+    """Support point [3] of a bare table region site: its centre, on the table surface there.
+
+    The site itself sits a few cm under the table top; the surface is the highest static
+    (fixture) box under the centre, within ``reach`` of the site's height.
+    """
+    sim, inner = raw_env.sim, _problem(raw_env)
+    s = sim.model.site_name2id(site)
+    centre = np.array(sim.data.site_xpos[s], dtype=np.float64)
+    movable = tuple(f"{name}_" for name in getattr(inner, "objects_dict", {}))
+    boxes = collision_boxes(sim, exclude=movable)
+    floor = surface_height(boxes, centre[:2], centre[2] + reach, centre[2] - reach)
+    return np.array([centre[0], centre[1], floor])
 
 
 def _shifted(raw_env, base: Locate, offset: np.ndarray) -> np.ndarray:
