@@ -36,7 +36,7 @@ from envs.experts.goal import (
     too_wide_for_top_grasp,
 )
 from envs.experts.object import ObjectExpertConfig
-from envs.experts.primitives import Boxes, collision_boxes, surface_height
+from envs.experts.primitives import Boxes, collision_boxes, container_drop, surface_height
 from envs.experts.skills import DOWN, ServoSkill, SkillConfig, slide_joint
 from envs.experts.spatial import grasp_rotation
 
@@ -129,6 +129,23 @@ class HandlePlace(ItemPlace):
         world = pos + whole @ rot.T
         self._top_above = float(world[:, 2].max()) - grip_z
         self._bottom_below = grip_z - float(world[:, 2].min())
+
+
+class CompartmentPlace(ItemPlace):
+    """``ItemPlace`` into one compartment of a container (the desk caddy's back one).
+
+    The drop point is the compartment's site, floor and rim come from the container's boxes
+    there (the container's own containment region would be the wrong compartment).
+    """
+
+    def __init__(self, item: str, container: str, site: str, config: ObjectExpertConfig):
+        super().__init__(item, container, None, config)
+        self._site = site
+
+    def _drop_target(self, sim) -> tuple[np.ndarray, float, float]:
+        xy = np.array(sim.data.site_xpos[sim.model.site_name2id(self._site)][:2])
+        floor, rim = container_drop(collision_boxes(sim, include=(f"{self._names[1]}_",)), xy)
+        return xy, floor, rim
 
 
 class CloseDrawer(ServoSkill):
@@ -242,6 +259,8 @@ class LongExpert(GoalExpert):
         if f"{target}_pos" not in raw_obs:
             # A fixture site (the stove's cook region) or a bare table region (no parent body).
             parent = getattr(_problem(raw_env).object_sites_dict.get(target), "parent_name", None)
+            if parent and target.endswith(CONTAIN) and not obj.startswith(cfg.handle_items):
+                return CompartmentPlace(obj, parent, target, cfg.item)  # one compartment of a container
             base: Locate = partial(site_surface, site=target, footprint=cfg.footprint) if parent else partial(
                 region_point, site=target
             )
