@@ -80,7 +80,11 @@ def plan_long_skills(
     goals.sort(key=lambda g: g[0] != "turnon")
     plan = plan_skills(goals, language, drawers)
     # Several items on one site (both moka pots on the stove): side by side along x, far one first.
-    shared = [i for i, st in enumerate(plan) if st[0] == "place" and sum(p[2:3] == st[2:3] for p in plan) > 1]
+    # (An object container such as the basket has room enough: its own drop point serves all.)
+    shared = [
+        i for i, st in enumerate(plan)
+        if st[0] == "place" and st[2] not in observed and sum(p[2:3] == st[2:3] for p in plan) > 1
+    ]
     for k, i in enumerate(shared):
         dx = slot * ((len(shared) - 1) / 2 - k)
         plan[i] = (*plan[i], str(dx), "0.0")
