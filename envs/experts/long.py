@@ -11,9 +11,16 @@ LIBERO-10 goals are conjunctions of the goals LIBERO-Object and LIBERO-Goal alre
   already closed, so its Close() needs no skill.
 * ``Turnon`` goes first: the knob twist is short and the arm then does not sweep past objects
   it has just placed on the stove.
+* Several items on one fixture site (both moka pots on the stove) get side-by-side slots.
 
-Goals no skill covers (the microwave door, the caddy's back compartment) raise
-``UnsupportedGoal`` naming the task at ``reset``.
+Placement variants: the moka pot is grasped by its handle (``HandlePlace``, its top is wider
+than the gripper) and carried over the other items; a compartment of a container (the caddy's
+back one) is a drop into the container at that compartment's site (``CompartmentPlace``); a
+bare table region (right of the plate) is a set-down on the table surface at its centre.
+
+Goals no skill covers (closing the microwave door) raise ``UnsupportedGoal`` naming the task at
+``reset``. Known gap: the white cabinet's drawers face sideways, and ``open_drawer``'s horizontal
+grip does not reach them (task 3 fails; ``close_drawer`` is planned but not yet exercised).
 """
 
 from __future__ import annotations
