@@ -3,6 +3,7 @@
 ``SpatialExpert`` picks up the black bowl and places it on the plate (100/100 on the official
 init states, ~100 steps); ``ObjectExpert`` puts a LIBERO-Object grocery item in the basket;
 ``GoalExpert`` chains pick-and-place, knob and push skills from a LIBERO-Goal task's goal;
+``LongExpert`` composes those skills (plus closing a drawer) for LIBERO-10;
 ``PerturbedExpert`` adds one labelled defect to the Spatial expert (``PERTURBATION_KINDS``);
 ``run_expert_episode`` rolls any of them out in a raw LIBERO env with the standard protocol;
 ``make_expert(suite, rng)`` builds the clean expert of a suite.
@@ -11,6 +12,7 @@ init states, ~100 steps); ``ObjectExpert`` puts a LIBERO-Object grocery item in 
 import numpy as np
 
 from envs.experts.goal import GOAL_SKILLS, GoalExpert, GoalExpertConfig, UnsupportedGoal
+from envs.experts.long import LongExpert, LongExpertConfig
 from envs.experts.object import OBJECT_PHASES, ObjectExpert, ObjectExpertConfig
 from envs.experts.perturbed import (
     DEFAULT_PERTURBATIONS,
@@ -23,10 +25,11 @@ from envs.experts.runner import ExpertEpisodeResult, run_expert_episode
 from envs.experts.spatial import PHASES, ExpertConfig, SpatialExpert
 
 # The clean scripted expert of each suite that has one.
-EXPERTS: dict[str, type[SpatialExpert] | type[ObjectExpert] | type[GoalExpert]] = {
+EXPERTS: dict[str, type[SpatialExpert] | type[ObjectExpert] | type[GoalExpert] | type[LongExpert]] = {
     "libero_spatial": SpatialExpert,
     "libero_object": ObjectExpert,
     "libero_goal": GoalExpert,
+    "libero_10": LongExpert,
 }
 
 
@@ -43,6 +46,8 @@ __all__ = [
     "GOAL_SKILLS",
     "GoalExpert",
     "GoalExpertConfig",
+    "LongExpert",
+    "LongExpertConfig",
     "UnsupportedGoal",
     "OBJECT_PHASES",
     "ObjectExpert",

@@ -255,6 +255,7 @@ class GoalExpert:
     """
 
     perturbation_label = "none"
+    suite = "libero_goal"  # named in UnsupportedGoal messages
 
     def __init__(self, config: GoalExpertConfig | None = None, rng: np.random.Generator | None = None):
         self.cfg = config or GoalExpertConfig()
@@ -280,13 +281,17 @@ class GoalExpert:
         try:
             sites = getattr(inner, "object_sites_dict", {})
             drawers = {name: site.joints[0] for name, site in sites.items() if getattr(site, "joints", None)}
-            plan = self._clear_drawers(raw_env, raw_obs, plan_skills(problem["goal_state"], language, drawers))
+            plan = self._clear_drawers(raw_env, raw_obs, self._plan(problem["goal_state"], language, drawers))
             self._skills = [self._build(raw_env, raw_obs, step) for step in plan]
         except UnsupportedGoal as err:
-            raise UnsupportedGoal(f"libero_goal task {language!r}: {err}") from None
+            raise UnsupportedGoal(f"{self.suite} task {language!r}: {err}") from None
         self._names = [step[0] for step in plan]
         self._env, self._i = raw_env, 0
         self._skills[0].reset(raw_env, raw_obs)
+
+    def _plan(self, goal_state: list[list[str]], language: str, drawers: dict[str, str]) -> list[tuple[str, ...]]:
+        """The skill sequence for the goal (a hook for experts of other suites)."""
+        return plan_skills(goal_state, language, drawers)
 
     def _clear_drawers(self, raw_env, raw_obs: dict, plan: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
         """Before opening a drawer, push away the objects it would hit or crowd ("clear" steps).
