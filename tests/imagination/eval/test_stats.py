@@ -1,12 +1,13 @@
 """The paired difference of two evaluations of the same jobs (imagination/eval/stats.py), on hand-made records."""
 import math
+from collections.abc import Sequence
 
 import pytest
 
 from imagination.eval.stats import paired_difference
 
 
-def _records(successes: list[bool], task: int = 0) -> list[dict]:
+def _records(successes: Sequence[int], task: int = 0) -> list[dict]:
     return [{"task_id": task, "init_state_id": 20 + j, "seed": j, "success": s} for j, s in enumerate(successes)]
 
 
