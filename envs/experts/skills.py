@@ -8,6 +8,7 @@ geometry from ``raw_env.sim``. Pure geometry lives in primitives.py.
 
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,7 +57,7 @@ class SkillConfig:
     drawer_rise: float = 0.1  # after letting go, rise this much while pointing the gripper down
 
 
-class ServoSkill:
+class ServoSkill(abc.ABC):
     """Shared plumbing: grip-site rotation, proportional pose servo, phase bookkeeping."""
 
     def __init__(self, config: SkillConfig | None = None):
@@ -103,8 +104,9 @@ class ServoSkill:
         self._t += 1
         return np.clip(action, -1.0, 1.0).astype(np.float32)
 
+    @abc.abstractmethod
     def _policy(self, obs: dict) -> np.ndarray:
-        raise NotImplementedError
+        """The skill's action [7] for one raw observation (its own phases)."""
 
 
 def hinge_joint(sim, body_prefix: str) -> int:

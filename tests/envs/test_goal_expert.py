@@ -16,6 +16,7 @@ from envs.collection import SCRIPTED_SUITES, CollectConfig, validate
 from envs.experts import GoalExpert, UnsupportedGoal, make_expert
 from envs.experts.goal import plan_skills
 from envs.experts.primitives import Boxes, handle_point, push_pose, surface_height
+from tests.envs.expert_checks import collected_episode, expert_episode
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -111,31 +112,11 @@ def libero():
     (5, 2, {"push"}),
 ])
 def test_goal_expert_succeeds(libero, task_id, init_id, skills):
-    from envs.experts import run_expert_episode
-
-    task = libero.get_task(SUITE, task_id)
-    env = libero.make_raw_env(task)
-    try:
-        expert = make_expert(SUITE, rng=np.random.default_rng(0))
-        res = run_expert_episode(env, task.init_states[init_id], expert, max_steps=300, reset_seed=init_id)
-        assert res.success and env.check_success()
-    finally:
-        env.close()
-    assert res.actions.shape == (res.steps, 7) and res.actions.dtype == np.float32
-    assert np.all(np.abs(res.actions) <= 1.0)
+    res = expert_episode(SUITE, task_id, init_id, max_steps=300)
     assert {p.split(":")[0] for p in res.phases} == skills
 
 
 @pytest.mark.libero
 @pytest.mark.slow
 def test_collect_goal_episode(libero, tmp_path):
-    from envs.collection import collect
-    from envs.dataset import EpisodeDataset
-
-    cfg = CollectConfig(out_dir=str(tmp_path / "data"), suite=SUITE, tasks=[8], episodes_per_task=1,
-                        perturbed_fraction=0.0, views=["agentview"], preview_videos=0, post_success_steps=2)
-    ds = EpisodeDataset(collect(cfg))
-    assert len(ds) == 1
-    meta = ds.meta[0]
-    assert meta.success and meta.source == "expert" and meta.suite == SUITE and meta.task_id == 8
-    assert "plate" in ds[0].instruction
+    assert "plate" in collected_episode(SUITE, 8, tmp_path / "data").instruction

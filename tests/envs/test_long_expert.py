@@ -15,6 +15,7 @@ import pytest
 from envs.collection import SCRIPTED_SUITES, CollectConfig, validate
 from envs.experts import LongExpert, UnsupportedGoal, make_expert
 from envs.experts.long import plan_long_skills
+from tests.envs.expert_checks import collected_episode, expert_episode
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -89,31 +90,11 @@ def libero():
     (5, 1, {"place"}),  # the book into the caddy's back compartment
 ])
 def test_long_expert_succeeds(libero, task_id, init_id, skills):
-    from envs.experts import run_expert_episode
-
-    task = libero.get_task(SUITE, task_id)
-    env = libero.make_raw_env(task)
-    try:
-        expert = make_expert(SUITE, rng=np.random.default_rng(0))
-        res = run_expert_episode(env, task.init_states[init_id], expert, max_steps=520, reset_seed=init_id)
-        assert res.success and env.check_success()
-    finally:
-        env.close()
-    assert res.actions.shape == (res.steps, 7) and res.actions.dtype == np.float32
-    assert np.all(np.abs(res.actions) <= 1.0)
+    res = expert_episode(SUITE, task_id, init_id, max_steps=520)
     assert {p.split(":")[0] for p in res.phases} == skills
 
 
 @pytest.mark.libero
 @pytest.mark.slow
 def test_collect_long_episode(libero, tmp_path):
-    from envs.collection import collect
-    from envs.dataset import EpisodeDataset
-
-    cfg = CollectConfig(out_dir=str(tmp_path / "data"), suite=SUITE, tasks=[5], episodes_per_task=1,
-                        perturbed_fraction=0.0, views=["agentview"], preview_videos=0, post_success_steps=2)
-    ds = EpisodeDataset(collect(cfg))
-    assert len(ds) == 1
-    meta = ds.meta[0]
-    assert meta.success and meta.source == "expert" and meta.suite == SUITE and meta.task_id == 5
-    assert "caddy" in ds[0].instruction
+    assert "caddy" in collected_episode(SUITE, 5, tmp_path / "data").instruction
