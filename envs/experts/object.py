@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from envs.experts.primitives import Boxes, collision_boxes, container_drop, finger_probes, plan_top_grasp
-from envs.experts.spatial import OSC_POS_SCALE, OSC_ROT_SCALE, grasp_rotation, mat_to_rotvec, quat_xyzw_to_mat
+from envs.experts.servo import ServoControl
+from envs.experts.spatial import grasp_rotation, mat_to_rotvec, quat_xyzw_to_mat
 
 OBJECT_PHASES = (
     "approach",  # fly above the grasp point (staying high), turn the closing axis
@@ -67,7 +68,7 @@ class ObjectExpertConfig:
     max_regrasps: int = 3
 
 
-class ObjectExpert:
+class ObjectExpert(ServoControl):
     """Closed-loop state machine for one LIBERO-Object episode (interface of ``SpatialExpert``).
 
     ``reset(raw_env, raw_obs)`` once per episode after settling, then ``act(raw_obs)`` per step.
@@ -181,26 +182,6 @@ class ObjectExpert:
         return pos + rot @ self._grasp_local, grasp_rotation(axis, np.array([0.0, 0.0, -1.0]))
 
     # ------------------------------------------------------------------ control
-    def _site_rotation(self, obs: dict) -> np.ndarray:
-        return quat_xyzw_to_mat(obs["robot0_eef_quat"]) @ self._r_hand_to_site
-
-    def _servo(self, obs: dict, target: np.ndarray, r_goal: np.ndarray, gripper: float) -> np.ndarray:
-        action = np.zeros(7)
-        action[:3] = self.cfg.pos_gain * (target - obs["robot0_eef_pos"]) / OSC_POS_SCALE
-        rot_err = mat_to_rotvec(r_goal @ self._site_rotation(obs).T)
-        action[3:6] = self.cfg.rot_gain * rot_err / OSC_ROT_SCALE
-        action[6] = gripper
-        return np.clip(action, -1.0, 1.0)
-
-    def _goto(self, phase: str) -> None:
-        self._phase, self._t, self._history = phase, 0, []
-
-    def _stalled(self, to_go: float, steps: int | None = None) -> bool:
-        """True when ``to_go`` (a distance still to go) stopped shrinking for ``steps``."""
-        self._history.append(to_go)
-        n = steps or self.cfg.stall_steps
-        return len(self._history) > n and self._history[-n - 1] - to_go < 0.002
-
     def _can_retry(self) -> bool:
         return self._attempts <= self.cfg.max_regrasps
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from envs.experts.primitives import collision_boxes, container_drop, handle_point, plan_top_grasp, push_pose
-from envs.experts.spatial import OSC_POS_SCALE, OSC_ROT_SCALE, grasp_rotation, mat_to_rotvec, quat_xyzw_to_mat
+from envs.experts.servo import ServoControl
+from envs.experts.spatial import grasp_rotation, mat_to_rotvec, quat_xyzw_to_mat
 
 DOWN = np.array([0.0, 0.0, -1.0])
 
@@ -57,7 +58,7 @@ class SkillConfig:
     drawer_rise: float = 0.1  # after letting go, rise this much while pointing the gripper down
 
 
-class ServoSkill(abc.ABC):
+class ServoSkill(ServoControl, abc.ABC):
     """Shared plumbing: grip-site rotation, proportional pose servo, phase bookkeeping."""
 
     def __init__(self, config: SkillConfig | None = None):
@@ -78,26 +79,8 @@ class ServoSkill(abc.ABC):
         self._r_hand_to_site = quat_xyzw_to_mat(raw_obs["robot0_eef_quat"]).T @ r_site
         self._sim = sim
 
-    def _site_rotation(self, obs: dict) -> np.ndarray:
-        return quat_xyzw_to_mat(obs["robot0_eef_quat"]) @ self._r_hand_to_site
-
     def _rot_err(self, obs: dict, r_goal: np.ndarray) -> float:
         return float(np.linalg.norm(mat_to_rotvec(r_goal @ self._site_rotation(obs).T)))
-
-    def _servo(self, obs: dict, target: np.ndarray, r_goal: np.ndarray, gripper: float) -> np.ndarray:
-        action = np.zeros(7)
-        action[:3] = self.cfg.pos_gain * (target - obs["robot0_eef_pos"]) / OSC_POS_SCALE
-        action[3:6] = self.cfg.rot_gain * mat_to_rotvec(r_goal @ self._site_rotation(obs).T) / OSC_ROT_SCALE
-        action[6] = gripper
-        return np.clip(action, -1.0, 1.0)
-
-    def _goto(self, phase: str) -> None:
-        self._phase, self._t, self._history = phase, 0, []
-
-    def _stalled(self, to_go: float, steps: int | None = None) -> bool:
-        self._history.append(to_go)
-        n = steps or self.cfg.stall_steps
-        return len(self._history) > n and self._history[-n - 1] - to_go < 0.002
 
     def act(self, raw_obs: dict) -> np.ndarray:
         action = self._policy(raw_obs)
