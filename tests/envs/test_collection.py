@@ -79,3 +79,14 @@ def test_style_variants_extend_the_plan():
     # A variant replays its original (same init state and seed) under its own style seed.
     assert {(p.index, p.seed) for p in variants} == {(p.index, p.seed) for p in originals}
     assert all(p.style_seed == 0 for p in originals) and len({p.style_seed for p in variants}) == 6
+
+
+@pytest.mark.parametrize("preset, suite", [("quick_object", "libero_object"), ("quick_goal", "libero_goal"),
+                                           ("quick_10", "libero_10")])
+def test_quick_preset_per_suite_is_valid(preset, suite):
+    from envs.cli import load_config
+    from envs.collection import plan_size
+
+    cfg = load_config(CollectConfig, preset, group="collect")
+    validate(cfg)  # the suite has an expert; clean episodes only where it has no perturbed ones
+    assert cfg.suite == suite and cfg.out_dir.endswith(f"{suite}_quick") and plan_size(cfg) == 18
