@@ -24,7 +24,7 @@ def test_plan_is_deterministic_and_mixes_perturbations():
     [
         ({"tasks": [10]}, "tasks"),
         ({"perturbations": ["teleport"]}, "perturbations"),
-        ({"suite": "libero_goal"}, "suite"),
+        ({"suite": "libero_90"}, "suite"),  # no scripted expert
         ({"perturbed_fraction": 1.5}, "perturbed_fraction"),
         ({"episodes_per_task": 0}, "episodes_per_task"),
         ({"post_success_steps": -1}, "post_success_steps"),

@@ -17,7 +17,6 @@ from envs.experts import ObjectExpert, SpatialExpert, make_expert
 from envs.experts.primitives import Boxes, container_drop, finger_probes, footprint_width, plan_top_grasp
 from envs.label_collection import LabelCollectConfig
 from envs.label_collection import validate as validate_labels
-from tests.envs.expert_checks import collected_episode
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -150,10 +149,3 @@ def test_failed_grasp_is_retried(libero):
         env.close()
     assert res.success and res.info["regrasps"] == 1
     assert res.phases.count("regrasp") > 0 and res.phases.index("regrasp") < res.phases.index("carry")
-
-
-@pytest.mark.libero
-@pytest.mark.slow
-def test_collect_object_episode(libero, tmp_path):
-    ep = collected_episode(SUITE, 2, tmp_path / "data")
-    assert "salad dressing" in ep.instruction and np.abs(ep.action).max() <= 1.0
