@@ -95,14 +95,6 @@ def test_surface_height_on_a_tilted_plank():
 
 
 # ---------------------------------------------------------------- real LIBERO
-@pytest.fixture(scope="module")
-def libero():
-    pytest.importorskip("libero.libero")
-    from envs import libero_suites
-
-    return libero_suites
-
-
 # Drawer + bowl (two skills in a row), the stove knob, the plate push.
 @pytest.mark.libero
 @pytest.mark.slow

@@ -75,14 +75,6 @@ def test_make_expert_long():
 
 
 # ---------------------------------------------------------------- real LIBERO
-@pytest.fixture(scope="module")
-def libero():
-    pytest.importorskip("libero.libero")
-    from envs import libero_suites
-
-    return libero_suites
-
-
 @pytest.mark.libero
 @pytest.mark.slow
 @pytest.mark.parametrize("task_id, init_id, skills", [

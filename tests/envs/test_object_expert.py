@@ -97,14 +97,6 @@ def test_object_collection_needs_clean_episodes_only():
 
 
 # ---------------------------------------------------------------- real LIBERO
-@pytest.fixture(scope="module")
-def libero():
-    pytest.importorskip("libero.libero")
-    from envs import libero_suites
-
-    return libero_suites
-
-
 # Milk (tall carton, 13 cm) and butter (1.7 cm flat box): both ends of the grip-height rule.
 @pytest.mark.libero
 @pytest.mark.slow
