@@ -51,8 +51,13 @@ def imagined_features(run: ImaginedEpisodes, proprio: ProprioModel, starts: list
     for e in range(len(run.keyframes)):
         rows = np.flatnonzero(run.env == e)
         rows = rows[np.argsort(run.step[rows])]
+        acts = torch.as_tensor(run.actions[rows])  # [n, K, 7]
+        # the actions before each chunk, as the env fed them: the previous chunks' (the run starts at frame 0)
+        flat = torch.cat([torch.zeros(proprio.cfg.history, 7), acts.reshape(-1, 7)])
+        K, H = acts.shape[1], proprio.cfg.history
+        history = torch.stack([flat[j * K:j * K + H] for j in range(len(rows))])
         with torch.no_grad():  # [n, K, S]: the state after each action of each chunk
-            after = proprio.predict(torch.as_tensor(run.state[rows]), torch.as_tensor(run.actions[rows])).numpy()
+            after = proprio.predict(torch.as_tensor(run.state[rows]), acts, history).numpy()
         states = np.concatenate([np.concatenate([run.state[r][None], after[j, :-1]]) for j, r in enumerate(rows)])
         featurize = place_features if place else grasp_features
         out.append(featurize(states, run.actions[rows].reshape(-1, 7), starts[e], targets[e]))

@@ -35,7 +35,7 @@ from imagination.grasp_judge import fit_grasp_judge
 from imagination.keyframes import KeyframeConfig, KeyframeSampler
 from world_models.grasp_point import GraspPointConfig, first_close
 from world_models.model import WorldModel
-from world_models.proprio import ProprioModel
+from world_models.proprio import ProprioModel, history_at
 
 UNCERTAINTY_MODES = ("off", "report", "truncate", "penalize")
 REWARDS = ("head", "state", "grasp")
@@ -184,6 +184,8 @@ class ImaginationVectorEnv(VectorEnv):
         self._context = torch.zeros(B, self.C, ch, H, W, device=self.device)
         self._anchor = torch.zeros(B, ch, H, W, device=self.device)
         self._state = torch.zeros(B, episodes[0].state.shape[1], device=self.device)
+        # the actions executed before each env's next chunk, which the proprio model reads for the arm's velocity
+        self._history = torch.zeros(B, proprio.cfg.history, 7, device=self.device)
         self._image = np.zeros((B, V, H, W, 3), np.uint8)
         self._instruction = [""] * B
         self._t = np.zeros(B, np.int64)
@@ -208,6 +210,8 @@ class ImaginationVectorEnv(VectorEnv):
             self._context[i] = to_model_frames(views_to_channels(ctx)).to(self.device)
             self._anchor[i] = to_model_frames(views_to_channels(ep.frames[0])).to(self.device)
             self._state[i] = torch.tensor(ep.state[kf.t], device=self.device)  # copy: dataset arrays are read-only
+            self._history[i] = torch.as_tensor(history_at(ep.action, kf.t, self.proprio.cfg.history),
+                                               device=self.device)
             self._image[i] = ep.frames[kf.t]
             self._instruction[i] = ep.instruction
             self._t[i] = kf.t
@@ -289,7 +293,7 @@ class ImaginationVectorEnv(VectorEnv):
             a = torch.as_tensor(active, device=self.device)
             frames, s_logits, _ = self.wm.predict(self._context[a], self._anchor[a], acts, self.cfg.sampling_steps,
                                                   self._gen)
-            states = self.proprio.predict(self._state[a], acts)  # [b, K, S]
+            states = self.proprio.predict(self._state[a], acts, self._history[a])  # [b, K, S]
             if self.cfg.uncertainty != "off":
                 again, _, _ = self.wm.predict(self._context[a], self._anchor[a], acts, self.cfg.sampling_steps,
                                               self._gen)
@@ -313,6 +317,7 @@ class ImaginationVectorEnv(VectorEnv):
                 executed[i], success_prob[i] = n, prob[j, :n].max()
                 self._context[i] = torch.cat([self._context[i], frames[j, :n]], 0)[-self.C:]
                 self._state[i] = states[j, n - 1]
+                self._history[i] = self.proprio.next_history(self._history[i][None], acts[j, :n][None])[0]
                 if self.state_reward is not None:
                     self._obj[i], self._held[i] = obj_path[j, n - 1], held_path[j, n - 1]
                 self._image[i] = channels_to_views(to_uint8(frames[j, n - 1]), self.V)

@@ -32,11 +32,13 @@ def proprio_track(model: ProprioModel, state0: np.ndarray, actions: np.ndarray) 
     """Robot states after each action [A, S], predicted open loop from state0 [S] and actions [A, 7]."""
     K = model.cfg.chunk_len
     state = torch.tensor(state0, dtype=torch.float32)[None]
+    history = torch.zeros(1, model.cfg.history, np.shape(actions)[-1])  # the arm at rest before the first step
     out = []
     for chunk in _chunks(np.asarray(actions, np.float32), K):
-        states = model.predict(state, chunk[None])  # [1, K, S]
+        states = model.predict(state, chunk[None], history)  # [1, K, S]
         out.append(states[0])
         state = states[:, -1]
+        history = model.next_history(history, chunk[None])
     return torch.cat(out).numpy()[: len(actions)] if out else np.zeros((0, len(state0)), np.float32)
 
 

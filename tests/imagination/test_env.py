@@ -138,8 +138,8 @@ def test_proprio_model_learns_integrator():
               .astype(np.float32) for a in actions]
     model, losses = fit_proprio(states[:6], actions[:6], ProprioConfig(chunk_len=4, steps=600, hidden=64))
     assert losses[-1] < 0.25 * losses[0]
-    s0, a, target, mask = (torch.from_numpy(x) for x in chunk_pairs(states[6:], actions[6:], 4))
-    model_err = ((model.predict(s0, a) - target).abs().mean(-1) * mask).sum() / mask.sum()
+    s0, hist, a, target, mask = (torch.from_numpy(x) for x in chunk_pairs(states[6:], actions[6:], 4, 8))
+    model_err = ((model.predict(s0, a, hist) - target).abs().mean(-1) * mask).sum() / mask.sum()
     still_err = ((s0[:, None] - target).abs().mean(-1) * mask).sum() / mask.sum()
     assert model_err < 0.5 * still_err  # held-out episode: far better than "the robot does not move"
 
@@ -404,3 +404,32 @@ def test_episode_arrays_and_start_episodes_are_conversions_of_one_episode():
     assert arrays.episode_success == ep.episode_success and arrays.actions.dtype == np.float32
     assert start.state is ep.state and start.action is ep.action and start.sim is None
     assert (start.instruction, start.task_id) == (ep.instruction, ep.task_id)
+
+
+def test_env_carries_the_proprio_history_like_an_open_loop_track(models):
+    """The env feeds the proprio model the actions executed before each chunk (the recording's before a
+    mid-episode keyframe): its states equal an open-loop chain that does the same by hand."""
+    from world_models.proprio import history_at
+
+    wm, _ = models
+    torch.manual_seed(1)
+    prop = ProprioModel(ProprioConfig(chunk_len=4, history=6, hidden=16, layers=1))
+    with torch.no_grad():  # an untrained net barely reads its input: make the history matter
+        for p in prop.parameters():
+            p.mul_(5.0)
+    eps = _episodes()
+    venv = ImaginationVectorEnv(wm, prop, eps, num_envs=2, config=ImaginationConfig(success_threshold=1.01))
+    venv.reset(seed=0, options={"keyframes": [Keyframe(0, 0), Keyframe(1, 5)]})
+    rng = np.random.default_rng(0)
+    chunks = rng.uniform(-1, 1, (3, 2, 4, 7)).astype(np.float32)  # [steps, envs, K, 7]
+    got = np.stack([venv.step(c)[0]["state"] for c in chunks])  # [steps, envs, S]
+    for e, t0 in ((0, 0), (1, 5)):
+        state = torch.as_tensor(eps[e].state[t0])[None]
+        hist = torch.as_tensor(history_at(eps[e].action, t0, 6))[None]
+        for k, c in enumerate(chunks[:, e]):
+            act = torch.as_tensor(c)[None]
+            if k == 0 and t0:  # the recorded actions before the keyframe change the prediction
+                assert not np.allclose(prop.predict(state, act)[0, -1].numpy(), got[0, e], atol=1e-4)
+            state = prop.predict(state, act, hist)[:, -1]
+            hist = prop.next_history(hist, act)
+            np.testing.assert_allclose(got[k, e], state[0].numpy(), rtol=1e-4, atol=1e-4)
