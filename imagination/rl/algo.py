@@ -52,6 +52,11 @@ class RLConfig:
     gamma: float = 0.99  # PPO only: discount per chunk
     gae_lambda: float = 0.95  # PPO only
     group_eps: float = 1e-6  # GRPO: added to the group std
+    # GRPO: the group std is divided by no less than this. Why: with a graded reward (the grasp reward's
+    # P(success)) a group whose episodes all score 0.97-0.99 has a std of 0.01, and dividing by it turns
+    # differences the reward cannot vouch for into advantages of +-1, as large as a group of real successes
+    # and failures. A floor of 0.1 keeps such groups' push ten times smaller. 0 = the plain GRPO normalization.
+    group_std_floor: float = 0.0
     normalize_advantages: bool = True  # PPO: per-batch advantage normalization
     epochs: int = 2  # passes over a batch of rollouts
     minibatch_size: int = 64
@@ -68,7 +73,7 @@ class RLConfig:
         for name in ("clip", "lr", "max_grad_norm", "group_eps"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"rl.{name}: expected a number > 0, got {getattr(self, name)}")
-        for name in ("kl_coef", "entropy_coef", "value_coef"):
+        for name in ("kl_coef", "entropy_coef", "value_coef", "group_std_floor"):
             if getattr(self, name) < 0:
                 raise ValueError(f"rl.{name}: expected a number >= 0, got {getattr(self, name)}")
         if not (0 <= self.gamma <= 1 and 0 <= self.gae_lambda <= 1):
@@ -79,18 +84,20 @@ class RLConfig:
                              f"got {self.epochs}, {self.minibatch_size}")
 
 
-def group_advantages(returns: torch.Tensor, groups: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+def group_advantages(returns: torch.Tensor, groups: torch.Tensor, eps: float = 1e-6,
+                     std_floor: float = 0.0) -> torch.Tensor:
     """GRPO outcome advantages [N] of episode returns [N] normalized within their group ids [N].
 
     A group whose episodes all got the same return carries no signal: its advantages are 0.
-    The std is the population std (ddof 0), as in the GRPO paper's normalization.
+    The std is the population std (ddof 0), as in the GRPO paper's normalization, and no less than
+    std_floor (RLConfig.group_std_floor says why).
     """
     returns = returns.to(torch.float32)
     adv = torch.zeros_like(returns)
     for g in torch.unique(groups):
         m = groups == g
         r = returns[m]
-        adv[m] = (r - r.mean()) / (r.std(unbiased=False) + eps)
+        adv[m] = (r - r.mean()) / (r.std(unbiased=False).clamp_min(std_floor) + eps)
     return adv
 
 

@@ -87,7 +87,8 @@ def advantages(r: Rollouts, cfg: RLConfig) -> tuple[torch.Tensor, torch.Tensor]:
     PPO: GAE per episode (time-major over chunks; the episode's last chunk is terminal).
     """
     if cfg.algo == "grpo":
-        ep_adv = group_advantages(torch.as_tensor(r.episode_return), torch.as_tensor(r.group), cfg.group_eps)
+        ep_adv = group_advantages(torch.as_tensor(r.episode_return), torch.as_tensor(r.group), cfg.group_eps,
+                                  cfg.group_std_floor)
         return ep_adv[r.episode], torch.as_tensor(r.episode_return)[r.episode]
     T, E = int(r.length.max()), len(r.length)
     rewards, values, dones = torch.zeros(T, E), torch.zeros(T, E), torch.ones(T, E)

@@ -16,6 +16,16 @@ def test_group_advantages_normalize_within_each_group():
     torch.testing.assert_close(adv, torch.tensor([1.0, -1.0, -1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, -1.0]))
 
 
+def test_group_std_floor_shrinks_groups_of_near_equal_graded_rewards():
+    returns = torch.tensor([0.97, 0.99, 0.2, 0.8])
+    groups = torch.tensor([0, 0, 1, 1])
+    plain = group_advantages(returns, groups)
+    floored = group_advantages(returns, groups, std_floor=0.1)
+    # plain GRPO: both groups +-1; with the floor, group 0's std (0.01) counts as 0.1, group 1's (0.3) is above it
+    torch.testing.assert_close(plain, torch.tensor([-1.0, 1.0, -1.0, 1.0]), atol=1e-3, rtol=0)
+    torch.testing.assert_close(floored, torch.tensor([-0.1, 0.1, -1.0, 1.0]), atol=1e-3, rtol=0)
+
+
 def test_gae_matches_hand_computation():
     rewards = torch.tensor([[0.0], [0.0], [1.0]])
     values = torch.tensor([[0.5], [0.6], [0.7]])
