@@ -101,7 +101,7 @@ def make_anchor(cfg: AnchorConfig, policy: Policy, start_data: str, tasks: list[
     def anchor() -> torch.Tensor:
         idx = rows[torch.randint(0, len(rows), (batch_size,), generator=gen)]
         obs, target, mask = data.batch(idx, 0, gen)
-        return cfg.coef * bc_loss(policy, obs, target.to(device), mask.to(device), "mse")[0]  # type: ignore[arg-type]
+        return cfg.coef * bc_loss(policy, obs, target.to(device), mask.to(device), "mse")[0]
 
     return anchor
 
