@@ -17,7 +17,9 @@ step sees does not depend on the number of processes.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
+import numpy as np
 import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedDataParallelKwargs
@@ -63,3 +65,52 @@ def mean_over_processes(acc: Accelerator | None, values: list[float]) -> list[fl
     if acc is None:
         return values
     return [float(v) for v in acc.reduce(torch.tensor(values, device=acc.device), reduction="mean").tolist()]
+
+
+class GradientSync:
+    """Gradient averaging for a trainer whose loss does not go through the model's forward (so DDP cannot
+    hook it: imagined RL calls `policy.evaluate`), and the minibatch count every process must agree on.
+
+    Each process updates on its own samples; after every backward the gradients are averaged, so the
+    replicas take the same optimizer step and stay equal. Every all-reduce must be matched by every
+    process: they all take the same number of minibatches (`split`), however many samples each has.
+    """
+
+    def __init__(self, acc: Accelerator):
+        self.acc = acc
+
+    def split(self, order: np.ndarray, size: int) -> list[np.ndarray]:
+        """`order` in as many near-equal minibatches as the process with the most samples needs at `size`."""
+        mine = torch.tensor(-(-len(order) // size), device=self.acc.device)
+        torch.distributed.all_reduce(mine, op=torch.distributed.ReduceOp.MAX)
+        n = int(mine)
+        if len(order) < n:  # fewer samples than minibatches: reuse some rather than step on an empty one
+            order = np.resize(order, n)
+        return np.array_split(order, n)
+
+    def average(self, params: Iterable[torch.nn.Parameter]) -> None:
+        """Replace each gradient by its mean over the processes (one all-reduce for all of them)."""
+        grads = [p.grad for p in params if p.grad is not None]
+        if not grads:
+            return
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        torch.distributed.all_reduce(flat)
+        flat /= self.acc.num_processes
+        offset = 0
+        for g in grads:
+            g.copy_(flat[offset:offset + g.numel()].view_as(g))
+            offset += g.numel()
+
+
+def check_replicas(acc: Accelerator | None, module: torch.nn.Module) -> None:
+    """RuntimeError unless every process holds the same weights in `module` (a cheap fingerprint of them).
+
+    Why: the main process alone saves, so a replica that drifted (a gradient not averaged, a random draw
+    one process made and another did not) would be lost silently; checked where a checkpoint is written."""
+    if acc is None:
+        return
+    flat = torch.cat([p.detach().reshape(-1).double() for p in module.parameters()])
+    mine = torch.stack([flat.sum(), flat.square().sum(), flat[::7].sum()])
+    every = acc.gather(mine[None]).cpu()  # [processes, 3]
+    if not bool((every == every[0]).all()):
+        raise RuntimeError(f"data-parallel replicas differ (weight fingerprints per process: {every.tolist()})")

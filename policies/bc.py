@@ -37,7 +37,7 @@ from envs.atomic import atomic_torch_save
 from envs.checkpoint import CheckpointError, expect_format, load_torch, restore
 from envs.cli import save_config
 from envs.crash_points import crash_point
-from envs.data_parallel import data_parallel, mean_over_processes, shard
+from envs.data_parallel import check_replicas, data_parallel, mean_over_processes, shard
 from envs.dataset import Episode, EpisodeDataset, ReaderConfig
 from envs.frames import stack_views
 from envs.provenance import provenance
@@ -239,6 +239,7 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
         step, first_loss = _resume(ckpt_path, cfg, policy, opt, sched, gen)
 
     def checkpoint() -> None:
+        check_replicas(acc, policy)
         if main:  # every process holds the same state (see envs.data_parallel): one file is enough
             atomic_torch_save(ckpt_path, {"policy": policy.state_dict(), "policy_config": asdict(cfg.policy),
                                           "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),

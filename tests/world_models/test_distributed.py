@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from tests.distributed import accelerate_launch
+from tests.distributed import Launch, accelerate_launch
 from tests.world_models.conftest import write_square_dataset
 from world_models.model import WorldModel
 from world_models.train_checkpoint import check_process_count
@@ -42,7 +42,7 @@ def logged_losses(out: Path) -> list[float]:
 def test_two_processes_train_and_resume_exactly(tmp_path):
     data = write_square_dataset(tmp_path / "data", episodes=6, T=24)
     straight = tmp_path / "straight"
-    accelerate_launch(SCRIPT, run_args(data, straight, STEPS))
+    accelerate_launch(Launch(SCRIPT, run_args(data, straight, STEPS)))
     half = straight / "checkpoints" / f"step_{STEPS // 2:07d}"
     # one train state per process: each draws its own clips from its own generators
     assert sorted(f.name for f in half.glob("train_state_*.pt")) == ["train_state_0.pt", "train_state_1.pt"]
@@ -53,8 +53,8 @@ def test_two_processes_train_and_resume_exactly(tmp_path):
     resumed = tmp_path / "resumed"
     (resumed / "checkpoints").mkdir(parents=True)
     shutil.copytree(half, resumed / "checkpoints" / half.name)
-    out = accelerate_launch(SCRIPT, run_args(data, resumed, STEPS))
-    assert out.stdout.count(f"resumed from step {STEPS // 2}") == 1  # printed by the main process only
+    [(stdout, _)] = accelerate_launch(Launch(SCRIPT, run_args(data, resumed, STEPS)))
+    assert stdout.count(f"resumed from step {STEPS // 2}") == 1  # printed by the main process only
     a, b = WorldModel.load(straight / "world_model.pt"), WorldModel.load(resumed / "world_model.pt")
     assert a.state_dict().keys() == b.state_dict().keys()
     for k, v in a.state_dict().items():
