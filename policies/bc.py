@@ -6,14 +6,21 @@ Near the episode end the chunk runs past the last action; those entries are mask
 padding, DrQ-style), the usual cure for a conv encoder overfitting a few demonstrations.
 
 Checkpoints (`out_dir/checkpoint.pt`, atomic) hold model, optimizer, LR schedule, RNG states and step,
-so a stopped run resumed with the same config continues bit for bit. `out_dir/policy.pt` is the
-final policy (`Policy.load`), `out_dir/policy_step{N}.pt` the policy at each of `snapshot_steps`,
-`out_dir/loss.csv` and `out_dir/logs/` (tensorboard) the loss curve.
+so a stopped run resumed with the same config continues bit for bit.
+
+Under `accelerate launch --num_processes N` the update is data-parallel (envs.data_parallel): each
+process draws the same global batch of `batch_size` samples, trains on its 1/N slice, and gradients are
+averaged; the main process alone writes the files. A checkpoint is the same file either way, so a run
+resumes exactly with the same N (with another N the batches are the same, the float sums not quite).
+
+`out_dir/policy.pt` is the final policy (`Policy.load`), `out_dir/policy_step{N}.pt` the policy at each
+of `snapshot_steps`, `out_dir/loss.csv` and `out_dir/logs/` (tensorboard) the loss curve.
 """
 from __future__ import annotations
 
 import csv
 import json
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -30,6 +37,7 @@ from envs.atomic import atomic_torch_save
 from envs.checkpoint import CheckpointError, expect_format, load_torch, restore
 from envs.cli import save_config
 from envs.crash_points import crash_point
+from envs.data_parallel import check_replicas, data_parallel, mean_over_processes, shard
 from envs.dataset import Episode, EpisodeDataset, ReaderConfig
 from envs.frames import stack_views
 from envs.provenance import provenance
@@ -138,12 +146,18 @@ def random_shift(image: torch.Tensor, pad: int, generator: torch.Generator) -> t
     return flat[n, rows[:, :, None], cols[:, None, :]].reshape(B, V, H, W, C)
 
 
-def bc_loss(policy: VLAPolicy, obs: dict, target: torch.Tensor, mask: torch.Tensor,
-            kind: str) -> tuple[torch.Tensor, float]:
-    """Masked loss over the chunk -> (loss to minimise, plain MSE of the mean for logging)."""
+def bc_loss(policy: torch.nn.Module, obs: dict, target: torch.Tensor, mask: torch.Tensor,
+            kind: str, count: float | None = None) -> tuple[torch.Tensor, float]:
+    """Masked loss over the chunk -> (loss to minimise, plain MSE of the mean for logging).
+
+    policy: a VLAPolicy, or the DistributedDataParallel wrapping it (whose forward syncs gradients).
+    count: what the masked sums are divided by, in action entries; default this batch's own. A process
+    training on a 1/N slice of a global batch passes the global batch's count / N: the mean of the N
+    processes' losses and gradients (what DDP averages) is then the global batch's, whatever the mask
+    of each slice holds."""
     out = policy(obs)
     m = mask[..., None].to(out.mean.dtype)  # [B, K, 1]
-    denom = m.sum() * target.shape[-1]
+    denom = m.sum() * target.shape[-1] if count is None else torch.as_tensor(count, dtype=m.dtype)
     mse = ((out.mean - target) ** 2 * m).sum() / denom
     if kind == "mse":
         return mse, mse.item()
@@ -200,15 +214,22 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
     if bad:
         raise ValueError(f"snapshot_steps: expected steps in [1, {cfg.steps}] (steps), got {bad}")
     torch.set_num_threads(cfg.num_threads)
+    acc = data_parallel(cfg.device)  # None unless started by `accelerate launch` with several processes
+    rank, processes = (acc.process_index, acc.num_processes) if acc else (0, 1)
+    mine = shard(cfg.batch_size, rank, processes)
+    main = rank == 0  # writes every file; the other processes only compute
+    device = acc.device if acc else cfg.device
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.seed)
-    policy = VLAPolicy(cfg.policy).to(cfg.device)
+    policy = VLAPolicy(cfg.policy).to(device)
     data = ChunkData(episodes, cfg.policy.views, cfg.policy.chunk_len, cfg.policy.image_size)
     if state_stats is None:
         state_stats = {"mean": data.state.mean(0), "std": data.state.std(0)}
     policy.set_state_stats(state_stats["mean"], state_stats["std"])
     policy.instruction_embeddings(data.instructions)  # encode once, stored in the checkpoint
+    # before any resume: every process reads the same checkpoint, so the replicas start equal anyway
+    model = acc.prepare_model(policy) if acc else policy
     opt = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(cfg.steps, 1), eta_min=cfg.lr * 0.05)
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -218,28 +239,37 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
         step, first_loss = _resume(ckpt_path, cfg, policy, opt, sched, gen)
 
     def checkpoint() -> None:
-        atomic_torch_save(ckpt_path, {"policy": policy.state_dict(), "policy_config": asdict(cfg.policy),
-                                      "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                                      "generator": gen.get_state(), "torch_rng": torch.get_rng_state(), "step": step,
-                                      "first_loss": first_loss})
+        check_replicas(acc, policy)
+        if main:  # every process holds the same state (see envs.data_parallel): one file is enough
+            atomic_torch_save(ckpt_path, {"policy": policy.state_dict(), "policy_config": asdict(cfg.policy),
+                                          "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                                          "generator": gen.get_state(), "torch_rng": torch.get_rng_state(),
+                                          "step": step, "first_loss": first_loss})
+        if acc:  # no process runs ahead of a checkpoint not yet on disk (a stop now loses no step)
+            acc.wait_for_everyone()
 
     log_path, columns = out / "loss.csv", ["step", "loss", "mse", "lr", "seconds"]
     # rows logged after the checkpoint we resume from will be logged again: drop them
     rows = [r for r in _read_log(log_path) if int(r["step"]) <= step] if step else []
-    log_file = open(log_path, "w", newline="")
+    log_file = open(log_path if main else os.devnull, "w", newline="")
     writer = csv.writer(log_file)
     writer.writerow(columns)
     writer.writerows([[r[k] for k in columns] for r in rows])
     last: dict[str, Any] | None = {k: float(v) for k, v in rows[-1].items()} if rows else None
-    tb = SummaryWriter(str(out / "logs"))
+    tb = SummaryWriter(str(out / "logs")) if main else None
     policy.train()
-    bar = tqdm(total=cfg.steps, initial=step, desc="bc", unit="step", disable=not progress)
+    bar = tqdm(total=cfg.steps, initial=step, desc="bc", unit="step", disable=not (progress and main))
     t0, run_loss, run_mse, n = time.time(), 0.0, 0.0, 0
     try:
         while step < cfg.steps:
             idx = torch.randint(0, len(data), (cfg.batch_size,), generator=gen)
             obs, target, mask = data.batch(idx, cfg.augment_shift, gen)
-            loss, mse = bc_loss(policy, obs, target.to(cfg.device), mask.to(cfg.device), cfg.loss)
+            count = None
+            if acc:  # the whole batch was drawn, so every process's generator stays in step
+                count = float(mask.sum()) * target.shape[-1] / processes
+                obs = {k: v[mine] for k, v in obs.items()}
+                target, mask = target[mine], mask[mine]
+            loss, mse = bc_loss(model, obs, target.to(device), mask.to(device), cfg.loss, count)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip)
@@ -247,7 +277,8 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
             sched.step()
             step += 1
             crash_point("bc.step")
-            run_loss, run_mse, n = run_loss + loss.item(), run_mse + mse, n + 1
+            step_loss, mse = mean_over_processes(acc, [loss.item(), mse])
+            run_loss, run_mse, n = run_loss + step_loss, run_mse + mse, n + 1
             first_loss = run_loss if first_loss is None else first_loss
             if step % cfg.log_every == 0 or step == cfg.steps:
                 row = {"step": step, "loss": run_loss / n, "mse": run_mse / n, "lr": sched.get_last_lr()[0],
@@ -255,12 +286,13 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
                 writer.writerow([row[k] for k in columns])
                 log_file.flush()
                 for k in ("loss", "mse", "lr"):
-                    tb.add_scalar(f"bc/{k}", row[k], step)
+                    if tb:
+                        tb.add_scalar(f"bc/{k}", row[k], step)
                 bar.set_postfix(loss=f"{row['loss']:.4f}", mse=f"{row['mse']:.4f}")
-                if on_log:
+                if on_log and main:
                     on_log(row)
                 last, run_loss, run_mse, n = row, 0.0, 0.0, 0
-            if step in cfg.snapshot_steps:
+            if step in cfg.snapshot_steps and main:
                 policy.save(out / f"policy_step{step}.pt")
             if step % cfg.checkpoint_every == 0 or step == cfg.steps:
                 checkpoint()
@@ -269,10 +301,15 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
     finally:
         bar.close()
         log_file.close()
-        tb.close()
+        if tb:
+            tb.close()
     policy.eval()
     crash_point("bc.before_policy")
-    policy.save(out / "policy.pt")
+    if main:
+        policy.save(out / "policy.pt")
+    if acc:
+        acc.wait_for_everyone()  # policy.pt is written when any process returns
+        acc.end_training()  # leaves the process group
     seconds = time.time() - t0
     final = last or {"loss": float("nan"), "mse": float("nan")}
     snapshots = {n: str(out / f"policy_step{n}.pt") for n in sorted(cfg.snapshot_steps)
@@ -307,10 +344,15 @@ def load_episodes(cfg: BCConfig) -> tuple[list[Episode], dict]:
 def train_bc_on_data(cfg: BCConfig) -> dict:
     """`train_bc` on the episodes `load_episodes` picks from cfg.data_dir; the config and result.json
     are written to out_dir."""
-    save_config(cfg, Path(cfg.out_dir) / "config.yaml")
+    main = int(os.environ.get("RANK", "0")) == 0  # under `accelerate launch`, the main process writes and prints
+    if main:
+        save_config(cfg, Path(cfg.out_dir) / "config.yaml")
     episodes, stats = load_episodes(cfg)
-    print(f"bc: {len(episodes)} episodes ({sum(len(e) for e in episodes)} steps) from {cfg.data_dir}")
+    if main:
+        print(f"bc: {len(episodes)} episodes ({sum(len(e) for e in episodes)} steps) from {cfg.data_dir}")
     result = train_bc(cfg, episodes, stats)
+    if not main:
+        return result
     print(f"policy: {result['policy_path']}  ({result['steps']} steps in {result['seconds']:.0f} s, "
           f"final loss {result['final_loss']:.5f}, mse {result['final_mse']:.5f})")
     result["provenance"] = provenance(cfg.seed)  # BC trains on recorded episodes: no jobs of its own

@@ -3,6 +3,7 @@
     python scripts/train_bc.py --config quick        # CPU: 64 px, the demo dataset, a few minutes
     python scripts/train_bc.py --config full         # GPU: every LIBERO-Spatial task, longer
     python scripts/train_bc.py --config quick steps=500 tasks=[0] out_dir=/tmp/bc policy.chunk_len=4
+    accelerate launch --num_processes 2 scripts/train_bc.py --config full device=cuda  # data-parallel: docs/scale.md
 
 Writes to out_dir: config.yaml, policy.pt (`policies.base.Policy.load`), checkpoint.pt (exact
 resume: re-running the same command continues from it; resume=false starts over), loss.csv and

@@ -40,6 +40,7 @@ STEP_DIR = re.compile(r"^step_\d+$")
 CORRUPT_SUFFIX = ".corrupt"  # a damaged folder a resume set aside (kept for inspection, never resumed)
 _LEGACY = {re.compile(r"^custom_checkpoint_(\d+)\.pkl$"): "legacy_train_state_{}.pt",
            re.compile(r"^random_states_(\d+)\.pkl$"): "legacy_random_states_{}.pkl"}
+_TRAIN_STATE = re.compile(r"^train_state_\d+\.pt$")
 _REQUIRED = ("model.safetensors", "optimizer.bin", "scheduler.bin")
 
 
@@ -57,6 +58,18 @@ def save_train_state(folder: Path, rank: int, step: int, sampler: dict, generato
     if torch.cuda.is_available():
         blob["cuda_rng"] = torch.cuda.get_rng_state_all()
     atomic_torch_save(train_state_path(folder, rank), blob)
+
+
+def check_process_count(folder: Path, num_processes: int) -> None:
+    """ValueError when `folder` was written by another number of processes than this run has.
+
+    Why not a CheckpointError: such a folder is intact, and a resume must neither set it aside as damaged
+    nor fall back to an older one. Nor can it be resumed exactly: each process's clip sampler and
+    generator are its own, and accelerate steps the LR schedule once per process at every step."""
+    saved = sum(1 for f in folder.glob("train_state_*.pt") if _TRAIN_STATE.match(f.name))
+    if saved and saved != num_processes:
+        raise ValueError(f"{folder}: written by {saved} training processes, this run has {num_processes}; resume "
+                         f"with `accelerate launch --num_processes {saved}`, or start over with resume=false")
 
 
 def drop_accelerate_rng(folder: Path) -> None:

@@ -83,6 +83,7 @@ from world_models.model import WorldModel, WorldModelConfig
 from world_models.train_checkpoint import (
     CORRUPT_SUFFIX,
     STEP_DIR,
+    check_process_count,
     drop_accelerate_rng,
     migrate_legacy,
     read_train_state,
@@ -364,7 +365,11 @@ class Trainer:
         self.lr_sched.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.state.step += 1
-        out = {k: float(v.detach()) for k, v in losses.items()}
+        if self.acc.num_processes > 1:  # each process drew its own clips: report the mean over all of them
+            mean = self.acc.reduce(torch.stack([v.detach().float() for v in losses.values()]), reduction="mean")
+            out = dict(zip(losses, mean.tolist()))
+        else:
+            out = {k: float(v.detach()) for k, v in losses.items()}
         out.update(lr=self.lr_sched.get_last_lr()[0], bootstrap_prob=prob, bootstrapped=float(mask.float().mean()))
         return out
 
@@ -467,6 +472,7 @@ class Trainer:
     def _restore(self, ckpt: Path) -> None:
         """Every file of `ckpt` read safely first (train_checkpoint.verify), then loaded."""
         rank = self.acc.process_index
+        check_process_count(ckpt, self.acc.num_processes)
         verify(ckpt, rank)
         state = read_train_state(ckpt, rank)
         try:
@@ -533,7 +539,6 @@ def train(cfg: TrainWorldModelConfig, trainer: Trainer | None = None) -> dict:
             trainer.save_checkpoint()
     bar.close()
     elapsed = time.perf_counter() - t0
-    acc.end_training()
     if not trainer.list_checkpoints():  # nothing trained in this call and nothing saved before
         trainer.save_checkpoint()
     elif trainer.step_count == n0 and acc.is_main_process and trainer.export_model():
@@ -542,6 +547,8 @@ def train(cfg: TrainWorldModelConfig, trainer: Trainer | None = None) -> dict:
     if acc.is_main_process:
         trainer.prune_checkpoints()
     acc.wait_for_everyone()
+    # last: with several processes it also destroys the process group the barriers above need
+    acc.end_training()
     return {"steps": trainer.step_count, "final": last, "seconds": elapsed,
             "seconds_per_step": elapsed / max(trainer.step_count - n0, 1),
             "model_path": str(trainer.out / "world_model.pt"), "out_dir": str(trainer.out),
@@ -561,9 +568,14 @@ def _holds_weights(path: Path, model: WorldModel) -> bool:
 
 
 def train_world_model(cfg: TrainWorldModelConfig) -> dict:
-    """`train` with the resolved config saved as out_dir/config.yaml and a summary printed."""
-    save_config(cfg, Path(cfg.out_dir) / "config.yaml")
-    result = train(cfg)
+    """`train` with the resolved config saved as out_dir/config.yaml and a summary printed (by the main
+    process alone under `accelerate launch`)."""
+    trainer = Trainer(cfg)
+    if trainer.acc.is_main_process:
+        save_config(cfg, Path(cfg.out_dir) / "config.yaml")
+    result = train(cfg, trainer)
+    if not trainer.acc.is_main_process:
+        return result
     final = {k: round(v, 5) for k, v in result["final"].items()}
     print(f"world model: {result['model_path']}  ({result['steps']} steps, {result['seconds_per_step']:.3f} s/step)")
     print(f"  last step: {json.dumps(final)}")

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 if TYPE_CHECKING:
+    from envs.data_parallel import GradientSync
     from policies.base import Policy
 
 ALGOS = ("grpo", "ppo")
@@ -185,9 +186,13 @@ class Batch:
 
 
 def update(policy: Policy, optimizer: torch.optim.Optimizer, batch: Batch, cfg: RLConfig,
-           rng: np.random.Generator, anchor: Callable[[], torch.Tensor] | None = None) -> dict[str, float]:
+           rng: np.random.Generator, anchor: Callable[[], torch.Tensor] | None = None,
+           sync: GradientSync | None = None) -> dict[str, float]:
     """`cfg.epochs` passes of minibatch updates on `batch`; returns the mean of each logged figure.
     `anchor()`, when given, is a loss added to every minibatch's (e.g. behaviour cloning on demonstrations).
+    `sync`: this process's batch is its share of a data-parallel run's (envs.data_parallel); each epoch
+    takes as many minibatches as the largest share needs at cfg.minibatch_size, and gradients are averaged
+    over the processes before clipping, so every replica takes the same step.
 
     PPO's advantages are normalized per batch here (when configured); GRPO's are already group-normalized.
     """
@@ -200,8 +205,10 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, batch: Batch, cfg: 
     device = next(policy.parameters()).device  # rollouts are kept on the CPU; a GPU policy learns on the GPU
     for _ in range(cfg.epochs):
         order = rng.permutation(len(batch))
-        for start in range(0, len(batch), cfg.minibatch_size):
-            mb = batch.subset(order[start:start + cfg.minibatch_size], device)
+        parts = [order[s:s + cfg.minibatch_size] for s in range(0, len(batch), cfg.minibatch_size)] \
+            if sync is None else sync.split(order, cfg.minibatch_size)
+        for part in parts:
+            mb = batch.subset(part, device)
             per_dim = mb.log_prob.ndim == 3
             log_prob, entropy, value = policy.evaluate(mb.obs, mb.actions, per_dim=per_dim)
             mb_adv = mb.advantages[:, None, None] if per_dim else mb.advantages
@@ -221,6 +228,8 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, batch: Batch, cfg: 
                 stats["anchor_loss"] = float(anchor_loss.detach())
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            if sync is not None:  # the same gradients everywhere, hence the same finite check and step
+                sync.average(policy.parameters())
             grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
             finite = bool(torch.isfinite(grad_norm))
             if finite:

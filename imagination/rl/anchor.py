@@ -58,9 +58,11 @@ def _samples(ds: EpisodeDataset, picked: list[int], phase: str, data) -> torch.T
 
 
 def make_anchor(cfg: AnchorConfig, policy: Policy, start_data: str, tasks: list[int], batch_size: int,
-                seed: int, features: ReaderConfig | None = None) -> Callable[[], torch.Tensor]:
+                seed: int, features: ReaderConfig | None = None,
+                generator: torch.Generator | None = None) -> Callable[[], torch.Tensor]:
     """A closure returning cfg.coef x the anchor's MSE of `policy` on a fresh batch of `batch_size` frames
-    (start_data read through `features`)."""
+    (start_data read through `features`). generator: what draws the batches (default: one seeded with
+    `seed`); a caller that checkpoints its state resumes the same sequence of batches."""
     from policies.bc import ChunkData, bc_loss
     from policies.vla import VLAConfig
 
@@ -95,13 +97,13 @@ def make_anchor(cfg: AnchorConfig, policy: Policy, start_data: str, tasks: list[
                 data.target[idx] = policy(obs).mean.cpu()  # the mean BC fit, unclipped, as bc_loss reads it
                 data.mask[idx] = True  # the policy's chunk is whole, also near an episode's end
         policy.train(was_training)
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed) if generator is None else generator
     device = next(policy.parameters()).device
 
     def anchor() -> torch.Tensor:
         idx = rows[torch.randint(0, len(rows), (batch_size,), generator=gen)]
         obs, target, mask = data.batch(idx, 0, gen)
-        return cfg.coef * bc_loss(policy, obs, target.to(device), mask.to(device), "mse")[0]  # type: ignore[arg-type]
+        return cfg.coef * bc_loss(policy, obs, target.to(device), mask.to(device), "mse")[0]
 
     return anchor
 

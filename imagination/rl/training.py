@@ -9,6 +9,14 @@ Outputs in out_dir: config.yaml, policy.pt (the latest policy, `Policy.load`), c
 optimizer, iteration, history; atomic), metrics.csv and logs/ (tensorboard), proprio.pt (the proprio
 model, fitted on start_data with the world model's chunk length when none is given), videos/ (imagined
 episodes, one frame per chunk), result.json.
+
+Under `accelerate launch --num_processes N` (envs.data_parallel) each process imagines num_groups / N
+keyframe groups with its own seed (from seed, iteration and process index), and the update is
+data-parallel: gradients are averaged over the processes after every minibatch, so the replicas stay
+equal. GRPO's advantages are computed within a group, so they do not depend on N; PPO's batch
+normalisation of advantages is per process. The logged figures are over every process's episodes. The
+main process alone writes files; the checkpoint is the one-process format, and a run resumes exactly
+with the same N.
 """
 from __future__ import annotations
 
@@ -23,12 +31,14 @@ from typing import Any, cast
 
 import numpy as np
 import torch
+from accelerate import Accelerator
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from envs.atomic import atomic_torch_save, atomic_write, atomic_write_json
 from envs.checkpoint import CheckpointError, expect_format, load_torch, restore
 from envs.crash_points import crash_point
+from envs.data_parallel import GradientSync, check_replicas, data_parallel, mean_over_processes
 from envs.dataset import EpisodeDataset, encode_preview, select_meta
 from envs.frames import tile_views
 from envs.libero_env import LiberoEnv
@@ -128,16 +138,19 @@ def labelled_starts(data: str, picked: list[int], icfg: ImaginationConfig) -> li
     return kept
 
 
-def bc_anchor(cfg: ImagineRLConfig, policy: Policy):
-    """cfg's anchor (imagination/rl/anchor.py): a closure returning cfg.bc_coef x its loss on a fresh batch."""
+def bc_anchor(cfg: ImagineRLConfig, policy: Policy, generator: torch.Generator | None = None):
+    """cfg's anchor (imagination/rl/anchor.py): a closure returning cfg.bc_coef x its loss on a fresh batch
+    drawn by `generator` (default: one seeded with cfg.seed)."""
     acfg = AnchorConfig(cfg.bc_coef, cfg.bc_target, cfg.bc_phase, cfg.bc_episodes_per_task)
     return make_anchor(acfg, policy, cfg.start_data, list(cfg.tasks), cfg.rl.minibatch_size, cfg.seed,
-                       features=cfg.imagination.features)
+                       features=cfg.imagination.features, generator=generator)
 
 
-def load_rl_env(cfg: ImagineRLConfig, out_dir: Path, policy: Policy | None = None) -> ImaginationVectorEnv:
+def load_rl_env(cfg: ImagineRLConfig, out_dir: Path, policy: Policy | None = None,
+                num_envs: int | None = None) -> ImaginationVectorEnv:
     """The imagination env of the run: world model, proprio model, start episodes filtered by task/source.
-    With `policy`, checked against the world model, obs show only the views it reads."""
+    With `policy`, checked against the world model, obs show only the views it reads. num_envs: default
+    num_groups x group_size (a data-parallel process runs its share)."""
     for name in ("world_model", "start_data"):
         if not Path(getattr(cfg, name)).exists():
             raise FileNotFoundError(f"{name}: {getattr(cfg, name)!r} does not exist")
@@ -147,21 +160,26 @@ def load_rl_env(cfg: ImagineRLConfig, out_dir: Path, policy: Policy | None = Non
                          + (" and has simulator labels" if cfg.imagination.reward != "head" else ""))
     # with no proprio model given, one is fitted on every episode of start_data (all of them teach the
     # dynamics) and kept in out_dir
-    return open_imagination(cfg.world_model, cfg.start_data, cfg.proprio, cfg.num_groups * cfg.group_size,
-                            cfg.imagination, indices=picked, policy=policy, proprio_cache=out_dir / "proprio.pt")
+    return open_imagination(cfg.world_model, cfg.start_data, cfg.proprio,
+                            num_envs or cfg.num_groups * cfg.group_size, cfg.imagination, indices=picked,
+                            policy=policy, proprio_cache=out_dir / "proprio.pt")
 
 
 _RL_CHECKPOINT = "RL checkpoint (resume=false, or delete it, starts over)"
 
 
 def _save_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimizer, iteration: int,
-                     history: list[dict], heldout: list[tuple[int, float]]) -> None:
+                     history: list[dict], heldout: list[tuple[int, float]],
+                     anchor_gen: torch.Generator | None = None) -> None:
     """Tensors and plain data only, so `_load_checkpoint` reads it with weights_only=True. The history
     rows and held-out scores go as JSON text: their numbers may be numpy scalars, which are objects
-    to pickle (a file holding them could not be loaded without trusting it)."""
-    atomic_torch_save(path, {"iteration": iteration, "policy": policy.state_dict(),
-                             "optimizer": optimizer.state_dict(), "history_json": json.dumps(history, default=_number),
-                             "heldout_json": json.dumps(heldout, default=_number)})
+    to pickle (a file holding them could not be loaded without trusting it). anchor_gen: the generator
+    of the behaviour-cloning anchor's batches, when there is one (a resume draws the batches it would have)."""
+    blob = {"iteration": iteration, "policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
+            "history_json": json.dumps(history, default=_number), "heldout_json": json.dumps(heldout, default=_number)}
+    if anchor_gen is not None:
+        blob["anchor_generator"] = anchor_gen.get_state()
+    atomic_torch_save(path, blob)
 
 
 def _number(value: Any) -> Any:
@@ -171,9 +189,10 @@ def _number(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def _load_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimizer
-                     ) -> tuple[int, list[dict], list[tuple[int, float]]]:
-    """Restore policy and optimizer from `path`; (iteration, history, held-out scores).
+def _load_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimizer,
+                     anchor_gen: torch.Generator | None = None) -> tuple[int, list[dict], list[tuple[int, float]]]:
+    """Restore policy and optimizer (and the anchor's generator, when both sides have one) from `path`;
+    (iteration, history, held-out scores).
 
     One checkpoint per run (rewritten atomically), so an unusable one has no older one to fall back to:
     CheckpointError names it. Files from before the JSON fields hold the same lists as plain data,
@@ -183,11 +202,14 @@ def _load_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimize
     restore(policy, ck["policy"], path, "policy")
     restore(optimizer, ck["optimizer"], path, "optimizer")
     try:
+        if anchor_gen is not None and "anchor_generator" in ck:  # files written before it restart the draws
+            anchor_gen.set_state(ck["anchor_generator"])
         history = json.loads(ck["history_json"]) if "history_json" in ck else list(ck["history"])
         scores = json.loads(ck["heldout_json"]) if "heldout_json" in ck else list(ck.get("heldout", []))
         return int(ck["iteration"]), history, [(int(i), float(s)) for i, s in scores]
-    except (KeyError, TypeError, ValueError) as err:
-        raise CheckpointError(f"{path}: its history is unusable ({type(err).__name__}: {err})") from None
+    except (KeyError, TypeError, ValueError, RuntimeError) as err:
+        raise CheckpointError(f"{path}: its history or anchor generator is unusable "
+                              f"({type(err).__name__}: {err})") from None
 
 
 def _log_std(policy: Policy) -> torch.Tensor:
@@ -242,13 +264,28 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     if cfg.rl.algo == "grpo" and cfg.group_size < 2:
         raise ValueError("group_size: GRPO compares episodes within a group; expected >= 2")
     torch.set_num_threads(cfg.num_threads)
+    acc = data_parallel(cfg.device)  # None unless started by `accelerate launch` with several processes
+    rank, processes = (acc.process_index, acc.num_processes) if acc else (0, 1)
+    if cfg.num_groups % processes:
+        raise ValueError(f"num_groups: {cfg.num_groups} groups do not split evenly over {processes} processes; "
+                         f"use a multiple of {processes}")
+    groups, main = cfg.num_groups // processes, rank == 0  # this process's share; the main one writes files
+    sync = GradientSync(acc) if acc else None
+    device = cfg.device
+    if acc and cfg.device != "cpu":  # each process on its own GPU, the world model too
+        device = str(acc.device)
+        cfg = replace(cfg, imagination=replace(cfg.imagination, device=device))
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if not Path(cfg.policy).is_file():
         raise FileNotFoundError(f"policy: {cfg.policy!r} is not a file "
                                 "(a Policy.save checkpoint, e.g. from train_bc.py)")
-    policy = Policy.load(cfg.policy, map_location=cfg.device)
-    env = load_rl_env(cfg, out, policy)
+    policy = Policy.load(cfg.policy, map_location=device)
+    if acc and not main:  # the main process fits and caches the proprio model (when none is given) first
+        acc.wait_for_everyone()
+    env = load_rl_env(cfg, out, policy, groups * cfg.group_size)
+    if acc and main:
+        acc.wait_for_everyone()
     if not math.isnan(cfg.init_log_std) and hasattr(policy, "log_std"):
         # the spread the demonstrations show: expert episodes only (the perturbed ones add noise on purpose)
         expert = set(start_indices(cfg, "expert"))
@@ -261,66 +298,79 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     # The reference shares the exploration noise, so the KL measures how far the mean has moved.
     reference = copy.deepcopy(policy).eval() if cfg.rl.kl_coef > 0 else None
     optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.rl.lr)
-    anchor = bc_anchor(cfg, policy) if cfg.bc_coef > 0 else None
+    anchor_gen = torch.Generator().manual_seed(cfg.seed) if cfg.bc_coef > 0 else None
+    anchor = bc_anchor(cfg, policy, anchor_gen) if anchor_gen is not None else None
     ckpt_path, start = out / "checkpoint.pt", 0
     history: list[dict] = []
     scores: list[tuple[int, float]] = []
     if cfg.resume and ckpt_path.exists():
-        start, history, scores = _load_checkpoint(ckpt_path, policy, optimizer)
+        start, history, scores = _load_checkpoint(ckpt_path, policy, optimizer, anchor_gen)
     best_path, stopper, check_env = out / "best_policy.pt", None, None
     if cfg.heldout.every:
         check_env = heldout_env(cfg, env)
         stopper = EarlyStopper.replay(cfg.heldout.patience, cfg.heldout.min_delta, scores)
         if not stopper.scores:  # the starting policy is the first candidate: RL must beat it to replace it
             stopper.observe(0, heldout_success(check_env, policy, cfg.seed))
-            policy.save(best_path)
+            if main:
+                policy.save(best_path)
     end = start if stopper is not None and stopper.should_stop else cfg.iterations  # a resumed run that had stopped
-    writer = SummaryWriter(str(out / "logs"))
+    writer = SummaryWriter(str(out / "logs")) if main else None
     bar = tqdm(range(start, end), initial=start, total=cfg.iterations, desc=f"imagined {cfg.rl.algo}",
-               unit="it", disable=not progress)
+               unit="it", disable=not (progress and main))
     t0, rollouts, real_steps_before = time.time(), None, LiberoEnv.process_steps
     # a run resumed past its last iteration: the videos that iteration wrote (before its checkpoint)
     videos = sorted(str(p) for p in (out / "videos").glob("imagined*.mp4")) if start == end else []
     for it in bar:
-        seed = int(np.random.SeedSequence([cfg.seed, it]).generate_state(1)[0])
+        # with several processes each imagines its own groups: its own keyframes and noise
+        seed = int(np.random.SeedSequence([cfg.seed, it, *([rank] if acc else [])]).generate_state(1)[0])
         policy.eval()
-        rollouts = collect_rollouts(env, policy, cfg.num_groups, cfg.group_size, seed)
+        rollouts = collect_rollouts(env, policy, groups, cfg.group_size, seed)
         batch = to_batch(rollouts, cfg.rl, policy, reference)
-        logs = update(policy, optimizer, batch, cfg.rl, np.random.default_rng(seed), anchor)
-        row = {"iteration": it + 1, **{f"imagined_{k}": v for k, v in rollouts.stats().items()},
-               **per_task_success(rollouts, env), **logs,
+        logs = update(policy, optimizer, batch, cfg.rl, np.random.default_rng(seed), anchor, sync)
+        if acc:  # every process logged the same figures (the keys depend on the config only): their means
+            logs = dict(zip(sorted(logs), mean_over_processes(acc, [logs[k] for k in sorted(logs)])))
+        row = {"iteration": it + 1, **imagined_stats(acc, rollouts, env), **logs,
                "std": float(_log_std(policy).detach().exp().mean()) if hasattr(policy, "log_std") else float("nan")}
         history.append(row)
         crash_point("rl.iteration")
         for k, v in row.items():
-            if k != "iteration":
+            if k != "iteration" and writer:
                 writer.add_scalar(k, v, it + 1)
         bar.set_postfix(success=f"{row['imagined_success_rate']:.2f}", ret=f"{row['imagined_return']:.2f}")
         checked = stopper is not None and (it + 1) % cfg.heldout.every == 0
         if checked:
             assert stopper is not None and check_env is not None  # both are set when cfg.heldout.every
+            # every process checks (the same policy, env and seed: the same score), so all stop together
             row["heldout_success"] = heldout_success(check_env, policy, cfg.seed)
-            writer.add_scalar("heldout_success", row["heldout_success"], it + 1)
-            if stopper.observe(it + 1, row["heldout_success"]):
+            if writer:
+                writer.add_scalar("heldout_success", row["heldout_success"], it + 1)
+            if stopper.observe(it + 1, row["heldout_success"]) and main:
                 policy.save(best_path)
-        if it + 1 == cfg.iterations or (stopper is not None and stopper.should_stop):
+        if main and (it + 1 == cfg.iterations or (stopper is not None and stopper.should_stop)):
             # the last iteration's videos before the checkpoint that records it: a run killed after that
             # checkpoint resumes past the last iteration, with no rollouts left to draw them from
             videos = _write_videos(out / "videos", rollouts, cfg.videos)
         if checked or (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.iterations:
-            policy.save(out / "policy.pt")
-            _save_checkpoint(ckpt_path, policy, optimizer, it + 1, history, stopper.scores if stopper else [])
+            check_replicas(acc, policy)
+            if main:  # the replicas are equal: one policy and one checkpoint hold every process's state
+                policy.save(out / "policy.pt")
+                _save_checkpoint(ckpt_path, policy, optimizer, it + 1, history, stopper.scores if stopper else [],
+                                 anchor_gen)
+            if acc:  # no process runs ahead of a checkpoint not yet on disk
+                acc.wait_for_everyone()
             crash_point("rl.checkpoint_saved")
-        if stopper is not None and stopper.should_stop:
+        if stopper is not None and stopper.should_stop and main:
             print(f"imagined RL: stopped after iteration {it + 1}: no better held-out success in "
                   f"{cfg.heldout.patience} checks (best {stopper.best_score:.3f} at iteration "
                   f"{stopper.best_iteration})")
             break
-    writer.close()
+    if writer:
+        writer.close()
     crash_point("rl.before_result")
-    _write_metrics(out / "metrics.csv", history)
-    if not (out / "policy.pt").exists():
-        policy.save(out / "policy.pt")
+    if main:
+        _write_metrics(out / "metrics.csv", history)
+        if not (out / "policy.pt").exists():
+            policy.save(out / "policy.pt")
     result = {"policy_path": str(best_path if stopper else out / "policy.pt"), "iterations": len(history),
               "seconds": time.time() - t0,
               "algo": cfg.rl.algo,
@@ -331,8 +381,29 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     if stopper is not None:  # which policy policy_path is, and why
         result["heldout"] = {"scores": stopper.scores, "best_iteration": stopper.best_iteration,
                              "best_success": stopper.best_score, "stopped_early": stopper.should_stop}
-    atomic_write_json(out / "result.json", result, indent=2)
+    if main:
+        atomic_write_json(out / "result.json", result, indent=2)
+    if acc:
+        acc.wait_for_everyone()  # every file is written when any process returns
+        acc.end_training()  # leaves the process group
     return result
+
+
+def imagined_stats(acc: Accelerator | None, r: Rollouts, env: ImaginationVectorEnv) -> dict[str, float]:
+    """The imagined_* figures (Rollouts.stats) and per-task success of this iteration's episodes; under a
+    launch, of every process's episodes (each process holds as many)."""
+    if acc is None:
+        return {**{f"imagined_{k}": v for k, v in r.stats().items()}, **per_task_success(r, env)}
+    tasks = np.array([env.episodes[k].task_id for k in r.keyframe[:, 0]])
+    mine = np.stack([r.success, r.episode_return, r.length, r.uncertainty, tasks], 1).astype(np.float64)
+    success, ret, length, uncertainty, task = acc.gather(torch.from_numpy(mine).to(acc.device)).cpu().numpy().T
+    samples = acc.gather(torch.tensor([len(r.episode)], device=acc.device)).sum()
+    # the names and means of Rollouts.stats, over the gathered episodes
+    out = {"imagined_success_rate": float(success.mean()), "imagined_return": float(ret.mean()),
+           "imagined_episode_chunks": float(length.mean()), "imagined_samples": float(samples),
+           "imagined_uncertainty": float(uncertainty.mean())}
+    out.update({f"imagined_success_task{int(t)}": float(success[task == t].mean()) for t in np.unique(task)})
+    return out
 
 
 def per_task_success(r: Rollouts, env: ImaginationVectorEnv) -> dict[str, float]:

@@ -206,3 +206,16 @@ def _expert_batch(ep: StartEpisode) -> tuple[dict, torch.Tensor, torch.Tensor]:
     obs = {"image": torch.tensor(ep.frames), "state": torch.tensor(ep.state), "instruction": [ep.instruction] * T}
     mask = torch.as_tensor(np.arange(T)[:, None] + np.arange(K)[None] < T)
     return obs, torch.as_tensor(ep.action[idx]), mask
+
+
+def test_resume_with_a_bc_anchor_draws_the_anchor_batches_it_would_have(square_setup, tmp_path):
+    # the anchor's batch generator is in the checkpoint: without it a resumed run restarts its draws
+    def cfg(out, iterations):
+        c = replace(_config(square_setup, tmp_path / out, iterations=iterations, checkpoint_every=1), bc_coef=1.0)
+        return replace(c, rl=replace(c.rl, epochs=1))
+
+    straight = train_rl(cfg("a", 2), progress=False)
+    train_rl(cfg("b", 1), progress=False)
+    resumed = train_rl(cfg("b", 2), progress=False)
+    assert resumed["history"][-1]["anchor_loss"] == straight["history"][-1]["anchor_loss"]
+    assert resumed["history"] == straight["history"]
