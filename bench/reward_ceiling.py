@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -121,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     # dataset_features kept only the labelled episodes: none of these is None
     sims = cast(list[dict[str, Any]], [read_sim_labels(args.gate_data, i) for i in idx])
     starts, targets = [s["object_pos"][0] for s in sims], [s["target_pos"][0] for s in sims]
-    stages = [("predicted", lambda: recorded_actions(env)), ("closed_loop", lambda: policy_mean(policy))]
+    stages: list[tuple[str, Callable[[], Any]]] = [("predicted", lambda: recorded_actions(env)),
+                                                   ("closed_loop", lambda: policy_mean(policy))]
     for name, make_act in stages[:1] if args.no_closed_loop else stages:
         feats: list[np.ndarray] = []
         for b in range(0, len(idx), env.num_envs):
