@@ -79,7 +79,7 @@ class Perturbation:
     # m; fixes the near-miss offset's magnitude (the direction is still drawn), e.g. for tests.
     near_miss_offset_m: float | None = None
     # offset_target on a knob / drawer: stop this share (x strength) short of what LIBERO's predicate needs.
-    short_of_goal: float = 0.15
+    short_of_goal: float = 0.25
 
     def __post_init__(self) -> None:
         try:
