@@ -197,6 +197,8 @@ def record_episode(env: LiberoEnv, item: PlanItem, strength: float = 1.0, post_s
             "style_seed": item.style_seed,
             "fast_render": env.cfg.fast_render,
             "strength": strength if item.perturbation else 0.0,
+            # Which skill carried the defect and its size (offsets, stop points): see envs/experts.
+            **({"perturbation_info": dict(getattr(expert, "perturbation_info", {}))} if item.perturbation else {}),
         },
     )
 

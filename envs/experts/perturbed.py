@@ -23,6 +23,9 @@ state machine as ``SpatialExpert`` with one controlled defect:
 Each episode's label is ``expert.perturbation_label`` (the kind string), which
 ``run_expert_episode`` copies into ``ExpertEpisodeResult.perturbation``; details (strength,
 offsets) are in ``expert.perturbation_info``.
+
+The hooks live in ``BowlPerturbation``, so the bowl placements of the Goal and LIBERO-10 experts
+reuse them; the other suites' perturbed experts are in perturbed_skills.py / perturbed_suites.py.
 """
 
 from __future__ import annotations

@@ -176,3 +176,4 @@ def test_collect_writes_labelled_perturbed_episodes(libero, tmp_path):
     meta = ds.meta[0]
     assert len(ds) == 1 and meta.source == "perturbed" and meta.perturbation == "early_release"
     assert meta.suite == "libero_goal" and not meta.success
+    assert meta.extra["perturbation_info"]["skill"] == "0:push" and "stop_dist_m" in meta.extra["perturbation_info"]
