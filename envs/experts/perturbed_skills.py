@@ -65,6 +65,29 @@ def articulation_threshold(raw_env, name: str, key: str) -> float:
     raise ValueError(f"no fixture prefixing {name!r} has an articulation range {key!r}")
 
 
+def target_corners(raw_env, sim, name: str) -> np.ndarray:
+    """Corners [K, 3] of a placement target: an object's collision boxes, else those of the fixture holding
+    the site ``name`` (cabinet, stove), else a bare table region's box (half sizes size[:2] in the site frame,
+    as LIBERO's under() reads them). Empty when none applies."""
+    corners = collision_boxes(sim, include=(f"{name}_",)).corners()
+    sites = getattr(getattr(raw_env, "env", raw_env), "object_sites_dict", {}) if raw_env is not None else {}
+    site = sites.get(name)
+    if len(corners) or site is None:
+        return corners
+    if site.parent_name:
+        return collision_boxes(sim, include=(f"{site.parent_name}_",)).corners()
+    s = sim.model.site_name2id(name)
+    rot = np.array(sim.data.site_xmat[s]).reshape(3, 3)
+    half = np.asarray(site.size, dtype=np.float64)[:2]
+    local = np.array([[sx * half[0], sy * half[1], 0.0] for sx in (-1, 1) for sy in (-1, 1)])
+    return np.array(sim.data.site_xpos[s]) + local @ rot
+
+
+def reach(corners: np.ndarray, xy: np.ndarray, direction: np.ndarray) -> float:
+    """How far ``corners`` [K, 3] reach from ``xy`` [2] along the unit ``direction`` [2] (m; 0 when empty)."""
+    return float(((corners[:, :2] - xy) @ direction).max()) if len(corners) else 0.0
+
+
 class _Perturbed:
     """What every perturbed skill shares: the perturbation, its rng and its info for the episode record."""
 
@@ -121,20 +144,10 @@ class ItemPerturbation(_Perturbed, _Item):
     def _grasp_offset(self) -> np.ndarray:
         return super()._grasp_offset() + self._near_miss
 
-    def _target_corners(self, sim) -> np.ndarray:
-        """Corners [K, 3] of the target's collision boxes: the container, or the fixture holding a target site."""
-        corners = collision_boxes(sim, include=(f"{self.container}_",)).corners()
-        env = getattr(self, "_env", None)  # ItemPlace keeps the raw env: its target may be a fixture site
-        if len(corners) == 0 and env is not None:
-            site = getattr(getattr(env, "env", env), "object_sites_dict", {}).get(self.container)
-            if site is not None and site.parent_name:
-                corners = collision_boxes(sim, include=(f"{site.parent_name}_",)).corners()
-        return corners
-
     def _edge(self, xy: np.ndarray, direction: np.ndarray) -> float:
         """How far the target reaches from ``xy`` along the unit ``direction`` [2] (m; 0 without geometry)."""
-        corners = self._target_corners(self._sim)
-        return float(((corners[:, :2] - xy) @ direction).max()) if len(corners) else 0.0
+        # ItemPlace keeps the raw env (its target may be a fixture site); the Object expert's is the basket.
+        return reach(target_corners(getattr(self, "_env", None), self._sim, self.container), xy, direction)
 
     def _drop_target(self, sim) -> tuple[np.ndarray, float, float]:
         self._sim = sim
@@ -271,12 +284,25 @@ class PushPerturbation(_Perturbed, _Push):
 
 
 class BowlSkillPerturbation(BowlPerturbation):
-    """``BowlPerturbation`` with the skills' ``_init_perturbation(perturbation, rng)`` signature."""
+    """``BowlPerturbation`` with the skills' ``_init_perturbation(perturbation, rng)`` signature, for the Goal /
+    LIBERO-10 bowl placements (Spatial's ``PerturbedExpert`` keeps its plate offset as it was)."""
 
     def _init_perturbation(self, perturbation: Perturbation, rng: np.random.Generator | None = None) -> None:
         if rng is not None:
             self.rng = rng
         super()._init_perturbation(perturbation)
+
+    def reset(self, raw_env, raw_obs: dict) -> None:
+        super().reset(raw_env, raw_obs)
+        if self.perturbation.kind == K.OFFSET_TARGET:
+            # As for items: 6 cm off the centre of a stove or cabinet top still succeeds, so the bowl goes
+            # onto the target's edge (the fixture's extent along the drawn direction), at least 6 cm off.
+            size = float(np.linalg.norm(self._place_offset))
+            direction = self._place_offset[:2] / max(size, 1e-9)
+            point = super()._place_point(raw_obs)[:2] - self._place_offset[:2]  # the clean place point
+            edge = reach(target_corners(raw_env, raw_env.sim, self.plate), point, direction)
+            self._place_offset = self._place_offset * max(1.0, edge * self.perturbation.strength / max(size, 1e-9))
+            self.perturbation_info["place_offset_m"] = self._place_offset[:2].round(4).tolist()
 
 
 # Skill base class -> (its mixin, the kinds it supports), most specific first.
