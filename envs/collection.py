@@ -21,12 +21,13 @@ from envs.cli import save_config
 from envs.crash_points import crash_point
 from envs.dataset import DatasetConfig, Episode, EpisodeDataset, EpisodeWriter, encode_preview
 from envs.experts import (
-    DEFAULT_PERTURBATIONS,
     EXPERTS,
     PERTURBATION_KINDS,
+    SUITE_PERTURBATIONS,
     Perturbation,
-    PerturbedExpert,
+    default_perturbations,
     make_expert,
+    make_perturbed_expert,
 )
 from envs.frames import split_views, stack_views, tile_views
 from envs.libero_env import LiberoEnv, LiberoEnvConfig
@@ -35,7 +36,7 @@ from envs.style import style_processor
 
 log = logging.getLogger(__name__)
 SCRIPTED_SUITES = tuple(EXPERTS)  # suites with a scripted expert
-PERTURBED_SUITES = ("libero_spatial",)  # suites whose expert has perturbed variants (PerturbedExpert)
+PERTURBED_SUITES = tuple(SUITE_PERTURBATIONS)  # suites whose expert has perturbed variants (make_perturbed_expert)
 
 
 @dataclass
@@ -48,8 +49,10 @@ class CollectConfig:
     episodes_per_task: int = 10
     init_state_offset: int = 0  # episode j of a task starts from init state (offset + j) % num_init_states
     perturbed_fraction: float = 0.3  # share of episodes run by a perturbed expert
-    # Any of PERTURBATION_KINDS; the default stays the original four (near_miss is opt-in).
-    perturbations: list[str] = field(default_factory=lambda: list(DEFAULT_PERTURBATIONS))
+    # Kinds the perturbed episodes cycle through, of those the suite supports (envs.experts.SUITE_PERTURBATIONS).
+    # Empty = the suite's defaults (envs.experts.default_perturbations): on Spatial the original four
+    # (near_miss is opt-in), elsewhere all of the suite's.
+    perturbations: list[str] = field(default_factory=list)
     perturbation_strength: float = 1.0
     image_size: int = 64
     views: list[str] = field(default_factory=lambda: ["agentview", "wrist"])
@@ -102,12 +105,15 @@ def validate(cfg: CollectConfig) -> None:
     if not 0.0 <= cfg.perturbed_fraction <= 1.0:
         raise ValueError(f"perturbed_fraction: expected a number in [0, 1], got {cfg.perturbed_fraction}")
     unknown = [p for p in cfg.perturbations if p not in PERTURBATION_KINDS]
-    if unknown or (cfg.perturbed_fraction > 0 and not cfg.perturbations):
-        raise ValueError(f"perturbations: expected a non-empty subset of {list(PERTURBATION_KINDS)}, "
-                         f"got {cfg.perturbations}")
+    if unknown:
+        raise ValueError(f"perturbations: expected a subset of {list(PERTURBATION_KINDS)}, got {cfg.perturbations}")
     if cfg.perturbed_fraction > 0 and cfg.suite not in PERTURBED_SUITES:
         raise ValueError(f"perturbed_fraction: perturbed experts exist for {list(PERTURBED_SUITES)} only; "
                          f"set perturbed_fraction: 0 for {cfg.suite}")
+    unsupported = [p for p in cfg.perturbations if p not in SUITE_PERTURBATIONS.get(cfg.suite, PERTURBATION_KINDS)]
+    if cfg.perturbed_fraction > 0 and unsupported:
+        raise ValueError(f"perturbations: {cfg.suite} supports {list(SUITE_PERTURBATIONS[cfg.suite])}, "
+                         f"got {unsupported}")
     if cfg.post_success_steps < 0:
         raise ValueError(f"post_success_steps: expected an integer >= 0, got {cfg.post_success_steps}")
     if cfg.style_variants < 0:
@@ -122,17 +128,23 @@ def make_plan(cfg: CollectConfig, num_init_states: int = 50) -> list[PlanItem]:
     rng = np.random.default_rng(cfg.seed)
     plan = []
     n_pert = int(round(cfg.perturbed_fraction * cfg.episodes_per_task))
+    kinds = plan_perturbations(cfg)
     for task_id in tasks:
         perturbed = set(rng.permutation(cfg.episodes_per_task)[:n_pert].tolist())
         k = 0
         for j in range(cfg.episodes_per_task):
             kind = ""
             if j in perturbed:
-                kind = cfg.perturbations[(task_id + k) % len(cfg.perturbations)]
+                kind = kinds[(task_id + k) % len(kinds)]
                 k += 1
             item = PlanItem(task_id, j, (cfg.init_state_offset + j) % num_init_states, kind, int(rng.integers(2**31)))
             plan += [replace(item, style=k) for k in range(1 + cfg.style_variants)]
     return plan
+
+
+def plan_perturbations(cfg: CollectConfig) -> list[str]:
+    """The kinds the perturbed episodes of `cfg` cycle through: its own, else the suite's defaults."""
+    return list(cfg.perturbations) or list(default_perturbations(cfg.suite))
 
 
 def record_episode(env: LiberoEnv, item: PlanItem, strength: float = 1.0, post_success_steps: int = 0) -> Episode:
@@ -146,8 +158,8 @@ def record_episode(env: LiberoEnv, item: PlanItem, strength: float = 1.0, post_s
     env.set_xml_processor(style_processor(item.style_seed) if item.style else None)
     rng = np.random.default_rng(item.seed)
     expert = (
-        PerturbedExpert(Perturbation(item.perturbation, strength), rng=rng) if item.perturbation
-        else make_expert(env.cfg.suite, rng=rng)
+        make_perturbed_expert(env.cfg.suite, Perturbation(item.perturbation, strength), rng=rng)
+        if item.perturbation else make_expert(env.cfg.suite, rng=rng)
     )
     obs, _ = env.reset(seed=item.seed, options={"task_id": item.task_id, "init_state_id": item.init_state_id})
     expert.reset(env.raw, env.raw_obs)
@@ -185,6 +197,8 @@ def record_episode(env: LiberoEnv, item: PlanItem, strength: float = 1.0, post_s
             "style_seed": item.style_seed,
             "fast_render": env.cfg.fast_render,
             "strength": strength if item.perturbation else 0.0,
+            # Which skill carried the defect and its size (offsets, stop points): see envs/experts.
+            **({"perturbation_info": dict(getattr(expert, "perturbation_info", {}))} if item.perturbation else {}),
         },
     )
 

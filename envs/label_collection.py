@@ -33,7 +33,7 @@ import numpy as np
 
 from envs.atomic import atomic_write
 from envs.collection import PERTURBED_SUITES, check_expert_plan
-from envs.experts import PERTURBATION_KINDS, Perturbation, PerturbedExpert, make_expert
+from envs.experts import PERTURBATION_KINDS, SUITE_PERTURBATIONS, Perturbation, make_expert, make_perturbed_expert
 from envs.libero_env import LiberoEnv, LiberoEnvConfig
 from envs.libero_suites import suite_info
 from envs.outcome import outcome, pick_place_objects
@@ -90,6 +90,9 @@ def validate(cfg: LabelCollectConfig) -> None:
     if cfg.suite not in PERTURBED_SUITES and any(k != EXPERT for k in cfg.kinds):
         raise ValueError(f"kinds: perturbed experts exist for {list(PERTURBED_SUITES)} only; "
                          f"use kinds: [{EXPERT}] for {cfg.suite}")
+    unsupported = [k for k in cfg.kinds if k != EXPERT and k not in SUITE_PERTURBATIONS.get(cfg.suite, ())]
+    if cfg.suite in PERTURBED_SUITES and unsupported:
+        raise ValueError(f"kinds: {cfg.suite} supports {[EXPERT, *SUITE_PERTURBATIONS[cfg.suite]]}, got {unsupported}")
     if not np.isfinite(cfg.strength) or cfg.strength < 0:
         raise ValueError(f"strength: expected a finite number >= 0, got {cfg.strength}")
     if cfg.max_steps < 0 or cfg.post_success_steps < 0:
@@ -116,7 +119,7 @@ def run_episode(env: LiberoEnv, item: LabelPlanItem, strength: float = 1.0,
     -> (arrays of ARRAY_KEYS, info). Rows as in a recorded dataset: row t is before action t."""
     rng = np.random.default_rng(item.seed)
     expert = (make_expert(env.cfg.suite, rng=rng) if item.kind == EXPERT
-              else PerturbedExpert(Perturbation(item.kind, strength), rng=rng))
+              else make_perturbed_expert(env.cfg.suite, Perturbation(item.kind, strength), rng=rng))
     obs, _ = env.reset(seed=item.seed, options={"task_id": item.task_id, "init_state_id": item.init_state_id})
     objects = pick_place_objects(env.raw, env.raw_obs)
     if objects is None:

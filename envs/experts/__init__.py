@@ -4,7 +4,8 @@
 init states, ~100 steps); ``ObjectExpert`` puts a LIBERO-Object grocery item in the basket;
 ``GoalExpert`` chains pick-and-place, knob and push skills from a LIBERO-Goal task's goal;
 ``LongExpert`` composes those skills (plus closing a drawer) for LIBERO-10;
-``PerturbedExpert`` adds one labelled defect to the Spatial expert (``PERTURBATION_KINDS``);
+``PerturbedExpert`` adds one labelled defect to the Spatial expert (``PERTURBATION_KINDS``),
+``make_perturbed_expert(suite, kind, rng)`` to any suite's (perturbed_suites.py, perturbed_skills.py);
 ``run_expert_episode`` rolls any of them out in a raw LIBERO env with the standard protocol;
 ``make_expert(suite, rng)`` builds the clean expert of a suite.
 """
@@ -20,6 +21,14 @@ from envs.experts.perturbed import (
     Perturbation,
     PerturbationKind,
     PerturbedExpert,
+)
+from envs.experts.perturbed_suites import (
+    SUITE_PERTURBATIONS,
+    PerturbedGoalExpert,
+    PerturbedLongExpert,
+    PerturbedObjectExpert,
+    default_perturbations,
+    make_perturbed_expert,
 )
 from envs.experts.runner import ExpertEpisodeResult, run_expert_episode
 from envs.experts.spatial import PHASES, ExpertConfig, SpatialExpert
@@ -60,6 +69,12 @@ __all__ = [
     "Perturbation",
     "PerturbationKind",
     "PerturbedExpert",
+    "PerturbedGoalExpert",
+    "PerturbedLongExpert",
+    "PerturbedObjectExpert",
+    "SUITE_PERTURBATIONS",
+    "default_perturbations",
+    "make_perturbed_expert",
     "SpatialExpert",
     "run_expert_episode",
 ]

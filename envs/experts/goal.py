@@ -254,7 +254,9 @@ class GoalExpert:
     (same interface as ``ObjectExpert``). ``phase`` is "<skill>:<skill phase>".
     """
 
-    perturbation_label = "none"
+    @property
+    def perturbation_label(self) -> str:
+        return "none"  # the clean expert; perturbed variants override this
     suite = "libero_goal"  # named in UnsupportedGoal messages
 
     def __init__(self, config: GoalExpertConfig | None = None, rng: np.random.Generator | None = None):
@@ -287,7 +289,11 @@ class GoalExpert:
             raise UnsupportedGoal(f"{self.suite} task {language!r}: {err}") from None
         self._names = [step[0] for step in plan]
         self._env, self._i = raw_env, 0
+        self._planned()
         self._skills[0].reset(raw_env, raw_obs)
+
+    def _planned(self) -> None:
+        """Called once the skills are built, before the first starts; a hook for perturbed experts."""
 
     def _plan(self, goal_state: list[list[str]], language: str, drawers: dict[str, str]) -> list[tuple[str, ...]]:
         """The skill sequence for the goal (a hook for experts of other suites)."""

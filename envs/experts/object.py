@@ -75,7 +75,9 @@ class ObjectExpert(ServoControl):
     Deterministic given the simulator state; ``rng`` is kept for interface parity.
     """
 
-    perturbation_label = "none"
+    @property
+    def perturbation_label(self) -> str:
+        return "none"  # the clean expert; perturbed variants override this
 
     def __init__(self, config: ObjectExpertConfig | None = None, rng: np.random.Generator | None = None):
         self.cfg = config or ObjectExpertConfig()

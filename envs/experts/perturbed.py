@@ -23,6 +23,9 @@ state machine as ``SpatialExpert`` with one controlled defect:
 Each episode's label is ``expert.perturbation_label`` (the kind string), which
 ``run_expert_episode`` copies into ``ExpertEpisodeResult.perturbation``; details (strength,
 offsets) are in ``expert.perturbation_info``.
+
+The hooks live in ``BowlPerturbation``, so the bowl placements of the Goal and LIBERO-10 experts
+reuse them; the other suites' perturbed experts are in perturbed_skills.py / perturbed_suites.py.
 """
 
 from __future__ import annotations
@@ -30,10 +33,17 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from envs.experts.spatial import ExpertConfig, SpatialExpert
+
+# The mixin's super() calls resolve to SpatialExpert's methods at run time; mypy needs to see that base.
+if TYPE_CHECKING:
+    _BowlBase = SpatialExpert
+else:
+    _BowlBase = object
 
 
 class PerturbationKind(str, Enum):
@@ -71,6 +81,8 @@ class Perturbation:
     near_miss_max_m: float = 0.05  # m; the grasp offset is uniform in [0, this * strength] (near_miss)
     # m; fixes the near-miss offset's magnitude (the direction is still drawn), e.g. for tests.
     near_miss_offset_m: float | None = None
+    # offset_target on a knob / drawer: stop this share (x strength) short of what LIBERO's predicate needs.
+    short_of_goal: float = 0.25
 
     def __post_init__(self) -> None:
         try:
@@ -85,30 +97,44 @@ class Perturbation:
             raise ValueError(f"near_miss_offset_m must be None or a finite number of metres >= 0, got {fixed!r}")
         if not np.isfinite(self.near_miss_max_m) or self.near_miss_max_m < 0:
             raise ValueError(f"near_miss_max_m must be a finite number of metres >= 0, got {self.near_miss_max_m!r}")
+        for name in ("release_fraction", "short_of_goal"):
+            value = getattr(self, name)
+            if not np.isfinite(value) or not 0 <= value <= 1:
+                raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
 
     @property
     def label(self) -> str:
         return PerturbationKind(self.kind).value  # __post_init__ made kind a PerturbationKind
 
+    def grasp_miss(self, rng: np.random.Generator) -> float:
+        """A near-miss offset's size (m): uniform in [0, near_miss_max_m * strength], or the fixed one."""
+        size = float(rng.uniform(0.0, self.near_miss_max_m * self.strength))
+        return size if self.near_miss_offset_m is None else float(self.near_miss_offset_m)
 
-class PerturbedExpert(SpatialExpert):
-    """``SpatialExpert`` with one deliberate defect (see module docstring); rng drives it."""
 
-    def __init__(
-        self,
-        perturbation: Perturbation | str,
-        config: ExpertConfig | None = None,
-        rng: np.random.Generator | None = None,
-    ):
-        if isinstance(perturbation, (str, PerturbationKind)):
-            perturbation = Perturbation(kind=perturbation)
+def ar1_noise(noise: np.ndarray, p: Perturbation, rng: np.random.Generator) -> np.ndarray:
+    """The next value of the AR(1) arm-action noise [6] of the ``noise`` kind (std noise_std * strength)."""
+    std = p.noise_std * p.strength
+    innovation = rng.normal(0.0, std * np.sqrt(1.0 - p.noise_corr**2), size=6)
+    return p.noise_corr * noise + innovation
+
+
+class BowlPerturbation(_BowlBase):
+    """The perturbed rim-pinch skill: hooks over ``SpatialExpert`` (module docstring), shared by the Spatial
+    expert (``PerturbedExpert``) and the bowl placements of the Goal and LIBERO-10 experts (``perturbed_skills``).
+
+    A class using it derives from ``SpatialExpert`` (or a subclass) and calls ``_init_perturbation`` once.
+    """
+
+    perturbation: Perturbation
+    perturbation_info: dict
+
+    def _init_perturbation(self, perturbation: Perturbation) -> None:
         self.perturbation = perturbation
-        cfg = config or ExpertConfig()
         if perturbation.kind in (PerturbationKind.WRONG_AZIMUTH, PerturbationKind.NEAR_MISS):
             # A retry would simply fix the bad grasp; the point is to record the failure.
-            cfg = dataclasses.replace(cfg, max_regrasps=0)
-        super().__init__(cfg, rng)
-        self.perturbation_info: dict = {}
+            self.cfg = dataclasses.replace(self.cfg, max_regrasps=0)
+        self.perturbation_info = {}
         self._near_miss = np.zeros(3)
         self._ranking = False
 
@@ -127,9 +153,7 @@ class PerturbedExpert(SpatialExpert):
         self._near_miss = np.zeros(3)
         if p.kind == PerturbationKind.NEAR_MISS:
             # Drawn only for this kind: the other kinds' rng streams (noise) stay as they were.
-            size = float(self.rng.uniform(0.0, p.near_miss_max_m * s))
-            if p.near_miss_offset_m is not None:
-                size = float(p.near_miss_offset_m)
+            size = p.grasp_miss(self.rng)
             heading = float(self.rng.uniform(0.0, 2.0 * np.pi))
             self._near_miss = size * np.array([np.cos(heading), np.sin(heading), 0.0])
         self.perturbation_info = {"perturbation": p.label, "strength": float(s)}
@@ -178,7 +202,8 @@ class PerturbedExpert(SpatialExpert):
     def _policy(self, obs: dict) -> np.ndarray:
         p = self.perturbation
         if p.kind == PerturbationKind.EARLY_RELEASE and self._phase == "carry" and p.strength > 0:
-            bowl, plate = obs[f"{self.bowl}_pos"], obs[f"{self.plate}_pos"]
+            # The clean place point: the plate (Spatial) or a fixture site's support point (Goal, LIBERO-10).
+            bowl, plate = obs[f"{self.bowl}_pos"], super()._place_point(obs)
             dist = float(np.linalg.norm((plate - bowl)[:2]))
             if self._carry_start is None:
                 self._carry_start = dist
@@ -194,9 +219,22 @@ class PerturbedExpert(SpatialExpert):
         action = super().act(raw_obs)
         p = self.perturbation
         if p.kind == PerturbationKind.NOISE and p.strength > 0:
-            std = p.noise_std * p.strength
-            innovation = self.rng.normal(0.0, std * np.sqrt(1.0 - p.noise_corr**2), size=6)
-            self._noise = p.noise_corr * self._noise + innovation
+            self._noise = ar1_noise(self._noise, p, self.rng)
             action = action.copy()
             action[:6] = np.clip(action[:6] + self._noise, -1.0, 1.0)
         return action.astype(np.float32)
+
+
+class PerturbedExpert(BowlPerturbation, SpatialExpert):
+    """``SpatialExpert`` with one deliberate defect (see module docstring); rng drives it."""
+
+    def __init__(
+        self,
+        perturbation: Perturbation | str,
+        config: ExpertConfig | None = None,
+        rng: np.random.Generator | None = None,
+    ):
+        if isinstance(perturbation, (str, PerturbationKind)):
+            perturbation = Perturbation(kind=perturbation)
+        super().__init__(config or ExpertConfig(), rng)
+        self._init_perturbation(perturbation)

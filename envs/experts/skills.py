@@ -228,6 +228,8 @@ class PushObject(ServoSkill):
         if float(np.linalg.norm(obj[:2] - self.goal_xy)) < cfg.push_tol and self._phase in ("line_up", "push"):
             self._goto("retreat")
         start, direction = push_pose(obj[:2], self.goal_xy, self._standoff)
+        perp = np.array([-direction[1], direction[0]])
+        start = start + self._lateral_offset() * perp
         r_push = grasp_rotation(np.array([-direction[1], direction[0], 0.0]), DOWN)  # fingers side by side
         if self._phase == "line_up":
             target = np.array([*start, self._push_z])
@@ -242,12 +244,11 @@ class PushObject(ServoSkill):
         if self._phase == "push":
             # Distance of the pusher from the line through the object centre along the push.
             rel = eef[:2] - obj[:2]
-            lateral = float(rel @ np.array([-direction[1], direction[0]]))
+            lateral = float(rel @ perp) - self._lateral_offset()
             if abs(lateral) > cfg.push_misalign or float(rel @ direction) > self._max_ahead:
                 self._goto("back_off")
             else:
                 # Advance at a steady pace along the push line while pulling back onto it.
-                perp = np.array([-direction[1], direction[0]])
                 ahead = eef[:2] + cfg.push_step * direction - lateral * perp
                 return self._servo(obs, np.array([*ahead, self._push_z]), r_push, 1.0)
         if self._phase == "back_off":
@@ -262,6 +263,10 @@ class PushObject(ServoSkill):
                 self._phase = "done"
             return self._servo(obs, np.array([eef[0], eef[1], self._top + cfg.retreat_rise]), r_push, 1.0)
         raise RuntimeError(f"unknown phase {self._phase!r}")
+
+    def _lateral_offset(self) -> float:
+        """Pusher offset (m) sideways from the line through the object's centre; a hook for perturbed pushes."""
+        return 0.0
 
 
 def slide_joint(sim, name: str) -> tuple[int, np.ndarray, float]:

@@ -16,7 +16,7 @@ from envs import libero_suites
 os.environ.setdefault("MUJOCO_GL", "egl")
 pytest.importorskip("libero.libero")
 
-from envs.collection import CollectConfig, validate  # noqa: E402
+from envs.collection import CollectConfig, plan_perturbations, validate  # noqa: E402
 from envs.experts import (  # noqa: E402
     DEFAULT_PERTURBATIONS,
     PERTURBATION_KINDS,
@@ -99,7 +99,7 @@ def test_perturbation_validation():
     assert set(PERTURBATION_KINDS) == {"noise", "wrong_azimuth", "early_release", "offset_target", "near_miss"}
     # What a collection cycles through by default is unchanged: near_miss is accepted, not added.
     assert DEFAULT_PERTURBATIONS == ("noise", "wrong_azimuth", "early_release", "offset_target")
-    assert CollectConfig().perturbations == list(DEFAULT_PERTURBATIONS)
+    assert plan_perturbations(CollectConfig()) == list(DEFAULT_PERTURBATIONS)
     validate(CollectConfig(perturbations=["near_miss", "noise"]))
     with pytest.raises(ValueError, match="perturbations"):
         validate(CollectConfig(perturbations=["near_misses"]))

@@ -72,6 +72,7 @@ def test_make_expert_long():
     assert isinstance(make_expert(SUITE, rng=np.random.default_rng(0)), LongExpert)
     assert SUITE in SCRIPTED_SUITES
     validate(CollectConfig(suite=SUITE, perturbed_fraction=0.0))
+    validate(CollectConfig(suite=SUITE))  # perturbed episodes too (envs.experts.perturbed_suites)
 
 
 # ---------------------------------------------------------------- real LIBERO

@@ -87,13 +87,15 @@ def test_make_expert_picks_by_suite():
         make_expert("libero_90")
 
 
-def test_object_collection_needs_clean_episodes_only():
+def test_object_collection_takes_perturbed_episodes():
     validate(CollectConfig(suite=SUITE, perturbed_fraction=0.0))
-    with pytest.raises(ValueError, match="perturbed_fraction"):
-        validate(CollectConfig(suite=SUITE))  # perturbed experts are Spatial-only
+    validate(CollectConfig(suite=SUITE))  # perturbed_fraction 0.3 with the suite's default kinds
+    with pytest.raises(ValueError, match="perturbations"):
+        validate(CollectConfig(suite=SUITE, perturbations=["wrong_azimuth"]))  # the bowl's rim pinch only
     validate_labels(LabelCollectConfig(suite=SUITE, kinds=["expert"]))
+    validate_labels(LabelCollectConfig(suite=SUITE))  # near_miss x3 + expert
     with pytest.raises(ValueError, match="kinds"):
-        validate_labels(LabelCollectConfig(suite=SUITE))
+        validate_labels(LabelCollectConfig(suite=SUITE, kinds=["wrong_azimuth"]))
 
 
 # ---------------------------------------------------------------- real LIBERO
