@@ -40,7 +40,8 @@ def test_ray_collection_writes_the_local_dataset_despite_a_killed_worker(cluster
 
     local_ds, local = _episodes(collect(_cfg(tmp_path, "local")))
 
-    submitted, killed = [], []
+    submitted: list[tuple] = []
+    killed: list[tuple] = []
     submit = RayRecorder.submit
 
     def submit_then_kill(self, slot, item):  # SIGKILL the first worker's process just after its first episode starts
