@@ -19,7 +19,9 @@ Paper estimate: 4 suites x 10 tasks x 50 trials at each suite's standard horizon
 the 1-Ray-worker rate (a worker per core: on a node of 32 cores, no worker shares its core). Every episode is
 counted to its horizon, as failures run; successes end earlier, so this is an upper bound.
 
-Prints one line per setting and `BENCH scale ...`. Exit 2 (one line) when the start data is missing.
+Prints one line per setting and `BENCH scale ... PASS|FAIL`; FAIL (exit 1) when one Ray worker runs below
+--min-ray-ratio times the episodes/hour of one local subprocess (Ray's per-step round trips cost that much).
+Exit 2 (one line) when the start data is missing.
 """
 from __future__ import annotations
 
@@ -172,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iterations", type=int, default=3, help="imagined-RL iterations per setting")
     p.add_argument("--imagined-horizon", type=int, default=40, help="control steps per imagined episode")
     p.add_argument("--nodes", type=int, nargs="+", default=[1, 4], help="32-core nodes of the paper estimate")
+    p.add_argument("--min-ray-ratio", type=float, default=0.8, help="threshold: Ray / local episodes/h, fewest workers")
     p.add_argument("--skip-real", action="store_true")
     p.add_argument("--skip-imagined", action="store_true")
     args = p.parse_args(argv)
@@ -191,7 +194,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  real eval, {backend:>5} x{w}: {run.episodes_per_hour:7.0f} episodes/h  "
                       f"({run.worker_steps_per_s:5.1f} steps/s a worker, reset {run.reset_s_per_episode:4.1f} s, "
                       f"{args.horizon}-step episodes)", flush=True)
-        base = runs["ray", min(args.workers)]
+        w = min(args.workers)
+        fields["ray_to_local"] = runs["ray", w].episodes_per_hour / runs["local", w].episodes_per_hour
+        base = runs["ray", w]
         fields["ray_worker_steps_per_s"] = base.worker_steps_per_s
         fields["ray_reset_s"] = base.reset_s_per_episode
         for n in args.nodes:
@@ -205,8 +210,10 @@ def main(argv: list[str] | None = None) -> int:
                 fields[f"imagined_p{n}_steps_per_s"] = rate = time_imagined(
                     n, inputs, Path(tmp) / f"p{n}", args.iterations, args.imagined_horizon)
                 print(f"  imagined RL, {n} process(es): {rate:7.1f} imagined steps/s", flush=True)
-    print("BENCH scale " + " ".join(f"{k}={v:.2f}" for k, v in fields.items()))
-    return 0
+    ok = fields.get("ray_to_local", 1.0) >= args.min_ray_ratio  # nothing to judge when --skip-real
+    print("BENCH scale " + " ".join(f"{k}={v:.2f}" for k, v in fields.items())
+          + f" threshold_ray_to_local={args.min_ray_ratio} {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
