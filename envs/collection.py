@@ -60,6 +60,10 @@ class CollectConfig:
     max_steps: int = 0  # 0 = the suite's standard horizon
     seed: int = 0
     num_workers: int = 1  # simulator processes (rendering is the bottleneck: use one per core)
+    # "local": num_workers subprocesses here; "ray": num_workers Ray actors (one CPU each) on the cluster at
+    # ray_address ("" = a new local cluster, "auto" = the running one); envs/ray_collection.py
+    backend: str = "local"
+    ray_address: str = ""
     video_codec: str = "libx264rgb"  # lossless; "h264" for small lossy files
     preview_videos: int = 4  # side-by-side mp4s of the first episodes, for a human to look at
     # Extra copies of every episode re-rendered in random visual styles (same trajectory, other look).
@@ -120,6 +124,8 @@ def validate(cfg: CollectConfig) -> None:
         raise ValueError(f"style_variants: expected an integer >= 0, got {cfg.style_variants}")
     if cfg.num_workers < 1:
         raise ValueError(f"num_workers: expected an integer >= 1, got {cfg.num_workers}")
+    if cfg.backend not in ("local", "ray"):
+        raise ValueError(f"backend: expected 'local' or 'ray', got {cfg.backend!r}")
 
 
 def make_plan(cfg: CollectConfig, num_init_states: int = 50) -> list[PlanItem]:
@@ -231,6 +237,11 @@ def _worker_record(cfg: CollectConfig, item: PlanItem) -> Episode:
 
 
 def _iter_episodes(cfg: CollectConfig, todo: list[PlanItem]) -> Iterator[Episode]:
+    if cfg.backend == "ray":  # Ray actors with retries; the episodes still come back here, in plan order
+        from envs.ray_collection import record_on_ray
+
+        yield from record_on_ray(cfg, todo)
+        return
     if cfg.num_workers == 1 or len(todo) == 1:
         env = LiberoEnv(env_config(cfg, todo[0].task_id))
         try:

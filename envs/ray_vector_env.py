@@ -32,6 +32,16 @@ from envs.vector_env import split_options
 MAX_RESTARTS = 3  # per env: a worker that keeps dying is a bug, not bad luck
 
 
+def join_cluster(address: str) -> Any:
+    """The `ray` module, joined to the cluster at `address` ("" = a new local one, "auto" = the running one)
+    unless this process already joined one (a test's `ray.init(num_cpus=2)`, a driver script's own init)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=address or None, include_dashboard=False, log_to_driver=False)
+    return ray
+
+
 class _EnvActor:
     """One LiberoEnv inside a Ray worker process."""
 
@@ -74,16 +84,12 @@ class RayLiberoVectorEnv(VectorEnv):
 
     def __init__(self, config: LiberoEnvConfig, num_envs: int = 2, task_ids: Sequence[int] | None = None,
                  address: str = "", cpus_per_env: float = 1.0):
-        import ray
-
         if num_envs < 1:
             raise ValueError(f"num_envs: expected an integer >= 1, got {num_envs}")
         task_ids = list(task_ids) if task_ids is not None else [config.task_id] * num_envs
         if len(task_ids) != num_envs:
             raise ValueError(f"task_ids: expected {num_envs} task ids (one per env), got {len(task_ids)}")
-        if not ray.is_initialized():
-            ray.init(address=address or None, include_dashboard=False, log_to_driver=False)
-        self._ray = ray
+        self._ray = ray = join_cluster(address)
         self._remote: Any = ray.remote(num_cpus=cpus_per_env)(_EnvActor)
         self.config = config
         self._configs = [replace(config, task_id=int(t)) for t in task_ids]
@@ -165,4 +171,4 @@ class RayLiberoVectorEnv(VectorEnv):
             self._ray.kill(a)
 
 
-__all__ = ["MAX_RESTARTS", "RayLiberoVectorEnv"]
+__all__ = ["MAX_RESTARTS", "RayLiberoVectorEnv", "join_cluster"]

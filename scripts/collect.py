@@ -2,6 +2,7 @@
 
     python scripts/collect.py --config quick                     # the demo's small dataset
     python scripts/collect.py episodes_per_task=50 num_workers=2  # all 10 LIBERO-Spatial tasks
+    python scripts/collect.py episodes_per_task=50 num_workers=64 backend=ray ray_address=auto  # a Ray cluster
 
 Writes a LeRobot v3 dataset to out_dir, `summary.json` (success per task and source) and a few
 side-by-side preview videos in out_dir/previews/. Re-running the same command resumes.

@@ -106,3 +106,19 @@ def test_wm_fidelity_scores_a_trained_model_and_its_verdict_follows_the_threshol
     assert _main("wm_fidelity")(base + ["--proprio", str(proprio), "--min-moving-gain-db", "-100",
                                         "--min-episodes", "13"]) == 1
     assert capsys.readouterr().out.strip().endswith("min_episodes=13 FAIL")
+
+
+def test_scale_names_its_missing_start_data_and_a_collect_command_that_parses(tmp_path, capsys):
+    import shlex
+
+    from bench.scale import MAKE_DATA
+    from envs.cli import load_config
+    from envs.collection import CollectConfig, validate
+
+    assert _main("scale")(["--data", str(tmp_path / "data")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith(f"scale: missing dataset {tmp_path / 'data'}; `{MAKE_DATA}` makes it")
+    words = shlex.split(MAKE_DATA)
+    assert words[:2] == ["python", "scripts/collect.py"]
+    validate(load_config(CollectConfig, None, words[2:], group="collect"))  # the command it names is a valid one

@@ -28,6 +28,7 @@ def test_plan_is_deterministic_and_mixes_perturbations():
         ({"perturbed_fraction": 1.5}, "perturbed_fraction"),
         ({"episodes_per_task": 0}, "episodes_per_task"),
         ({"post_success_steps": -1}, "post_success_steps"),
+        ({"backend": "slurm"}, "backend"),
     ],
 )
 def test_bad_config_names_the_field(changes, field):
