@@ -1,0 +1,26 @@
+"""Every imagined-RL preset in configs/rl/ loads into ImagineRLConfig and passes its checks."""
+from pathlib import Path
+
+import pytest
+
+from envs.cli import load_config
+from imagination.rl.training import ImagineRLConfig
+
+PRESETS = sorted(p.stem for p in (Path(__file__).resolve().parents[3] / "configs" / "rl").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_preset_loads(name):
+    cfg = load_config(ImagineRLConfig, name, group="rl")
+    cfg.rl.validate()
+    assert cfg.iterations >= 1
+
+
+def test_grasp_floor_is_the_grasp_recipe_plus_what_docs_loop_says():
+    base = load_config(ImagineRLConfig, "grasp", group="rl")
+    floor = load_config(ImagineRLConfig, "grasp_floor", group="rl")
+    assert (floor.rl.group_std_floor, base.rl.group_std_floor) == (0.1, 0.0)
+    assert floor.imagination.keyframes.balance_tasks and not base.imagination.keyframes.balance_tasks
+    assert floor.proprio.endswith("proprio_own.pt")
+    assert floor.num_groups == 5 * base.num_groups and floor.rl.minibatch_size == 5 * base.rl.minibatch_size
+    assert (floor.policy, floor.world_model, floor.bc_coef) == (base.policy, base.world_model, base.bc_coef)
