@@ -119,6 +119,18 @@ def ar1_noise(noise: np.ndarray, p: Perturbation, rng: np.random.Generator) -> n
     return p.noise_corr * noise + innovation
 
 
+def noisy_action(action: np.ndarray, noise: np.ndarray, p: Perturbation, rng: np.random.Generator
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(next noise [6], action [7] float32): the ``noise`` kind's AR(1) noise added to the arm's part of
+    action and clipped to [-1, 1]; both unchanged unless that kind is active (strength > 0)."""
+    if p.kind != PerturbationKind.NOISE or p.strength <= 0:
+        return noise, action.astype(np.float32)
+    noise = ar1_noise(noise, p, rng)
+    out = action.copy()
+    out[:6] = np.clip(out[:6] + noise, -1.0, 1.0)
+    return noise, out.astype(np.float32)
+
+
 class BowlPerturbation(_BowlBase):
     """The perturbed rim-pinch skill: hooks over ``SpatialExpert`` (module docstring), shared by the Spatial
     expert (``PerturbedExpert``) and the bowl placements of the Goal and LIBERO-10 experts (``perturbed_skills``).
@@ -216,13 +228,8 @@ class BowlPerturbation(_BowlBase):
         return super()._policy(obs)
 
     def act(self, raw_obs: dict) -> np.ndarray:
-        action = super().act(raw_obs)
-        p = self.perturbation
-        if p.kind == PerturbationKind.NOISE and p.strength > 0:
-            self._noise = ar1_noise(self._noise, p, self.rng)
-            action = action.copy()
-            action[:6] = np.clip(action[:6] + self._noise, -1.0, 1.0)
-        return action.astype(np.float32)
+        self._noise, action = noisy_action(super().act(raw_obs), self._noise, self.perturbation, self.rng)
+        return action
 
 
 class PerturbedExpert(BowlPerturbation, SpatialExpert):

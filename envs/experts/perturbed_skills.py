@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from envs.experts.object import ObjectExpert
-from envs.experts.perturbed import BowlPerturbation, Perturbation, PerturbationKind, ar1_noise
+from envs.experts.perturbed import BowlPerturbation, Perturbation, PerturbationKind, noisy_action
 from envs.experts.primitives import collision_boxes
 from envs.experts.skills import OpenDrawer, PushObject, TurnKnob
 from envs.experts.spatial import SpatialExpert
@@ -179,13 +179,8 @@ class ItemPerturbation(_Perturbed, _Item):
         return super()._policy(obs)
 
     def act(self, raw_obs: dict) -> np.ndarray:
-        action = super().act(raw_obs)
-        p = self.perturbation
-        if p.kind == K.NOISE and p.strength > 0:  # only when the item skill is the whole expert (Object)
-            self._noise = ar1_noise(self._noise, p, self.rng)
-            action = action.copy()
-            action[:6] = np.clip(action[:6] + self._noise, -1.0, 1.0)
-        return action.astype(np.float32)
+        self._noise, action = noisy_action(super().act(raw_obs), self._noise, self.perturbation, self.rng)
+        return action
 
 
 class KnobPerturbation(_Perturbed, _Knob):

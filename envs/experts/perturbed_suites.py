@@ -25,7 +25,7 @@ from envs.experts.perturbed import (
     Perturbation,
     PerturbationKind,
     PerturbedExpert,
-    ar1_noise,
+    noisy_action,
 )
 from envs.experts.perturbed_skills import ItemPerturbation, perturb, supports
 
@@ -95,13 +95,8 @@ class PerturbedPlan(_PlanBase):
         self._info["skill"] = f"{i}:{self._names[i]}"
 
     def act(self, raw_obs: dict) -> np.ndarray:
-        action = super().act(raw_obs)
-        p = self.perturbation
-        if p.kind == K.NOISE and p.strength > 0:
-            self._noise = ar1_noise(self._noise, p, self.rng)
-            action = action.copy()
-            action[:6] = np.clip(action[:6] + self._noise, -1.0, 1.0)
-        return action.astype(np.float32)
+        self._noise, action = noisy_action(super().act(raw_obs), self._noise, self.perturbation, self.rng)
+        return action
 
 
 class PerturbedGoalExpert(PerturbedPlan, GoalExpert):
