@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -117,6 +117,15 @@ def ar1_noise(noise: np.ndarray, p: Perturbation, rng: np.random.Generator) -> n
     std = p.noise_std * p.strength
     innovation = rng.normal(0.0, std * np.sqrt(1.0 - p.noise_corr**2), size=6)
     return p.noise_corr * noise + innovation
+
+
+def release_short(expert: Any, dist: float, floor: float, p: Perturbation) -> None:
+    """The ``early_release`` kind: send `expert` to its release phase once the remaining carry distance `dist`
+    falls to a fraction of the carry it started at (`expert._carry_start`), but never below `floor` metres."""
+    left = max(expert._carry_start * (1.0 - p.release_fraction * p.strength), floor)
+    if dist <= left:
+        expert.perturbation_info["release_dist_m"] = round(dist, 4)
+        expert._goto("release")
 
 
 def noisy_action(action: np.ndarray, noise: np.ndarray, p: Perturbation, rng: np.random.Generator
@@ -221,10 +230,7 @@ class BowlPerturbation(_BowlBase):
                 self._carry_start = dist
             # Release once the remaining distance falls to a fraction of the carry, but never over
             # the plate (radius ~7 cm): a bowl dropped there can still slide to the centre.
-            left = max(self._carry_start * (1.0 - p.release_fraction * p.strength), p.release_min_dist)
-            if dist <= left:
-                self.perturbation_info["release_dist_m"] = round(dist, 4)
-                self._goto("release")
+            release_short(self, dist, p.release_min_dist, p)
         return super()._policy(obs)
 
     def act(self, raw_obs: dict) -> np.ndarray:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from envs.experts.object import ObjectExpert
-from envs.experts.perturbed import BowlPerturbation, Perturbation, PerturbationKind, noisy_action
+from envs.experts.perturbed import BowlPerturbation, Perturbation, PerturbationKind, noisy_action, release_short
 from envs.experts.primitives import collision_boxes
 from envs.experts.skills import OpenDrawer, PushObject, TurnKnob
 from envs.experts.spatial import SpatialExpert
@@ -172,10 +172,7 @@ class ItemPerturbation(_Perturbed, _Item):
                 # target (basket, cabinet top) is cleared by its own extent towards the item, plus 3 cm.
                 reach = self._edge(self._drop_xy, rel / max(dist, 1e-9)) + 0.03
                 self._release_min = max(p.release_min_dist, reach)
-            left = max(self._carry_start * (1.0 - p.release_fraction * p.strength), self._release_min)
-            if dist <= left:
-                self.perturbation_info["release_dist_m"] = round(dist, 4)
-                self._goto("release")
+            release_short(self, dist, self._release_min, p)
         return super()._policy(obs)
 
     def act(self, raw_obs: dict) -> np.ndarray:
