@@ -14,19 +14,34 @@ The BC policy starts from a few demonstrations per task (`bc_demos_per_task`), s
 headroom on every task: a policy at its ceiling gives GRPO all-success groups and nothing to learn.
 `build(protocol, loop)` makes (or reuses) the data, the world model with its calibrated success
 threshold, and the BC policy under `protocol.root`; every stage resumes if interrupted.
+`build_recipe(protocol, paths, loop)` then makes what the default RL recipe (configs/rl/grasp_floor.yaml)
+reads besides them, all on the training init states 0-9: the BC policy's own labelled real rollouts,
+scripted near-miss grasps, and a proprio model fitted on the demonstrations and those rollouts;
+`recipe_config` points the recipe at them.
 """
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from envs.atomic import atomic_write_text
+from envs.cli import load_config
 from envs.collection import collect_dataset
-from envs.dataset import EpisodeDataset
+from envs.dataset import EpisodeDataset, EpisodeWriter
+from envs.label_collection import LabelCollectConfig, collect_labels
 from envs.provenance import provenance
+from envs.sim_labels import label_dataset
 from imagination.eval.calibrate import CalibrateConfig, calibrate_success
+from imagination.eval.real_rollouts import evaluate_and_record
 from imagination.loop.config import LoopConfig
+from imagination.rl.training import ImagineRLConfig
+from policies.base import Policy
 from policies.bc import train_bc_on_data
+from world_models.model import WorldModel
+from world_models.proprio import FitProprioConfig, ProprioConfig, fit_proprio_on_data
 from world_models.training import train_world_model
 
 
@@ -47,6 +62,12 @@ class RLGainProtocol:
     bc_steps: int = 750
     seed: int = 0
     views: list[str] = field(default_factory=lambda: ["agentview"])  # what the world model and BC see
+    # The default RL recipe's extra inputs (build_recipe), on the training init states only.
+    recipe: str = "grasp_floor"  # configs/rl/<recipe>.yaml
+    own_rollout_seed: int = 1  # the BC policy's own rollouts: another seed than the demonstrations'
+    near_miss_episodes_per_task: int = 32  # scripted grasps closing 0-8 cm from the grasp point (strength 1.6)
+    near_miss_strength: float = 1.6
+    proprio_steps: int = 3000
 
     @property
     def gate_offset(self) -> int:
@@ -59,7 +80,7 @@ class RLGainProtocol:
     def path(self, name: str) -> str:
         """data, world_model, bc, rl, eval_bc, eval_rl, gate (folders) and the files inside them."""
         files = {"world_model_file": "world_model/world_model.pt", "bc_file": "bc/policy.pt",
-                 "proprio_file": "proprio.pt"}
+                 "proprio_file": "proprio.pt", "own_proprio_file": "own_rollouts/proprio.pt"}
         return str(Path(self.root) / files.get(name, name))
 
     def describe(self) -> str:
@@ -111,4 +132,53 @@ def build(p: RLGainProtocol, loop: LoopConfig) -> dict[str, str]:
     return paths
 
 
-__all__ = ["RLGainProtocol", "build"]
+def _own_rollouts(p: RLGainProtocol, bc: str, data: str, loop: LoopConfig) -> str:
+    """The BC policy's real episodes on the training init states, recorded (source "policy") and labelled."""
+    root = Path(p.path("own_rollouts"))
+    own, done = str(root / "data"), root / "result.json"
+    if not done.is_file():
+        # an interrupted recording would be appended to twice on a re-run: start it over (it is derived)
+        shutil.rmtree(own, ignore_errors=True)
+        EpisodeWriter(own, EpisodeDataset(data, verify=False).config).close()
+        cfg = replace(loop.eval, env=p.suite, checkpoint=bc, tasks=list(p.tasks), episodes_per_task=p.train_init_states,
+                      init_state_offset=0, seed=p.own_rollout_seed, fast_render=True, videos=0,
+                      out_dir=str(root / "eval"))
+        print(f"[protocol] recording the BC policy's own rollouts on init states 0-{p.train_init_states - 1}")
+        result = evaluate_and_record(cfg, Policy.load(bc), own, {"policy": bc, "phase": "own_rollouts"})
+        atomic_write_text(done, json.dumps({"recorded": result["recorded"], "policy": bc}, indent=2))
+    label_dataset(own, progress=False)
+    return own
+
+
+def build_recipe(p: RLGainProtocol, paths: dict[str, str], loop: LoopConfig) -> dict[str, str]:
+    """What the default recipe reads besides `build`'s paths (data, world_model, bc), made or reused:
+    simulator labels of the data, the BC policy's own labelled rollouts, near-miss grasps and the proprio
+    model fitted on both datasets (with the world model's chunk length). Returns their paths."""
+    data = paths["data"]
+    label_dataset(data, progress=False)  # replays only episodes not labelled yet
+    own = _own_rollouts(p, paths["bc"], data, loop)
+    near = p.path(f"near_miss_labels_s{round(10 * p.near_miss_strength)}")
+    collect_labels(LabelCollectConfig(out_dir=near, suite=p.suite, tasks=list(p.tasks),
+                                      episodes_per_task=p.near_miss_episodes_per_task, init_state_offset=0,
+                                      init_states=p.train_init_states, strength=p.near_miss_strength))  # resumes
+    proprio = p.path("own_proprio_file")
+    if not _done(proprio):
+        chunk = WorldModel.load(paths["world_model"]).chunk_len
+        print("[protocol] fitting the proprio model on the demonstrations and the own rollouts")
+        fit_proprio_on_data(FitProprioConfig(data=[data, own], out=proprio,
+                                             model=ProprioConfig(chunk_len=chunk, steps=p.proprio_steps)))
+    return {"own_rollouts": own, "near_miss_labels": near, "proprio": proprio}
+
+
+def recipe_config(p: RLGainProtocol, paths: dict[str, str], out_dir: str,
+                  overrides: Sequence[str] = ()) -> ImagineRLConfig:
+    """The recipe preset (configs/rl/<p.recipe>.yaml) with `overrides`, pointed at the protocol's inputs:
+    `paths` holds build's and build_recipe's."""
+    cfg = load_config(ImagineRLConfig, p.recipe, list(overrides), group="rl")
+    im = replace(cfg.imagination, grasp_train_data=[paths["data"], paths["own_rollouts"]],
+                 grasp_label_dirs=[paths["near_miss_labels"]])
+    return replace(cfg, policy=paths["bc"], world_model=paths["world_model"], start_data=paths["data"],
+                   proprio=paths["proprio"], out_dir=out_dir, imagination=im)
+
+
+__all__ = ["RLGainProtocol", "build", "build_recipe", "recipe_config"]

@@ -1,8 +1,10 @@
 """Does imagined RL raise real LIBERO success? The same BC policy before and after RL, on the same jobs.
 
     python bench/rl_gain.py                      # the fixed protocol end to end (bench/protocol.py): builds or
-                                                 # reuses data, world model and BC under outputs/bench/rl_gain
-    python bench/rl_gain.py --rl iterations=20   # the same protocol, another RL recipe (its own --out-dir!)
+                                                 # reuses data, world model, BC and the recipe's inputs under
+                                                 # outputs/bench/rl_gain, runs the recipe, evaluates both arms
+    python bench/rl_gain.py --rl seed=1 --out-dir outputs/bench/rl_gain/run_seed1   # another seed of the recipe
+    python bench/rl_gain.py --recipe grasp --out-dir outputs/bench/rl_gain/run_grasp  # another configs/rl preset
     python bench/rl_gain.py --bc bc/policy.pt --world-model wm/world_model.pt --data data   # your own start
     python bench/rl_gain.py --bc bc/policy.pt --rl-run gpu/rl          # RL already run (e.g. on a GPU machine)
 
@@ -10,8 +12,11 @@ The protocol (docs/loop.md, "The benchmark's protocol"): LIBERO-Spatial tasks 0-
 and RL train on init states 0-9, the reward gate (bench/reward_signal.py) uses 10-19, and the benchmark
 scores 20-49: 150 real episodes per arm, the same (task, init state, seed) jobs before and after.
 1. evaluate the BC policy in real LIBERO on those jobs (fast rendering, one simulator per core);
-2. RL in imagination from that policy with the rl preset (default: configs/loop/quick.yaml's rl section);
-   the in-process LIBERO step counter is read before and after, so "real env steps during RL" is measured;
+2. RL in imagination from that policy with the recipe (default configs/rl/grasp_floor.yaml: the grasp-point
+   reward on a proprio model fitted on the policy's own rollouts, docs/loop.md). With the protocol's own
+   start, its inputs are built first on init states 0-9 (bench/protocol.py `build_recipe`); with your own
+   start, the preset's paths are used as they are. The in-process LIBERO step counter is read before and
+   after RL, so "real env steps during RL" is measured;
 3. evaluate the RL policy on exactly the same jobs.
 Prints per-task rates, the gain in points with its paired 95% interval (imagination/eval/stats.py) and
 `BENCH rl_gain ... PASS|FAIL`. PASS needs a gain >= --threshold points (+10), the interval's lower end
@@ -33,7 +38,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 from omegaconf import DictConfig, OmegaConf
 
-from bench.protocol import RLGainProtocol, build
+from bench.protocol import RLGainProtocol, build, build_recipe, recipe_config
 from envs.cli import load_config
 from envs.errors import run_main
 from envs.libero_env import LiberoEnv
@@ -41,7 +46,7 @@ from imagination.eval.evaluate import evaluate
 from imagination.eval.jobs import EvalConfig
 from imagination.eval.stats import paired_difference
 from imagination.loop.config import LoopConfig
-from imagination.rl.training import train_rl
+from imagination.rl.training import ImagineRLConfig, train_rl
 
 HEADROOM = (0.15, 0.65)  # per-task BC success that leaves RL something to gain and something to learn from
 BUDGET_MINUTES = 90  # RL plus both real evaluations on 2 cores
@@ -120,8 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", default="", help="dataset whose episodes start imagined ones")
     p.add_argument("--rl-run", default="", help="a finished imagine_rl.py out_dir to evaluate instead of running RL "
                                                 "here (its config.yaml must name --bc as the starting policy)")
-    p.add_argument("--preset", default="quick", help="loop preset whose rl section configures the RL (configs/loop/)")
-    p.add_argument("--rl", nargs="*", default=[], help="extra overrides of that rl section, e.g. iterations=20")
+    p.add_argument("--preset", default="quick", help="loop preset whose stage configs build the protocol's data, "
+                                                     "world model and BC, and set the evaluation (configs/loop/)")
+    p.add_argument("--recipe", default=proto.recipe, help="RL preset (configs/rl/); with the protocol's own start, "
+                                                          "pointed at the protocol's inputs")
+    p.add_argument("--rl", nargs="*", default=[], help="extra overrides of the recipe, e.g. seed=1 iterations=20")
     p.add_argument("--tasks", type=int, nargs="+", default=list(proto.tasks))
     p.add_argument("--episodes-per-task", type=int, default=proto.bench_episodes_per_task,
                    help="30 x 5 tasks = 150 episodes per arm")
@@ -131,11 +139,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out-dir", default=proto.path("run"), help="where RL and both evaluations go")
     p.add_argument("--threshold", type=float, default=10.0, help="minimum gain in percentage points")
     args = p.parse_args(argv)
-    loop = load_config(LoopConfig, args.preset, [f"rl.{o}" for o in args.rl], group="loop")
+    loop = load_config(LoopConfig, args.preset, group="loop")
+    proto = replace(proto, recipe=args.recipe)
+    out = Path(args.out_dir)
     run = Path(args.run) if args.run else None
+    rl_cfg: ImagineRLConfig | None = None
     if not (run or args.bc or args.world_model or args.data):  # the protocol end to end
         built = build(proto, loop)
         bc, wm, data = built["bc"], built["world_model"], built["data"]
+        if not args.rl_run:
+            built.update(build_recipe(proto, built, loop))
+            rl_cfg = recipe_config(proto, built, str(out / "rl"), args.rl)
     else:
         bc = args.bc or (str(run / "bc" / "policy.pt") if run else "")
         wm = args.world_model or (str(run / "world_model" / "world_model.pt") if run else "")
@@ -145,7 +159,6 @@ def main(argv: list[str] | None = None) -> int:
         if not path or not Path(path).exists():
             p.error(f"{name}: {path or '(not given)'} does not exist; give it, --run with a finished `make demo` run, "
                     "or no path at all to build the protocol's own")
-    out = Path(args.out_dir)
     base = replace(loop.eval, tasks=args.tasks, episodes_per_task=args.episodes_per_task, num_envs=args.num_envs,
                    init_state_offset=args.init_state_offset, seed=proto.seed, fast_render=True, videos=2)
 
@@ -155,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         rl = finished_rl_run(Path(args.rl_run), bc)
         real_steps = rl["real_env_steps"]  # counted by LiberoEnv in the process that ran the RL
     else:
-        rl_cfg = replace(loop.rl, policy=bc, world_model=wm, start_data=data, out_dir=str(out / "rl"))
+        if rl_cfg is None:
+            rl_cfg = replace(load_config(ImagineRLConfig, args.recipe, args.rl, group="rl"), policy=bc, world_model=wm,
+                             start_data=data, out_dir=str(out / "rl"))
         steps_before = LiberoEnv.process_steps
         rl = train_rl(rl_cfg)
         real_steps = LiberoEnv.process_steps - steps_before  # LiberoEnv steps simulated in this process during RL

@@ -17,6 +17,7 @@ Trained on consecutive rows of real episodes (row t = state before action t).
 """
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,7 +26,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from envs.atomic import atomic_write_text
 from envs.checkpoint import config_from, load_model_file, restore, save_model_file
+from envs.dataset import EpisodeDataset
 from envs.hub import CONFIG, WEIGHTS, load_folder, save_folder
 from envs.model_card import CardFacts, render_card
 from envs.provenance import versions
@@ -212,3 +215,31 @@ def fit_proprio(states: list[np.ndarray], actions: list[np.ndarray],
         sched.step()
         losses.append(float(loss.detach()))
     return model.eval(), losses
+
+
+def fit_proprio_on_data(cfg: FitProprioConfig) -> dict:
+    """Fit a ProprioModel on every episode of the datasets cfg.data and save it at cfg.out, with a .json beside
+    it: episodes, final loss and the median one-step end-effector error on the training pairs (in cm; a
+    sanity figure, not held out). Returns that summary."""
+    states, actions = [], []
+    for d in cfg.data:
+        if not (Path(d) / "meta" / "info.json").is_file():
+            raise ValueError(f"data: {d} is not an episode dataset (no meta/info.json)")
+        ds = EpisodeDataset(d, verify=False)
+        for i in range(len(ds)):
+            s, a = ds.arrays(i)  # the numbers only: no video decoded
+            states.append(s)
+            actions.append(a)
+    print(f"fitting the proprio model on {len(states)} episodes of {len(cfg.data)} datasets "
+          f"(chunk {cfg.model.chunk_len}, history {cfg.model.history}, {cfg.model.steps} steps)")
+    model, losses = fit_proprio(states, actions, cfg.model)
+    Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
+    model.save(cfg.out)
+    s0, hist, acts, targets, mask = chunk_pairs(states, actions, cfg.model.chunk_len, cfg.model.history)
+    n = min(len(s0), 4096)
+    pred = ProprioModel.load(cfg.out).predict(*(torch.from_numpy(x[:n]) for x in (s0, acts, hist)))
+    err = np.linalg.norm((pred.numpy() - targets[:n])[..., :3], axis=-1)[mask[:n] > 0]
+    result = {"out": cfg.out, "episodes": len(states), "data": list(cfg.data),
+              "final_loss": float(np.mean(losses[-50:])), "train_eef_error_cm_median": float(np.median(err) * 100)}
+    atomic_write_text(Path(cfg.out).with_suffix(".json"), json.dumps(result, indent=2))
+    return result

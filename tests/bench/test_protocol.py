@@ -62,3 +62,58 @@ def test_build_trains_on_init_states_0_to_9_and_bc_from_one_demo_and_fewer_steps
     # a BC start trained under another protocol is refused, not scored as this one's
     with pytest.raises(ValueError, match="bc_steps"):
         protocol.build(protocol.RLGainProtocol(root=p.root, bc_steps=1000), loop)
+
+
+@pytest.fixture
+def recipe_recorded(tmp_path, monkeypatch):
+    """build_recipe's stages replaced by recorders (each is tested in its own package)."""
+    calls: dict[str, list] = {"rollouts": [], "label": [], "near_miss": [], "proprio": []}
+
+    def rollouts(cfg, policy, data_dir, extra, progress=True):
+        calls["rollouts"].append((cfg, data_dir))
+        return {"recorded": {"episodes": 50}}
+
+    def proprio(cfg):
+        calls["proprio"].append(cfg)
+        Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(cfg.out).write_bytes(b"p")
+
+    class Model:
+        chunk_len = 6
+
+    monkeypatch.setattr(protocol, "evaluate_and_record", rollouts)
+    monkeypatch.setattr(protocol, "label_dataset", lambda d, progress: calls["label"].append(d))
+    monkeypatch.setattr(protocol, "collect_labels", lambda cfg: calls["near_miss"].append(cfg))
+    monkeypatch.setattr(protocol, "fit_proprio_on_data", proprio)
+    monkeypatch.setattr(protocol.Policy, "load", staticmethod(lambda path: path))
+    monkeypatch.setattr(protocol.WorldModel, "load", staticmethod(lambda path: Model()))
+    return calls
+
+
+def test_build_recipe_makes_its_inputs_on_the_training_init_states_only(tmp_path, recipe_recorded):
+    from envs.dataset import DatasetConfig, EpisodeWriter
+
+    p = protocol.RLGainProtocol(root=str(tmp_path / "rl_gain"))
+    loop = load_config(LoopConfig, "quick", [], group="loop")
+    EpisodeWriter(p.path("data"), DatasetConfig(views=("agentview",), image_size=(8, 8))).close()
+    paths = {"data": p.path("data"), "world_model": p.path("world_model_file"), "bc": p.path("bc_file")}
+    got = protocol.build_recipe(p, paths, loop)
+    ((rollout_cfg, own),) = recipe_recorded["rollouts"]
+    assert own == got["own_rollouts"] and Path(own, "meta", "info.json").is_file()  # made with the data's layout
+    assert rollout_cfg.init_state_offset == 0 and rollout_cfg.episodes_per_task == p.train_init_states
+    assert rollout_cfg.seed == p.own_rollout_seed != p.seed and rollout_cfg.checkpoint == paths["bc"]
+    (near,) = recipe_recorded["near_miss"]
+    assert near.init_state_offset == 0 and near.init_states == p.train_init_states and near.strength == 1.6
+    (fit,) = recipe_recorded["proprio"]
+    assert fit.data == [paths["data"], own] and fit.model.chunk_len == 6  # the world model's chunk
+    assert set(recipe_recorded["label"]) == {paths["data"], own}
+    # a second build records and fits nothing again
+    protocol.build_recipe(p, paths, loop)
+    assert len(recipe_recorded["rollouts"]) == len(recipe_recorded["proprio"]) == 1
+
+    cfg = protocol.recipe_config(p, {**paths, **got}, str(tmp_path / "rl"), ["seed=3"])
+    assert (cfg.policy, cfg.world_model, cfg.start_data, cfg.proprio) == (
+        paths["bc"], paths["world_model"], paths["data"], got["proprio"])
+    assert cfg.imagination.grasp_train_data == [paths["data"], own]
+    assert cfg.imagination.grasp_label_dirs == [got["near_miss_labels"]]
+    assert cfg.imagination.reward == "grasp" and cfg.rl.group_std_floor == 0.1 and cfg.seed == 3  # the preset's
