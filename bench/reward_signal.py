@@ -1,6 +1,8 @@
 """The reward gate, run before every RL experiment: does the world model's reward see real outcomes?
 
-    python bench/reward_signal.py                       # the rl_gain protocol's world model, BC and RL policy
+    python bench/reward_signal.py                       # the rl_gain protocol's world model, BC and RL policy,
+                                                        # judged by its recipe's reward ("grasp")
+    python bench/reward_signal.py --reward head         # the world model's success head instead
     python bench/reward_signal.py --branch              # also from 8 steps before each episode's first grasp
     python bench/reward_signal.py --world-model other/world_model.pt --out-dir outputs/bench/gate_other
     python bench/reward_signal.py --policies bc/policy.pt rl/policy.pt --names bc rl
@@ -19,6 +21,10 @@ the world model trained on, and none of the benchmark's), for each policy:
    outcome with a 95% bootstrap interval (jobs resampled within each task) and the number of pairs it
    rests on, the overall AUC, and per task the imagined success rate (probability >= the world
    model's calibrated threshold) against the real one.
+With --reward grasp (the default, what the rl_gain recipe trains on), step 2 is the policy acting on
+imagined frames from each recorded episode's first frame, and the probability is the grasp-point
+classifier's P(success) at the imagined first close (imagination/eval/grasp_gate.py; the classifier fit on
+the recipe's training-side data, the recipe's proprio model), counted a success at >= 0.5.
 PASS needs the within-task AUC of all policies' jobs pooled >= 0.80 and every policy's per-task
 |imagined - real| <= 0.15; the exit status is 1 otherwise, and 2 when an input is missing. Writes
 <out-dir>/reward_signal.json (every job and figure). --branch also continues each recorded episode in
@@ -164,13 +170,23 @@ def main(argv: list[str] | None = None) -> int:
                                                          "first grasp (imagination.eval.closed_loop.branch_records)")
     p.add_argument("--lead-steps", type=int, default=LEAD_STEPS)
     p.add_argument("--imagined-envs", type=int, default=25, help="imagined episodes per batch")
-    p.add_argument("--reward", choices=["head", "state"], default="head",
-                   help="what judges success in imagination: the world model's success head, or a state reward "
-                        "(world_models/object_state.py) carried along the imagined robot states")
+    p.add_argument("--reward", choices=["grasp", "head", "state"], default="grasp",
+                   help="what judges success in imagination: the grasp-point classifier of the rl_gain recipe, the "
+                        "world model's success head, or a state reward (world_models/object_state.py) carried along "
+                        "the imagined robot states")
+    p.add_argument("--grasp-train-data", nargs="+", default=[], help="--reward grasp: labelled datasets the "
+                   "classifier is fit on (default: the protocol's data and the BC policy's own rollouts)")
+    p.add_argument("--grasp-label-dirs", nargs="*", default=None, help="--reward grasp: label-collection folders "
+                   "it is also fit on (default: the protocol's near-miss grasps)")
+    p.add_argument("--proprio", default="", help="ProprioModel file (default: --reward grasp, the recipe's; else one "
+                                                 "fitted on the training data)")
     p.add_argument("--state-reward", default="", help="StateReward checkpoint for --reward state "
                                                       "(scripts/train_state_reward.py)")
     p.add_argument("--device", default="cpu", help="where the world model runs (cpu, cuda)")
     args = p.parse_args(argv)
+    if args.reward == "grasp" and args.branch:
+        print("reward_signal: --branch: the branch check runs with --reward head or state", file=sys.stderr)
+        return 2
     if args.reward == "state" and not Path(args.state_reward).is_file():
         print(f"reward_signal: --state-reward: {args.state_reward or '(not given)'} is not a file; --reward state "
               "needs one (scripts/train_state_reward.py)", file=sys.stderr)
@@ -194,6 +210,15 @@ def main(argv: list[str] | None = None) -> int:
         needed.append(("world model calibration", calibration, calibration, True))
     needed += [("training data", train_data, str(Path(train_data, "meta", "info.json")), not args.train_data)]
     needed += [(f"policy {n}", x, x, not args.policies) for n, x in zip(names, policies)]
+    grasp_data = list(args.grasp_train_data) or [train_data, proto.path("own_rollouts/data")]
+    grasp_dirs = (list(args.grasp_label_dirs) if args.grasp_label_dirs is not None
+                  else [proto.path(f"near_miss_labels_s{round(10 * proto.near_miss_strength)}")])
+    if args.reward == "grasp":
+        needed += [("grasp classifier data", d, str(Path(d, "meta", "info.json")), not args.grasp_train_data)
+                   for d in grasp_data]
+        needed += [("near-miss labels", d, d, args.grasp_label_dirs is None) for d in grasp_dirs]
+        recipe_proprio = args.proprio or proto.path("own_proprio_file")
+        needed += [("proprio model", recipe_proprio, recipe_proprio, not args.proprio)]
     if (line := _missing_line(needed)) is not None:
         print(line, file=sys.stderr)
         return 2
@@ -203,13 +228,15 @@ def main(argv: list[str] | None = None) -> int:
     from envs.dataset import EpisodeDataset, EpisodeWriter
     from envs.provenance import provenance
     from imagination.eval.closed_loop import ClosedLoopConfig, branch_records, closed_loop_records
+    from imagination.eval.grasp_gate import GraspGateConfig, grasp_gate_records
     from imagination.eval.reward_gate import THRESHOLD_AUC, THRESHOLD_GAP, gate_figures, gate_verdict
     from imagination.loop.config import LoopConfig
     from world_models.model import WorldModel
 
     gate = Path(args.gate_dir or proto.path("gate"))
     # the real side is shared; another reward's imagined runs go beside it
-    out = Path(args.out_dir) if args.out_dir else (gate if args.reward == "head" else gate / "state_reward")
+    out = Path(args.out_dir) if args.out_dir else {"head": gate, "state": gate / "state_reward",
+                                                   "grasp": gate / "grasp_reward"}[args.reward]
     gate_data = gate / "data"
     if not (gate_data / "meta" / "info.json").is_file():
         EpisodeWriter(gate_data, EpisodeDataset(train_data, verify=False).config).close()
@@ -217,7 +244,11 @@ def main(argv: list[str] | None = None) -> int:
     # the head's threshold is calibrated per checkpoint; the state reward's probability is trained as one
     threshold = float(wm.cfg.head.success_threshold) if args.reward == "head" else 0.5
     own = not args.world_model and not args.train_data
-    proprio = _gate_proprio(Path(proto.path("proprio_file")) if own else out / "proprio.pt", train_data, wm.chunk_len)
+    if args.reward == "grasp":
+        proprio = args.proprio or proto.path("own_proprio_file")
+    else:
+        proprio = args.proprio or _gate_proprio(Path(proto.path("proprio_file")) if own else out / "proprio.pt",
+                                                train_data, wm.chunk_len)
     loop = load_config(LoopConfig, "quick", group="loop")
     base = replace(loop.eval, env=proto.suite, tasks=list(proto.tasks), episodes_per_task=proto.gate_init_states,
                    init_state_offset=proto.gate_offset, seed=proto.seed, num_envs=2, fast_render=True)
@@ -230,9 +261,15 @@ def main(argv: list[str] | None = None) -> int:
     branch_rows: list[dict] = []
     for name, ckpt in zip(names, policies):
         real = _real_gate_eval(replace(base, checkpoint=ckpt, out_dir=str(gate / f"eval_{name}")), gate_data, name)
-        if args.reward == "state":  # imagined jobs start the object where the simulator had it
+        if args.reward != "head":  # imagined jobs start the object where the simulator had it
             from envs.sim_labels import label_dataset
             label_dataset(str(gate_data))
+        if args.reward == "grasp":
+            gcfg = GraspGateConfig(world_model=wm_path, proprio=proprio, train_data=grasp_data,
+                                   label_dirs=grasp_dirs, num_envs=args.imagined_envs)
+            rows += [{"policy": name, **r}
+                     for r in grasp_gate_records(str(gate_data), ckpt, gcfg, ["closed_loop"])["closed_loop"]]
+            continue
         imagined_dir = out / f"imagined_{name}"
         inputs = [wm_path, proprio, str(gate / f"eval_{name}" / "results.json")]
         _fresh(imagined_dir / "results.json", *inputs, *([args.state_reward] if args.reward == "state" else []))
@@ -267,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         print("FAIL: " + "; ".join(verdict.reasons))
     result = {"protocol": proto.describe(), "world_model": wm_path, "reward": args.reward,
               "state_reward": args.state_reward, "success_threshold": threshold,
+              **({"grasp_train_data": grasp_data, "grasp_label_dirs": grasp_dirs} if args.reward == "grasp" else {}),
               "train_data": train_data, "proprio": proprio, "gate_data": str(gate_data),
               "policies": dict(zip(names, policies)), "jobs_per_policy": len(proto.tasks) * proto.gate_init_states,
               "thresholds": {"auc_within_task": THRESHOLD_AUC, "max_calibration_gap": THRESHOLD_GAP},

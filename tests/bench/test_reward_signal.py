@@ -32,12 +32,25 @@ def test_missing_protocol_inputs_give_one_line_and_exit_2(tmp_path):
 
 def test_missing_given_files_are_named(tmp_path, capsys):
     reward_signal = _load("reward_signal")
-    code = reward_signal.main(["--root", str(tmp_path), "--world-model", str(tmp_path / "wm.pt"),
-                               "--train-data", str(tmp_path / "data"), "--policies", str(tmp_path / "p.pt")])
+    given = ["--root", str(tmp_path), "--world-model", str(tmp_path / "wm.pt"), "--train-data", str(tmp_path / "data"),
+             "--policies", str(tmp_path / "p.pt")]
+    code = reward_signal.main([*given, "--reward", "head"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1
     assert err[0] == (f"reward_signal: missing world model {tmp_path / 'wm.pt'}, training data {tmp_path / 'data'}, "
                       f"policy {tmp_path.name} {tmp_path / 'p.pt'}; give existing files")
+    # the default reward (the recipe's grasp classifier) also needs its training data, near misses and proprio
+    # model: the protocol's own unless given, so the line says what builds them
+    assert reward_signal.main(given) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith("`python bench/rl_gain.py` builds the protocol's "
+                                             "(or give --world-model, --policies, --train-data)")
+    for name in (f"grasp classifier data {tmp_path / 'own_rollouts' / 'data'}",
+                 f"near-miss labels {tmp_path / 'near_miss_labels_s16'}",
+                 f"proprio model {tmp_path / 'own_rollouts' / 'proprio.pt'}"):
+        assert name in err[0]
+    assert reward_signal.main([*given, "--branch"]) == 2
+    assert "--branch: the branch check runs with --reward head or state" in capsys.readouterr().err
     assert reward_signal.main(["--root", str(tmp_path), "--policies", "a.pt", "b.pt", "--names", "x", "x"]) == 2
     assert "2 distinct names" in capsys.readouterr().err
 
@@ -102,7 +115,7 @@ def _finished_gate_eval(root: Path, successes) -> None:
 def test_a_head_that_says_the_same_everywhere_fails_the_gate(protocol_root, capsys):
     reward_signal = _load("reward_signal")
     _finished_gate_eval(protocol_root, lambda jobs: [j.episode % 2 == 0 for j in jobs])  # 5 of 10 on every task
-    code = reward_signal.main(["--root", str(protocol_root), "--branch", "--lead-steps", "4"])
+    code = reward_signal.main(["--root", str(protocol_root), "--reward", "head", "--branch", "--lead-steps", "4"])
     out = capsys.readouterr().out
     assert code == 1
     assert "bc: reusing" in out and "fitting the proprio model" in out
@@ -122,7 +135,7 @@ def test_a_head_that_says_the_same_everywhere_fails_the_gate(protocol_root, caps
 
     # every job solved for real: nothing to separate, said plainly; the cached proprio model is reused
     _finished_gate_eval(protocol_root, lambda jobs: [True] * len(jobs))
-    assert reward_signal.main(["--root", str(protocol_root)]) == 1
+    assert reward_signal.main(["--root", str(protocol_root), "--reward", "head"]) == 1
     out = capsys.readouterr().out
     assert "fitting the proprio model" not in out and "older than its inputs, imagining again" in out
     assert "cannot measure: no task has both a real success and a real failure" in out

@@ -8,6 +8,7 @@ from gymnasium.utils.env_checker import check_env
 
 from imagination.env import ImaginationConfig, ImaginationEnv, ImaginationVectorEnv, StartEpisode
 from imagination.keyframes import Keyframe, KeyframeConfig, KeyframeSampler, step_weights
+from tests.episodes import grasp_label_dir
 from world_models.denoiser import DenoiserConfig
 from world_models.model import WorldModel, WorldModelConfig
 from world_models.proprio import ProprioConfig, ProprioModel, fit_proprio
@@ -269,34 +270,13 @@ def test_state_reward_draws_keyframes_only_where_the_labels_reach(models, tmp_pa
         venv.reset(options={"keyframes": [Keyframe(0, 7)]})
 
 
-def _grasp_label_dir(root, n=60, seed=0):
-    """Label-collection files whose outcome follows a rule the grasp classifier can learn: success when the
-    gripper is commanded shut within 2 cm (in the plane) of the object's start."""
-    from envs.label_collection import _write
-
-    rng = np.random.default_rng(seed)
-    root.mkdir()
-    for k in range(n):
-        T, close = 20, int(rng.integers(5, 12))
-        obj = np.array([0.1, 0.0, 0.9])
-        state = np.zeros((T, 8), np.float32)
-        state[:, :3] = obj + np.r_[rng.uniform(-0.04, 0.04, 2), 0.02]
-        action = np.zeros((T, 7), np.float32)
-        action[close:, 6] = 1.0
-        ok = bool(np.hypot(*(state[0, :2] - obj[:2])) < 0.02)
-        arrays = {"state": state, "action": action, "success": np.full(T, ok), "grasped": np.zeros(T, bool),
-                  "object_pos": np.repeat(obj[None], T, 0), "target_pos": np.repeat(obj[None] + [0.2, 0, 0], T, 0)}
-        _write(root / f"task{k % 3:02d}_ep{k:04d}.npz", arrays, {"task_id": k % 3, "success": ok})
-    return str(root)
-
-
 def test_grasp_reward_ends_the_episode_at_the_first_close_with_the_classifier_probability(models, tmp_path):
     """reward 'grasp': no reward while the gripper stays open; the chunk that commands it shut ends the episode
     there, with reward P(success) of the grasp-point classifier at the proprio model's predicted state."""
     from world_models.grasp_point import features_at
 
     wm, prop = models
-    labels = _grasp_label_dir(tmp_path / "labels")
+    labels = grasp_label_dir(tmp_path / "labels")
     eps = _labelled(_episodes())
     venv = ImaginationVectorEnv(wm, prop, eps, 1, ImaginationConfig(
         max_steps=100, reward="grasp", grasp_label_dirs=[labels], keyframes=KeyframeConfig(mode="start")))
@@ -335,7 +315,7 @@ def test_grasp_until_release_holds_on_and_judges_where_the_carried_object_is_let
     from world_models.grasp_point import release_features_at
 
     wm, prop = models
-    labels = _grasp_label_dir(tmp_path / "labels")
+    labels = grasp_label_dir(tmp_path / "labels")
     eps = _labelled(_episodes())
     sim = eps[1].sim
     venv = ImaginationVectorEnv(wm, prop, eps, 1, ImaginationConfig(
@@ -376,7 +356,7 @@ def test_grasp_reward_needs_training_episodes_and_starts_before_the_recorded_clo
     wm, prop = models
     with pytest.raises(ValueError, match="grasp_train_data"):
         ImaginationVectorEnv(wm, prop, _labelled(_episodes()), 1, ImaginationConfig(reward="grasp"))
-    labels = _grasp_label_dir(tmp_path / "labels")
+    labels = grasp_label_dir(tmp_path / "labels")
     with pytest.raises(ValueError, match="simulator labels"):
         ImaginationVectorEnv(wm, prop, _episodes(), 1, ImaginationConfig(reward="grasp", grasp_label_dirs=[labels]))
     venv = ImaginationVectorEnv(wm, prop, _labelled(_episodes()), 1, ImaginationConfig(

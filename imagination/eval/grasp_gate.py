@@ -1,0 +1,120 @@
+"""The reward gate for reward "grasp": what the grasp-point classifier says of a policy's recorded real
+episodes, read at three stages, one record per episode.
+
+    recorded     the robot states the simulator recorded: how much of the outcome the grasp point holds
+    predicted    the recorded actions through imagination's proprio model (open loop): what its drift costs
+    closed_loop  the policy acting on imagined frames from the episode's first frame (world model + proprio):
+                 what imagined RL with reward "grasp" scores (imagination/grasp_judge.py)
+
+bench/reward_ceiling.py prints all three; bench/reward_signal.py --reward grasp scores the closed loop with
+the gate's AUC and calibration (imagination/eval/reward_gate.py). The classifier is fit on training-side
+episodes only (labelled datasets and label-collection folders, world_models/grasp_point.py).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import numpy as np
+import torch
+
+from envs.sim_labels import read_sim_labels
+from imagination.env import ImaginationConfig
+from imagination.imagine import ImaginedEpisodes, imagine, open_imagination, policy_mean, recorded_actions
+from imagination.keyframes import Keyframe
+from policies.base import Policy
+from world_models.grasp_point import dataset_features, fit_grasp_point, grasp_features, place_features
+from world_models.proprio import ProprioModel
+
+STAGES = ("recorded", "predicted", "closed_loop")
+
+
+@dataclass
+class GraspGateConfig:
+    """The classifier's training data, the imagination that re-runs the gate's episodes, and the ending."""
+
+    world_model: str = ""
+    proprio: str = ""  # ProprioModel file: the one imagined RL uses
+    train_data: list[str] = field(default_factory=list)  # labelled datasets (scripts/label_episodes.py)
+    label_dirs: list[str] = field(default_factory=list)  # scripts/collect_labels.py out_dirs
+    until: str = "close"  # "close": judge the grasp; "release": the grasp and where the object is let go
+    num_envs: int = 10  # imagined episodes per batch
+    max_steps: int = 220  # imagined horizon
+    seed: int = 0
+
+
+def imagined_features(run: ImaginedEpisodes, proprio: ProprioModel, starts: list[np.ndarray],
+                      targets: list[np.ndarray], place: bool = False) -> list[np.ndarray]:
+    """Grasp (place=True: grasp-and-release) features of each imagined episode: every step's robot state
+    rebuilt from the chunk-start states the run kept and the proprio model's prediction within each chunk."""
+    assert run.state is not None  # imagine(keep_obs=True)
+    out = []
+    for e in range(len(run.keyframes)):
+        rows = np.flatnonzero(run.env == e)
+        rows = rows[np.argsort(run.step[rows])]
+        acts = torch.as_tensor(run.actions[rows])  # [n, K, 7]
+        # the actions before each chunk, as the env fed them: the previous chunks' (the run starts at frame 0)
+        flat = torch.cat([torch.zeros(proprio.cfg.history, 7), acts.reshape(-1, 7)])
+        K, H = acts.shape[1], proprio.cfg.history
+        history = torch.stack([flat[j * K:j * K + H] for j in range(len(rows))])
+        with torch.no_grad():  # [n, K, S]: the state after each action of each chunk
+            after = proprio.predict(torch.as_tensor(run.state[rows]), acts, history).numpy()
+        states = np.concatenate([np.concatenate([run.state[r][None], after[j, :-1]]) for j, r in enumerate(rows)])
+        featurize = place_features if place else grasp_features
+        out.append(featurize(states, run.actions[rows].reshape(-1, 7), starts[e], targets[e]))
+    return out
+
+
+def grasp_gate_records(gate_data: str, policy_path: str, cfg: GraspGateConfig,
+                       stages: Sequence[str] = STAGES) -> dict[str, list[dict[str, Any]]]:
+    """Per stage, one record per labelled episode of `policy_path` in the recorded dataset `gate_data`:
+    task_id, init_state_id, episode, real_success and max_success_prob (the classifier's P(success) at the
+    stage's grasp), the fields imagination.eval.reward_gate.gate_figures reads."""
+    bad = [s for s in stages if s not in STAGES]
+    if bad:
+        raise ValueError(f"stages: expected some of {list(STAGES)}, got {bad}")
+    if cfg.until not in ("close", "release"):
+        raise ValueError(f"until: expected 'close' or 'release', got {cfg.until!r}")
+    place = cfg.until == "release"
+    feats, tasks, real, idx = dataset_features(gate_data, policy_path, place)
+    if not idx:
+        raise ValueError(f"gate_data: {gate_data} holds no labelled episode of {policy_path} "
+                         "(record it with bench/reward_signal.py, label it with scripts/label_episodes.py)")
+    clf = fit_grasp_point(cfg.train_data, cfg.label_dirs, place=place)
+    task_arr = np.array(tasks)
+    sims = cast(list[dict[str, Any]], [read_sim_labels(gate_data, i) for i in idx])  # labelled: none is None
+    from envs.dataset import EpisodeDataset
+
+    meta = {m.episode_index: m for m in EpisodeDataset(gate_data, verify=False).meta}
+
+    def records(probs: np.ndarray) -> list[dict[str, Any]]:
+        return [{"task_id": int(tasks[k]), "init_state_id": int(meta[i].init_state_id), "episode": int(i),
+                 "real_success": bool(real[k]), "max_success_prob": float(probs[k])} for k, i in enumerate(idx)]
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    if "recorded" in stages:
+        out["recorded"] = records(clf.predict(np.array(feats), task_arr))
+    imagined = [s for s in stages if s != "recorded"]
+    if not imagined:
+        return out
+    policy = Policy.load(policy_path)
+    policy.eval()
+    # the success threshold is out of reach: nothing ends an episode before the horizon, as in the gate
+    env = open_imagination(cfg.world_model, gate_data, cfg.proprio, num_envs=cfg.num_envs,
+                           config=ImaginationConfig(max_steps=cfg.max_steps, success_threshold=2.0), indices=idx,
+                           policy=policy)
+    starts, targets = [s["object_pos"][0] for s in sims], [s["target_pos"][0] for s in sims]
+    acts: dict[str, Callable[[], Any]] = {"predicted": lambda: recorded_actions(env),
+                                          "closed_loop": lambda: policy_mean(policy)}
+    for name in imagined:
+        got: list[np.ndarray] = []
+        for b in range(0, len(idx), env.num_envs):
+            k = list(range(b, min(b + env.num_envs, len(idx))))
+            run = imagine(env, acts[name](), [Keyframe(i, 0) for i in k], seed=cfg.seed, keep_obs=True)
+            got += imagined_features(run, env.proprio, [starts[i] for i in k], [targets[i] for i in k], place)
+        out[name] = records(clf.predict(np.array(got), task_arr))
+    return out
+
+
+__all__ = ["STAGES", "GraspGateConfig", "grasp_gate_records", "imagined_features"]

@@ -1,0 +1,92 @@
+"""imagination/eval/grasp_gate.py on hand-made recorded episodes: a policy's gate episodes whose real outcome
+follows the grasp point (success when it closes within 2 cm of the object), a classifier fit on label
+episodes of the same rule, and a tiny world model and policy for the imagined stages."""
+import numpy as np
+import pytest
+import torch
+
+from envs.dataset import DatasetConfig, Episode, EpisodeWriter
+from envs.sim_labels import label_path, write_labels
+from imagination.eval.grasp_gate import STAGES, GraspGateConfig, grasp_gate_records
+from imagination.eval.reward_gate import gate_figures
+from tests.episodes import grasp_label_dir
+
+H, K, T = 16, 4, 12
+OBJ = np.array([0.1, 0.0, 0.9], np.float32)
+
+
+def _gate(root, policy: str, n: int = 12) -> None:
+    """n recorded episodes of `policy` on tasks 0-2; the end effector holds still at an offset from the
+    object and the gripper closes at step 6; success when the offset is under 2 cm."""
+    rng = np.random.default_rng(1)
+    with EpisodeWriter(root, DatasetConfig(views=("agentview",), image_size=(H, H))) as w:
+        for k in range(n):
+            offset = (0.005 if k % 2 == 0 else 0.035) * np.array([np.cos(k), np.sin(k)])  # in the plane
+            state = np.zeros((T, 8), np.float32)
+            state[:, :3] = OBJ + np.r_[offset, 0.02]
+            action = np.zeros((T, 7), np.float32)
+            action[6:, 6] = 1.0
+            ok = k % 2 == 0
+            success = np.zeros(T, bool)
+            success[-1] = ok
+            w.append(Episode(frames={"agentview": rng.integers(0, 255, (T, H, H, 3), dtype=np.uint8)}, state=state,
+                             action=action, reward=success.astype(np.float32), success=success,
+                             instruction=f"task {k % 3}", suite="libero_spatial", task_id=k % 3, source="policy",
+                             perturbation="", init_state_id=10 + k // 3, extra={"policy": policy}))
+    for k in range(n):
+        label_path(root, k).parent.mkdir(parents=True, exist_ok=True)
+        write_labels(label_path(root, k), {"object_pos": np.repeat(OBJ[None], T, 0),
+                                           "target_pos": np.repeat(OBJ[None] + [0.2, 0, 0], T, 0),
+                                           "grasped": np.zeros(T, bool)}, {})
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    from policies.vla import VLAConfig, VLAPolicy
+    from world_models.denoiser import DenoiserConfig
+    from world_models.model import WorldModel, WorldModelConfig
+
+    root = tmp_path_factory.mktemp("grasp_gate")
+    policy_path = str(root / "policy.pt")
+    torch.manual_seed(0)
+    VLAPolicy(VLAConfig(views=["agentview"], image_size=H, chunk_len=K, conv_channels=[8, 8])).save(policy_path)
+    d = DenoiserConfig(image_size=H, channels=3, context_frames=2, chunk_len=K, block_out_channels=[8, 16],
+                       norm_num_groups=4)
+    WorldModel(WorldModelConfig(views=["agentview"], denoiser=d)).save(root / "wm.pt")
+    _gate(root / "gate", policy_path)
+    cfg = GraspGateConfig(world_model=str(root / "wm.pt"), label_dirs=[grasp_label_dir(root / "labels")],
+                          num_envs=6, max_steps=T)
+    return root, policy_path, cfg
+
+
+def test_recorded_stage_reads_the_grasp_point_of_each_episode(setup):
+    root, policy, cfg = setup
+    runs = grasp_gate_records(str(root / "gate"), policy, cfg, ["recorded"])
+    assert list(runs) == ["recorded"]
+    rows = runs["recorded"]
+    assert len(rows) == 12 and {r["task_id"] for r in rows} == {0, 1, 2}
+    assert [r["init_state_id"] for r in rows[:3]] == [10, 10, 10] and [r["episode"] for r in rows] == list(range(12))
+    # the classifier learned the rule of the label episodes: it ranks every real success above every failure
+    figs = gate_figures(rows, 0.5)
+    assert figs["auc_within_task"] == 1.0 and figs["max_calibration_gap"] <= 0.34
+    ok = [r["max_success_prob"] for r in rows if r["real_success"]]
+    bad = [r["max_success_prob"] for r in rows if not r["real_success"]]
+    assert min(ok) > 0.5 > max(bad)
+
+
+def test_imagined_stages_give_one_probability_per_episode(setup):
+    root, policy, cfg = setup
+    runs = grasp_gate_records(str(root / "gate"), policy, cfg)  # proprio "": fitted on the gate episodes
+    assert list(runs) == list(STAGES)
+    for name in ("predicted", "closed_loop"):
+        probs = [r["max_success_prob"] for r in runs[name]]
+        assert len(probs) == 12 and all(0.0 <= p <= 1.0 for p in probs)
+        assert [r["real_success"] for r in runs[name]] == [r["real_success"] for r in runs["recorded"]]
+
+
+def test_bad_stage_and_a_policy_with_no_episodes_are_named(setup):
+    root, policy, cfg = setup
+    with pytest.raises(ValueError, match="stages: expected some of"):
+        grasp_gate_records(str(root / "gate"), policy, cfg, ["dreamed"])
+    with pytest.raises(ValueError, match="holds no labelled episode of other.pt"):
+        grasp_gate_records(str(root / "gate"), "other.pt", cfg, ["recorded"])
