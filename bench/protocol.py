@@ -22,26 +22,19 @@ scripted near-miss grasps, and a proprio model fitted on the demonstrations and 
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from envs.atomic import atomic_write_text
 from envs.cli import load_config
 from envs.collection import collect_dataset
-from envs.dataset import EpisodeDataset, EpisodeWriter
-from envs.label_collection import LabelCollectConfig, collect_labels
+from envs.dataset import EpisodeDataset
 from envs.provenance import provenance
-from envs.sim_labels import label_dataset
 from imagination.eval.calibrate import CalibrateConfig, calibrate_success
-from imagination.eval.real_rollouts import evaluate_and_record
 from imagination.loop.config import LoopConfig
+from imagination.rl.grasp_inputs import GraspInputPaths, GraspInputsConfig, build_grasp_inputs
 from imagination.rl.training import ImagineRLConfig
-from policies.base import Policy
 from policies.bc import train_bc_on_data
-from world_models.model import WorldModel
-from world_models.proprio import FitProprioConfig, ProprioConfig, fit_proprio_on_data
 from world_models.training import train_world_model
 
 
@@ -132,42 +125,22 @@ def build(p: RLGainProtocol, loop: LoopConfig) -> dict[str, str]:
     return paths
 
 
-def _own_rollouts(p: RLGainProtocol, bc: str, data: str, loop: LoopConfig) -> str:
-    """The BC policy's real episodes on the training init states, recorded (source "policy") and labelled."""
-    root = Path(p.path("own_rollouts"))
-    own, done = str(root / "data"), root / "result.json"
-    if not done.is_file():
-        # an interrupted recording would be appended to twice on a re-run: start it over (it is derived)
-        shutil.rmtree(own, ignore_errors=True)
-        EpisodeWriter(own, EpisodeDataset(data, verify=False).config).close()
-        cfg = replace(loop.eval, env=p.suite, checkpoint=bc, tasks=list(p.tasks), episodes_per_task=p.train_init_states,
-                      init_state_offset=0, seed=p.own_rollout_seed, fast_render=True, videos=0,
-                      out_dir=str(root / "eval"))
-        print(f"[protocol] recording the BC policy's own rollouts on init states 0-{p.train_init_states - 1}")
-        result = evaluate_and_record(cfg, Policy.load(bc), own, {"policy": bc, "phase": "own_rollouts"})
-        atomic_write_text(done, json.dumps({"recorded": result["recorded"], "policy": bc}, indent=2))
-    label_dataset(own, progress=False)
-    return own
+def _inputs_config(p: RLGainProtocol) -> GraspInputsConfig:
+    return GraspInputsConfig(own_rollout_seed=p.own_rollout_seed,
+                             near_miss_episodes_per_task=p.near_miss_episodes_per_task,
+                             near_miss_strength=p.near_miss_strength, proprio_steps=p.proprio_steps)
 
 
 def build_recipe(p: RLGainProtocol, paths: dict[str, str], loop: LoopConfig) -> dict[str, str]:
-    """What the default recipe reads besides `build`'s paths (data, world_model, bc), made or reused:
-    simulator labels of the data, the BC policy's own labelled rollouts, near-miss grasps and the proprio
-    model fitted on both datasets (with the world model's chunk length). Returns their paths."""
-    data = paths["data"]
-    label_dataset(data, progress=False)  # replays only episodes not labelled yet
-    own = _own_rollouts(p, paths["bc"], data, loop)
-    near = p.path(f"near_miss_labels_s{round(10 * p.near_miss_strength)}")
-    collect_labels(LabelCollectConfig(out_dir=near, suite=p.suite, tasks=list(p.tasks),
-                                      episodes_per_task=p.near_miss_episodes_per_task, init_state_offset=0,
-                                      init_states=p.train_init_states, strength=p.near_miss_strength))  # resumes
-    proprio = p.path("own_proprio_file")
-    if not _done(proprio):
-        chunk = WorldModel.load(paths["world_model"]).chunk_len
-        print("[protocol] fitting the proprio model on the demonstrations and the own rollouts")
-        fit_proprio_on_data(FitProprioConfig(data=[data, own], out=proprio,
-                                             model=ProprioConfig(chunk_len=chunk, steps=p.proprio_steps)))
-    return {"own_rollouts": own, "near_miss_labels": near, "proprio": proprio}
+    """What the default recipe reads besides `build`'s paths (data, world_model, bc), made or reused on the
+    training init states (imagination/rl/grasp_inputs.py): simulator labels of the data, the BC policy's own
+    labelled rollouts, near-miss grasps and the proprio model fitted on both datasets. Returns their paths."""
+    where = GraspInputPaths(own_rollouts=p.path("own_rollouts"),
+                            near_miss_labels=p.path(f"near_miss_labels_s{round(10 * p.near_miss_strength)}"),
+                            proprio=p.path("own_proprio_file"))
+    jobs = replace(loop.eval, env=p.suite, tasks=list(p.tasks), episodes_per_task=p.train_init_states,
+                   init_state_offset=0)
+    return build_grasp_inputs(where, paths["data"], paths["bc"], paths["world_model"], jobs, _inputs_config(p))
 
 
 def recipe_config(p: RLGainProtocol, paths: dict[str, str], out_dir: str,

@@ -16,12 +16,14 @@ from envs.cli import save_config
 from envs.collection import collect_dataset
 from envs.dataset import EpisodeDataset, select_meta
 from envs.provenance import provenance
+from envs.sim_labels import label_dataset
 from imagination.eval.calibrate import CalibrateConfig, calibrate_success
 from imagination.eval.closed_loop import paired_separation
 from imagination.eval.evaluate import evaluate
 from imagination.eval.real_rollouts import evaluate_and_record
 from imagination.loop.config import LoopConfig, LoopState, finetune_config, guard
 from imagination.loop.report import write_report
+from imagination.rl.grasp_inputs import GraspInputPaths, build_grasp_inputs
 from imagination.rl.training import ImagineRLConfig, train_rl
 from policies.base import Policy
 from policies.bc import train_bc_on_data
@@ -31,6 +33,8 @@ from world_models.training import train_world_model
 
 def _train_rl(cfg: ImagineRLConfig) -> dict:
     """train_rl's result without its per-iteration history (loop.json keeps the summary only)."""
+    if cfg.imagination.reward == "grasp":  # its start episodes need simulator labels: the new ones are replayed
+        label_dataset(cfg.start_data, progress=False)
     return {k: v for k, v in train_rl(cfg).items() if k != "history"}
 
 
@@ -62,8 +66,28 @@ def _calibrate(cfg: LoopConfig, state: LoopState, name: str, model_path: str, da
                        lambda: {k: v for k, v in calibrate_success(cal_cfg).items() if k in keep})
 
 
+def _grasp_inputs(cfg: LoopConfig, state: LoopState, policy: str, wm_path: str) -> dict[str, str]:
+    """Reward "grasp": the start policy's own rollouts, near-miss grasps and proprio model, on the collected
+    tasks and init states (imagination/rl/grasp_inputs.py), under run/grasp_inputs/."""
+    run, c = Path(cfg.out_dir) / "grasp_inputs", cfg.collect
+    where = GraspInputPaths(own_rollouts=str(run / "own_rollouts"), near_miss_labels=str(run / "near_miss_labels"),
+                            proprio=str(run / "proprio.pt"))
+    jobs = replace(cfg.eval, env=c.suite, tasks=list(c.tasks), episodes_per_task=c.episodes_per_task,
+                   init_state_offset=c.init_state_offset)
+    return state.stage("grasp_inputs", lambda: build_grasp_inputs(where, str(Path(cfg.out_dir) / "data"), policy,
+                                                                  wm_path, jobs, cfg.grasp_inputs))
+
+
+def _with_grasp_inputs(rl_cfg: ImagineRLConfig, inputs: dict[str, str]) -> ImagineRLConfig:
+    """The round's RL config reading the grasp inputs: the classifier is fit on the start data (the policy's
+    recorded episodes of earlier rounds included) and the own rollouts, with the near misses."""
+    im = replace(rl_cfg.imagination, grasp_train_data=[rl_cfg.start_data, inputs["own_rollouts"]],
+                 grasp_label_dirs=[inputs["near_miss_labels"]])
+    return replace(rl_cfg, imagination=im, proprio=inputs["proprio"])
+
+
 def _evaluate_phase(cfg: LoopConfig, state: LoopState, name: str, label: str, policy_path: str, wm_path: str,
-                    record_round: int | None, rl_dir: str | None) -> dict:
+                    record_round: int | None, rl_dir: str | None, proprio: str = "") -> dict:
     """Real evaluation (recorded into the dataset when record_round is set) and imagined evaluation."""
     run, data = Path(cfg.out_dir), str(Path(cfg.out_dir) / "data")
     real_path = run / name / "eval_real" / "results.json"
@@ -80,9 +104,10 @@ def _evaluate_phase(cfg: LoopConfig, state: LoopState, name: str, label: str, po
     real_result = state.stage(f"{name}_eval_real", real)
     imagined_path = None
     if cfg.imagined_eval:
-        proprio = Path(rl_dir or run / "round1" / "rl") / "proprio.pt"
+        fitted = Path(rl_dir or run / "round1" / "rl") / "proprio.pt"  # the one RL fitted, when given none
+        proprio = proprio or (str(fitted) if fitted.exists() else "")
         im_cfg = replace(cfg.eval, checkpoint=policy_path, env="imagination", world_model=wm_path, start_data=data,
-                         proprio=str(proprio) if proprio.exists() else "", out_dir=str(run / name / "eval_imagined"))
+                         proprio=proprio, out_dir=str(run / name / "eval_imagined"))
         state.stage(f"{name}_eval_imagined", lambda: {"success_rate": evaluate(im_cfg)["overall"]["success_rate"]})
         imagined_path = str(run / name / "eval_imagined" / "results.json")
         sep = paired_separation(json.loads(real_path.read_text()), json.loads(Path(imagined_path).read_text()))
@@ -134,16 +159,20 @@ def run_loop(cfg: LoopConfig) -> dict:
     _evaluate_phase(cfg, state, "bc", "BC", bc["policy_path"], wm_path, None, None)
 
     policy = bc["policy_path"]
+    grasp = _grasp_inputs(cfg, state, policy, wm_path) if cfg.rl.imagination.reward == "grasp" else None
     for r in range(1, cfg.rounds + 2):
         name = f"round{r}"
         label = "after imagined RL" if r == 1 else f"after loop round {r - 1}"
         sources = ["expert", "perturbed"] + (["policy"] if r > 1 else [])  # later rounds also start from own failures
         rl_cfg = replace(cfg.rl, policy=policy, world_model=wm_path, start_data=data, out_dir=str(run / name / "rl"),
                          sources=sources, seed=cfg.rl.seed + r)
+        if grasp is not None:
+            rl_cfg = _with_grasp_inputs(rl_cfg, grasp)
         rl = state.stage(f"{name}_rl", partial(_train_rl, rl_cfg))
         policy = rl["policy_path"]
         last = r == cfg.rounds + 1
-        real = _evaluate_phase(cfg, state, name, label, policy, wm_path, None if last else r, rl_cfg.out_dir)
+        real = _evaluate_phase(cfg, state, name, label, policy, wm_path, None if last else r, rl_cfg.out_dir,
+                               rl_cfg.proprio)
         if last:
             break
         imagined = (_rate(str(run / name / "eval_imagined" / "results.json")) if cfg.imagined_eval

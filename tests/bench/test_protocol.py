@@ -66,7 +66,8 @@ def test_build_trains_on_init_states_0_to_9_and_bc_from_one_demo_and_fewer_steps
 
 @pytest.fixture
 def recipe_recorded(tmp_path, monkeypatch):
-    """build_recipe's stages replaced by recorders (each is tested in its own package)."""
+    """build_recipe's stages (imagination/rl/grasp_inputs.py) replaced by recorders (each is tested in its own
+    package)."""
     calls: dict[str, list] = {"rollouts": [], "label": [], "near_miss": [], "proprio": []}
 
     def rollouts(cfg, policy, data_dir, extra, progress=True):
@@ -81,12 +82,14 @@ def recipe_recorded(tmp_path, monkeypatch):
     class Model:
         chunk_len = 6
 
-    monkeypatch.setattr(protocol, "evaluate_and_record", rollouts)
-    monkeypatch.setattr(protocol, "label_dataset", lambda d, progress: calls["label"].append(d))
-    monkeypatch.setattr(protocol, "collect_labels", lambda cfg: calls["near_miss"].append(cfg))
-    monkeypatch.setattr(protocol, "fit_proprio_on_data", proprio)
-    monkeypatch.setattr(protocol.Policy, "load", staticmethod(lambda path: path))
-    monkeypatch.setattr(protocol.WorldModel, "load", staticmethod(lambda path: Model()))
+    import imagination.rl.grasp_inputs as inputs
+
+    monkeypatch.setattr(inputs, "evaluate_and_record", rollouts)
+    monkeypatch.setattr(inputs, "label_dataset", lambda d, progress: calls["label"].append(d))
+    monkeypatch.setattr(inputs, "collect_labels", lambda cfg: calls["near_miss"].append(cfg))
+    monkeypatch.setattr(inputs, "fit_proprio_on_data", proprio)
+    monkeypatch.setattr(inputs.Policy, "load", staticmethod(lambda path: path))
+    monkeypatch.setattr(inputs.WorldModel, "load", staticmethod(lambda path: Model()))
     return calls
 
 

@@ -1,0 +1,93 @@
+"""What imagined RL with reward "grasp" reads besides the world model and the start data, built on the
+training init states only (the benchmark's protocol, bench/protocol.py, and the loop, imagination/loop/run.py):
+
+    simulator labels   the start data's per-step object and target positions (envs.sim_labels, replayed)
+    own rollouts       the start policy's real episodes on the training init states, recorded and labelled
+                       (source "policy"): the grasps the policy really makes, with their outcomes
+    near-miss grasps   scripted grasps that close 0-8 cm from the grasp point (envs.label_collection):
+                       outcomes on both sides of the boundary where the policy fails
+    proprio model      fitted on the demonstrations and the own rollouts, with the world model's chunk length
+
+Why each (docs/loop.md): the grasp-point classifier must see the policy's own misses to score them, and
+the proprio model that rebuilds the end effector at the imagined close drifted 1.4 cm on the policy's
+episodes when fitted on demonstrations alone (0.7 cm with the own rollouts), as much as the grasps miss by.
+Every piece is made once and reused; an interrupted recording starts over (it is derived data).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from envs.atomic import atomic_write_text
+from envs.dataset import EpisodeDataset, EpisodeWriter
+from envs.label_collection import LabelCollectConfig, collect_labels
+from envs.sim_labels import label_dataset
+from imagination.eval.jobs import EvalConfig
+from imagination.eval.real_rollouts import evaluate_and_record
+from policies.base import Policy
+from world_models.model import WorldModel
+from world_models.proprio import FitProprioConfig, ProprioConfig, fit_proprio_on_data
+
+
+@dataclass
+class GraspInputsConfig:
+    """How much of each input to make (the rl_gain protocol's figures are the defaults)."""
+
+    own_rollout_seed: int = 1  # the start policy's own rollouts: another seed than the demonstrations'
+    near_miss_episodes_per_task: int = 32  # scripted grasps closing 0-8 cm from the grasp point
+    near_miss_strength: float = 1.6  # near_miss offsets up to 0.05 m x strength
+    proprio_steps: int = 3000
+
+
+@dataclass(frozen=True)
+class GraspInputPaths:
+    """Where the inputs go: the own rollouts' dataset lives in `own_rollouts`/data."""
+
+    own_rollouts: str
+    near_miss_labels: str
+    proprio: str
+
+
+def own_rollouts(root: str, policy: str, data: str, eval_cfg: EvalConfig, seed: int) -> str:
+    """The policy's real episodes on eval_cfg's jobs, recorded into root/data (source "policy") and labelled.
+    `data` gives the dataset layout (views, image size)."""
+    own, done = str(Path(root) / "data"), Path(root) / "result.json"
+    if not done.is_file():
+        # an interrupted recording would be appended to twice on a re-run: start it over (it is derived)
+        shutil.rmtree(own, ignore_errors=True)
+        EpisodeWriter(own, EpisodeDataset(data, verify=False).config).close()
+        cfg = replace(eval_cfg, checkpoint=policy, seed=seed, fast_render=True, videos=0,
+                      out_dir=str(Path(root) / "eval"))
+        print(f"[grasp inputs] recording {policy}'s own rollouts: {len(cfg.tasks)} tasks x {cfg.episodes_per_task} "
+              f"from init state {cfg.init_state_offset}")
+        result = evaluate_and_record(cfg, Policy.load(policy), own, {"policy": policy, "phase": "own_rollouts"})
+        atomic_write_text(done, json.dumps({"recorded": result["recorded"], "policy": policy}, indent=2))
+    label_dataset(own, progress=False)
+    return own
+
+
+def build_grasp_inputs(paths: GraspInputPaths, data: str, policy: str, world_model: str, eval_cfg: EvalConfig,
+                       cfg: GraspInputsConfig) -> dict[str, str]:
+    """Labels of `data`, the policy's own labelled rollouts on eval_cfg's jobs (the training init states:
+    env, tasks, episodes_per_task from init_state_offset), near-miss grasps on the same init states and the
+    proprio model fitted on both datasets; each made or reused. Returns own_rollouts (the dataset),
+    near_miss_labels and proprio: the paths ImagineRLConfig's grasp_train_data, grasp_label_dirs and proprio
+    take."""
+    label_dataset(data, progress=False)  # replays only episodes not labelled yet
+    own = own_rollouts(paths.own_rollouts, policy, data, eval_cfg, cfg.own_rollout_seed)
+    # resumes from the episodes already written
+    collect_labels(LabelCollectConfig(out_dir=paths.near_miss_labels, suite=eval_cfg.env, tasks=list(eval_cfg.tasks),
+                                      episodes_per_task=cfg.near_miss_episodes_per_task,
+                                      init_state_offset=eval_cfg.init_state_offset,
+                                      init_states=eval_cfg.episodes_per_task, strength=cfg.near_miss_strength))
+    if not Path(paths.proprio).is_file():
+        chunk = WorldModel.load(world_model).chunk_len
+        print("[grasp inputs] fitting the proprio model on the demonstrations and the own rollouts")
+        fit_proprio_on_data(FitProprioConfig(data=[data, own], out=paths.proprio,
+                                             model=ProprioConfig(chunk_len=chunk, steps=cfg.proprio_steps)))
+    return {"own_rollouts": own, "near_miss_labels": paths.near_miss_labels, "proprio": paths.proprio}
+
+
+__all__ = ["GraspInputPaths", "GraspInputsConfig", "build_grasp_inputs", "own_rollouts"]

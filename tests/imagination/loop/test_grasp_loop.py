@@ -1,0 +1,57 @@
+"""The loop with the grasp recipe (configs/loop/grasp.yaml): the preset, which jobs the reward's inputs are
+made on (imagination/rl/grasp_inputs.py, replaced here by a recorder: its stages are tested in
+tests/bench/test_protocol.py and their own packages), that the stage is made once, and what each round's RL
+config reads."""
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import imagination.loop.run as loop_run
+from envs.cli import load_config
+from imagination.loop.config import LoopConfig, LoopState
+
+
+def test_grasp_preset_is_the_demo_with_the_grasp_floor_recipe():
+    quick = load_config(LoopConfig, "quick", group="loop")
+    cfg = load_config(LoopConfig, "grasp", group="loop")
+    cfg.validate()
+    assert cfg.rl.imagination.reward == "grasp" and cfg.rl.rl.group_std_floor == 0.1
+    assert cfg.rl.imagination.keyframes.mode == "start" and cfg.rl.imagination.keyframes.balance_tasks
+    assert cfg.rl.num_groups % len(cfg.collect.tasks) == 0  # every task drawn equally often
+    # everything but RL (and where it writes) is the demo's
+    same = ("collect", "world_model", "bc", "eval", "finetune_steps", "policy_weight", "guard_margin")
+    assert all(getattr(cfg, k) == getattr(quick, k) for k in same)
+    assert quick.rl.imagination.reward == "head"  # make demo's default is unchanged
+
+
+def test_grasp_inputs_are_made_once_on_the_collected_jobs(tmp_path, monkeypatch):
+    calls = []
+
+    def record(paths, data, policy, world_model, jobs, cfg):
+        calls.append((paths, data, policy, world_model, jobs, cfg))
+        return {"own_rollouts": paths.own_rollouts + "/data", "near_miss_labels": paths.near_miss_labels,
+                "proprio": paths.proprio}
+
+    monkeypatch.setattr(loop_run, "build_grasp_inputs", record)
+    cfg = load_config(LoopConfig, "grasp", [f"out_dir={tmp_path}", "collect.init_state_offset=3"], group="loop")
+    state = LoopState(cfg)
+    got = loop_run._grasp_inputs(cfg, state, "bc/policy.pt", "wm.pt")
+    ((paths, data, policy, wm, jobs, inputs_cfg),) = calls
+    assert (data, policy, wm) == (str(tmp_path / "data"), "bc/policy.pt", "wm.pt")
+    # the BC policy's own rollouts and the near misses: on the collected tasks and init states, not the eval's
+    assert (jobs.env, jobs.tasks, jobs.init_state_offset, jobs.episodes_per_task) == ("libero_spatial", [0, 1, 2], 3, 6)
+    assert inputs_cfg == cfg.grasp_inputs and Path(paths.proprio).parent == tmp_path / "grasp_inputs"
+    # a re-run (a resumed loop) reuses the stage
+    assert loop_run._grasp_inputs(cfg, LoopState(cfg), "bc/policy.pt", "wm.pt") == got and len(calls) == 1
+
+    rl = replace(cfg.rl, start_data=str(tmp_path / "data"), proprio="")
+    wired = loop_run._with_grasp_inputs(rl, got)
+    assert wired.imagination.grasp_train_data == [str(tmp_path / "data"), got["own_rollouts"]]
+    assert wired.imagination.grasp_label_dirs == [got["near_miss_labels"]] and wired.proprio == got["proprio"]
+    assert wired.imagination.reward == "grasp" and wired.rl == cfg.rl.rl
+
+
+@pytest.mark.parametrize("preset", ["quick", "grasp"])
+def test_loop_presets_load(preset):
+    load_config(LoopConfig, preset, group="loop").validate()
