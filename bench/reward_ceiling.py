@@ -61,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--proprio", default=proto.path("own_proprio_file"), help="ProprioModel file (the recipe's)")
     p.add_argument("--imagined-envs", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--samples", type=int, default=1, help="closed-loop imagined runs per episode (seeds --seed, "
+                                                          "--seed+1, ...), their probabilities combined by --combine")
+    p.add_argument("--combine", choices=("mean", "min"), default="mean",
+                   help="mean: P(success) over the world model's noise; min: a success only where all runs agree")
     p.add_argument("--until", choices=("close", "release"), default="close",
                    help="judge the grasp alone, or the grasp and where the carried object is let go "
                         "(imagination.grasp_until)")
@@ -77,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     cfg = GraspGateConfig(world_model=args.world_model, proprio=args.proprio, train_data=list(args.train_data),
                           label_dirs=[d for d in args.label_dirs if Path(d).is_dir()], until=args.until,
-                          num_envs=args.imagined_envs, seed=args.seed)
+                          num_envs=args.imagined_envs, seed=args.seed, samples=args.samples, combine=args.combine)
     stages = STAGES[:2] if args.no_closed_loop else STAGES
     try:
         runs = grasp_gate_records(args.gate_data, args.policy, cfg, stages)
@@ -91,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in stages:
         line, points[name] = stage_line(name, runs[name])
         print(line)
-    head = (f"BENCH reward_ceiling until={args.until} episodes={n} recorded={points['recorded']:.2f} "
-            f"predicted={points['predicted']:.2f}")
+    head = (f"BENCH reward_ceiling until={args.until} samples={args.samples} combine={args.combine} episodes={n} "
+            f"recorded={points['recorded']:.2f} predicted={points['predicted']:.2f}")
     if args.no_closed_loop:
         print(f"{head} closed_loop=not_run")
         return 0

@@ -170,6 +170,11 @@ def main(argv: list[str] | None = None) -> int:
                                                          "first grasp (imagination.eval.closed_loop.branch_records)")
     p.add_argument("--lead-steps", type=int, default=LEAD_STEPS)
     p.add_argument("--imagined-envs", type=int, default=25, help="imagined episodes per batch")
+    p.add_argument("--imagined-samples", type=int, default=1,
+                   help="--reward grasp: imagined runs per job (world-model noise seeds 0, 1, ...), combined by "
+                        "--combine")
+    p.add_argument("--combine", choices=("mean", "min"), default="mean",
+                   help="--reward grasp: mean = P(success) over the runs; min = a success only where all runs agree")
     p.add_argument("--reward", choices=["grasp", "head", "state"], default="grasp",
                    help="what judges success in imagination: the grasp-point classifier of the rl_gain recipe, the "
                         "world model's success head, or a state reward (world_models/object_state.py) carried along "
@@ -266,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
             label_dataset(str(gate_data))
         if args.reward == "grasp":
             gcfg = GraspGateConfig(world_model=wm_path, proprio=proprio, train_data=grasp_data,
-                                   label_dirs=grasp_dirs, num_envs=args.imagined_envs)
+                                   label_dirs=grasp_dirs, num_envs=args.imagined_envs,
+                                   samples=args.imagined_samples, combine=args.combine)
             rows += [{"policy": name, **r}
                      for r in grasp_gate_records(str(gate_data), ckpt, gcfg, ["closed_loop"])["closed_loop"]]
             continue
@@ -302,9 +308,11 @@ def main(argv: list[str] | None = None) -> int:
               f"(real successes: {per_task}); the within-task AUC needs both")
     elif not verdict.passed:
         print("FAIL: " + "; ".join(verdict.reasons))
+    grasp_fields = {"grasp_train_data": grasp_data, "grasp_label_dirs": grasp_dirs,
+                    "imagined_samples": args.imagined_samples, "combine": args.combine}
     result = {"protocol": proto.describe(), "world_model": wm_path, "reward": args.reward,
               "state_reward": args.state_reward, "success_threshold": threshold,
-              **({"grasp_train_data": grasp_data, "grasp_label_dirs": grasp_dirs} if args.reward == "grasp" else {}),
+              **(grasp_fields if args.reward == "grasp" else {}),
               "train_data": train_data, "proprio": proprio, "gate_data": str(gate_data),
               "policies": dict(zip(names, policies)), "jobs_per_policy": len(proto.tasks) * proto.gate_init_states,
               "thresholds": {"auc_within_task": THRESHOLD_AUC, "max_calibration_gap": THRESHOLD_GAP},
@@ -318,8 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     atomic_write_json(out / "reward_signal.json", _json_safe(result), indent=2)
     print(f"written: {out / 'reward_signal.json'}")
     lo, hi = pooled["auc_within_task_ci95"]
-    print(f"BENCH reward_signal reward={args.reward} policies={','.join(names)} jobs={result['jobs_per_policy']} "
-          f"pairs={pooled['pairs']} "
+    samples = f" samples={args.imagined_samples} combine={args.combine}" if args.reward == "grasp" else ""
+    print(f"BENCH reward_signal reward={args.reward}{samples} policies={','.join(names)} "
+          f"jobs={result['jobs_per_policy']} pairs={pooled['pairs']} "
           f"auc_within_task={pooled['auc_within_task']:.2f} auc_within_task_ci95=[{lo:.2f},{hi:.2f}] "
           f"auc={pooled['auc']:.2f} max_calibration_gap={max_gap:.2f} threshold_auc={THRESHOLD_AUC:.2f} "
           f"threshold_gap={THRESHOLD_GAP:.2f} {verdict.label}")

@@ -42,6 +42,11 @@ class GraspGateConfig:
     num_envs: int = 10  # imagined episodes per batch
     max_steps: int = 220  # imagined horizon
     seed: int = 0
+    # Imagined runs per episode and stage (seeds seed, seed+1, ...: the world model's sampling noise), and how
+    # their probabilities combine: "mean" estimates P(success) over the model's noise; "min" counts a success
+    # only where every run agrees (pessimism). One run per episode is the policy's single imagined future.
+    samples: int = 1
+    combine: str = "mean"
 
 
 def imagined_features(run: ImaginedEpisodes, proprio: ProprioModel, starts: list[np.ndarray],
@@ -76,6 +81,9 @@ def grasp_gate_records(gate_data: str, policy_path: str, cfg: GraspGateConfig,
         raise ValueError(f"stages: expected some of {list(STAGES)}, got {bad}")
     if cfg.until not in ("close", "release"):
         raise ValueError(f"until: expected 'close' or 'release', got {cfg.until!r}")
+    if cfg.samples < 1 or cfg.combine not in ("mean", "min"):
+        raise ValueError(f"samples, combine: expected an integer >= 1 and 'mean' or 'min', got {cfg.samples}, "
+                         f"{cfg.combine!r}")
     place = cfg.until == "release"
     feats, tasks, real, idx = dataset_features(gate_data, policy_path, place)
     if not idx:
@@ -108,12 +116,17 @@ def grasp_gate_records(gate_data: str, policy_path: str, cfg: GraspGateConfig,
     acts: dict[str, Callable[[], Any]] = {"predicted": lambda: recorded_actions(env),
                                           "closed_loop": lambda: policy_mean(policy)}
     for name in imagined:
-        got: list[np.ndarray] = []
-        for b in range(0, len(idx), env.num_envs):
-            k = list(range(b, min(b + env.num_envs, len(idx))))
-            run = imagine(env, acts[name](), [Keyframe(i, 0) for i in k], seed=cfg.seed, keep_obs=True)
-            got += imagined_features(run, env.proprio, [starts[i] for i in k], [targets[i] for i in k], place)
-        out[name] = records(clf.predict(np.array(got), task_arr))
+        runs = []
+        # the predicted stage plays recorded actions through the proprio model: the frames' noise cannot move it
+        for seed in range(cfg.seed, cfg.seed + (cfg.samples if name == "closed_loop" else 1)):
+            got: list[np.ndarray] = []
+            for b in range(0, len(idx), env.num_envs):
+                k = list(range(b, min(b + env.num_envs, len(idx))))
+                run = imagine(env, acts[name](), [Keyframe(i, 0) for i in k], seed=seed, keep_obs=True)
+                got += imagined_features(run, env.proprio, [starts[i] for i in k], [targets[i] for i in k], place)
+            runs.append(clf.predict(np.array(got), task_arr))
+        probs = np.stack(runs)  # [samples, episodes]
+        out[name] = records(probs.mean(0) if cfg.combine == "mean" else probs.min(0))
     return out
 
 

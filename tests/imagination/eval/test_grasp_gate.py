@@ -1,6 +1,8 @@
 """imagination/eval/grasp_gate.py on hand-made recorded episodes: a policy's gate episodes whose real outcome
 follows the grasp point (success when it closes within 2 cm of the object), a classifier fit on label
 episodes of the same rule, and a tiny world model and policy for the imagined stages."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -82,6 +84,18 @@ def test_imagined_stages_give_one_probability_per_episode(setup):
         probs = [r["max_success_prob"] for r in runs[name]]
         assert len(probs) == 12 and all(0.0 <= p <= 1.0 for p in probs)
         assert [r["real_success"] for r in runs[name]] == [r["real_success"] for r in runs["recorded"]]
+
+
+def test_several_imagined_runs_combine_by_mean_or_by_agreement(setup):
+    root, policy, cfg = setup
+    one = [grasp_gate_records(str(root / "gate"), policy, replace(cfg, seed=s), ["closed_loop"])["closed_loop"]
+           for s in (0, 1)]
+    runs = np.array([[r["max_success_prob"] for r in rows] for rows in one])  # [2 seeds, 12 episodes]
+    for combine, expected in (("mean", runs.mean(0)), ("min", runs.min(0))):
+        got = grasp_gate_records(str(root / "gate"), policy, replace(cfg, samples=2, combine=combine), ["closed_loop"])
+        assert np.allclose([r["max_success_prob"] for r in got["closed_loop"]], expected, atol=1e-6)
+    with pytest.raises(ValueError, match="samples, combine"):
+        grasp_gate_records(str(root / "gate"), policy, replace(cfg, samples=0), ["closed_loop"])
 
 
 def test_bad_stage_and_a_policy_with_no_episodes_are_named(setup):
