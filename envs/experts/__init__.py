@@ -3,7 +3,8 @@
 ``SpatialExpert`` picks up the black bowl and places it on the plate (100/100 on the official
 init states, ~100 steps); ``ObjectExpert`` puts a LIBERO-Object grocery item in the basket;
 ``GoalExpert`` chains pick-and-place, knob and push skills from a LIBERO-Goal task's goal;
-``LongExpert`` composes those skills (plus closing a drawer) for LIBERO-10;
+``LongExpert`` composes those skills (plus closing a drawer or a door, and placing through a fixture's
+open side) for LIBERO-10;
 ``PerturbedExpert`` adds one labelled defect to the Spatial expert (``PERTURBATION_KINDS``),
 ``make_perturbed_expert(suite, kind, rng)`` to any suite's (perturbed_suites.py, perturbed_skills.py);
 ``run_expert_episode`` rolls any of them out in a raw LIBERO env with the standard protocol;

@@ -29,7 +29,7 @@ import numpy as np
 
 from envs.experts.object import ObjectExpert, ObjectExpertConfig
 from envs.experts.primitives import collision_boxes, container_drop, plan_top_grasp, surface_height
-from envs.experts.skills import OpenDrawer, PushObject, SkillConfig, TurnKnob, slide_joint
+from envs.experts.skills import OpenDrawer, PushObject, SkillConfig, TurnKnob, drawer_already_open, slide_joint
 from envs.experts.spatial import ExpertConfig, SpatialExpert
 
 UNDER_BAND = 0.10  # height band above a site's surface in which LIBERO's under() holds (m)
@@ -243,6 +243,10 @@ def drawer_obstruction(sim, joint: str, obj: str, margin: float, lifted: bool = 
         return 0.0, u
     if not lifted and (item[:, 2].max() < drawer[:, 2].min() or item[:, 2].min() > drawer[:, 2].max()):
         return 0.0, u
+    if float((item @ u).mean()) < float((drawer @ u).max()):
+        # Beside the drawer (LIBERO-10's wine bottle next to the open bottom drawer), not in front of it:
+        # the front never reaches it, and pushing it out along the drawer would drag it past the drawer's side.
+        return 0.0, u
     front = float((drawer @ u).max()) + travel
     return max(0.0, front + margin - float((item @ u).min())), u
 
@@ -317,13 +321,19 @@ class GoalExpert:
                 cargo = nxt[1] if nxt and nxt[0] == "place_in_drawer" else None
                 for name in names:
                     push, u = drawer_obstruction(sim, step[1], name, self.cfg.drawer_margin, lifted=name == cargo)
-                    if name == cargo:
+                    # The crowding rule is for the hand reaching past a drawer front it has just pulled out; a
+                    # drawer that is already open (OpenDrawer leaves it) keeps its distance to the cargo.
+                    if name == cargo and not drawer_already_open(sim, step[1], self._open_share()):
                         gap, _ = open_drawer_gap(sim, step[1], np.asarray(raw_obs[f"{name}_pos"])[:2])
                         push = max(push, self.cfg.clear_push if gap < self.cfg.drawer_crowd else 0.0)
                     if push > 0:
                         out.append(("clear", name, *(str(v) for v in u[:2] * push)))
             out.append(step)
         return out
+
+    def _open_share(self) -> float:
+        """Share of a drawer's travel at which ``OpenDrawer`` leaves it as it is (already open)."""
+        return self.cfg.skill.drawer_min_open * self.cfg.skill.drawer_open_fraction
 
     def _build(self, raw_env, raw_obs: dict, step: tuple[str, ...]):
         cfg = self.cfg

@@ -7,8 +7,11 @@ LIBERO-10 goals are conjunctions of the goals LIBERO-Object and LIBERO-Goal alre
 * ``In(item, <object>_contain_region)`` of an observed container (the basket) becomes a place
   into the object itself: the Object expert's drop already aims at its containment region.
 * ``Close(<drawer region>)`` after putting something into that drawer becomes a ``close_drawer``
-  step at the end (a push on the drawer's front panel); a drawer that is never opened is
-  already closed, so its Close() needs no skill.
+  step at the end (the fingertips push the drawer's front panel along the slide's axis, read
+  from the simulator); a drawer that is never opened is already closed, so its Close() needs no
+  skill. A drawer that starts open (task 3's bottom drawer) is not pulled again (``OpenDrawer``).
+* ``Close(<fixture with a hinged door>)`` (the microwave) becomes a ``close_door`` step at the
+  end: the fingertips push the door's outer face along its swing (``CloseDoor``).
 * ``Turnon`` goes first: the knob twist is short and the arm then does not sweep past objects
   it has just placed on the stove.
 * Several items on one fixture site (both moka pots on the stove) get side-by-side slots.
@@ -16,11 +19,12 @@ LIBERO-10 goals are conjunctions of the goals LIBERO-Object and LIBERO-Goal alre
 Placement variants: the moka pot is grasped by its handle (``HandlePlace``, its top is wider
 than the gripper) and carried over the other items; a compartment of a container (the caddy's
 back one) is a drop into the container at that compartment's site (``CompartmentPlace``); a
-bare table region (right of the plate) is a set-down on the table surface at its centre.
+bare table region (right of the plate) is a set-down on the table surface at its centre; a
+region inside a fixture with a door and a roof (the microwave) is reached through its open
+side (``InsertPlace``: in by the handle as far as the hand clears the roof, then pushed deeper).
 
-Goals no skill covers (closing the microwave door) raise ``UnsupportedGoal`` naming the task at
-``reset``. Known gap: the white cabinet's drawers face sideways, and ``open_drawer``'s horizontal
-grip does not reach them (task 3 fails; ``close_drawer`` is planned but not yet exercised).
+Goals no skill covers raise ``UnsupportedGoal`` naming the task at ``reset``. The closing skills live in
+``envs/experts/closing.py``, the placements beyond the Goal expert's in ``envs/experts/long_places.py``.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from functools import partial
 
 import numpy as np
 
+from envs.experts.closing import CloseDoor, CloseDoorConfig, CloseDrawer, CloseDrawerConfig, hinged_doors
 from envs.experts.goal import (
     BowlPlace,
     GoalExpert,
@@ -42,33 +47,29 @@ from envs.experts.goal import (
     site_surface,
     too_wide_for_top_grasp,
 )
-from envs.experts.object import ObjectExpertConfig
-from envs.experts.primitives import Boxes, collision_boxes, container_drop, surface_height
-from envs.experts.skills import DOWN, ServoSkill, SkillConfig, slide_joint
-from envs.experts.spatial import grasp_rotation
+from envs.experts.long_places import CompartmentPlace, HandlePlace, InsertConfig, InsertPlace
+from envs.experts.primitives import collision_boxes, surface_height
 
 CONTAIN = "_contain_region"
 
 
-@dataclass
-class CloseDrawerConfig:
-    """Geometry of the drawer push (m)."""
-
-    standoff: float = 0.05  # fingertips this far in front of the drawer's front before pushing
-    below_top: float = 0.015  # push this far below the top edge of the drawer's front panel
-    overshoot: float = 0.02  # servo target beyond the closed front, so the push keeps pressing
-    closed_tol: float = 0.01  # the drawer counts as closed this near its closed end
-    rise: float = 0.12  # clearance over the drawer's top while moving to the front
 
 
 def plan_long_skills(
-    goal_state: list[list[str]], language: str, drawers: dict[str, str], observed: set[str], slot: float = 0.08
+    goal_state: list[list[str]],
+    language: str,
+    drawers: dict[str, str],
+    observed: set[str],
+    slot: float = 0.08,
+    doors: dict[str, str] | None = None,
 ) -> list[tuple[str, ...]]:
     """Skill sequence for a LIBERO-10 goal: [(skill, *arguments)].
 
     ``observed``: names of the objects with a pose in the observation (containers among them);
-    ``slot``: spacing (m) of items placed on the same site, given as extra (dx, dy) arguments.
+    ``slot``: spacing (m) of items placed on the same site, given as extra (dx, dy) arguments;
+    ``doors``: hinged fixtures (the microwave) -> their door's hinge joint.
     """
+    doors = doors or {}
     goals: list[list[str]] = []
     closes: list[str] = []
     filled: set[str] = set()
@@ -96,6 +97,10 @@ def plan_long_skills(
         dx = slot * ((len(shared) - 1) / 2 - k)
         plan[i] = (*plan[i], str(dx), "0.0")
     for region in closes:
+        if region in doors:
+            # Shut last: whatever goes inside (the mug into the microwave) has to pass the open door first.
+            plan.append(("close_door", doors[region]))
+            continue
         if region not in drawers:
             raise UnsupportedGoal(f"no scripted skill for the goal predicate ['Close', {region!r}]")
         if region in filled:  # only a drawer this plan opens needs closing
@@ -103,135 +108,13 @@ def plan_long_skills(
     return plan
 
 
-class HandlePlace(ItemPlace):
-    """Top-grasp an item by its handle (the moka pot) and place it like ``ItemPlace``.
-
-    The pot's top (lid knob, spout, handle) is wider than the open gripper, and its rim is no
-    dish rim, but the handle's loop is a narrow bar sticking out of the body: the grasp is planned
-    on the collision boxes whose centres lie ``reach`` or more from the item's origin; the carry
-    and lowering heights still come from the whole item.
-    """
-
-    def __init__(self, item: str, target: str, locate: Locate | None, config: ObjectExpertConfig, reach: float):
-        super().__init__(item, target, locate, config)
-        self._reach = reach
-        self._handle_local: np.ndarray | None = None
-
-    def reset(self, raw_env, raw_obs: dict) -> None:
-        pos, rot = self._pose(raw_obs, self._names[0])
-        boxes = collision_boxes(raw_env.sim, include=(f"{self._names[0]}_",))
-        far = np.linalg.norm((boxes.centres - pos)[:, :2], axis=1) >= self._reach
-        if not far.any():
-            raise UnsupportedGoal(f"{self._names[0]!r} has no handle to grasp")
-        handle = Boxes(boxes.centres[far], boxes.rots[far], boxes.halves[far])
-        self._handle_local = (handle.corners() - pos) @ rot
-        super().reset(raw_env, raw_obs)
-
-    def _plan(self, obs: dict) -> None:
-        assert self._handle_local is not None
-        whole = self._local_corners
-        self._local_corners = self._handle_local
-        try:
-            super()._plan(obs)
-        finally:
-            self._local_corners = whole
-        pos, rot = self._pose(obs, self.item)
-        grip_z = float((pos + rot @ self._grasp_local)[2])
-        world = pos + whole @ rot.T
-        self._top_above = float(world[:, 2].max()) - grip_z
-        self._bottom_below = grip_z - float(world[:, 2].min())
-
-
-class CompartmentPlace(ItemPlace):
-    """``ItemPlace`` into one compartment of a container (the desk caddy's back one).
-
-    The drop point is the compartment's site, floor and rim come from the container's boxes
-    there (the container's own containment region would be the wrong compartment).
-    """
-
-    def __init__(self, item: str, container: str, site: str, config: ObjectExpertConfig):
-        super().__init__(item, container, None, config)
-        self._site = site
-
-    def _drop_target(self, sim) -> tuple[np.ndarray, float, float]:
-        xy = np.array(sim.data.site_xpos[sim.model.site_name2id(self._site)][:2])
-        floor, rim = container_drop(collision_boxes(sim, include=(f"{self._names[1]}_",)), xy)
-        return xy, floor, rim
-
-
-class CloseDrawer(ServoSkill):
-    """Push an open drawer shut on its front panel, gripper closed and pointing down.
-
-    The hand moves above the drawer's front, goes down in front of it, then pushes along the
-    closing direction until the slide is back near its closed end (or stalls).
-    """
-
-    def __init__(self, joint: str, config: SkillConfig | None = None, geometry: CloseDrawerConfig | None = None):
-        super().__init__(config)
-        self.joint = joint
-        self.geo = geometry or CloseDrawerConfig()
-
-    def reset(self, raw_env, raw_obs: dict) -> None:
-        self._setup(raw_env, raw_obs)
-        sim, geo = self._sim, self.geo
-        self._qadr, self._u, _ = slide_joint(sim, self.joint)
-        body = sim.model.body_id2name(sim.model.jnt_bodyid[sim.model.joint_name2id(self.joint)])
-        corners = collision_boxes(sim, include=(body,)).corners()
-        front = float((corners @ self._u).max())
-        centre = corners.mean(axis=0)
-        # The push point: centred across the drawer, just under its front panel's top edge.
-        self._start = centre + self._u * (front + geo.standoff - float(centre @ self._u))
-        self._start[2] = float(corners[:, 2].max()) - geo.below_top
-        self._top = float(corners[:, 2].max()) + geo.rise
-        self._front0 = front
-        self._q0 = float(sim.data.qpos[self._qadr])
-        side = np.cross(self._u, [0.0, 0.0, 1.0])
-        options = [grasp_rotation(axis, DOWN) for axis in (side, -side)]
-        self._r = min(options, key=lambda r: self._rot_err(raw_obs, r))
-        self._goto("over")
-
-    def _open(self) -> float:
-        """How far the drawer still is from closed (m)."""
-        return abs(float(self._sim.data.qpos[self._qadr]))
-
-    def _policy(self, obs: dict) -> np.ndarray:
-        geo = self.geo
-        eef = np.asarray(obs["robot0_eef_pos"], dtype=np.float64)
-        above = np.array([self._start[0], self._start[1], max(self._top, eef[2])])
-        if self._phase == "over":
-            if float(np.linalg.norm((eef - above)[:2])) < 0.01 and self._rot_err(obs, self._r) < 0.15:
-                self._goto("descend")
-            else:
-                return self._servo(obs, above, self._r, 1.0)
-        if self._phase == "descend":
-            to_go = float(np.linalg.norm(eef - self._start))
-            if to_go < 0.008 or self._stalled(to_go):
-                self._goto("push")
-            else:
-                return self._servo(obs, self._start, self._r, 1.0)
-        if self._phase == "push":
-            if self._open() < geo.closed_tol or self._stalled(self._open(), 2 * self.cfg.stall_steps):
-                self._goto("retreat")
-            else:
-                # The closed front is where the front was, minus how far the drawer was open.
-                target = self._start - self._u * (self._open() + geo.standoff + geo.overshoot)
-                step = eef + np.clip(target - eef, -self.cfg.pull_step, self.cfg.pull_step)
-                step[2] = self._start[2]
-                return self._servo(obs, step, self._r, 1.0)
-        if self._phase in ("retreat", "done"):
-            up = eef.copy()
-            up[2] = self._top
-            if abs(eef[2] - self._top) < 0.02:
-                self._phase = "done"
-            return self._servo(obs, up + self._u * 0.0, self._r, 1.0)
-        raise RuntimeError(f"unknown phase {self._phase!r}")
-
-
 @dataclass
 class LongExpertConfig(GoalExpertConfig):
     """The Goal expert's config plus the drawer push."""
 
     close: CloseDrawerConfig = None  # type: ignore[assignment]
+    door: CloseDoorConfig = None  # type: ignore[assignment]
+    insert: InsertConfig = None  # type: ignore[assignment]
     handle_items: tuple[str, ...] = ("moka_pot",)  # items grasped by their handle (HandlePlace)
     handle_reach: float = 0.05  # a handle's boxes lie this far or more from the item's origin
     carry_margin: float = 0.02  # a carried pot's bottom above the other items' tops
@@ -239,6 +122,10 @@ class LongExpertConfig(GoalExpertConfig):
     def __post_init__(self) -> None:
         if self.close is None:
             self.close = CloseDrawerConfig()
+        if self.door is None:
+            self.door = CloseDoorConfig()
+        if self.insert is None:
+            self.insert = InsertConfig()
 
 
 class LongExpert(GoalExpert):
@@ -249,19 +136,23 @@ class LongExpert(GoalExpert):
     def __init__(self, config: LongExpertConfig | None = None, rng: np.random.Generator | None = None):
         super().__init__(config or LongExpertConfig(), rng)
         self._observed: set[str] = set()
+        self._doors: dict[str, str] = {}
 
     def reset(self, raw_env, raw_obs: dict) -> None:
         self._observed = {k[: -len("_pos")] for k in raw_obs if k.endswith("_pos") and not k.startswith("robot0")}
+        self._doors = hinged_doors(raw_env)
         super().reset(raw_env, raw_obs)
 
     def _plan(self, goal_state: list[list[str]], language: str, drawers: dict[str, str]) -> list[tuple[str, ...]]:
-        return plan_long_skills(goal_state, language, drawers, self._observed)
+        return plan_long_skills(goal_state, language, drawers, self._observed, doors=self._doors)
 
     def _build(self, raw_env, raw_obs: dict, step: tuple[str, ...]):
         cfg = self.cfg
         assert isinstance(cfg, LongExpertConfig)
         if step[0] == "close_drawer":
             return CloseDrawer(step[1], cfg.skill, cfg.close)
+        if step[0] == "close_door":
+            return CloseDoor(step[1], cfg.skill, cfg.door)
         if step[0] != "place":
             return super()._build(raw_env, raw_obs, step)
         obj, target = step[1], step[2]
@@ -272,6 +163,10 @@ class LongExpert(GoalExpert):
             parent = getattr(_problem(raw_env).object_sites_dict.get(target), "parent_name", None)
             if parent and target.endswith(CONTAIN) and not obj.startswith(cfg.handle_items):
                 return CompartmentPlace(obj, parent, target, cfg.item)  # one compartment of a container
+            if parent and parent in self._doors:
+                # Inside a fixture with a door (the microwave): in through its open side, under its roof.
+                item_cfg = replace(cfg.item, rim_clearance=cfg.item_rim_clearance)
+                return InsertPlace(obj, target, parent, item_cfg, cfg.insert)
             base: Locate = partial(site_surface, site=target, footprint=cfg.footprint) if parent else partial(
                 region_point, site=target
             )

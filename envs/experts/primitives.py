@@ -189,3 +189,66 @@ def surface_height(boxes: Boxes, xy: np.ndarray, z_top: float, z_bottom: float, 
     points = np.column_stack([np.full(len(zs), xy[0]), np.full(len(zs), xy[1]), zs])
     inside = np.flatnonzero(boxes.distance(points) <= 1e-9)
     return float(zs[inside[0]]) if len(inside) else float(z_bottom)
+
+
+@dataclass(frozen=True)
+class SideOpening:
+    """The open side of an enclosure with a roof (a microwave), seen from a point inside it.
+
+    inward: unit horizontal direction [3] into the enclosure through its open side; across: the
+    horizontal unit [3] perpendicular to it. floor / roof: z of the floor's top and the roof's
+    underside above and below the point; front: coordinate (along ``inward``) of the roof's front
+    edge; middle: coordinate (along ``across``) halfway between the side walls, width: their distance.
+    """
+
+    inward: np.ndarray
+    across: np.ndarray
+    floor: float
+    roof: float
+    front: float
+    middle: float
+    width: float
+
+
+def _march(boxes: Boxes, start: np.ndarray, direction: np.ndarray, reach: float, step: float, inside: bool) -> float:
+    """Distance along ``direction`` from ``start`` to the first point inside a box (``inside``) or outside all
+    of them (not ``inside``); inf if there is none within ``reach``."""
+    ts = np.arange(0.0, reach + step, step)
+    hit = (boxes.distance(start[None] + ts[:, None] * direction[None]) <= 1e-9) == inside
+    return float(ts[np.argmax(hit)]) if hit.any() else float("inf")
+
+
+def side_opening(
+    boxes: Boxes, centre: np.ndarray, axes: np.ndarray, reach: float = 0.4, step: float = 0.004
+) -> SideOpening:
+    """Find the open side of the enclosure made of ``boxes`` around ``centre`` [3] (a region site inside it).
+
+    ``axes`` [3, 3]: the site's rotation; its first two columns are the candidate horizontal
+    directions. The open side is the only one of the four along which a ray from the centre
+    meets no box within ``reach``. ValueError when there is not exactly one.
+    """
+    centre = np.asarray(centre, dtype=np.float64)
+    dirs = [s * np.asarray(axes, dtype=np.float64)[:, i] * [1.0, 1.0, 0.0] for i in (0, 1) for s in (1.0, -1.0)]
+    dirs = [d / np.linalg.norm(d) for d in dirs]
+    free = [d for d in dirs if _march(boxes, centre, d, reach, step, inside=True) == np.inf]
+    if len(free) != 1:
+        raise ValueError(f"expected one open side around {centre}, found {len(free)}")
+    out = free[0]
+    up = np.array([0.0, 0.0, 1.0])
+    floor = centre[2] - _march(boxes, centre, -up, reach, step / 4, inside=True)
+    roof = centre[2] + _march(boxes, centre, up, reach, step / 4, inside=True)
+    # The roof's front edge: leave the roof slab along the open side, just above its underside.
+    under_roof = np.array([centre[0], centre[1], roof + step])
+    front = float(centre @ -out) - _march(boxes, under_roof, out, reach, step / 2, inside=False)
+    across = np.cross(up, out)
+    left, right = (_march(boxes, centre, s * across, reach, step / 2, inside=True) for s in (1.0, -1.0))
+    middle = float(centre @ across) + (left - right) / 2
+    return SideOpening(
+        inward=-out, across=across, floor=float(floor), roof=float(roof), front=front, middle=middle, width=left + right
+    )
+
+
+def planar_turn(a: np.ndarray, b: np.ndarray) -> float:
+    """Signed angle (rad, in (-pi, pi]) that turns the 2-D direction ``a`` onto ``b`` about +z."""
+    return float(np.arctan2(a[0] * b[1] - a[1] * b[0], a @ b))
+
