@@ -264,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
                           reward=args.reward, state_reward=args.state_reward, device=args.device)
     rows: list[dict] = []
     branch_rows: list[dict] = []
+    grasp_clf = None  # --reward grasp: fit once, judges every policy
     for name, ckpt in zip(names, policies):
         real = _real_gate_eval(replace(base, checkpoint=ckpt, out_dir=str(gate / f"eval_{name}")), gate_data, name)
         if args.reward != "head":  # imagined jobs start the object where the simulator had it
@@ -273,8 +274,11 @@ def main(argv: list[str] | None = None) -> int:
             gcfg = GraspGateConfig(world_model=wm_path, proprio=proprio, train_data=grasp_data,
                                    label_dirs=grasp_dirs, num_envs=args.imagined_envs,
                                    samples=args.imagined_samples, combine=args.combine)
-            rows += [{"policy": name, **r}
-                     for r in grasp_gate_records(str(gate_data), ckpt, gcfg, ["closed_loop"])["closed_loop"]]
+            if grasp_clf is None:
+                from world_models.grasp_point import fit_grasp_point
+                grasp_clf = fit_grasp_point(grasp_data, grasp_dirs)
+            rows += [{"policy": name, **r} for r in
+                     grasp_gate_records(str(gate_data), ckpt, gcfg, ["closed_loop"], grasp_clf)["closed_loop"]]
             continue
         imagined_dir = out / f"imagined_{name}"
         inputs = [wm_path, proprio, str(gate / f"eval_{name}" / "results.json")]
