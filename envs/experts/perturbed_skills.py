@@ -1,4 +1,4 @@
-"""Perturbed skills: one labelled defect on a pick-and-place, knob, drawer or push skill.
+"""Perturbed skills: one labelled defect on a pick-and-place, knob, drawer, push or close skill.
 
 The Object, Goal and LIBERO-10 experts are built from the same skills (``ObjectExpert`` and its placements,
 ``SpatialExpert``'s rim pinch for bowls, ``TurnKnob``, ``OpenDrawer``, ``PushObject``), so their perturbed
@@ -14,6 +14,10 @@ every skill, so any kind can perturb any task (``Perturbation`` in perturbed.py 
                    direction; >= 6 cm off)                (a near-success)
     wrong_azimuth  bowls only (as on LIBERO-Spatial)      -                                -
 
+The closing skills of LIBERO-10 (``CloseDrawer``, ``CloseDoor``: a push on a panel, no grasp) take the two
+kinds of a push that stops early: early_release stops it half way shut, offset_target 25% of the way short
+(a near-success). A grasp offset has no meaning there, so near_miss perturbs another skill of the plan.
+
 (``noise`` is added by the whole expert, not by one skill: see perturbed_suites.py.) ``perturb`` turns a
 built skill into its perturbed variant in place; the skills are built by the Goal / LIBERO-10 planners with
 per-step arguments, which a second construction path would have to duplicate.
@@ -26,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from envs.experts.closing import CloseDoor, CloseDrawer
 from envs.experts.object import ObjectExpert
 from envs.experts.perturbed import BowlPerturbation, Perturbation, PerturbationKind, noisy_action, release_short
 from envs.experts.primitives import collision_boxes
@@ -41,8 +46,9 @@ if TYPE_CHECKING:  # the mixins' super() calls resolve to these skills at run ti
     _Knob = TurnKnob
     _Drawer = OpenDrawer
     _Push = PushObject
+    _Close = CloseDrawer
 else:
-    _Item = _Knob = _Drawer = _Push = object
+    _Item = _Knob = _Drawer = _Push = _Close = object
 
 
 def _heading(rng: np.random.Generator) -> np.ndarray:
@@ -275,6 +281,29 @@ class PushPerturbation(_Perturbed, _Push):
         return super()._policy(obs)
 
 
+class ClosePerturbation(_Perturbed, _Close):
+    """``CloseDrawer`` or ``CloseDoor`` backing off before the fixture is shut: the push stops once it has
+    closed ``_stop_share()`` of the way from where the fixture started (m of slide, or rad of swing)."""
+
+    def reset(self, raw_env, raw_obs: dict) -> None:
+        super().reset(raw_env, raw_obs)
+        self._open_at_start = self._left()
+        p = self.perturbation
+        self.perturbation_info = {"perturbation": p.label, "strength": float(p.strength),
+                                  "open_at_start": round(self._open_at_start, 4)}
+
+    def _left(self) -> float:
+        """How far the fixture still is from shut: the drawer's slide (m) or the door's swing (rad)."""
+        skill: Any = self  # typed as CloseDrawer for the mixin; CloseDoor's measure is _remaining()
+        return float(skill._open() if isinstance(skill, CloseDrawer) else skill._remaining())
+
+    def _policy(self, obs: dict) -> np.ndarray:
+        if self._phase == "push" and self._left() <= (1.0 - self._stop_share()) * self._open_at_start:
+            self.perturbation_info["stopped_open"] = round(self._left(), 4)
+            self._goto("back_off")
+        return super()._policy(obs)
+
+
 class BowlSkillPerturbation(BowlPerturbation):
     """``BowlPerturbation`` with the skills' ``_init_perturbation(perturbation, rng)`` signature, for the Goal /
     LIBERO-10 bowl placements (Spatial's ``PerturbedExpert`` keeps its plate offset as it was)."""
@@ -304,6 +333,8 @@ MIXINS: tuple[tuple[type, type, tuple[PerturbationKind, ...]], ...] = (
     (TurnKnob, KnobPerturbation, SKILL_KINDS),
     (OpenDrawer, DrawerPerturbation, SKILL_KINDS),
     (PushObject, PushPerturbation, SKILL_KINDS),
+    (CloseDrawer, ClosePerturbation, (K.EARLY_RELEASE, K.OFFSET_TARGET)),
+    (CloseDoor, ClosePerturbation, (K.EARLY_RELEASE, K.OFFSET_TARGET)),
 )
 _CLASSES: dict[type, type] = {}
 

@@ -27,6 +27,7 @@ from envs.experts import (
     default_perturbations,
     make_perturbed_expert,
 )
+from envs.experts.closing import CloseDoor, CloseDrawer
 from envs.experts.perturbed_skills import perturb, supports
 from envs.experts.skills import OpenDrawer, PushObject, TurnKnob, hinge_joint, slide_joint
 
@@ -74,6 +75,14 @@ def test_skills_take_every_kind_but_noise():
         perturb(skills[1], Perturbation("wrong_azimuth"), np.random.default_rng(0))
     with pytest.raises(ValueError, match="perturbation"):
         perturb(object(), Perturbation("near_miss"), np.random.default_rng(0))
+
+
+def test_close_skills_take_the_kinds_of_a_push_that_stops_early():
+    for skill in (CloseDrawer("white_cabinet_1_bottom_level"), CloseDoor("microwave_1_microjoint")):
+        assert supports(skill, "early_release") and supports(skill, "offset_target")
+        assert not supports(skill, "near_miss")  # no grasp on a panel: near_miss perturbs the plan's other skills
+    door = perturb(CloseDoor("microwave_1_microjoint"), Perturbation("offset_target"), np.random.default_rng(0))
+    assert type(door).__name__ == "PerturbedCloseDoor" and door.perturbation_label == "offset_target"
 
 
 # ---------------------------------------------------------------- real LIBERO
@@ -177,3 +186,19 @@ def test_collect_writes_labelled_perturbed_episodes(libero, tmp_path):
     assert len(ds) == 1 and meta.source == "perturbed" and meta.perturbation == "early_release"
     assert meta.suite == "libero_goal" and not meta.success
     assert meta.extra["perturbation_info"]["skill"] == "0:push" and "stop_dist_m" in meta.extra["perturbation_info"]
+
+
+@pytest.mark.libero
+@pytest.mark.slow
+@pytest.mark.parametrize("task_id, kind, seed, max_steps, share_left", [
+    (3, "early_release", 4, 500, 0.5),  # the drawer pushed half way shut
+    (9, "offset_target", 0, 600, 0.25),  # the microwave door swung 75% of the way: a near-success
+])
+def test_long_close_stops_short(libero, task_id, kind, seed, max_steps, share_left):
+    expert, info, left = _run("libero_10", task_id, 0, Perturbation(kind), seed, max_steps,
+                              lambda e, sim: e.perturbed_skill._left())
+    p = expert.perturbation_info
+    assert "close" in p["skill"] and not info["success"]
+    # stopped near the share it was given, and the fixture stayed that far open (no coasting shut)
+    assert p["stopped_open"] == pytest.approx(share_left * p["open_at_start"], rel=0.25)
+    assert left > 0.5 * p["stopped_open"]
