@@ -16,9 +16,12 @@ DEMO_ARGS ?=
 demo: $(STAMPS)/installed
 	$(PY) scripts/loop.py --config quick $(DEMO_ARGS)
 
-# lint first (seconds; settings in pyproject.toml): ruff and mypy, both on the whole tree
+# lint first (seconds; settings in pyproject.toml): ruff and mypy, both on the whole tree.
+# Two pytest-xdist workers, one test file each at a time (module fixtures stay in one process): most slow
+# tests are one-threaded (rendering, subprocess start-up, imports), so two of them fill a 2-core machine.
+TEST_WORKERS ?= 2
 test: lint
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(STAMPS)/installed
 	$(PY) -m ruff check .

@@ -36,8 +36,8 @@ ALIASES: dict[str, set[str]] = {
 # module -> the only files that may import it: code that runs in a side venv built by the Makefile, because
 # the distribution's pins clash with ours (lerobot: torch < 2.11); setup.py cannot declare it
 SIDE_VENV: dict[str, set[str]] = {"lerobot": {"policies/lerobot_server.py"}}
-# declared but never imported, on purpose: command-line tools and a pytest plugin (loaded by its entry point)
-TOOLS = {"ruff", "mypy", "pytest-timeout"}
+# declared but never imported, on purpose: command-line tools and pytest plugins (loaded by their entry points)
+TOOLS = {"ruff", "mypy", "pytest-timeout", "pytest-xdist"}
 
 
 def normalize(name: str) -> str:
