@@ -14,7 +14,7 @@ APT_PKGS := libegl1 libegl-mesa0 libgl1-mesa-dri libosmesa6
 # collect -> world model -> BC -> imagined RL -> real eval -> one loop round; re-running resumes.
 DEMO_ARGS ?=
 demo: $(STAMPS)/installed
-	$(PY) scripts/loop.py --config quick $(DEMO_ARGS)
+	$(PY) scripts/loop.py --config grasp $(DEMO_ARGS)
 
 # lint first (seconds; settings in pyproject.toml): ruff and mypy, both on the whole tree.
 # Two pytest-xdist workers, one test file each at a time (module fixtures stay in one process): most slow

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 # The loop preset `make demo` runs; its out_dir is read from the preset so that the two cannot drift apart.
-DEMO_PRESET = "quick"
+DEMO_PRESET = "grasp"
 MAKE_DEMO = "make demo"
 
 

@@ -18,9 +18,9 @@ def _main(name: str):
 def test_the_defaults_are_where_the_demo_loop_writes():
     import yaml
 
-    # make demo = scripts/loop.py --config quick; the loop writes data/, world_model/ and bc/ under out_dir
-    assert "scripts/loop.py --config quick" in (ROOT / "Makefile").read_text()
-    out_dir = yaml.safe_load((ROOT / "configs" / "loop" / "quick.yaml").read_text())["out_dir"]
+    # make demo = scripts/loop.py --config grasp; the loop writes data/, world_model/ and bc/ under out_dir
+    assert "scripts/loop.py --config grasp" in (ROOT / "Makefile").read_text()
+    out_dir = yaml.safe_load((ROOT / "configs" / "loop" / "grasp.yaml").read_text())["out_dir"]
     assert demo_dir() == Path(out_dir) == Path("outputs/demo")
     assert demo_path("data") == "outputs/demo/data"
     assert demo_path("world_model") == "outputs/demo/world_model/world_model.pt"

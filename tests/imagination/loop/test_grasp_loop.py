@@ -12,7 +12,7 @@ from envs.cli import load_config
 from imagination.loop.config import LoopConfig, LoopState
 
 
-def test_grasp_preset_is_the_demo_with_the_grasp_floor_recipe():
+def test_the_demo_is_the_quick_loop_with_the_grasp_floor_recipe():
     quick = load_config(LoopConfig, "quick", group="loop")
     cfg = load_config(LoopConfig, "grasp", group="loop")
     cfg.validate()
@@ -22,7 +22,10 @@ def test_grasp_preset_is_the_demo_with_the_grasp_floor_recipe():
     # everything but RL (and where it writes) is the demo's
     same = ("collect", "world_model", "bc", "eval", "finetune_steps", "policy_weight", "guard_margin")
     assert all(getattr(cfg, k) == getattr(quick, k) for k in same)
-    assert quick.rl.imagination.reward == "head"  # make demo's default is unchanged
+    assert quick.rl.imagination.reward == "head"
+    makefile = (Path(__file__).resolve().parents[3] / "Makefile").read_text()
+    assert "scripts/loop.py --config grasp" in makefile  # make demo runs this preset
+    assert cfg.out_dir == "outputs/demo" != quick.out_dir  # the two presets never share a folder
 
 
 def test_grasp_inputs_are_made_once_on_the_collected_jobs(tmp_path, monkeypatch):
