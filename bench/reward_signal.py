@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     from envs.dataset import EpisodeDataset, EpisodeWriter
     from envs.provenance import provenance
     from imagination.eval.closed_loop import ClosedLoopConfig, branch_records, closed_loop_records
-    from imagination.eval.grasp_gate import GraspGateConfig, grasp_gate_records
+    from imagination.eval.grasp_gate import GraspGateConfig, fit_gate_classifier, grasp_gate_records
     from imagination.eval.reward_gate import THRESHOLD_AUC, THRESHOLD_GAP, gate_figures, gate_verdict
     from imagination.loop.config import LoopConfig
     from world_models.model import WorldModel
@@ -274,9 +274,7 @@ def main(argv: list[str] | None = None) -> int:
             gcfg = GraspGateConfig(world_model=wm_path, proprio=proprio, train_data=grasp_data,
                                    label_dirs=grasp_dirs, num_envs=args.imagined_envs,
                                    samples=args.imagined_samples, combine=args.combine)
-            if grasp_clf is None:
-                from world_models.grasp_point import fit_grasp_point
-                grasp_clf = fit_grasp_point(grasp_data, grasp_dirs)
+            grasp_clf = grasp_clf or fit_gate_classifier(gcfg)
             rows += [{"policy": name, **r} for r in
                      grasp_gate_records(str(gate_data), ckpt, gcfg, ["closed_loop"], grasp_clf)["closed_loop"]]
             continue

@@ -78,16 +78,17 @@ class CloseDrawer(ServoSkill):
         self._start[2] = float(corners[:, 2].max()) - geo.below_top
         self._top = float(corners[:, 2].max()) + geo.rise
         # Where the grip site ends up with the fingertips on the closed front, plus the overshoot.
-        self._closed = self._start - self._u * (self._open() + geo.standoff - geo.tip_reach + geo.overshoot)
+        self._closed = self._start - self._u * (self._remaining() + geo.standoff - geo.tip_reach + geo.overshoot)
         approach = -self._u * np.cos(geo.pitch) + DOWN * np.sin(geo.pitch)
         side = np.cross(self._u, [0.0, 0.0, 1.0])  # closing axis horizontal: the hand stays flat over the table
         options = [grasp_rotation(axis, approach) for axis in (side, -side)]
         self._r = min(options, key=lambda r: self._rot_err(raw_obs, r))
         self._goto("over")
 
-    def _open(self) -> float:
-        """How far the slide still is from its closed limit (m). LIBERO's cabinet counts as closed only
-        past q = 0, which lies inside the range (-0.16 .. 0.01), so the push goes on to the limit."""
+    def _remaining(self) -> float:
+        """How far the slide still is from its closed limit (m; CloseDoor's, the same name, in rad). LIBERO's
+        cabinet counts as closed only past q = 0, which lies inside the range (-0.16 .. 0.01), so the push goes
+        on to the limit."""
         return self._sign * (float(self._sim.data.qpos[self._qadr]) - self._closed_q)
 
     def _policy(self, obs: dict) -> np.ndarray:
@@ -106,7 +107,7 @@ class CloseDrawer(ServoSkill):
             else:
                 return self._servo(obs, self._start, self._r, 1.0)
         if self._phase == "push":
-            if self._open() < geo.closed_tol or self._stalled(self._open(), 2 * self.cfg.stall_steps):
+            if self._remaining() < geo.closed_tol or self._stalled(self._remaining(), 2 * self.cfg.stall_steps):
                 self._goto("back_off")
             else:
                 step = eef + np.clip(self._closed - eef, -self.cfg.pull_step, self.cfg.pull_step)

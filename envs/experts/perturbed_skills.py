@@ -287,19 +287,15 @@ class ClosePerturbation(_Perturbed, _Close):
 
     def reset(self, raw_env, raw_obs: dict) -> None:
         super().reset(raw_env, raw_obs)
-        self._open_at_start = self._left()
+        self._open_at_start = self._remaining()
         p = self.perturbation
         self.perturbation_info = {"perturbation": p.label, "strength": float(p.strength),
                                   "open_at_start": round(self._open_at_start, 4)}
 
-    def _left(self) -> float:
-        """How far the fixture still is from shut: the drawer's slide (m) or the door's swing (rad)."""
-        skill: Any = self  # typed as CloseDrawer for the mixin; CloseDoor's measure is _remaining()
-        return float(skill._open() if isinstance(skill, CloseDrawer) else skill._remaining())
-
     def _policy(self, obs: dict) -> np.ndarray:
-        if self._phase == "push" and self._left() <= (1.0 - self._stop_share()) * self._open_at_start:
-            self.perturbation_info["stopped_open"] = round(self._left(), 4)
+        left = self._remaining()  # how far from shut: the drawer's slide (m) or the door's swing (rad)
+        if self._phase == "push" and left <= (1.0 - self._stop_share()) * self._open_at_start:
+            self.perturbation_info["stopped_open"] = round(left, 4)
             self._goto("back_off")
         return super()._policy(obs)
 

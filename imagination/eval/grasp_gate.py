@@ -77,13 +77,19 @@ def imagined_features(run: ImaginedEpisodes, proprio: ProprioModel, starts: list
     return out
 
 
+def fit_gate_classifier(cfg: GraspGateConfig) -> GraspPointClassifier:
+    """The grasp-point classifier the gate judges with: fit on cfg.train_data and cfg.label_dirs, on the
+    features cfg.until names. The same config gives the same classifier: fit once for several policies."""
+    return fit_grasp_point(cfg.train_data, cfg.label_dirs, place=cfg.until == "release")
+
+
 def grasp_gate_records(gate_data: str, policy_path: str, cfg: GraspGateConfig,
                        stages: Sequence[str] = STAGES,
                        classifier: GraspPointClassifier | None = None) -> dict[str, list[dict[str, Any]]]:
     """Per stage, one record per labelled episode of `policy_path` in the recorded dataset `gate_data`:
     task_id, init_state_id, episode, real_success and max_success_prob (the classifier's P(success) at the
-    stage's grasp), the fields imagination.eval.reward_gate.gate_figures reads. `classifier`: one already fit
-    on cfg.train_data and cfg.label_dirs (fit here when None)."""
+    stage's grasp), the fields imagination.eval.reward_gate.gate_figures reads. `classifier`: fit_gate_classifier(cfg)
+    made once by the caller (fit here when None)."""
     bad = [s for s in stages if s not in STAGES]
     if bad:
         raise ValueError(f"stages: expected some of {list(STAGES)}, got {bad}")
@@ -97,8 +103,7 @@ def grasp_gate_records(gate_data: str, policy_path: str, cfg: GraspGateConfig,
     if not idx:
         raise ValueError(f"gate_data: {gate_data} holds no labelled episode of {policy_path} "
                          "(record it with bench/reward_signal.py, label it with scripts/label_episodes.py)")
-    # the same training data gives the same classifier: a caller judging several policies fits it once
-    clf = classifier or fit_grasp_point(cfg.train_data, cfg.label_dirs, place=place)
+    clf = classifier or fit_gate_classifier(cfg)
     task_arr = np.array(tasks)
     sims = cast(list[dict[str, Any]], [read_sim_labels(gate_data, i) for i in idx])  # labelled: none is None
     from envs.dataset import EpisodeDataset

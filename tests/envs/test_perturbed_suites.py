@@ -196,7 +196,7 @@ def test_collect_writes_labelled_perturbed_episodes(libero, tmp_path):
 ])
 def test_long_close_stops_short(libero, task_id, kind, seed, max_steps, share_left):
     expert, info, left = _run("libero_10", task_id, 0, Perturbation(kind), seed, max_steps,
-                              lambda e, sim: e.perturbed_skill._left())
+                              lambda e, sim: e.perturbed_skill._remaining())
     p = expert.perturbation_info
     assert "close" in p["skill"] and not info["success"]
     # stopped near the share it was given, and the fixture stayed that far open (no coasting shut)

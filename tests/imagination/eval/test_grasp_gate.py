@@ -75,9 +75,8 @@ def test_recorded_stage_reads_the_grasp_point_of_each_episode(setup):
     bad = [r["max_success_prob"] for r in rows if not r["real_success"]]
     assert min(ok) > 0.5 > max(bad)
     # a classifier fit once by the caller (reward_signal judges several policies) gives the same records
-    from world_models.grasp_point import fit_grasp_point
-    clf = fit_grasp_point(cfg.train_data, cfg.label_dirs)
-    assert grasp_gate_records(str(root / "gate"), policy, cfg, ["recorded"], clf) == runs
+    from imagination.eval.grasp_gate import fit_gate_classifier
+    assert grasp_gate_records(str(root / "gate"), policy, cfg, ["recorded"], fit_gate_classifier(cfg)) == runs
 
 
 def test_imagined_stages_give_one_probability_per_episode(setup):
