@@ -33,7 +33,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from envs.atomic import atomic_write_text
-from envs.errors import TRACEBACK_ENV, TRACEBACK_FLAG, one_line_errors, traceback_wanted
+from envs.errors import TRACEBACK_ENV, TRACEBACK_FLAG, exit_after_cleanup, one_line_errors, traceback_wanted
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = REPO_ROOT / "configs"
@@ -236,6 +236,8 @@ def run_script(main: Callable[[T], object], cls: type[T], description: str, grou
         except OmegaConfBaseException as e:
             raise ValueError(_omegaconf_message(e)) from e
         main(cfg)
+    if argv is None:  # the real command line: end the process without pyarrow's exit race (exit_after_cleanup)
+        exit_after_cleanup(0)
 
 
 def parse_config(cls: type[T], description: str, group: str, argv: Sequence[str] | None = None) -> T:

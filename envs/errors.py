@@ -13,8 +13,10 @@ run_main) or VLA_TRACEBACK=1 prints the full trace of input errors too.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -63,7 +65,28 @@ def run_main(main: Callable[[list[str]], int | None], argv: Sequence[str] | None
     args = list(sys.argv[1:] if argv is None else argv)
     wanted = traceback_wanted(TRACEBACK_FLAG in args)
     with one_line_errors(Path(sys.argv[0]).stem, wanted):
-        return main([a for a in args if a != TRACEBACK_FLAG])
+        code = main([a for a in args if a != TRACEBACK_FLAG])
+    if argv is None:  # the real command line: this process ends here
+        exit_after_cleanup(int(code or 0))
+    return code
+
+
+def exit_after_cleanup(code: int = 0) -> None:
+    """End a finished script: wait for its threads, run the Python exit handlers (logging, Ray, worker
+    processes), flush stdout and stderr, then leave without C++ static destructors.
+
+    Why: pyarrow's thread pools race their own teardown at interpreter exit. Now and then a script whose
+    work is all done and committed dies with "terminate called without an active exception" (SIGABRT, exit
+    -6; apache/arrow#34314, seen here on a collect.py run under load). Everything the Python side needs at
+    exit still runs; only the native destructors, which free memory the OS takes back anyway, are skipped."""
+    threading._shutdown()  # type: ignore[attr-defined]  # what the interpreter does first: join non-daemon threads
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed or a broken pipe: nothing left to save
+            pass
+    os._exit(code)
 
 
 def _report(prog: str, err: BaseException | str, show_traceback: bool) -> None:
@@ -74,5 +97,5 @@ def _report(prog: str, err: BaseException | str, show_traceback: bool) -> None:
     raise SystemExit(EXIT_INPUT_ERROR) from None
 
 
-__all__ = ["EXIT_INPUT_ERROR", "INPUT_ERRORS", "TRACEBACK_ENV", "TRACEBACK_FLAG", "one_line", "one_line_errors",
-           "run_main", "traceback_wanted"]
+__all__ = ["EXIT_INPUT_ERROR", "INPUT_ERRORS", "TRACEBACK_ENV", "TRACEBACK_FLAG", "exit_after_cleanup", "one_line",
+           "one_line_errors", "run_main", "traceback_wanted"]

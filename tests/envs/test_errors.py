@@ -1,6 +1,11 @@
 """envs.errors: an input error becomes one line and exit status 2; a bug keeps its traceback."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from envs.checkpoint import CheckpointError
@@ -61,3 +66,35 @@ def test_run_main_takes_the_flag_out_of_the_arguments(monkeypatch):
 
     assert run_main(main, ["--x", "1", "--traceback"]) == 0
     assert seen == [["--x", "1"]]
+
+
+CHILD = """
+import atexit, sys, threading, time
+from pathlib import Path
+import pyarrow as pa, pyarrow.parquet as pq
+from envs.errors import run_main
+out = Path(sys.argv[1])
+pq.write_table(pa.table({"x": [1, 2]}), out / "t.parquet")
+
+def main(argv):
+    assert pq.read_table(out / "t.parquet").num_rows == 2  # starts pyarrow's thread pools
+    atexit.register(lambda: (out / "atexit").write_text("ran"))
+    threading.Thread(target=lambda: (time.sleep(0.3), (out / "thread").write_text("joined"))).start()
+    sys.stdout.write("no newline, still buffered")
+    return int(argv[1])
+
+sys.exit(run_main(main))
+"""
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_a_finished_script_exits_with_its_code_after_the_python_cleanup(tmp_path, code):
+    """run_main on the real command line ends the process itself (exit_after_cleanup): its exit code is the
+    script's, its threads are joined, its exit handlers run and its buffered output is flushed."""
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), str(code)], cwd=repo, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(repo)})
+    assert proc.returncode == code, proc.stderr
+    assert proc.stdout == "no newline, still buffered"
+    assert (tmp_path / "atexit").read_text() == "ran"
+    assert (tmp_path / "thread").read_text() == "joined"
