@@ -24,3 +24,23 @@ def test_grasp_floor_is_the_grasp_recipe_plus_what_docs_loop_says():
     assert floor.proprio.endswith("proprio_own.pt")
     assert floor.num_groups == 5 * base.num_groups and floor.rl.minibatch_size == 5 * base.rl.minibatch_size
     assert (floor.policy, floor.world_model, floor.bc_coef) == (base.policy, base.world_model, base.bc_coef)
+
+
+def test_grasp_floor_gpu_is_the_benchmark_recipe_on_the_gpu_world_model():
+    """configs/rl/grasp_floor_gpu.yaml = what bench/rl_gain.py runs (grasp_floor pointed at the protocol's
+    inputs by bench.protocol.recipe_config), except the world model, the device and the out_dir."""
+    from dataclasses import asdict
+
+    from bench.protocol import RLGainProtocol, recipe_config
+
+    proto = RLGainProtocol()
+    paths = {"data": proto.path("data"), "bc": proto.path("bc_file"), "world_model": proto.path("world_model_file"),
+             "own_rollouts": proto.path("own_rollouts") + "/data",
+             "near_miss_labels": proto.path("near_miss_labels_s16"), "proprio": proto.path("own_proprio_file")}
+    cpu = asdict(recipe_config(proto, paths, "x"))
+    gpu = asdict(load_config(ImagineRLConfig, "grasp_floor_gpu", group="rl"))
+    assert gpu["world_model"] == proto.path("gpu/world_model/world_model.pt")
+    assert (gpu["device"], gpu["imagination"]["device"]) == ("cuda", "cuda")
+    for d in (cpu, gpu):
+        d.pop("world_model"), d.pop("device"), d["imagination"].pop("device"), d.pop("out_dir")
+    assert gpu == cpu
