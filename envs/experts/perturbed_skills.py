@@ -17,6 +17,9 @@ every skill, so any kind can perturb any task (``Perturbation`` in perturbed.py 
 The closing skills of LIBERO-10 (``CloseDrawer``, ``CloseDoor``: a push on a panel, no grasp) take the two
 kinds of a push that stops early: early_release stops it half way shut, offset_target 25% of the way short
 (a near-success). A grasp offset has no meaning there, so near_miss perturbs another skill of the plan.
+LIBERO-10's placement through a microwave's open side (``InsertPlace``) takes every kind of an item
+placement; its offset_target slides the item 6 cm less far in and skips the push deeper: the mug is left
+part way through the opening (a near-success; 3 cm short still succeeds).
 
 (``noise`` is added by the whole expert, not by one skill: see perturbed_suites.py.) ``perturb`` turns a
 built skill into its perturbed variant in place; the skills are built by the Goal / LIBERO-10 planners with
@@ -31,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from envs.experts.closing import CloseDoor, CloseDrawer
+from envs.experts.long_places import InsertPlace
 from envs.experts.object import ObjectExpert
 from envs.experts.perturbed import BowlPerturbation, Perturbation, PerturbationKind, noisy_action, release_short
 from envs.experts.primitives import collision_boxes
@@ -47,8 +51,9 @@ if TYPE_CHECKING:  # the mixins' super() calls resolve to these skills at run ti
     _Drawer = OpenDrawer
     _Push = PushObject
     _Close = CloseDrawer
+    _Insert = InsertPlace
 else:
-    _Item = _Knob = _Drawer = _Push = _Close = object
+    _Item = _Knob = _Drawer = _Push = _Close = _Insert = object
 
 
 def _heading(rng: np.random.Generator) -> np.ndarray:
@@ -184,6 +189,36 @@ class ItemPerturbation(_Perturbed, _Item):
     def act(self, raw_obs: dict) -> np.ndarray:
         self._noise, action = noisy_action(super().act(raw_obs), self._noise, self.perturbation, self.rng)
         return action
+
+
+class InsertPerturbation(ItemPerturbation, _Insert):
+    """``InsertPlace`` (the mug into the microwave) with one defect. Its drop point is the end of a slide
+    and a push through the enclosure's open side, not a point to drop onto, so ``offset_target`` is the
+    slide and push that stop early: the item is slid in ``place_offset`` (x strength) less far than the
+    clean skill slides it, set down there, part way through the opening, and not pushed in to the region's
+    centre (a near-success)."""
+
+    def reset(self, raw_env, raw_obs: dict) -> None:
+        super().reset(raw_env, raw_obs)
+        if self.perturbation.kind == K.OFFSET_TARGET:
+            self.perturbation_info.pop("place_offset_m", None)
+            short = self.perturbation.place_offset * self.perturbation.strength
+            self.perturbation_info["slide_short_m"] = round(short, 4)
+
+    def _hand_limit(self, obs: dict) -> float:
+        short = self.perturbation.place_offset * self.perturbation.strength
+        return super()._hand_limit(obs) - (short if self.perturbation.kind == K.OFFSET_TARGET else 0.0)
+
+    def _drop_target(self, sim) -> tuple[np.ndarray, float, float]:
+        self._sim = sim
+        return super(ItemPerturbation, self)._drop_target(sim)  # no edge offset: the defect is the push's
+
+    def _policy(self, obs: dict) -> np.ndarray:
+        if self.perturbation.kind == K.OFFSET_TARGET and self._phase == "line_up":
+            near = float((collision_boxes(self._sim, include=(f"{self.item}_",)).corners() @ self._open.inward).min())
+            self.perturbation_info["outside_opening_m"] = round(self._open.front - near, 4)  # the item's part out
+            self._goto("retreat")
+        return super()._policy(obs)
 
 
 class KnobPerturbation(_Perturbed, _Knob):
@@ -325,6 +360,7 @@ class BowlSkillPerturbation(BowlPerturbation):
 # Skill base class -> (its mixin, the kinds it supports), most specific first.
 MIXINS: tuple[tuple[type, type, tuple[PerturbationKind, ...]], ...] = (
     (SpatialExpert, BowlSkillPerturbation, (*SKILL_KINDS, K.WRONG_AZIMUTH)),
+    (InsertPlace, InsertPerturbation, SKILL_KINDS),
     (ObjectExpert, ItemPerturbation, SKILL_KINDS),
     (TurnKnob, KnobPerturbation, SKILL_KINDS),
     (OpenDrawer, DrawerPerturbation, SKILL_KINDS),

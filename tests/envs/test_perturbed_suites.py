@@ -202,3 +202,16 @@ def test_long_close_stops_short(libero, task_id, kind, seed, max_steps, share_le
     # stopped near the share it was given, and the fixture stayed that far open (no coasting shut)
     assert p["stopped_open"] == pytest.approx(share_left * p["open_at_start"], rel=0.25)
     assert left > 0.5 * p["stopped_open"]
+
+
+@pytest.mark.libero
+@pytest.mark.slow
+def test_long_insert_stops_short(libero):
+    """offset_target on the mug-into-microwave placement: slid 6 cm less far in and not pushed deeper, the
+    mug stays part way through the opening and the task fails (at strength 0.5, 3 cm, it still succeeds:
+    the defect sits near the boundary)."""
+    expert, info, _ = _run("libero_10", 9, 0, Perturbation("offset_target"), 2, 400)
+    p = expert.perturbation_info
+    assert p["skill"] == "0:place" and type(expert.perturbed_skill).__name__ == "PerturbedInsertPlace"
+    assert p["slide_short_m"] == pytest.approx(0.06) and "place_offset_m" not in p
+    assert p["outside_opening_m"] > 0.08 and not info["success"]
