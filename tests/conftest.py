@@ -2,3 +2,15 @@
 import os
 
 os.environ.setdefault("MUJOCO_GL", "egl")
+
+
+import pytest  # noqa: E402  (after MUJOCO_GL is set above)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A local 2-CPU Ray cluster for one test module (the [cluster] extra; skipped without it)."""
+    ray = pytest.importorskip("ray", reason="the [cluster] extra (ray) is not installed: pip install -e '.[cluster]'")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()

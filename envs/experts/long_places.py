@@ -183,6 +183,10 @@ class InsertPlace(HandlePlace):
         (2 cm for the mug), which the grip height alone does not show."""
         return float(collision_boxes(self._sim, include=(f"{self.item}_",)).corners()[:, 2].min())
 
+    def _outermost(self) -> float:
+        """The item's outermost point along the inward direction (m), from its collision boxes now."""
+        return float((collision_boxes(self._sim, include=(f"{self.item}_",)).corners() @ self._open.inward).min())
+
     def _hand_limit(self, obs: dict) -> float:
         """The deepest grip-site coordinate along the inward direction that keeps the hand outside the roof."""
         r, inward = self._site_rotation(obs), self._open.inward
@@ -246,8 +250,7 @@ class InsertPlace(HandlePlace):
             self._flip = min((1.0, -1.0), key=lambda f: self._rot_err(obs, grasp_rotation(f * op.across, tilted)))
         flip = self._flip
         r_push = grasp_rotation(flip * op.across, tilted)
-        boxes = collision_boxes(self._sim, include=(f"{self.item}_",)).corners()
-        near = float((boxes @ op.inward).min())  # the item's outermost point
+        near = self._outermost()
         depth = float(item @ op.inward)
         # In far enough: clear of the door's plane (the roof's front edge), or at the region's centre.
         inside = near >= op.front + geo.door_margin or depth >= self._goal_s - geo.depth_tol

@@ -199,15 +199,15 @@ class InsertPerturbation(ItemPerturbation, _Insert):
     centre (a near-success)."""
 
     def reset(self, raw_env, raw_obs: dict) -> None:
+        p = self.perturbation
+        self._slide_short = p.place_offset * p.strength if p.kind == K.OFFSET_TARGET else 0.0
         super().reset(raw_env, raw_obs)
-        if self.perturbation.kind == K.OFFSET_TARGET:
+        if p.kind == K.OFFSET_TARGET:
             self.perturbation_info.pop("place_offset_m", None)
-            short = self.perturbation.place_offset * self.perturbation.strength
-            self.perturbation_info["slide_short_m"] = round(short, 4)
+            self.perturbation_info["slide_short_m"] = round(self._slide_short, 4)
 
     def _hand_limit(self, obs: dict) -> float:
-        short = self.perturbation.place_offset * self.perturbation.strength
-        return super()._hand_limit(obs) - (short if self.perturbation.kind == K.OFFSET_TARGET else 0.0)
+        return super()._hand_limit(obs) - self._slide_short
 
     def _drop_target(self, sim) -> tuple[np.ndarray, float, float]:
         self._sim = sim
@@ -215,8 +215,7 @@ class InsertPerturbation(ItemPerturbation, _Insert):
 
     def _policy(self, obs: dict) -> np.ndarray:
         if self.perturbation.kind == K.OFFSET_TARGET and self._phase == "line_up":
-            near = float((collision_boxes(self._sim, include=(f"{self.item}_",)).corners() @ self._open.inward).min())
-            self.perturbation_info["outside_opening_m"] = round(self._open.front - near, 4)  # the item's part out
+            self.perturbation_info["outside_opening_m"] = round(self._open.front - self._outermost(), 4)
             self._goto("retreat")
         return super()._policy(obs)
 

@@ -16,13 +16,6 @@ ray = pytest.importorskip("ray", reason="the [cluster] extra (ray) is not instal
 pytestmark = [pytest.mark.libero, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
 def _cfg(tmp_path, name: str, **kw) -> CollectConfig:
     # 2 short episodes (one perturbed) on 2 workers: small frames, one view, a 12-step horizon
     return CollectConfig(out_dir=str(tmp_path / name), tasks=[0], episodes_per_task=2, perturbed_fraction=0.5,

@@ -18,13 +18,6 @@ KEYS = ("task_id", "init_state_id", "seed", "success", "steps", "object_lift_m",
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def policy():
     torch.manual_seed(0)  # deterministic chunks: outcomes depend on the simulator only
     return VLAPolicy(tiny_config(views=["agentview", "wrist"])).eval()

@@ -15,17 +15,10 @@ from envs.dataset import EpisodeDataset
 from imagination.eval.evaluate import evaluate
 from tests.imagination.loop.test_loop import _tiny
 
-ray = pytest.importorskip("ray", reason="the [cluster] extra (ray) is not installed: pip install -e '.[cluster]'")
+pytest.importorskip("ray", reason="the [cluster] extra (ray) is not installed: pip install -e '.[cluster]'")
 pytestmark = [pytest.mark.libero, pytest.mark.slow]
 
 KEYS = ("task_id", "init_state_id", "seed", "success", "steps", "object_lift_m", "target_distance_m")
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def test_tiny_loop_on_ray_matches_the_local_backend(cluster, tmp_path):
