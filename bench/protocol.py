@@ -31,6 +31,7 @@ from envs.collection import collect_dataset
 from envs.dataset import EpisodeDataset
 from envs.provenance import provenance
 from imagination.eval.calibrate import CalibrateConfig, calibrate_success
+from imagination.eval.jobs import EvalConfig
 from imagination.loop.config import LoopConfig
 from imagination.rl.grasp_inputs import GraspInputPaths, GraspInputsConfig, build_grasp_inputs
 from imagination.rl.training import ImagineRLConfig
@@ -75,6 +76,23 @@ class RLGainProtocol:
         files = {"world_model_file": "world_model/world_model.pt", "bc_file": "bc/policy.pt",
                  "proprio_file": "proprio.pt", "own_proprio_file": "own_rollouts/proprio.pt"}
         return str(Path(self.root) / files.get(name, name))
+
+    def default_rl_policy(self) -> str:
+        """The RL policy rl_gain scored (its result.json's policy_path), else <run>/rl/policy.pt; "" = none."""
+        rl = Path(self.path("run")) / "rl"
+        if (rl / "result.json").is_file():
+            named = json.loads((rl / "result.json").read_text()).get("policy_path", "")
+            if named and Path(named).is_file():
+                return str(named)
+        return str(rl / "policy.pt") if (rl / "policy.pt").is_file() else ""
+
+    def gate_eval_config(self, checkpoint: str, out_dir: str) -> EvalConfig:
+        """A policy's real evaluation on the gate's jobs: the quick loop's eval settings, fast rendering,
+        one simulator per core."""
+        loop = load_config(LoopConfig, "quick", group="loop")
+        return replace(loop.eval, env=self.suite, tasks=list(self.tasks), episodes_per_task=self.gate_init_states,
+                       init_state_offset=self.gate_offset, seed=self.seed, num_envs=2, fast_render=True,
+                       checkpoint=checkpoint, out_dir=out_dir)
 
     def describe(self) -> str:
         last = self.bench_offset + self.bench_episodes_per_task - 1

@@ -38,7 +38,6 @@ import json
 import math
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,16 +50,6 @@ if TYPE_CHECKING:
     from imagination.eval.jobs import EvalConfig
 
 LEAD_STEPS = 8
-
-
-def _default_rl(proto: RLGainProtocol) -> str:
-    """The RL policy rl_gain scored (its result.json's policy_path), else <run>/rl/policy.pt; "" = none."""
-    rl = Path(proto.path("run")) / "rl"
-    if (rl / "result.json").is_file():
-        named = json.loads((rl / "result.json").read_text()).get("policy_path", "")
-        if named and Path(named).is_file():
-            return named
-    return str(rl / "policy.pt") if (rl / "policy.pt").is_file() else ""
 
 
 def _missing_line(needed: list[tuple[str, str, str, bool]]) -> str | None:
@@ -203,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         policies = list(args.policies)
         names = list(args.names) or [Path(x).parent.name or Path(x).stem for x in policies]
     else:
-        policies = [proto.path("bc_file")] + ([rl] if (rl := _default_rl(proto)) else [])
+        policies = [proto.path("bc_file")] + ([rl] if (rl := proto.default_rl_policy()) else [])
         names = list(args.names) or ["bc", "rl"][:len(policies)]
     if len(names) != len(policies) or len(set(names)) != len(names):
         print(f"reward_signal: --names: expected {len(policies)} distinct names (one per policy), got {names}",
@@ -229,13 +218,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from envs.atomic import atomic_write_json
-    from envs.cli import load_config
     from envs.dataset import EpisodeDataset, EpisodeWriter
     from envs.provenance import provenance
     from imagination.eval.closed_loop import ClosedLoopConfig, branch_records, closed_loop_records
     from imagination.eval.grasp_gate import GraspGateConfig, fit_gate_classifier, grasp_gate_records
     from imagination.eval.reward_gate import THRESHOLD_AUC, THRESHOLD_GAP, gate_figures, gate_verdict
-    from imagination.loop.config import LoopConfig
     from world_models.model import WorldModel
 
     gate = Path(args.gate_dir or proto.path("gate"))
@@ -254,9 +241,6 @@ def main(argv: list[str] | None = None) -> int:
     else:
         proprio = args.proprio or _gate_proprio(Path(proto.path("proprio_file")) if own else out / "proprio.pt",
                                                 train_data, wm.chunk_len)
-    loop = load_config(LoopConfig, "quick", group="loop")
-    base = replace(loop.eval, env=proto.suite, tasks=list(proto.tasks), episodes_per_task=proto.gate_init_states,
-                   init_state_offset=proto.gate_offset, seed=proto.seed, num_envs=2, fast_render=True)
     last = proto.gate_offset + proto.gate_init_states - 1
     print(f"reward gate: {proto.suite} tasks {list(proto.tasks)} x init states {proto.gate_offset}-{last}, seed "
           f"{proto.seed}; world model {wm_path} (success threshold {threshold:.3f})")
@@ -266,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     branch_rows: list[dict] = []
     grasp_clf = None  # --reward grasp: fit once, judges every policy
     for name, ckpt in zip(names, policies):
-        real = _real_gate_eval(replace(base, checkpoint=ckpt, out_dir=str(gate / f"eval_{name}")), gate_data, name)
+        real = _real_gate_eval(proto.gate_eval_config(ckpt, str(gate / f"eval_{name}")), gate_data, name)
         if args.reward != "head":  # imagined jobs start the object where the simulator had it
             from envs.sim_labels import label_dataset
             label_dataset(str(gate_data))

@@ -114,10 +114,14 @@ def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig,
     for i, job in enumerate(running):
         if not padding[i] and job.index < cfg.videos:
             frames[job.index] = [obs["image"][i]]
+    if cfg.obs_noise < 0:
+        raise ValueError(f"obs_noise: expected a noise std >= 0 in 0-255 intensity units, got {cfg.obs_noise}")
+    noise = [_noise_rng(cfg, j) for j in running]
     bar = tqdm(total=len(jobs), desc=f"eval {cfg.env}", unit="ep", disable=not progress)
     while len(records) < len(jobs):
+        seen = _with_noise(obs, noise, cfg.obs_noise)
         with torch.no_grad():
-            chunk = policy.predict_action_chunk(obs) if cfg.deterministic else policy.sample(obs, generator=gen)[0]
+            chunk = policy.predict_action_chunk(seen) if cfg.deterministic else policy.sample(seen, generator=gen)[0]
         actions = chunk[:, :k].cpu().numpy().astype(np.float32)
         obs, reward, terminated, truncated, info = env.step(actions)
         restart: list[Job | None] = [None] * B
@@ -126,6 +130,7 @@ def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig,
         for i, job in enumerate(running):
             if "restarted" in info and info["restarted"][i]:  # its worker died: the job started over (same reset)
                 t_start[i], best_prob[i] = time.time(), 0.0
+                noise[i] = _noise_rng(cfg, job)
                 restarts += 1
                 if job.index in frames:
                     frames[job.index] = [obs["image"][i]]
@@ -154,6 +159,7 @@ def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig,
             for i, started in enumerate(restart):
                 if started is not None:
                     t_start[i] = time.time()
+                    noise[i] = _noise_rng(cfg, started)
                     best_prob[i] = 0.0
                     if not padding[i] and started.index < cfg.videos:
                         frames[started.index] = [obs["image"][i]]
@@ -164,6 +170,22 @@ def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig,
         r = records[index]
         r["video"] = str(_write_video(Path(cfg.out_dir) / "videos", r, np.stack(seq)))
     return [records[j.index] for j in jobs]
+
+
+def _noise_rng(cfg: EvalConfig, job: Job) -> np.random.Generator | None:
+    return np.random.default_rng([job.seed, cfg.obs_noise_seed]) if cfg.obs_noise > 0 else None
+
+
+def _with_noise(obs: dict, rngs: list[np.random.Generator | None], std: float) -> dict:
+    """obs with N(0, std) added to env i's images uint8 [N, V, H, W, 3] from rngs[i], rounded and clipped to
+    uint8; obs itself when std is 0. Only the policy sees it: videos and recordings keep the rendered frames."""
+    if std <= 0:
+        return obs
+    images = obs["image"].astype(np.float32)
+    for i, rng in enumerate(rngs):
+        if rng is not None:
+            images[i] += rng.normal(0.0, std, images[i].shape).astype(np.float32)
+    return {**obs, "image": np.clip(np.rint(images), 0, 255).astype(np.uint8)}
 
 
 def _write_video(folder: Path, record: dict, images: np.ndarray) -> Path:

@@ -49,6 +49,11 @@ class EvalConfig:
     reward: str = "head"  # imagination only: "head" or "state" (ImaginationConfig.reward)
     state_reward: str = ""  # imagination only: the StateReward checkpoint of reward "state"
     device: str = "cpu"  # imagination only: where the world model runs (cpu, cuda); the policy stays on the CPU
+    # Gaussian noise (std in 0-255 intensity units) added to the images the policy sees, not to the env: how much
+    # do real outcomes depend on pixel-level detail (bench/gate_ceiling.py)? Drawn per job from (its seed,
+    # obs_noise_seed), so a job's noise does not depend on scheduling. 0 = the images as rendered.
+    obs_noise: float = 0.0
+    obs_noise_seed: int = 0
 
 
 @dataclass(frozen=True)

@@ -162,6 +162,50 @@ def test_bad_configs_raise(fake, tmp_path):
                  env_factory=FakeEnv)
 
 
+class SpyPolicy(SignPolicy):
+    """SignPolicy that keeps every image batch it is shown."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.seen: list[np.ndarray] = []
+
+    def predict_action_chunk(self, obs):
+        self.seen.append(np.array(obs["image"]))
+        return super().predict_action_chunk(obs)
+
+
+def _seen_per_job(tmp_path, num_envs: int, **kw) -> tuple[dict[int, list[np.ndarray]], dict]:
+    """The images the policy saw, per job (FakeEnv renders job j's images at value 10 j), and the result."""
+    policy = SpyPolicy(PolicyConfig(chunk_len=4))
+    cfg = EvalConfig(env="fake", tasks=[0, 2], episodes_per_task=2, num_envs=num_envs, videos=1, image_size=8,
+                     out_dir=str(tmp_path / f"noise{num_envs}_{kw}"), **kw)
+    result = evaluate(cfg, policy=policy, progress=False, env_factory=FakeEnv)
+    per_job: dict[int, list[np.ndarray]] = {}
+    for batch in policy.seen:
+        for image in batch:
+            per_job.setdefault(int(round(float(np.median(image)) / 10)), []).append(image)
+    return per_job, result
+
+
+def test_obs_noise_reaches_the_policy_only_and_is_drawn_per_job(fake, tmp_path):
+    clean, _ = _seen_per_job(tmp_path, 2)
+    assert all((im == 10 * j).all() for j, ims in clean.items() for im in ims)  # no noise: the rendered images
+    noisy, result = _seen_per_job(tmp_path, 2, obs_noise=2.0, obs_noise_seed=1)
+    assert noisy.keys() == clean.keys() and all(len(noisy[j]) == len(clean[j]) for j in clean)
+    diffs = np.concatenate([(im.astype(float) - 10 * j).ravel() for j, ims in noisy.items() for im in ims])
+    assert 1.7 < diffs.std() < 2.3 and abs(diffs.mean()) < 0.3  # N(0, 2), rounded (job 0 is clipped at 0)
+    # the video keeps the rendered frames
+    video = decode_video(Path(result["episodes"][0]["video"]))
+    assert abs(float(video[1:].mean()) - 0.0) < 2
+    # a job's noise does not depend on how many envs ran; another noise seed draws other noise
+    alone, _ = _seen_per_job(tmp_path, 1, obs_noise=2.0, obs_noise_seed=1)
+    assert all(np.array_equal(a, b) for j in noisy for a, b in zip(noisy[j], alone[j]))
+    other, _ = _seen_per_job(tmp_path, 2, obs_noise=2.0, obs_noise_seed=2)
+    assert not np.array_equal(other[1][0], noisy[1][0])
+    with pytest.raises(ValueError, match="obs_noise: expected a noise std >= 0"):
+        _seen_per_job(tmp_path, 2, obs_noise=-1.0)
+
+
 def test_unknown_env_is_rejected(tmp_path):
     with pytest.raises(ValueError, match="imagination"):
         evaluate(EvalConfig(env="mars", out_dir=str(tmp_path)), policy=SignPolicy(PolicyConfig()), progress=False)

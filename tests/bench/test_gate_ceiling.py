@@ -1,0 +1,70 @@
+"""bench/gate_ceiling.py: one line and exit 2 when its inputs are missing; with finished repeats on disk
+(no LIBERO run), the tables, the BENCH line, gate_ceiling.json and the verdict."""
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from bench.protocol import RLGainProtocol
+from tests.bench.test_bench_options import _load
+
+
+def _write(path: Path, checkpoint: str, outcomes: np.ndarray, **config) -> None:
+    """An eval_policy results.json of the gate's 50 jobs (5 tasks x init states 10-19) with these outcomes."""
+    proto = RLGainProtocol()
+    cfg = {"checkpoint": checkpoint, "env": proto.suite, "tasks": list(proto.tasks), "episodes_per_task": 10,
+           "init_state_offset": 10, "seed": 0, **config}
+    episodes = [{"task_id": t, "init_state_id": 10 + j, "seed": 100 * t + j, "success": bool(outcomes[10 * t + j])}
+                for t in range(5) for j in range(10)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"config": cfg, "episodes": episodes}))
+
+
+def test_missing_inputs_give_one_line_and_exit_2(tmp_path, capsys):
+    gate_ceiling = _load("gate_ceiling")
+    assert gate_ceiling.main(["--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0] == (f"gate_ceiling: missing policy bc {tmp_path / 'bc' / 'policy.pt'}, recorded gate evaluation "
+                      f"{tmp_path / 'gate' / 'eval_bc' / 'results.json'}; `python bench/rl_gain.py` builds the "
+                      "protocol and `python bench/reward_signal.py` records the gate's evaluations")
+    assert gate_ceiling.main(["--root", str(tmp_path), "--repeats", "0"]) == 2
+    assert "--repeats: expected an integer >= 1, got 0" in capsys.readouterr().err
+    assert gate_ceiling.main(["--root", str(tmp_path), "--perturb", "noise", "--noise-std", "0"]) == 2
+    assert "--noise-std: expected a std > 0" in capsys.readouterr().err
+
+
+def test_finished_repeats_are_scored_as_the_gate_scores(tmp_path, capsys):
+    gate_ceiling = _load("gate_ceiling")
+    ckpt = tmp_path / "bc" / "policy.pt"
+    ckpt.parent.mkdir(parents=True)
+    ckpt.write_bytes(b"a policy")
+    os.utime(ckpt, (0, 0))  # older than every results.json, so the repeats are reused, not run
+    ref = np.random.default_rng(0).random(50) < 0.5
+    _write(tmp_path / "gate" / "eval_bc" / "results.json", str(ckpt), ref)
+    # seed repeats that reproduce the recording: reality predicts itself perfectly
+    for k in (1, 2):
+        _write(tmp_path / "gate_ceiling" / "seed" / f"bc_r{k}" / "results.json", str(ckpt), ref, seed=k)
+    assert gate_ceiling.main(["--root", str(tmp_path), "--repeats", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "bc repeat 1: reusing" in out and "bc repeat 2: reusing" in out
+    line = out.strip().splitlines()[-1]
+    assert line.startswith("BENCH gate_ceiling perturb=seed repeats=2 policies=bc jobs=50 ")
+    assert "agreement=1.00 auc_within_task=1.00 " in line and "auc_1_repeat=1.00" in line and line.endswith("PASS")
+    saved = json.loads((tmp_path / "gate_ceiling" / "seed" / "gate_ceiling.json").read_text())
+    assert saved["verdict"] == "PASS" and saved["figures"]["all"]["jobs"] == 50
+    # noise repeats whose outcomes are independent of the recording: the ceiling is near chance, FAIL
+    rng = np.random.default_rng(1)
+    for k in (1, 2, 3):
+        _write(tmp_path / "gate_ceiling" / "noise" / f"bc_r{k}" / "results.json", str(ckpt), rng.random(50) < 0.5,
+               obs_noise=2.0, obs_noise_seed=k)
+    assert gate_ceiling.main(["--root", str(tmp_path), "--perturb", "noise"]) == 1
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith("BENCH gate_ceiling perturb=noise noise_std=2 repeats=3 ") and line.endswith("FAIL")
+    auc = float(line.split("auc_within_task=")[1].split()[0])
+    assert 0.2 < auc < 0.8
+    # a recorded evaluation of another checkpoint is refused
+    _write(tmp_path / "gate" / "eval_bc" / "results.json", "other.pt", ref)
+    assert gate_ceiling.main(["--root", str(tmp_path), "--repeats", "2"]) == 2
+    assert "evaluated other.pt, not" in capsys.readouterr().err
