@@ -45,6 +45,9 @@ class CollectConfig:
 
     out_dir: str = "outputs/data/libero_spatial"
     suite: str = "libero_spatial"
+    # several suites into out_dir, one after another with these settings (overrides suite): one dataset, and one
+    # world model and policy trained on it, over several suites; tasks and perturbations apply to each suite
+    suites: list[str] = field(default_factory=list)
     tasks: list[int] = field(default_factory=list)  # empty = every task of the suite
     episodes_per_task: int = 10
     init_state_offset: int = 0  # episode j of a task starts from init state (offset + j) % num_init_states
@@ -104,7 +107,18 @@ def check_expert_plan(suite: str, tasks: list[int], episodes_per_task: int) -> N
         raise ValueError(f"episodes_per_task: expected an integer >= 1, got {episodes_per_task}")
 
 
+def per_suite(cfg: CollectConfig) -> list[CollectConfig]:
+    """cfg once per suite of `cfg.suites` (each with suite set and suites empty), or [cfg] without them."""
+    if len(set(cfg.suites)) != len(cfg.suites):
+        raise ValueError(f"suites: expected distinct LIBERO suite names, got {cfg.suites}")
+    return [replace(cfg, suite=s, suites=[]) for s in cfg.suites] or [cfg]
+
+
 def validate(cfg: CollectConfig) -> None:
+    if cfg.suites:
+        for one in per_suite(cfg):
+            validate(one)
+        return
     check_expert_plan(cfg.suite, cfg.tasks, cfg.episodes_per_task)
     if not 0.0 <= cfg.perturbed_fraction <= 1.0:
         raise ValueError(f"perturbed_fraction: expected a number in [0, 1], got {cfg.perturbed_fraction}")
@@ -259,8 +273,14 @@ def _iter_episodes(cfg: CollectConfig, todo: list[PlanItem]) -> Iterator[Episode
 
 
 def collect(cfg: CollectConfig, progress: Callable[[Episode], None] | None = None) -> Path:
-    """Collect the plan of `cfg` into `cfg.out_dir` (resuming), return the dataset root."""
+    """Collect the plan of `cfg` into `cfg.out_dir` (resuming), suite after suite; return the dataset root."""
     validate(cfg)
+    for one in per_suite(cfg):
+        root = _collect_suite(one, progress)
+    return root
+
+
+def _collect_suite(cfg: CollectConfig, progress: Callable[[Episode], None] | None) -> Path:
     root = Path(cfg.out_dir)
     ds_cfg = DatasetConfig(
         views=tuple(cfg.views), image_size=(cfg.image_size, cfg.image_size), video_codec=cfg.video_codec
@@ -288,16 +308,20 @@ def _done_keys(root: Path, suite: str) -> set[tuple[int, int, str, int]]:
 
 
 def plan_size(cfg: CollectConfig) -> int:
-    return len(cfg.tasks or range(suite_info(cfg.suite).num_tasks)) * cfg.episodes_per_task * (1 + cfg.style_variants)
+    return sum(len(c.tasks or range(suite_info(c.suite).num_tasks)) * c.episodes_per_task * (1 + c.style_variants)
+               for c in per_suite(cfg))
 
 
 
 def summarize(root: Path) -> dict:
-    """Success counts per task and per source/perturbation, from the dataset's metadata."""
+    """Success counts per task and per source/perturbation, from the dataset's metadata; tasks are named
+    "<suite>/<task>" when the dataset mixes suites (task 0 of one suite is not task 0 of another)."""
     table: dict = defaultdict(lambda: defaultdict(lambda: [0, 0]))
-    for m in EpisodeDataset(root, verify=False).meta:
+    meta = EpisodeDataset(root, verify=False).meta
+    mixed = len({m.suite for m in meta}) > 1
+    for m in meta:
         key = m.perturbation or m.source
-        cell = table[str(m.task_id)][key]
+        cell = table[f"{m.suite}/{m.task_id}" if mixed else str(m.task_id)][key]
         cell[0] += int(m.success)
         cell[1] += 1
     return {task: {k: {"success": s, "episodes": n} for k, (s, n) in row.items()}
@@ -356,5 +380,5 @@ def collect_dataset(cfg: CollectConfig) -> dict:
     return summary
 
 
-__all__ = ["CollectConfig", "PlanItem", "collect", "collect_dataset", "make_plan", "plan_size", "record_episode",
-           "summarize", "write_previews"]
+__all__ = ["CollectConfig", "PlanItem", "collect", "collect_dataset", "make_plan", "per_suite", "plan_size",
+           "record_episode", "summarize", "write_previews"]

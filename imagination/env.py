@@ -93,12 +93,24 @@ class StartEpisode:
     instruction: str
     task_id: int
     sim: dict[str, np.ndarray] | None = None
+    suite: str = ""  # the LIBERO suite it was recorded in ("" = unknown): task ids repeat across suites
 
     @classmethod
     def from_episode(cls, ep: Episode, views: Sequence[str],
                      sim: dict[str, np.ndarray] | None = None) -> StartEpisode:
         """`ep` with `views` stacked (envs.frames.stack_views); state and action are ep's arrays, not copies."""
-        return cls(stack_views(ep.frames, views), ep.state, ep.action, ep.instruction, ep.task_id, sim)
+        return cls(stack_views(ep.frames, views), ep.state, ep.action, ep.instruction, ep.task_id, sim, ep.suite)
+
+
+def task_keys(episodes: Sequence[StartEpisode]) -> tuple[list[int], dict[int, str]]:
+    """One int per episode naming its task (the task id; suite index x 1000 + task id when the episodes span
+    several suites, whose task ids repeat), and each key's name: "task3", or "libero_object_task3" when mixed."""
+    suites = sorted({e.suite for e in episodes})
+    if len(suites) <= 1:
+        keys = [e.task_id for e in episodes]
+        return keys, {k: f"task{k}" for k in keys}
+    keys = [1000 * suites.index(e.suite) + e.task_id for e in episodes]
+    return keys, {k: f"{suites[k // 1000]}_task{k % 1000}" for k in keys}
 
 
 def load_start_episodes(root: str, views: list[str], indices: list[int] | None = None,
@@ -170,7 +182,7 @@ class ImaginationVectorEnv(VectorEnv):
             ends = [min(end, first_close(e.action)) if first_close(e.action) > 0 else end
                     for e, end in zip(episodes, ends)]
         self.keyframes = KeyframeSampler([e.action[:end] for e, end in zip(episodes, ends)], cfg.keyframes,
-                                         [e.task_id for e in episodes])
+                                         task_keys(episodes)[0])
         self.num_envs = num_envs
         self.K, self.C, self.V = world_model.chunk_len, world_model.context_frames, V
         self.single_observation_space = observation_space(len(self._pick), H, W, episodes[0].state.shape[1])

@@ -38,10 +38,17 @@ class ImaginationEvalEnv:
             raise ValueError(f"action_steps: the world model steps chunks of {wm.chunk_len} actions, "
                              f"got {spec.chunk_len}")
         meta = EpisodeDataset(cfg.start_data, verify=False).meta
-        suites = {m.suite for m in meta}
-        if len(suites) != 1:
-            raise ValueError(f"start_data: expected episodes of one LIBERO suite, got {sorted(suites)}")
-        self.suite = suites.pop()
+        suites = sorted({m.suite for m in meta})
+        if not suites:
+            raise ValueError(f"start_data: {cfg.start_data} holds no episodes to start from")
+        if cfg.start_suite:
+            if cfg.start_suite not in suites:
+                raise ValueError(f"start_suite: start_data has no episode of {cfg.start_suite!r} (it has {suites})")
+            meta = [m for m in meta if m.suite == cfg.start_suite]
+        elif len(suites) != 1:
+            raise ValueError(f"start_data mixes suites {suites}: set start_suite to one of them, or evaluate each "
+                             "with suites=[...]")
+        self.suite = meta[0].suite
         self._meta = meta
         self._instructions = {m.task_id: m.instruction for m in meta}
         horizon = cfg.max_steps or libero_suites.suite_info(self.suite).max_steps

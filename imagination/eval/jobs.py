@@ -43,6 +43,9 @@ class EvalConfig:
     # (matched by task and init state), and the proprio model (empty: fit one on start_data, ~15 s).
     world_model: str = ""
     start_data: str = ""
+    # env=imagination over a dataset that mixes suites: start from this suite's episodes ("" = its only suite);
+    # `suites=[...]` sets it per suite
+    start_suite: str = ""
     proprio: str = ""
     sampling_steps: int = 0  # denoising steps per chunk; 0 = the world model's default
     success_threshold: float | None = None  # imagination only; None = the world model's calibrated threshold

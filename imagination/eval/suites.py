@@ -2,11 +2,12 @@
 
     python scripts/eval_policy.py checkpoint=policy.pt 'suites=[libero_spatial,libero_object]' episodes_per_task=10
 
-Each suite runs as its own evaluation with the same settings (tasks, episodes per task, init states, seeds) into
-out_dir/<suite>/ (results.json, videos, and with record_to its real episodes appended to that dataset). Then
-out_dir/suites.json and suites.md hold the table: per suite the successes, the rate with its 95% Wilson
-interval and the per-task rates; the average is over suites (each weighs the same, as published tables average
-Spatial, Object, Goal and Long), next to the pooled rate over all episodes.
+With env=imagination each suite is imagined from start_data's episodes of that suite (one world model over a
+dataset that mixes them). Each suite runs as its own evaluation with the same settings (tasks, episodes per task,
+init states, seeds) into out_dir/<suite>/ (results.json, videos, and with record_to its real episodes appended
+to that dataset). Then out_dir/suites.json and suites.md hold the table: per suite the successes, the rate with
+its 95% Wilson interval and the per-task rates; the average is over suites (each weighs the same, as published
+tables average Spatial, Object, Goal and Long), next to the pooled rate over all episodes.
 """
 from __future__ import annotations
 
@@ -53,8 +54,11 @@ def evaluate_suites(cfg: EvalPolicyConfig) -> dict[str, Any]:
     if len(set(cfg.suites)) != len(cfg.suites):
         raise ValueError(f"suites: expected distinct suite names, got {cfg.suites}")
     if "imagination" in cfg.suites:
-        raise ValueError("suites: LIBERO suites only; evaluate in imagination with env=imagination")
-    results = {s: evaluate_policy(replace(cfg, env=s, suites=[], out_dir=str(Path(cfg.out_dir) / s)))
+        raise ValueError("suites: LIBERO suites only; to evaluate in imagination set env=imagination as well")
+    # in imagination, each suite starts from start_data's episodes of that suite
+    imagined = cfg.env == "imagination"
+    results = {s: evaluate_policy(replace(cfg, suites=[], out_dir=str(Path(cfg.out_dir) / s),
+                                          env=cfg.env if imagined else s, start_suite=s if imagined else ""))
                for s in cfg.suites}
     table = suite_table(results)
     out = Path(cfg.out_dir)

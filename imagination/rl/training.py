@@ -43,7 +43,7 @@ from envs.dataset import EpisodeDataset, encode_preview, select_meta
 from envs.frames import tile_views
 from envs.libero_env import LiberoEnv
 from envs.provenance import provenance
-from imagination.env import ImaginationConfig, ImaginationVectorEnv
+from imagination.env import ImaginationConfig, ImaginationVectorEnv, task_keys
 from imagination.imagine import open_imagination
 from imagination.keyframes import KeyframeConfig
 from imagination.rl.algo import RLConfig, update
@@ -62,6 +62,7 @@ class ImagineRLConfig:
     start_data: str = "outputs/data/libero_spatial_quick"  # real episodes whose frames start imagined ones
     proprio: str = ""  # a ProprioModel file; empty = fit one on start_data (~15 s) and save it in out_dir
     tasks: list[int] = field(default_factory=list)  # start from episodes of these tasks (empty = all)
+    suites: list[str] = field(default_factory=list)  # ... of these LIBERO suites (empty = all of start_data's)
     sources: list[str] = field(default_factory=lambda: ["expert", "perturbed"])  # and of these sources
     out_dir: str = "outputs/rl/quick"
     iterations: int = 20
@@ -120,7 +121,8 @@ def start_indices(cfg: ImagineRLConfig, source: str | None = None) -> list[int]:
     """Episode indices of start_data that start imagined episodes (cfg.tasks, cfg.sources), in dataset
     order; with `source`, only those of that source."""
     ds = EpisodeDataset(cfg.start_data, verify=False, features=cfg.imagination.features)
-    picked = select_meta(ds.meta, task_id=list(cfg.tasks) or None, source=list(cfg.sources) or None)
+    picked = select_meta(ds.meta, task_id=list(cfg.tasks) or None, source=list(cfg.sources) or None,
+                         suite=list(cfg.suites) or None)
     return [m.episode_index for m in select_meta(picked, source=source)]
 
 
@@ -156,7 +158,8 @@ def load_rl_env(cfg: ImagineRLConfig, out_dir: Path, policy: Policy | None = Non
             raise FileNotFoundError(f"{name}: {getattr(cfg, name)!r} does not exist")
     picked = labelled_starts(cfg.start_data, start_indices(cfg), cfg.imagination)
     if not picked:
-        raise ValueError(f"start_data: no episode of {cfg.start_data} matches tasks={cfg.tasks} sources={cfg.sources}"
+        raise ValueError(f"start_data: no episode of {cfg.start_data} matches tasks={cfg.tasks} sources={cfg.sources} "
+                         f"suites={cfg.suites}"
                          + (" and has simulator labels" if cfg.imagination.reward != "head" else ""))
     # with no proprio model given, one is fitted on every episode of start_data (all of them teach the
     # dynamics) and kept in out_dir
@@ -394,7 +397,8 @@ def imagined_stats(acc: Accelerator | None, r: Rollouts, env: ImaginationVectorE
     launch, of every process's episodes (each process holds as many)."""
     if acc is None:
         return {**{f"imagined_{k}": v for k, v in r.stats().items()}, **per_task_success(r, env)}
-    tasks = np.array([env.episodes[k].task_id for k in r.keyframe[:, 0]])
+    keys, names = task_keys(env.episodes)
+    tasks = np.array([keys[k] for k in r.keyframe[:, 0]])
     mine = np.stack([r.success, r.episode_return, r.length, r.uncertainty, tasks], 1).astype(np.float64)
     success, ret, length, uncertainty, task = acc.gather(torch.from_numpy(mine).to(acc.device)).cpu().numpy().T
     samples = acc.gather(torch.tensor([len(r.episode)], device=acc.device)).sum()
@@ -402,16 +406,18 @@ def imagined_stats(acc: Accelerator | None, r: Rollouts, env: ImaginationVectorE
     out = {"imagined_success_rate": float(success.mean()), "imagined_return": float(ret.mean()),
            "imagined_episode_chunks": float(length.mean()), "imagined_samples": float(samples),
            "imagined_uncertainty": float(uncertainty.mean())}
-    out.update({f"imagined_success_task{int(t)}": float(success[task == t].mean()) for t in np.unique(task)})
+    out.update({f"imagined_success_{names[int(t)]}": float(success[task == t].mean()) for t in np.unique(task)})
     return out
 
 
 def per_task_success(r: Rollouts, env: ImaginationVectorEnv) -> dict[str, float]:
     """imagined_success_task<t>: success rate of this batch's episodes that started in task t (only the
-    tasks drawn this iteration). Why: one shared policy can trade one task for another while the mean
+    tasks drawn this iteration; imagined_success_<suite>_task<t> when the start episodes mix suites). Why: one
+    shared policy can trade one task for another while the mean
     stays flat; the real evaluation reports per task, so the imagined side does too."""
-    tasks = np.array([env.episodes[k].task_id for k in r.keyframe[:, 0]])
-    return {f"imagined_success_task{t}": float(r.success[tasks == t].mean()) for t in np.unique(tasks)}
+    keys, names = task_keys(env.episodes)
+    tasks = np.array([keys[k] for k in r.keyframe[:, 0]])
+    return {f"imagined_success_{names[int(t)]}": float(r.success[tasks == t].mean()) for t in np.unique(tasks)}
 
 
 def _write_metrics(path: Path, history: list[dict]) -> None:

@@ -91,3 +91,21 @@ def test_quick_preset_per_suite_is_valid(preset, suite):
     cfg = load_config(CollectConfig, preset, group="collect")
     validate(cfg)  # the suite has an expert; clean episodes only where it has no perturbed ones
     assert cfg.suite == suite and cfg.out_dir.endswith(f"{suite}_quick") and plan_size(cfg) == 18
+
+
+def test_several_suites_are_planned_and_validated_one_after_another():
+    from envs.cli import load_config
+    from envs.collection import per_suite, plan_size
+
+    cfg = load_config(CollectConfig, "quick_mixed", group="collect")
+    validate(cfg)
+    assert [c.suite for c in per_suite(cfg)] == ["libero_spatial", "libero_object"]
+    assert all(c.suites == [] and c.tasks == [0, 1, 2] for c in per_suite(cfg))
+    assert plan_size(cfg) == 2 * 18 and per_suite(CollectConfig()) == [CollectConfig()]
+    with pytest.raises(ValueError, match=r"suites: expected distinct LIBERO suite names"):
+        validate(CollectConfig(suites=["libero_object", "libero_object"]))
+    # each suite is checked on its own: Object has 10 tasks, so task 10 names the field
+    with pytest.raises(ValueError, match="tasks"):
+        validate(CollectConfig(suites=["libero_spatial", "libero_object"], tasks=[10]))
+    with pytest.raises(ValueError, match="suite"):
+        validate(CollectConfig(suites=["libero_spatial", "libero_90"]))
