@@ -133,6 +133,20 @@ def _table(name: str, checkpoint: str, figs: dict) -> list[str]:
     return lines
 
 
+def _ceilings(root: Path, policies: dict[str, str]) -> dict[str, dict]:
+    """bench/gate_ceiling.py's results for these policies (by perturbation): reality's own within-task AUC on
+    the gate's jobs, the most any judge short of an exact copy of the world can reach there."""
+    out = {}
+    for path in sorted(root.glob("*/gate_ceiling.json")):
+        saved = json.loads(path.read_text())
+        if saved.get("policies") == policies:
+            f = saved["figures"]["all"]
+            out[saved["perturb"]] = {"path": str(path), "repeats": saved["repeats"],
+                                     "auc_within_task": f["auc_within_task"], "ci95": f["auc_within_task_ci95"],
+                                     "auc_1_repeat": f["auc_by_repeats"][0]}
+    return out
+
+
 def _json_safe(x: Any) -> Any:
     if isinstance(x, float) and math.isnan(x):
         return None
@@ -294,6 +308,11 @@ def main(argv: list[str] | None = None) -> int:
               f"(real successes: {per_task}); the within-task AUC needs both")
     elif not verdict.passed:
         print("FAIL: " + "; ".join(verdict.reasons))
+    ceilings = _ceilings(Path(proto.path("gate_ceiling")), dict(zip(names, policies)))
+    for perturb, c in ceilings.items():
+        print(f"reality's own ceiling on these jobs ({c['path']}): real re-runs ({perturb}) rank the recorded outcomes "
+              f"at AUC within task {c['auc_within_task']:.2f} [{c['ci95'][0]:.2f}, {c['ci95'][1]:.2f}] with "
+              f"{c['repeats']} repeats, {c['auc_1_repeat']:.2f} with one")
     grasp_fields = {"grasp_train_data": grasp_data, "grasp_label_dirs": grasp_dirs,
                     "imagined_samples": args.imagined_samples, "combine": args.combine}
     result = {"protocol": proto.describe(), "world_model": wm_path, "reward": args.reward,
@@ -302,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
               "train_data": train_data, "proprio": proprio, "gate_data": str(gate_data),
               "policies": dict(zip(names, policies)), "jobs_per_policy": len(proto.tasks) * proto.gate_init_states,
               "thresholds": {"auc_within_task": THRESHOLD_AUC, "max_calibration_gap": THRESHOLD_GAP},
-              "figures": figs, "max_calibration_gap": max_gap, "verdict": verdict.label,
+              "figures": figs, "max_calibration_gap": max_gap, "verdict": verdict.label, "ceilings": ceilings,
               "measurable": verdict.measurable, "reasons": list(verdict.reasons), "records": rows,
               "provenance": provenance(proto.seed, {"suite": proto.suite, "tasks": list(proto.tasks),
                                                     "init_states": [proto.gate_offset, proto.bench_offset - 1]})}

@@ -115,6 +115,12 @@ def _finished_gate_eval(root: Path, successes) -> None:
 def test_a_head_that_says_the_same_everywhere_fails_the_gate(protocol_root, capsys):
     reward_signal = _load("reward_signal")
     _finished_gate_eval(protocol_root, lambda jobs: [j.episode % 2 == 0 for j in jobs])  # 5 of 10 on every task
+    # bench/gate_ceiling.py's result for these policies is shown beside the verdict; another policy's is not
+    ceiling = {"auc_within_task": 0.7, "auc_within_task_ci95": [0.6, 0.8], "auc_by_repeats": [0.65, 0.7]}
+    for perturb, policy in (("seed", str(protocol_root / "bc" / "policy.pt")), ("noise", "other.pt")):
+        (protocol_root / "gate_ceiling" / perturb).mkdir(parents=True)
+        (protocol_root / "gate_ceiling" / perturb / "gate_ceiling.json").write_text(json.dumps(
+            {"perturb": perturb, "repeats": 2, "policies": {"bc": policy}, "figures": {"all": ceiling}}))
     code = reward_signal.main(["--root", str(protocol_root), "--reward", "head", "--branch", "--lead-steps", "4"])
     out = capsys.readouterr().out
     assert code == 1
@@ -126,8 +132,11 @@ def test_a_head_that_says_the_same_everywhere_fails_the_gate(protocol_root, caps
                      "threshold_gap=0.15 FAIL")
     assert "FAIL: within-task AUC 0.500 < 0.80; largest per-task |imagined - real| 0.500 > 0.15" in out
     assert "     0    5/10     10/10    +0.50" in out and "every policy's jobs pooled" not in out
+    assert ("real re-runs (seed) rank the recorded outcomes at AUC within task 0.70 [0.60, 0.80] with 2 repeats, "
+            "0.65 with one") in out and "(noise)" not in out
     saved = json.loads((protocol_root / "gate" / "reward_signal.json").read_text())
     assert saved["verdict"] == "FAIL" and len(saved["records"]) == 50
+    assert list(saved["ceilings"]) == ["seed"] and saved["ceilings"]["seed"]["auc_within_task"] == 0.7
     assert saved["figures"]["bc"]["calibration"][0]["imagined_successes"] == 10
     assert saved["branch"]["figures"]["bc"]["jobs"] == 5  # the recorded episodes, from 4 steps before the grasp
     assert all(r["start_t"] == 2 for r in saved["branch"]["records"])
