@@ -84,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--perturb", choices=("seed", "noise"), default="seed", help="what changes between repeats")
     p.add_argument("--repeats", type=int, default=3, help="repeated real evaluations per policy (K)")
     p.add_argument("--noise-std", type=float, default=2.0, help="--perturb noise: pixel noise std (0-255 units)")
+    p.add_argument("--judge", default="", help="a bench/reward_signal.py result (reward_signal.json) on the same "
+                                               "policies: its imagined judge is set against reality with one repeat "
+                                               "(default: <gate-dir>/grasp_reward/reward_signal.json when it exists)")
     p.add_argument("--out-dir", default="", help="repeats and gate_ceiling.json (default <root>/gate_ceiling/"
                                                  "<perturb>)")
     args = p.parse_args(argv)
@@ -114,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from envs.atomic import atomic_write_json
-    from imagination.eval.repeatability import repeat_figures
+    from imagination.eval.repeatability import judge_gap, repeat_figures
     from imagination.eval.reward_gate import THRESHOLD_AUC
 
     out = Path(args.out_dir or Path(proto.path("gate_ceiling")) / args.perturb)
@@ -140,18 +143,37 @@ def main(argv: list[str] | None = None) -> int:
         refs.append(ref["episodes"])
         reps.append([r["episodes"] for r in runs])
     # pooled as the gate pools: pairs within a task, across policies (a policy's job is its own job)
-    figs["all"] = repeat_figures([e for i, rs in enumerate(refs) for e in _tagged(rs, i)],
-                                 [[e for i, rep in enumerate(reps) for e in _tagged(rep[k], i)]
-                                  for k in range(args.repeats)])
+    pooled_ref = [e for i, rs in enumerate(refs) for e in _tagged(rs, i)]
+    pooled_reps = [[e for i, rep in enumerate(reps) for e in _tagged(rep[k], i)] for k in range(args.repeats)]
+    figs["all"] = repeat_figures(pooled_ref, pooled_reps)
     lines = [line for n in names for line in _report(n, figs[n])]
     if len(names) > 1:
         lines += _report("all", figs["all"])
     print("\n".join(lines))
+    judge_path = Path(args.judge or gate / "grasp_reward" / "reward_signal.json")
+    gap = None
+    if args.judge or judge_path.is_file():
+        saved = json.loads(judge_path.read_text())
+        judged, ours = saved.get("policies"), dict(zip(names, policies))
+        if judged != ours:
+            print(f"gate_ceiling: --judge: {judge_path} judged {judged}, not {ours}", file=sys.stderr)
+            if args.judge:
+                return 2
+        else:
+            probs = {(int(r["task_id"]), 10_000 * names.index(r["policy"]) + int(r["init_state_id"])):
+                     float(r["max_success_prob"]) for r in saved["records"]}
+            gap = judge_gap(probs, pooled_ref, pooled_reps)
+            lo, hi = gap["gap_ci95"]
+            print(f"imagined judge ({judge_path}, reward {saved.get('reward')}): AUC within task "
+                  f"{gap['judge_auc_within_task']:.2f}; reality with one repeat "
+                  f"{gap['reality_auc_within_task_1_repeat']:.2f}; judge - reality {gap['gap']:+.2f} "
+                  f"[{lo:+.2f}, {hi:+.2f}] (paired bootstrap over jobs)")
     pooled = figs["all"]
     ok = pooled["auc_within_task"] >= THRESHOLD_AUC
     result = {"protocol": proto.describe(), "perturb": args.perturb, "noise_std": args.noise_std,
               "repeats": args.repeats, "policies": dict(zip(names, policies)), "threshold_auc": THRESHOLD_AUC,
-              "figures": figs, "verdict": "PASS" if ok else "FAIL"}
+              "figures": figs, "judge": {"path": str(judge_path), **gap} if gap else None,
+              "verdict": "PASS" if ok else "FAIL"}
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "gate_ceiling.json", result, indent=2)
     print(f"written: {out / 'gate_ceiling.json'}")
@@ -160,7 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"BENCH gate_ceiling perturb={args.perturb}{noise} repeats={args.repeats} policies={','.join(names)} "
           f"jobs={pooled['jobs']} pairs={pooled['pairs']} agreement={pooled['agreement']:.2f} "
           f"auc_within_task={pooled['auc_within_task']:.2f} auc_within_task_ci95=[{lo:.2f},{hi:.2f}] "
-          f"auc_1_repeat={pooled['auc_by_repeats'][0]:.2f} threshold_auc={THRESHOLD_AUC:.2f} "
+          f"auc_1_repeat={pooled['auc_by_repeats'][0]:.2f} "
+          + (f"judge_gap={gap['gap']:+.2f} judge_gap_ci95=[{gap['gap_ci95'][0]:+.2f},{gap['gap_ci95'][1]:+.2f}] "
+             if gap else "") + f"threshold_auc={THRESHOLD_AUC:.2f} "
           f"{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 

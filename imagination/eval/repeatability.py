@@ -19,7 +19,8 @@ exactly as the gate scores an imagined one:
     figs["agreement"]                                       # P(a repeat's outcome == the reference's)
 
 Using k of the K repeats gives the ceiling of a judge with k imagined samples per job (the gate's default
-is one); the AUC still rising at k = K says more repeats would raise it further.
+is one); the AUC still rising at k = K says more repeats would raise it further. `judge_gap` sets an imagined
+judge's AUC on the same jobs against reality's with one repeat, with a paired interval.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from imagination.eval.closed_loop import outcome_separation
-from imagination.eval.reward_gate import calibration_table, within_task_auc_interval
+from imagination.eval.reward_gate import calibration_table, resampled_within_task_aucs, within_task_auc_interval
 
 JobKey = tuple[int, int]  # (task_id, init_state_id): a repeat keeps the job, not its reset seed
 
@@ -91,4 +92,29 @@ def repeat_figures(reference: list[dict], repeats: list[list[dict]], resamples: 
             "max_calibration_gap": max(gaps, default=float("nan"))}
 
 
-__all__ = ["repeat_figures"]
+def judge_gap(judge: dict[JobKey, float], reference: list[dict], repeats: list[list[dict]], resamples: int = 2000,
+              seed: int = 0) -> dict[str, Any]:
+    """An imagined judge (each job's probability, keyed (task_id, init_state_id)) against reality with one repeat.
+
+    Both rank the reference's outcomes; reality's AUC is the mean of its K single-repeat AUCs, the fair
+    comparison for a judge that imagines each job once. Returns the two within-task AUCs, their difference
+    (judge - reality) and its 95% bootstrap interval: jobs resampled within each task, both AUCs computed on
+    the same resample, so the interval is paired."""
+    ref = _outcomes(reference, "reference")
+    reps = [_outcomes(r, f"repeat {i + 1}") for i, r in enumerate(repeats)]
+    if judge.keys() != ref.keys() or any(r.keys() != ref.keys() for r in reps):
+        raise ValueError(f"judge and repeats: expected the reference's {len(ref)} jobs (task, init state) each")
+    keys = sorted(ref)
+    labels, tasks = np.array([ref[k] for k in keys], bool), np.array([k[0] for k in keys])
+    scores = np.array([[judge[k] for k in keys]] + [[rep[k] for k in keys] for rep in reps], float)  # [1 + K, N]
+    point = [outcome_separation(sc, labels, tasks).auc_within_task for sc in scores]
+    boot = resampled_within_task_aucs(scores, labels, tasks, resamples, seed)  # [1 + K, R]
+    diff = boot[0] - boot[1:].mean(0)
+    diff = diff[~np.isnan(diff)]
+    lo, hi = (float(x) for x in np.quantile(diff, [0.025, 0.975])) if len(diff) else (float("nan"),) * 2
+    reality = float(np.mean(point[1:]))
+    return {"judge_auc_within_task": float(point[0]), "reality_auc_within_task_1_repeat": reality,
+            "gap": float(point[0]) - reality, "gap_ci95": [lo, hi]}
+
+
+__all__ = ["judge_gap", "repeat_figures"]

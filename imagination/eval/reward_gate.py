@@ -64,21 +64,30 @@ def within_task_auc_interval(probs: Any, labels: Any, task_ids: Any, resamples: 
     pairs = sum(int(y[t == k].sum() * (~y[t == k]).sum()) for k in informative)
     if not informative:
         return AUCEstimate(float("nan"), (float("nan"), float("nan")), 0, 0, 0)
-    rng = np.random.default_rng(seed)
-    u, n_pairs = np.zeros(resamples), np.zeros(resamples)
-    for k in informative:
-        pk, yk = p[t == k], y[t == k]
-        n = len(pk)
-        # wins[i, j]: success i over failure j (1, ties 1/2); 0 where i is no success or j no failure
-        wins = ((pk[:, None] > pk[None, :]) + 0.5 * (pk[:, None] == pk[None, :])) * np.outer(yk, ~yk)
-        counts = rng.multinomial(n, np.full(n, 1.0 / n), size=resamples).astype(float)  # [R, n]
-        u += np.einsum("ri,ij,rj->r", counts, wins, counts)
-        n_pairs += (counts @ yk) * (counts @ ~yk)
-    ok = n_pairs > 0
-    aucs = u[ok] / n_pairs[ok]
+    aucs = resampled_within_task_aucs(p[None], y, t, resamples, seed)[0]
+    aucs = aucs[~np.isnan(aucs)]
     a = (1 - confidence) / 2
     lo, hi = (float(x) for x in np.quantile(aucs, [a, 1 - a]))
-    return AUCEstimate(float(sep.auc_within_task), (lo, hi), pairs, len(informative), int(ok.sum()))
+    return AUCEstimate(float(sep.auc_within_task), (lo, hi), pairs, len(informative), len(aucs))
+
+
+def resampled_within_task_aucs(scores: np.ndarray, labels: np.ndarray, task_ids: np.ndarray, resamples: int,
+                               seed: int) -> np.ndarray:
+    """Within-task AUCs [S, R] of S scorers (scores [S, N]) on R bootstrap resamples of the jobs, the same
+    resampled jobs for every scorer (so their differences are paired); nan where a resample draws no pair."""
+    y, t = np.asarray(labels, bool), np.asarray(task_ids)
+    rng = np.random.default_rng(seed)
+    u, n_pairs = np.zeros((len(scores), resamples)), np.zeros(resamples)
+    for k in [k for k in np.unique(t) if y[t == k].any() and not y[t == k].all()]:
+        sk, yk = scores[:, t == k], y[t == k]
+        n = len(yk)
+        # wins[s, i, j]: success i over failure j for scorer s (1, ties 1/2); 0 where i is no success or j no failure
+        wins = ((sk[:, :, None] > sk[:, None, :]) + 0.5 * (sk[:, :, None] == sk[:, None, :])) * np.outer(yk, ~yk)
+        counts = rng.multinomial(n, np.full(n, 1.0 / n), size=resamples).astype(float)  # [R, n]
+        u += np.einsum("ri,sij,rj->sr", counts, wins, counts)
+        n_pairs += (counts @ yk) * (counts @ ~yk)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n_pairs > 0, u / n_pairs, np.nan)
 
 
 @dataclass(frozen=True)
@@ -166,4 +175,5 @@ def gate_figures(records: list[dict], threshold: float, resamples: int = 2000, s
 
 
 __all__ = ["AUCEstimate", "THRESHOLD_AUC", "THRESHOLD_GAP", "TaskCalibration", "Verdict", "calibration_table",
-           "gate_figures", "gate_verdict", "max_calibration_gap", "within_task_auc_interval"]
+           "gate_figures", "gate_verdict", "max_calibration_gap", "resampled_within_task_aucs",
+           "within_task_auc_interval"]

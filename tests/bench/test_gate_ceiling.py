@@ -53,7 +53,21 @@ def test_finished_repeats_are_scored_as_the_gate_scores(tmp_path, capsys):
     assert line.startswith("BENCH gate_ceiling perturb=seed repeats=2 policies=bc jobs=50 ")
     assert "agreement=1.00 auc_within_task=1.00 " in line and "auc_1_repeat=1.00" in line and line.endswith("PASS")
     saved = json.loads((tmp_path / "gate_ceiling" / "seed" / "gate_ceiling.json").read_text())
-    assert saved["verdict"] == "PASS" and saved["figures"]["all"]["jobs"] == 50
+    assert saved["verdict"] == "PASS" and saved["figures"]["all"]["jobs"] == 50 and saved["judge"] is None
+    # the gate's imagined judge on the same jobs (reward_signal.json): a constant probability ranks nothing
+    records = [{"policy": "bc", "task_id": t, "init_state_id": 10 + j, "max_success_prob": 0.3,
+                "real_success": bool(ref[10 * t + j])} for t in range(5) for j in range(10)]
+    judge = tmp_path / "gate" / "grasp_reward" / "reward_signal.json"
+    judge.parent.mkdir(parents=True)
+    judge.write_text(json.dumps({"policies": {"bc": str(ckpt)}, "reward": "grasp", "records": records}))
+    assert gate_ceiling.main(["--root", str(tmp_path), "--repeats", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "imagined judge" in out and "judge - reality -0.50 [-0.50, -0.50]" in out
+    assert " judge_gap=-0.50 judge_gap_ci95=[-0.50,-0.50] " in out.strip().splitlines()[-1]
+    assert gate_ceiling.main(["--root", str(tmp_path), "--repeats", "2", "--judge", str(tmp_path / "gate" /
+                              "eval_bc" / "results.json")]) == 2  # judged no policies: refused when given
+    assert "--judge:" in capsys.readouterr().err
+    judge.unlink()
     # noise repeats whose outcomes are independent of the recording: the ceiling is near chance, FAIL
     rng = np.random.default_rng(1)
     for k in (1, 2, 3):

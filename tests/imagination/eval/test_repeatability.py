@@ -52,3 +52,19 @@ def test_repeats_must_hold_the_reference_jobs():
         repeat_figures(_records(REF), [])
     with pytest.raises(ValueError, match="missing 'success'"):
         repeat_figures([{"task_id": 0, "init_state_id": 1}], [_records(REF)])
+
+
+def test_a_judge_is_set_against_reality_with_one_repeat_on_the_same_jobs():
+    from imagination.eval.repeatability import judge_gap
+
+    r1 = {**REF, (0, 11): False, (0, 12): True}  # single-repeat AUC 0.6 (above)
+    perfect = {k: float(v) for k, v in REF.items()}
+    g = judge_gap(perfect, _records(REF), [_records(r1), _records(REF)])
+    assert g["judge_auc_within_task"] == 1.0 and g["reality_auc_within_task_1_repeat"] == pytest.approx(0.8)
+    assert g["gap"] == pytest.approx(0.2)
+    lo, hi = g["gap_ci95"]
+    assert 0.0 <= lo <= 0.2 <= hi <= 0.5  # a resample never makes the perfect judge worse than a repeat
+    blind = judge_gap({k: 0.5 for k in REF}, _records(REF), [_records(REF)])
+    assert blind["judge_auc_within_task"] == 0.5 and blind["gap"] == -0.5 and blind["gap_ci95"] == [-0.5, -0.5]
+    with pytest.raises(ValueError, match="expected the reference's 6 jobs"):
+        judge_gap({(0, 10): 1.0}, _records(REF), [_records(REF)])
