@@ -97,15 +97,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gate_ceiling: --noise-std: expected a std > 0 (0-255 units), got {args.noise_std}", file=sys.stderr)
         return 2
     proto = RLGainProtocol(root=args.root)
-    if args.policies:
-        policies = list(args.policies)
-        names = list(args.names) or [Path(x).parent.name or Path(x).stem for x in policies]
-    else:
-        policies = [proto.path("bc_file")] + ([rl] if (rl := proto.default_rl_policy()) else [])
-        names = list(args.names) or ["bc", "rl"][:len(policies)]
-    if len(names) != len(policies) or len(set(names)) != len(names):
-        print(f"gate_ceiling: --names: expected {len(policies)} distinct names (one per policy), got {names}",
-              file=sys.stderr)
+    try:
+        policies, names = proto.gate_policies(args.policies, args.names)
+    except ValueError as err:
+        print(f"gate_ceiling: {err}", file=sys.stderr)
         return 2
     gate = Path(args.gate_dir or proto.path("gate"))
     recorded = {n: gate / f"eval_{n}" / "results.json" for n in names}

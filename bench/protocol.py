@@ -86,6 +86,20 @@ class RLGainProtocol:
                 return str(named)
         return str(rl / "policy.pt") if (rl / "policy.pt").is_file() else ""
 
+    def gate_policies(self, policies: Sequence[str] = (), names: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+        """The policies a gate bench checks and their labels: the given ones (named by --names, else by their
+        folders), or the protocol's BC and, once bench/rl_gain.py ran, its RL policy (bc, rl). ValueError when
+        the names are not one distinct label per policy."""
+        if policies:
+            chosen = list(policies)
+            labels = list(names) or [Path(x).parent.name or Path(x).stem for x in chosen]
+        else:
+            chosen = [self.path("bc_file")] + ([rl] if (rl := self.default_rl_policy()) else [])
+            labels = list(names) or ["bc", "rl"][:len(chosen)]
+        if len(labels) != len(chosen) or len(set(labels)) != len(labels):
+            raise ValueError(f"--names: expected {len(chosen)} distinct names (one per policy), got {labels}")
+        return chosen, labels
+
     def gate_eval_config(self, checkpoint: str, out_dir: str) -> EvalConfig:
         """A policy's real evaluation on the gate's jobs: the quick loop's eval settings, fast rendering,
         one simulator per core."""

@@ -202,15 +202,10 @@ def main(argv: list[str] | None = None) -> int:
     proto = RLGainProtocol(root=args.root)
     wm_path = args.world_model or proto.path("world_model_file")
     train_data = args.train_data or proto.path("data")
-    if args.policies:
-        policies = list(args.policies)
-        names = list(args.names) or [Path(x).parent.name or Path(x).stem for x in policies]
-    else:
-        policies = [proto.path("bc_file")] + ([rl] if (rl := proto.default_rl_policy()) else [])
-        names = list(args.names) or ["bc", "rl"][:len(policies)]
-    if len(names) != len(policies) or len(set(names)) != len(names):
-        print(f"reward_signal: --names: expected {len(policies)} distinct names (one per policy), got {names}",
-              file=sys.stderr)
+    try:
+        policies, names = proto.gate_policies(args.policies, args.names)
+    except ValueError as err:
+        print(f"reward_signal: {err}", file=sys.stderr)
         return 2
     needed = [("world model", wm_path, wm_path, not args.world_model)]
     if not args.world_model:  # the protocol calibrates its model's success threshold after training it
