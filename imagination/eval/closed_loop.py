@@ -186,10 +186,16 @@ def paired_separation(real_results: dict, imagined_results: dict) -> Separation 
     each job's imagined highest success probability against its real outcome. None when the imagined
     run recorded no probabilities. The loop's imagined runs end when the head passes its threshold, so
     jobs above it are ranked by the one chunk that passed it: coarser than `closed_loop_records`."""
-    imagined = {(e["task_id"], e["init_state_id"], e["seed"]): e for e in imagined_results.get("episodes", [])}
-    pairs = [(imagined[k]["max_success_prob"], e["success"], e["task_id"]) for e in real_results.get("episodes", [])
-             if (k := (e["task_id"], e["init_state_id"], e["seed"])) in imagined and "max_success_prob" in imagined[k]]
+    def key(e: dict) -> tuple:  # merged evaluations over several suites tag each episode with its suite
+        return e.get("suite", ""), e["task_id"], e["init_state_id"], e["seed"]
+
+    imagined = {key(e): e for e in imagined_results.get("episodes", [])}
+    pairs = [(imagined[k]["max_success_prob"], e["success"], (k[0], e["task_id"]))
+             for e in real_results.get("episodes", [])
+             if (k := key(e)) in imagined and "max_success_prob" in imagined[k]]
     if not pairs:
         return None
-    probs, labels, tasks = (np.array(c) for c in zip(*pairs))
+    probs, labels = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+    names = sorted({p[2] for p in pairs})
+    tasks = np.array([names.index(p[2]) for p in pairs])  # (suite, task) pairs: task 0 of two suites differs
     return outcome_separation(probs, labels.astype(bool), tasks)

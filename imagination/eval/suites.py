@@ -49,6 +49,24 @@ def table_markdown(table: dict[str, Any], checkpoint: str) -> str:
             f"Pooled over all {p['episodes']} episodes: {p['successes']} successes.\n")
 
 
+def merge_results(results: dict[str, dict]) -> dict[str, Any]:
+    """{suite: results.json of one evaluation} -> one results.json over all of them, for readers of a single
+    evaluation (the loop's report and guard): every episode tagged with its suite, per_task keyed
+    "<suite>/<task>" (task ids repeat across suites), overall pooled over all episodes, and the suite table."""
+    from collections import defaultdict
+
+    from imagination.eval.evaluate import summarize
+
+    episodes = [{**e, "suite": s} for s, r in results.items() for e in r["episodes"]]
+    per_task = {f"{s}/{t}": row for s, r in results.items() for t, row in r["per_task"].items()}
+    recorded = [r["recorded"] for r in results.values() if r.get("recorded")]
+    merged: dict[str, Any] = {"env": "+".join(results), "suites": suite_table(results), "per_task": per_task,
+                              "overall": summarize(episodes, defaultdict(str))["overall"], "episodes": episodes}
+    if recorded:
+        merged["recorded"] = {k: sum(r[k] for r in recorded) for k in recorded[0]}
+    return merged
+
+
 def evaluate_suites(cfg: EvalPolicyConfig) -> dict[str, Any]:
     """Evaluate cfg's policy on each of cfg.suites (see the module docstring); returns the table."""
     if len(set(cfg.suites)) != len(cfg.suites):
@@ -69,4 +87,4 @@ def evaluate_suites(cfg: EvalPolicyConfig) -> dict[str, Any]:
     return table
 
 
-__all__ = ["evaluate_suites", "suite_table", "table_markdown"]
+__all__ = ["evaluate_suites", "merge_results", "suite_table", "table_markdown"]

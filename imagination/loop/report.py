@@ -190,11 +190,13 @@ def _real(run: _Run, phases: list[dict], real: dict[str, dict | None]) -> list[s
            "Success rate (successes/episodes) [95% Wilson interval, %] per task, one column per policy.", ""]
     if not phases:
         return out + [f"Policies: {NOT_RUN}.", ""]
-    tasks = sorted({int(t) for r in real.values() if r for t in r.get("per_task", {})})
-    names = {t: r["per_task"][str(t)].get("instruction", "") for r in real.values() if r
-             for t in tasks if str(t) in r["per_task"]}
+    # task keys: "3", or "libero_object/3" in a loop over several suites (imagination.eval.suites.merge_results)
+    tasks = sorted({t for r in real.values() if r for t in r.get("per_task", {})},
+                   key=lambda t: (t.rpartition("/")[0], int(t.rpartition("/")[2])))
+    names = {t: r["per_task"][t].get("instruction", "") for r in real.values() if r for t in tasks
+             if t in r["per_task"]}
     rows = [[f"{t}: {_short(names.get(t, ''))}"]
-            + [_cell((real[p["name"]] or {}).get("per_task", {}).get(str(t))) if real[p["name"]] else NOT_RUN
+            + [_cell((real[p["name"]] or {}).get("per_task", {}).get(t)) if real[p["name"]] else NOT_RUN
                for p in phases] for t in tasks]
     ran: dict[str, dict] = {name: r for name, r in real.items() if r}  # the phases with results
     rows.append(["**all**"] + [_cell(ran[p["name"]]["overall"]) if p["name"] in ran else NOT_RUN for p in phases])
@@ -213,7 +215,7 @@ def _real(run: _Run, phases: list[dict], real: dict[str, dict | None]) -> list[s
     fig = Figure(figsize=(11, 3.8))
     ax0, ax1 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, max(2, len(tasks))]})
     for k, p in enumerate(done):
-        blocks = [ran[p["name"]]["overall"]] + [ran[p["name"]]["per_task"].get(str(t)) for t in tasks]
+        blocks = [ran[p["name"]]["overall"]] + [ran[p["name"]]["per_task"].get(t) for t in tasks]
         rate = np.array([b["success_rate"] if b else np.nan for b in blocks])
         err = np.array([[b["success_rate"] - b["ci95"][0], b["ci95"][1] - b["success_rate"]] if b else [0, 0]
                         for b in blocks]).T
@@ -222,7 +224,7 @@ def _real(run: _Run, phases: list[dict], real: dict[str, dict | None]) -> list[s
         ax1.bar(np.arange(len(tasks)) + (k - (len(done) - 1) / 2) * width, rate[1:], width, yerr=err[:, 1:],
                 capsize=2, color=f"C{k}", label=p["label"])
     ax0.set_xticks(range(len(done)), [p["label"] for p in done], rotation=20, ha="right")
-    ax1.set_xticks(range(len(tasks)), [str(t) for t in tasks])
+    ax1.set_xticks(range(len(tasks)), tasks, rotation=30 if any("/" in t for t in tasks) else 0)
     ax1.set(xlabel="task", title="per task")
     ax0.set_title("all tasks")
     ax1.legend(fontsize=8)

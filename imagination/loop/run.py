@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
+from envs.atomic import atomic_write_json, atomic_write_text
 from envs.cli import save_config
 from envs.collection import collect_dataset
 from envs.dataset import EpisodeDataset, select_meta
@@ -20,7 +22,9 @@ from envs.sim_labels import label_dataset
 from imagination.eval.calibrate import CalibrateConfig, calibrate_success
 from imagination.eval.closed_loop import paired_separation
 from imagination.eval.evaluate import evaluate
+from imagination.eval.jobs import EvalConfig
 from imagination.eval.real_rollouts import evaluate_and_record
+from imagination.eval.suites import merge_results, table_markdown
 from imagination.loop.config import LoopConfig, LoopState, finetune_config, guard
 from imagination.loop.report import write_report
 from imagination.rl.grasp_inputs import GraspInputPaths, build_grasp_inputs
@@ -86,19 +90,44 @@ def _with_grasp_inputs(rl_cfg: ImagineRLConfig, inputs: dict[str, str]) -> Imagi
     return replace(rl_cfg, imagination=im, proprio=inputs["proprio"])
 
 
+def _over_suites(cfg: EvalConfig, suites: list[str], imagined: bool, run: Callable[[EvalConfig], dict]) -> dict:
+    """run(cfg), or with several suites run on each into out_dir/<suite>/ (real: env=suite; imagined: the start
+    data's episodes of that suite) and merged into out_dir/results.json, with the per-suite table in suites.md."""
+    if not suites:
+        return run(cfg)
+    out = Path(cfg.out_dir)
+    results = {}
+    for s in suites:
+        one = replace(cfg, out_dir=str(out / s), env=cfg.env if imagined else s,
+                      start_suite=s if imagined else cfg.start_suite)
+        done = out / s / "results.json"  # a suite finished before a stop: kept (its recorded episodes are in)
+        if (done.is_file() and done.stat().st_mtime >= Path(cfg.checkpoint).stat().st_mtime
+                and json.loads(done.read_text())["config"]["checkpoint"] == cfg.checkpoint):
+            results[s] = json.loads(done.read_text())
+        else:
+            results[s] = run(one)
+    merged = merge_results(results)
+    atomic_write_json(out / "results.json", merged, indent=1)
+    atomic_write_text(out / "suites.md", table_markdown(merged["suites"], cfg.checkpoint))
+    return merged
+
+
 def _evaluate_phase(cfg: LoopConfig, state: LoopState, name: str, label: str, policy_path: str, wm_path: str,
                     record_round: int | None, rl_dir: str | None, proprio: str = "") -> dict:
-    """Real evaluation (recorded into the dataset when record_round is set) and imagined evaluation."""
+    """Real evaluation (recorded into the dataset when record_round is set) and imagined evaluation, on each
+    collected suite when the loop collects several."""
     run, data = Path(cfg.out_dir), str(Path(cfg.out_dir) / "data")
     real_path = run / name / "eval_real" / "results.json"
     real_cfg = replace(cfg.eval, checkpoint=policy_path, out_dir=str(real_path.parent))
+    suites = list(cfg.collect.suites)
 
     def real() -> dict:
         if record_round is None:
-            r = evaluate(real_cfg)
+            r = _over_suites(real_cfg, suites, False, evaluate)
         else:
-            r = evaluate_and_record(real_cfg, Policy.load(policy_path), data,
-                                    {"round": record_round, "policy": policy_path, "phase": name})
+            extra = {"round": record_round, "policy": policy_path, "phase": name}
+            r = _over_suites(real_cfg, suites, False,
+                             lambda c: evaluate_and_record(c, Policy.load(policy_path), data, extra))
         return {"success_rate": r["overall"]["success_rate"], "recorded": r.get("recorded")}
 
     real_result = state.stage(f"{name}_eval_real", real)
@@ -108,7 +137,8 @@ def _evaluate_phase(cfg: LoopConfig, state: LoopState, name: str, label: str, po
         proprio = proprio or (str(fitted) if fitted.exists() else "")
         im_cfg = replace(cfg.eval, checkpoint=policy_path, env="imagination", world_model=wm_path, start_data=data,
                          proprio=proprio, out_dir=str(run / name / "eval_imagined"))
-        state.stage(f"{name}_eval_imagined", lambda: {"success_rate": evaluate(im_cfg)["overall"]["success_rate"]})
+        state.stage(f"{name}_eval_imagined",
+                    lambda: {"success_rate": _over_suites(im_cfg, suites, True, evaluate)["overall"]["success_rate"]})
         imagined_path = str(run / name / "eval_imagined" / "results.json")
         sep = paired_separation(json.loads(real_path.read_text()), json.loads(Path(imagined_path).read_text()))
         if sep is not None:  # the figure that says whether RL on this model can help (docs/loop.md)
@@ -130,8 +160,8 @@ def run_loop(cfg: LoopConfig) -> dict:
     # what this (re)start runs with; a resumed run records the versions it finished under
     seeds = {"collect": cfg.collect.seed, "world_model": cfg.world_model.seed, "bc": cfg.bc.seed, "rl": cfg.rl.seed,
              "eval": cfg.eval.seed}
-    jobs = {"env": cfg.eval.env, "tasks": list(cfg.eval.tasks), "episodes_per_task": cfg.eval.episodes_per_task,
-            "init_state_offset": cfg.eval.init_state_offset}
+    jobs = {"env": list(cfg.collect.suites) or cfg.eval.env, "tasks": list(cfg.eval.tasks),
+            "episodes_per_task": cfg.eval.episodes_per_task, "init_state_offset": cfg.eval.init_state_offset}
     state.data["provenance"] = provenance(seeds, jobs)
     state.save()
     save_config(cfg, run / "loop_config.yaml")

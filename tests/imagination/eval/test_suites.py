@@ -6,7 +6,7 @@ import json
 import pytest
 
 from imagination.eval.real_rollouts import EvalPolicyConfig
-from imagination.eval.suites import evaluate_suites, suite_table, table_markdown
+from imagination.eval.suites import evaluate_suites, merge_results, suite_table, table_markdown
 
 
 def _result(successes: int, episodes: int) -> dict:
@@ -21,6 +21,23 @@ def test_average_weighs_suites_equally_and_pooled_counts_episodes():
     assert table["pooled"]["successes"] == 19 and table["pooled"]["episodes"] == 50
     md = table_markdown(table, "policy.pt")
     assert "| policy | Spatial | Object | Average |" in md and "| 57.5 |" in md
+
+
+def test_merged_results_keep_each_suite_apart():
+    def result(outcomes: list[bool], recorded: int) -> dict:
+        r = _result(sum(outcomes), len(outcomes))
+        r["episodes"] = [{"task_id": 0, "init_state_id": i, "seed": 7, "success": ok, "steps": 10,
+                          "outcome": "success" if ok else "never lifted"} for i, ok in enumerate(outcomes)]
+        return {**r, "recorded": {"episodes": recorded, "failures": len(outcomes) - sum(outcomes)}}
+
+    merged = merge_results({"libero_spatial": result([True, False], 2), "libero_object": result([True, True, True], 3)})
+    assert set(merged["per_task"]) == {"libero_spatial/0", "libero_object/0"}
+    assert merged["env"] == "libero_spatial+libero_object"
+    assert merged["overall"]["successes"] == 4 and merged["overall"]["episodes"] == 5
+    assert merged["overall"]["failures"] == {"never lifted": 1}
+    assert [e["suite"] for e in merged["episodes"]] == ["libero_spatial"] * 2 + ["libero_object"] * 3
+    assert merged["recorded"] == {"episodes": 5, "failures": 1}
+    assert merged["suites"]["average"] == pytest.approx((0.5 + 1.0) / 2)
 
 
 def test_bad_suite_lists_are_refused(tmp_path):
