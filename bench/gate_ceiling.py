@@ -18,7 +18,7 @@ Each job's success rate over the K repeats is then scored as the gate scores an 
 (imagination/eval/repeatability.py): the within-task AUC against the recorded outcome, its 95% bootstrap
 interval, the same with 1..K repeats, and how often a repeat agrees with the recording. It needs the gate's
 recorded evaluations (<root>/gate/eval_<name>/results.json, made by bench/reward_signal.py); repeats go to
-<root>/gate_ceiling/<perturb>/<name>_r<k>/ and a finished one is reused.
+<root>/gate_ceiling/<seed|noise<std>>/<name>_r<k>/ and a finished one is reused.
 
 PASS means reality reaches the gate's threshold: the pooled within-task AUC with K repeats >= 0.80. A FAIL
 says no judge short of an exact copy of the world, imagined or not, can pass the gate on these jobs, and
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                                                "policies: its imagined judge is set against reality with one repeat "
                                                "(default: <gate-dir>/grasp_reward/reward_signal.json when it exists)")
     p.add_argument("--out-dir", default="", help="repeats and gate_ceiling.json (default <root>/gate_ceiling/"
-                                                 "<perturb>)")
+                                                 "seed or noise<std>)")
     args = p.parse_args(argv)
     if args.repeats < 1:
         print(f"gate_ceiling: --repeats: expected an integer >= 1, got {args.repeats}", file=sys.stderr)
@@ -115,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     from imagination.eval.repeatability import judge_gap, repeat_figures
     from imagination.eval.reward_gate import THRESHOLD_AUC
 
-    out = Path(args.out_dir or Path(proto.path("gate_ceiling")) / args.perturb)
+    folder = args.perturb if args.perturb == "seed" else f"noise{args.noise_std:g}"  # one folder per noise level
+    out = Path(args.out_dir or Path(proto.path("gate_ceiling")) / folder)
     what = (f"reset seeds {proto.seed + 1}-{proto.seed + args.repeats}" if args.perturb == "seed" else
             f"pixel noise std {args.noise_std:g} in the policy's images, noise seeds 1-{args.repeats}")
     print(f"gate ceiling: {proto.suite} tasks {list(proto.tasks)} x init states {proto.gate_offset}-"

@@ -134,14 +134,14 @@ def _table(name: str, checkpoint: str, figs: dict) -> list[str]:
 
 
 def _ceilings(root: Path, policies: dict[str, str]) -> dict[str, dict]:
-    """bench/gate_ceiling.py's results for these policies (by perturbation): reality's own within-task AUC on
+    """bench/gate_ceiling.py's results for these policies (by folder: seed, noise2, ...): reality's own AUC on
     the gate's jobs, the most any judge short of an exact copy of the world can reach there."""
     out = {}
     for path in sorted(root.glob("*/gate_ceiling.json")):
         saved = json.loads(path.read_text())
         if saved.get("policies") == policies:
             f = saved["figures"]["all"]
-            out[saved["perturb"]] = {"path": str(path), "repeats": saved["repeats"],
+            out[path.parent.name] = {"path": str(path), "repeats": saved["repeats"],
                                      "auc_within_task": f["auc_within_task"], "ci95": f["auc_within_task_ci95"],
                                      "auc_1_repeat": f["auc_by_repeats"][0]}
     return out

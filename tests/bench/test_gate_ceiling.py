@@ -71,7 +71,7 @@ def test_finished_repeats_are_scored_as_the_gate_scores(tmp_path, capsys):
     # noise repeats whose outcomes are independent of the recording: the ceiling is near chance, FAIL
     rng = np.random.default_rng(1)
     for k in (1, 2, 3):
-        _write(tmp_path / "gate_ceiling" / "noise" / f"bc_r{k}" / "results.json", str(ckpt), rng.random(50) < 0.5,
+        _write(tmp_path / "gate_ceiling" / "noise2" / f"bc_r{k}" / "results.json", str(ckpt), rng.random(50) < 0.5,
                obs_noise=2.0, obs_noise_seed=k)
     assert gate_ceiling.main(["--root", str(tmp_path), "--perturb", "noise"]) == 1
     line = capsys.readouterr().out.strip().splitlines()[-1]
