@@ -32,17 +32,21 @@ import os
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from bench.protocol import RLGainProtocol  # noqa: E402  (after MUJOCO_GL is set above)
 from envs.errors import run_main  # noqa: E402
 
+if TYPE_CHECKING:
+    from imagination.eval.jobs import EvalConfig
+
 # what a finished repeat must match to be reused
 _KEYS = ("checkpoint", "env", "tasks", "episodes_per_task", "init_state_offset", "seed", "obs_noise", "obs_noise_seed")
 
 
-def _repeat(cfg, label: str) -> dict:
+def _repeat(cfg: EvalConfig, label: str) -> dict:
     """Run (or reuse) one repeated real evaluation."""
     from imagination.eval.evaluate import evaluate
 
