@@ -397,8 +397,7 @@ def imagined_stats(acc: Accelerator | None, r: Rollouts, env: ImaginationVectorE
     launch, of every process's episodes (each process holds as many)."""
     if acc is None:
         return {**{f"imagined_{k}": v for k, v in r.stats().items()}, **per_task_success(r, env)}
-    keys, names = task_keys(env.episodes)
-    tasks = np.array([keys[k] for k in r.keyframe[:, 0]])
+    tasks, names = _start_tasks(r, env)
     mine = np.stack([r.success, r.episode_return, r.length, r.uncertainty, tasks], 1).astype(np.float64)
     success, ret, length, uncertainty, task = acc.gather(torch.from_numpy(mine).to(acc.device)).cpu().numpy().T
     samples = acc.gather(torch.tensor([len(r.episode)], device=acc.device)).sum()
@@ -410,13 +409,18 @@ def imagined_stats(acc: Accelerator | None, r: Rollouts, env: ImaginationVectorE
     return out
 
 
+def _start_tasks(r: Rollouts, env: ImaginationVectorEnv) -> tuple[np.ndarray, dict[int, str]]:
+    """Each rollout's start task key [N] (imagination.env.task_keys) and the keys' names."""
+    keys, names = task_keys(env.episodes)
+    return np.array([keys[k] for k in r.keyframe[:, 0]]), names
+
+
 def per_task_success(r: Rollouts, env: ImaginationVectorEnv) -> dict[str, float]:
     """imagined_success_task<t>: success rate of this batch's episodes that started in task t (only the
-    tasks drawn this iteration; imagined_success_<suite>_task<t> when the start episodes mix suites). Why: one
-    shared policy can trade one task for another while the mean
-    stays flat; the real evaluation reports per task, so the imagined side does too."""
-    keys, names = task_keys(env.episodes)
-    tasks = np.array([keys[k] for k in r.keyframe[:, 0]])
+    tasks drawn this iteration; imagined_success_<suite>_task<t> when the start episodes mix suites). Why:
+    one shared policy can trade one task for another while the mean stays flat; the real evaluation
+    reports per task, so the imagined side does too."""
+    tasks, names = _start_tasks(r, env)
     return {f"imagined_success_{names[int(t)]}": float(r.success[tasks == t].mean()) for t in np.unique(tasks)}
 
 
