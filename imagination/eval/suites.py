@@ -13,11 +13,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from envs.atomic import atomic_write_json, atomic_write_text
 from imagination.eval.evaluate import wilson_interval
+from imagination.eval.jobs import EvalConfig
 from imagination.eval.real_rollouts import EvalPolicyConfig, evaluate_policy
+
+C = TypeVar("C", bound=EvalConfig)
 
 SHORT = {"libero_spatial": "Spatial", "libero_object": "Object", "libero_goal": "Goal", "libero_10": "Long"}
 
@@ -67,17 +70,21 @@ def merge_results(results: dict[str, dict]) -> dict[str, Any]:
     return merged
 
 
+def suite_config(cfg: C, suite: str) -> C:
+    """cfg for one of several suites, into out_dir/<suite>/: in real LIBERO env is that suite; in imagination
+    (env=imagination) env stays and the episodes start from start_data's episodes of that suite."""
+    imagined = cfg.env == "imagination"
+    return replace(cfg, out_dir=str(Path(cfg.out_dir) / suite), env=cfg.env if imagined else suite,
+                   start_suite=suite if imagined else "")
+
+
 def evaluate_suites(cfg: EvalPolicyConfig) -> dict[str, Any]:
     """Evaluate cfg's policy on each of cfg.suites (see the module docstring); returns the table."""
     if len(set(cfg.suites)) != len(cfg.suites):
         raise ValueError(f"suites: expected distinct suite names, got {cfg.suites}")
     if "imagination" in cfg.suites:
         raise ValueError("suites: LIBERO suites only; to evaluate in imagination set env=imagination as well")
-    # in imagination, each suite starts from start_data's episodes of that suite
-    imagined = cfg.env == "imagination"
-    results = {s: evaluate_policy(replace(cfg, suites=[], out_dir=str(Path(cfg.out_dir) / s),
-                                          env=cfg.env if imagined else s, start_suite=s if imagined else ""))
-               for s in cfg.suites}
+    results = {s: evaluate_policy(replace(suite_config(cfg, s), suites=[])) for s in cfg.suites}
     table = suite_table(results)
     out = Path(cfg.out_dir)
     atomic_write_json(out / "suites.json", {"checkpoint": cfg.checkpoint, **table}, indent=2)
@@ -87,4 +94,4 @@ def evaluate_suites(cfg: EvalPolicyConfig) -> dict[str, Any]:
     return table
 
 
-__all__ = ["evaluate_suites", "merge_results", "suite_table", "table_markdown"]
+__all__ = ["evaluate_suites", "merge_results", "suite_config", "suite_table", "table_markdown"]
