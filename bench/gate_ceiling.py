@@ -42,20 +42,14 @@ from envs.errors import run_main  # noqa: E402
 if TYPE_CHECKING:
     from imagination.eval.jobs import EvalConfig
 
-# what a finished repeat must match to be reused
-_KEYS = ("checkpoint", "env", "tasks", "episodes_per_task", "init_state_offset", "seed", "obs_noise", "obs_noise_seed")
-
-
 def _repeat(cfg: EvalConfig, label: str) -> dict:
     """Run (or reuse) one repeated real evaluation."""
-    from imagination.eval.evaluate import evaluate
+    from imagination.eval.evaluate import evaluate, finished_results
 
     path = Path(cfg.out_dir) / "results.json"
-    if path.is_file() and path.stat().st_mtime >= Path(cfg.checkpoint).stat().st_mtime:
-        old = json.loads(path.read_text())
-        if all(old["config"].get(k, 0) == getattr(cfg, k) for k in _KEYS):
-            print(f"{label}: reusing {path}")
-            return old
+    if (old := finished_results(cfg)) is not None:
+        print(f"{label}: reusing {path}")
+        return old
     print(f"{label}: {len(cfg.tasks) * cfg.episodes_per_task} real episodes -> {path}")
     return evaluate(cfg)
 

@@ -89,16 +89,13 @@ def _real_gate_eval(cfg: EvalConfig, gate_data: Path, label: str) -> dict:
     """The policy's real evaluation on the gate jobs: reused when finished for the same checkpoint and
     jobs, else run and recorded into gate_data (unless episodes of this checkpoint are there already)."""
     from envs.dataset import EpisodeDataset, select_meta
-    from imagination.eval.evaluate import evaluate, load_policy
+    from imagination.eval.evaluate import evaluate, finished_results, load_policy
     from imagination.eval.real_rollouts import evaluate_and_record
 
     path = Path(cfg.out_dir) / "results.json"
-    keys = ("checkpoint", "env", "tasks", "episodes_per_task", "init_state_offset", "seed")
-    if path.is_file() and path.stat().st_mtime >= Path(cfg.checkpoint).stat().st_mtime:
-        old = json.loads(path.read_text())
-        if {k: old["config"].get(k) for k in keys} == {k: getattr(cfg, k) for k in keys}:
-            print(f"{label}: reusing {path}")
-            return old
+    if (old := finished_results(cfg)) is not None:
+        print(f"{label}: reusing {path}")
+        return old
     gate_jobs = {(t, cfg.init_state_offset + j) for t in cfg.tasks for j in range(cfg.episodes_per_task)}
     recorded = [m for m in select_meta(EpisodeDataset(gate_data, verify=False).meta, source="policy")
                 if m.extra.get("policy") == cfg.checkpoint

@@ -9,6 +9,7 @@ results do not depend on how many envs run in parallel or in what order episodes
 """
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -65,6 +66,24 @@ def load_policy(cfg: EvalConfig) -> Policy:
         raise FileNotFoundError(f"checkpoint: {cfg.checkpoint!r} is not a file (a Policy.save checkpoint, "
                                 "ws://host:port of a policy server, or 'random')")
     return Policy.load(cfg.checkpoint)
+
+
+# what a finished evaluation must share with a config to stand for it: the policy, the jobs and what it saw
+REUSE_KEYS = ("checkpoint", "env", "tasks", "episodes_per_task", "init_state_offset", "seed", "start_suite",
+              "obs_noise", "obs_noise_seed")
+
+
+def finished_results(cfg: EvalConfig) -> dict | None:
+    """out_dir/results.json when it is an evaluation of cfg (the same REUSE_KEYS; a key a file written before it
+    existed counts as the field's default) written after the checkpoint file last changed; None otherwise, and
+    for a checkpoint that is no file (random, a policy server)."""
+    path, ckpt = Path(cfg.out_dir) / "results.json", Path(cfg.checkpoint)
+    if not (path.is_file() and ckpt.is_file() and path.stat().st_mtime >= ckpt.stat().st_mtime):
+        return None
+    old = json.loads(path.read_text())
+    defaults = EvalConfig()
+    same = all(old["config"].get(k, getattr(defaults, k)) == getattr(cfg, k) for k in REUSE_KEYS)
+    return old if same else None
 
 
 def plan_jobs(cfg: EvalConfig, tasks: list[int], num_init_states: Callable[[int], int]) -> list[Job]:
@@ -253,4 +272,5 @@ def evaluate(cfg: EvalConfig, policy: Policy | None = None, progress: bool = Tru
     return result
 
 
-__all__ = ["evaluate", "load_policy", "make_eval_env", "plan_jobs", "run_episodes", "summarize", "wilson_interval"]
+__all__ = ["REUSE_KEYS", "evaluate", "finished_results", "load_policy", "make_eval_env", "plan_jobs", "run_episodes",
+           "summarize", "wilson_interval"]

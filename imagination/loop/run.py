@@ -21,10 +21,10 @@ from envs.provenance import provenance
 from envs.sim_labels import label_dataset
 from imagination.eval.calibrate import CalibrateConfig, calibrate_success
 from imagination.eval.closed_loop import paired_separation
-from imagination.eval.evaluate import evaluate
+from imagination.eval.evaluate import evaluate, finished_results
 from imagination.eval.jobs import EvalConfig
 from imagination.eval.real_rollouts import evaluate_and_record
-from imagination.eval.suites import merge_results, table_markdown
+from imagination.eval.suites import merge_results, suite_config, table_markdown
 from imagination.loop.config import LoopConfig, LoopState, finetune_config, guard
 from imagination.loop.report import write_report
 from imagination.rl.grasp_inputs import GraspInputPaths, build_grasp_inputs
@@ -90,23 +90,18 @@ def _with_grasp_inputs(rl_cfg: ImagineRLConfig, inputs: dict[str, str]) -> Imagi
     return replace(rl_cfg, imagination=im, proprio=inputs["proprio"])
 
 
-def _over_suites(cfg: EvalConfig, suites: list[str], imagined: bool, run: Callable[[EvalConfig], dict]) -> dict:
-    """run(cfg), or with several suites run on each into out_dir/<suite>/ (real: env=suite; imagined: the start
-    data's episodes of that suite) and merged into out_dir/results.json, with the per-suite table in suites.md."""
+def _over_suites(cfg: EvalConfig, suites: list[str], run: Callable[[EvalConfig], dict]) -> dict:
+    """run(cfg), or with several suites run on each (imagination.eval.suites.suite_config: out_dir/<suite>/) and
+    merged into out_dir/results.json, with the per-suite table in suites.md."""
     if not suites:
         return run(cfg)
-    out = Path(cfg.out_dir)
     results = {}
     for s in suites:
-        one = replace(cfg, out_dir=str(out / s), env=cfg.env if imagined else s,
-                      start_suite=s if imagined else cfg.start_suite)
-        done = out / s / "results.json"  # a suite finished before a stop: kept (its recorded episodes are in)
-        if (done.is_file() and done.stat().st_mtime >= Path(cfg.checkpoint).stat().st_mtime
-                and json.loads(done.read_text())["config"]["checkpoint"] == cfg.checkpoint):
-            results[s] = json.loads(done.read_text())
-        else:
-            results[s] = run(one)
+        one = suite_config(cfg, s)
+        # a suite finished before a stop is kept (with recording, its episodes are in the dataset already)
+        results[s] = finished_results(one) or run(one)
     merged = merge_results(results)
+    out = Path(cfg.out_dir)
     atomic_write_json(out / "results.json", merged, indent=1)
     atomic_write_text(out / "suites.md", table_markdown(merged["suites"], cfg.checkpoint))
     return merged
@@ -123,11 +118,10 @@ def _evaluate_phase(cfg: LoopConfig, state: LoopState, name: str, label: str, po
 
     def real() -> dict:
         if record_round is None:
-            r = _over_suites(real_cfg, suites, False, evaluate)
+            r = _over_suites(real_cfg, suites, evaluate)
         else:
             extra = {"round": record_round, "policy": policy_path, "phase": name}
-            r = _over_suites(real_cfg, suites, False,
-                             lambda c: evaluate_and_record(c, Policy.load(policy_path), data, extra))
+            r = _over_suites(real_cfg, suites, lambda c: evaluate_and_record(c, Policy.load(policy_path), data, extra))
         return {"success_rate": r["overall"]["success_rate"], "recorded": r.get("recorded")}
 
     real_result = state.stage(f"{name}_eval_real", real)
@@ -138,7 +132,7 @@ def _evaluate_phase(cfg: LoopConfig, state: LoopState, name: str, label: str, po
         im_cfg = replace(cfg.eval, checkpoint=policy_path, env="imagination", world_model=wm_path, start_data=data,
                          proprio=proprio, out_dir=str(run / name / "eval_imagined"))
         state.stage(f"{name}_eval_imagined",
-                    lambda: {"success_rate": _over_suites(im_cfg, suites, True, evaluate)["overall"]["success_rate"]})
+                    lambda: {"success_rate": _over_suites(im_cfg, suites, evaluate)["overall"]["success_rate"]})
         imagined_path = str(run / name / "eval_imagined" / "results.json")
         sep = paired_separation(json.loads(real_path.read_text()), json.loads(Path(imagined_path).read_text()))
         if sep is not None:  # the figure that says whether RL on this model can help (docs/loop.md)

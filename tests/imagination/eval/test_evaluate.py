@@ -206,6 +206,30 @@ def test_obs_noise_reaches_the_policy_only_and_is_drawn_per_job(fake, tmp_path):
         _seen_per_job(tmp_path, 2, obs_noise=-1.0)
 
 
+def test_a_finished_evaluation_stands_for_the_same_config_only(fake, tmp_path):
+    import os
+    from dataclasses import replace
+
+    from imagination.eval.evaluate import finished_results
+
+    ckpt = tmp_path / "policy.pt"
+    ckpt.write_bytes(b"a policy")
+    os.utime(ckpt, (0, 0))
+    cfg = EvalConfig(env="fake", checkpoint=str(ckpt), tasks=[0], episodes_per_task=2, num_envs=1, videos=0,
+                     image_size=8, out_dir=str(tmp_path / "eval"))
+    assert finished_results(cfg) is None  # nothing written yet
+    result = evaluate(cfg, policy=SignPolicy(PolicyConfig(chunk_len=4)), progress=False, env_factory=FakeEnv)
+    finished = finished_results(cfg)
+    assert finished is not None and finished["episodes"] == result["episodes"]
+    for change in ({"seed": 1}, {"tasks": [1]}, {"obs_noise": 2.0}, {"start_suite": "libero_object"}):
+        assert finished_results(replace(cfg, **change)) is None, change
+    assert finished_results(replace(cfg, videos=3, num_envs=2)) is not None  # how it ran is not what it measured
+    later = (tmp_path / "eval" / "results.json").stat().st_mtime + 10
+    os.utime(ckpt, (later, later))  # the checkpoint changed after the evaluation
+    assert finished_results(cfg) is None
+    assert finished_results(replace(cfg, checkpoint="random")) is None
+
+
 def test_unknown_env_is_rejected(tmp_path):
     with pytest.raises(ValueError, match="imagination"):
         evaluate(EvalConfig(env="mars", out_dir=str(tmp_path)), policy=SignPolicy(PolicyConfig()), progress=False)
