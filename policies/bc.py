@@ -69,6 +69,11 @@ class BCConfig:
     grad_clip: float = 1.0
     loss: str = "mse"  # "mse" on the chunk mean, or "nll" (Gaussian NLL, also fits the policy's log-std)
     augment_shift: int = 4  # max random image shift in pixels (0 = off)
+    # Gaussian pixel noise in training images, its std drawn per sample from U(0, augment_noise) (0-255 units; 0 =
+    # off). Why: measured on the protocol's gate, N(0, 2) noise in the images flips 18% of a 1-demo BC policy's
+    # real outcomes (docs/loop.md, "The gate's ceiling"): an outcome that turns on single intensity steps can be
+    # predicted by no world model. Noise in training makes the policy look past them.
+    augment_noise: float = 0.0
     checkpoint_every: int = 500
     # also save the policy as it was at these steps: out_dir/policy_step{N}.pt (e.g. to compare training stages)
     snapshot_steps: list[int] = field(default_factory=list)
@@ -112,11 +117,13 @@ class ChunkData:
     def __len__(self) -> int:
         return self.state.shape[0]
 
-    def batch(self, idx: torch.Tensor, shift: int,
-              generator: torch.Generator) -> tuple[dict, torch.Tensor, torch.Tensor]:
+    def batch(self, idx: torch.Tensor, shift: int, generator: torch.Generator,
+              noise: float = 0.0) -> tuple[dict, torch.Tensor, torch.Tensor]:
         image = self.image[idx]
         if shift > 0:
             image = random_shift(image, shift, generator)
+        if noise > 0:
+            image = pixel_noise(image, noise, generator)
         obs = {"image": image, "state": self.state[idx],
                "instruction": [self.instructions[i] for i in self.text_id[idx]]}
         return obs, self.target[idx], self.mask[idx]
@@ -144,6 +151,15 @@ def random_shift(image: torch.Tensor, pad: int, generator: torch.Generator) -> t
     cols = (torch.arange(W)[None, :] + off[:, 1:]).clamp(0, W - 1)  # [N, W]
     n = torch.arange(B * V)[:, None, None]
     return flat[n, rows[:, :, None], cols[:, None, :]].reshape(B, V, H, W, C)
+
+
+def pixel_noise(image: torch.Tensor, max_std: float, generator: torch.Generator) -> torch.Tensor:
+    """uint8 [B, ...] plus Gaussian noise of a std drawn per sample from U(0, max_std), rounded and clamped to uint8.
+
+    A range of stds rather than one: the policy keeps seeing near-clean images, which is what it meets in LIBERO."""
+    std = torch.rand(image.shape[0], generator=generator) * max_std
+    noise = torch.randn(image.shape, generator=generator) * std.view(-1, *[1] * (image.dim() - 1))
+    return (image.float() + noise).round().clamp(0, 255).to(torch.uint8)
 
 
 def bc_loss(policy: torch.nn.Module, obs: dict, target: torch.Tensor, mask: torch.Tensor,
@@ -263,7 +279,7 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
     try:
         while step < cfg.steps:
             idx = torch.randint(0, len(data), (cfg.batch_size,), generator=gen)
-            obs, target, mask = data.batch(idx, cfg.augment_shift, gen)
+            obs, target, mask = data.batch(idx, cfg.augment_shift, gen, cfg.augment_noise)
             count = None
             if acc:  # the whole batch was drawn, so every process's generator stays in step
                 count = float(mask.sum()) * target.shape[-1] / processes

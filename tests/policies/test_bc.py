@@ -19,7 +19,7 @@ from envs.dataset import EpisodeDataset
 from imagination.eval.evaluate import evaluate
 from imagination.eval.jobs import EvalConfig
 from policies.base import Policy
-from policies.bc import BCConfig, ChunkData, load_episodes, random_shift, train_bc, train_bc_on_data
+from policies.bc import BCConfig, ChunkData, load_episodes, pixel_noise, random_shift, train_bc, train_bc_on_data
 from policies.vla import VLAConfig, VLAPolicy
 from tests.policies.conftest import square_episode, tiny_config
 
@@ -59,6 +59,18 @@ def test_random_shift_moves_images_with_replicated_edges():
             crops = [padded[b, v, y:y + 10, x:x + 12] for y in range(7) for x in range(7)]
             assert any(np.array_equal(out[b, v], c) for c in crops)
     assert not np.array_equal(out, image.numpy())
+
+
+def test_pixel_noise_varies_its_strength_per_sample_and_stays_uint8():
+    image = torch.full((400, 1, 8, 8, 3), 128, dtype=torch.uint8)
+    g = torch.Generator().manual_seed(0)
+    out = pixel_noise(image, 16.0, g)
+    assert out.dtype == torch.uint8 and out.shape == image.shape
+    std = (out.float() - 128).flatten(1).std(dim=1)  # each sample's own noise level
+    assert std.min() < 2 and 13 < std.max() < 18.5  # drawn from U(0, 16): near-clean and strong samples alike
+    assert abs(float(std.mean()) - 8) < 1
+    edge = torch.full((4, 1, 8, 8, 3), 255, dtype=torch.uint8)
+    assert int(pixel_noise(edge, 50.0, g).max()) == 255  # clamped, not wrapped around
 
 
 def test_bc_loss_decreases_and_script_writes_a_loadable_policy(square_dataset, tmp_path):
