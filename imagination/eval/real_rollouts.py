@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from envs.atomic import atomic_write_json
 from envs.cli import save_config
 from envs.dataset import Episode, EpisodeDataset, EpisodeWriter
 from envs.dataset.layout import INFO_PATH
@@ -139,7 +140,8 @@ def evaluate_and_record(cfg: EvalConfig, policy: Policy, data_dir: str | Path, e
                         progress: bool = True) -> dict:
     """`evaluate` in real LIBERO, appending every episode to the dataset at data_dir (source "policy").
 
-    Returns evaluate's result plus result["recorded"]: {episodes, successes, failures, near_successes}.
+    Returns evaluate's result plus result["recorded"]: {episodes, successes, failures, near_successes}, also
+    written to out_dir/results.json (a resumed loop that reuses the file keeps its counts).
     """
     writer = EpisodeWriter(data_dir, EpisodeDataset(data_dir, verify=False).config)
     envs: list[RecordingEvalEnv] = []
@@ -154,6 +156,7 @@ def evaluate_and_record(cfg: EvalConfig, policy: Policy, data_dir: str | Path, e
     result["recorded"] = {"episodes": len(rec), "successes": sum(r["success"] for r in rec),
                           "failures": sum(not r["success"] for r in rec),
                           "near_successes": sum(r["near_success"] for r in rec)}
+    atomic_write_json(Path(cfg.out_dir) / "results.json", result, indent=2)
     return result
 
 

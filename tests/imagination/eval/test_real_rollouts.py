@@ -1,5 +1,7 @@
 """evaluate_policy (scripts/eval_policy.py) with record_to=: real episodes appended to a dataset as the policy's
 own data."""
+import json
+
 import numpy as np
 import pytest
 
@@ -37,6 +39,8 @@ def test_record_to_appends_the_real_episodes(tmp_path, capsys):
     assert m.extra["policy"] == "random" and "near_success" in m.extra
     assert m.success == result["episodes"][0]["success"]
     assert result["recorded"]["episodes"] == 1
+    saved = json.loads((tmp_path / "eval" / "results.json").read_text())
+    assert saved["recorded"] == result["recorded"]  # a resumed loop reusing the file keeps the counts
     # 16 random steps never lift the bowl: the simulator says so, and such a failure is not a near-success
     assert m.extra["outcome"] == result["episodes"][0]["outcome"] == "never lifted"
     assert m.extra["near_success"] is False and result["recorded"]["near_successes"] == 0
