@@ -42,7 +42,7 @@ from bench.protocol import RLGainProtocol, build, build_recipe, recipe_config
 from envs.cli import load_config
 from envs.errors import run_main
 from envs.libero_env import LiberoEnv
-from imagination.eval.evaluate import evaluate
+from imagination.eval.evaluate import evaluate, finished_results
 from imagination.eval.jobs import EvalConfig
 from imagination.eval.stats import paired_difference
 from imagination.loop.config import LoopConfig
@@ -54,13 +54,9 @@ BUDGET_MINUTES = 90  # RL plus both real evaluations on 2 cores
 
 def _evaluate(cfg: EvalConfig, label: str) -> dict:
     path = Path(cfg.out_dir) / "results.json"
-    if path.exists():  # a finished evaluation of the same policy on the same jobs: reuse it
-        old = json.loads(path.read_text())
-        same = {k: old["config"].get(k)
-                for k in ("checkpoint", "tasks", "episodes_per_task", "init_state_offset", "seed")}
-        if same == {k: getattr(cfg, k) for k in same}:
-            print(f"{label}: reusing {path}")
-            return old
+    if (old := finished_results(cfg)) is not None:  # the same policy on the same jobs, evaluated already
+        print(f"{label}: reusing {path}")
+        return old
     print(f"{label}: {len(cfg.tasks) * cfg.episodes_per_task} real episodes -> {path}")
     return evaluate(cfg)
 
