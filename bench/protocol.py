@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 from envs.cli import load_config
 from envs.collection import collect_dataset
 from envs.dataset import EpisodeDataset
@@ -54,6 +56,8 @@ class RLGainProtocol:
     # there (and 116/150 on the benchmark: too strong), 500 gave 37/100 with task 2 at 0/20, 750 gave 47/100
     # (tasks 15, 9, 4, 7, 12 of 20): the one with no task at the floor and four of five in the band.
     bc_steps: int = 750
+    # BCConfig.augment_noise: pixel-noise std range in BC's training images (0 = none, the recorded protocol's)
+    bc_augment_noise: float = 0.0
     seed: int = 0
     views: list[str] = field(default_factory=lambda: ["agentview"])  # what the world model and BC see
     # The default RL recipe's extra inputs (build_recipe), on the training init states only.
@@ -138,15 +142,20 @@ def build(p: RLGainProtocol, loop: LoopConfig) -> dict[str, str]:
         calibrate_success(CalibrateConfig(checkpoint=wm_file, data_dir=data, num_threads=loop.world_model.num_threads))
     bc_file = p.path("bc_file")
     result = Path(bc_file).parent / "result.json"
-    if _done(str(result)) and json.loads(result.read_text()).get("steps") != p.bc_steps:
+    if _done(str(result)):
         # a start trained under another protocol would be scored as this one's: refuse rather than reuse it
-        raise ValueError(f"bc_steps: {result} was trained {json.loads(result.read_text()).get('steps')} steps, the "
-                         f"protocol asks for {p.bc_steps}; move {Path(bc_file).parent} aside to train the protocol's")
+        trained = {"bc_steps": json.loads(result.read_text()).get("steps"),
+                   "bc_augment_noise": float(_bc_config(bc_file).get("augment_noise", 0.0))}
+        for name, value in trained.items():
+            if value != getattr(p, name):
+                raise ValueError(f"{name}: {Path(bc_file).parent} was trained with {value}, the protocol asks for "
+                                 f"{getattr(p, name)}; move {Path(bc_file).parent} aside to train the protocol's")
     if not _done(bc_file) or not _done(str(result)):
         bc_cfg = replace(loop.bc, data_dir=data, out_dir=str(Path(bc_file).parent),
-                         episodes_per_task=p.bc_demos_per_task, steps=p.bc_steps,
+                         episodes_per_task=p.bc_demos_per_task, steps=p.bc_steps, augment_noise=p.bc_augment_noise,
                          policy=replace(loop.bc.policy, views=list(p.views)))
-        print(f"[protocol] BC from {p.bc_demos_per_task} demonstrations per task, {p.bc_steps} steps")
+        print(f"[protocol] BC from {p.bc_demos_per_task} demonstrations per task, {p.bc_steps} steps"
+              + (f", pixel noise up to std {p.bc_augment_noise:g}" if p.bc_augment_noise else ""))
         train_bc_on_data(bc_cfg)
     paths = {"data": data, "world_model": wm_file, "bc": bc_file}
     jobs = {"suite": p.suite, "tasks": list(p.tasks), "train_init_states": [0, p.gate_offset - 1],
@@ -155,6 +164,12 @@ def build(p: RLGainProtocol, loop: LoopConfig) -> dict[str, str]:
     Path(p.root, "protocol.json").write_text(json.dumps({"protocol": p.describe(), **paths,
                                                          "provenance": provenance(p.seed, jobs)}, indent=2))
     return paths
+
+
+def _bc_config(bc_file: str) -> dict:
+    """The config.yaml train_bc wrote beside a BC policy ({} when there is none)."""
+    path = Path(bc_file).parent / "config.yaml"
+    return dict(OmegaConf.to_container(OmegaConf.load(path))) if path.is_file() else {}  # type: ignore[arg-type]
 
 
 def _inputs_config(p: RLGainProtocol) -> GraspInputsConfig:

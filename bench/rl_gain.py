@@ -6,6 +6,9 @@
     python bench/rl_gain.py --rl seed=1 --out-dir outputs/bench/rl_gain/run_seed1   # another seed of the recipe
     python bench/rl_gain.py --recipe grasp --out-dir outputs/bench/rl_gain/run_grasp  # another configs/rl preset
     python bench/rl_gain.py --bc bc/policy.pt --world-model wm/world_model.pt --data data   # your own start
+    python bench/rl_gain.py --root outputs/bench/rl_gain_noise16 --bc-augment-noise 16   # a variant of the protocol
+                        # whose BC trains with pixel noise; link data/, world_model/ and near_miss_labels_s16/ of
+                        # outputs/bench/rl_gain into its root to share them
     python bench/rl_gain.py --bc bc/policy.pt --rl-run gpu/rl          # RL already run (e.g. on a GPU machine)
 
 The protocol (docs/loop.md, "The benchmark's protocol"): LIBERO-Spatial tasks 0-4; the world model, BC
@@ -113,6 +116,11 @@ def finished_rl_run(run: Path, bc: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     proto = RLGainProtocol()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--root", default=proto.root, help="the protocol's folder: what it builds or reuses (a variant's "
+                                                      "own, e.g. with --bc-augment-noise)")
+    p.add_argument("--bc-augment-noise", type=float, default=proto.bc_augment_noise,
+                   help="the protocol's BC start trained with pixel noise up to this std (0-255 units; BCConfig."
+                        "augment_noise); a variant of the protocol: give it its own --root")
     p.add_argument("--run", default="",
                    help="a finished loop run (make demo): takes bc/, world_model/ and data/ from it")
     p.add_argument("--bc", default="", help="BC policy (Policy.save file); with none of --run/--bc/--world-model/"
@@ -132,12 +140,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--init-state-offset", type=int, default=proto.bench_offset,
                    help="first init state of the benchmark's jobs (the protocol trains on 0-9, gates on 10-19)")
     p.add_argument("--num-envs", type=int, default=2, help="real simulators in parallel (one per core)")
-    p.add_argument("--out-dir", default=proto.path("run"), help="where RL and both evaluations go")
+    p.add_argument("--out-dir", default="", help="where RL and both evaluations go (default <root>/run)")
     p.add_argument("--threshold", type=float, default=10.0, help="minimum gain in percentage points")
     args = p.parse_args(argv)
     loop = load_config(LoopConfig, args.preset, group="loop")
-    proto = replace(proto, recipe=args.recipe)
-    out = Path(args.out_dir)
+    proto = replace(proto, recipe=args.recipe, root=args.root, bc_augment_noise=args.bc_augment_noise)
+    out = Path(args.out_dir or proto.path("run"))
     run = Path(args.run) if args.run else None
     rl_cfg: ImagineRLConfig | None = None
     if not (run or args.bc or args.world_model or args.data):  # the protocol end to end

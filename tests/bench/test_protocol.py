@@ -2,6 +2,7 @@
 BC, and that a finished stage is reused. The stages themselves are replaced by recorders here (each is
 tested in its own package); what is checked is the protocol's wiring of init states, views and BC start."""
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,7 @@ def recorded(tmp_path, monkeypatch):
         Path(cfg.out_dir).mkdir(parents=True)
         Path(cfg.out_dir, "policy.pt").write_text("{}")
         Path(cfg.out_dir, "result.json").write_text(json.dumps({"steps": cfg.steps}))
+        Path(cfg.out_dir, "config.yaml").write_text(f"augment_noise: {cfg.augment_noise}\n")
 
     monkeypatch.setattr(protocol, "collect_dataset", collect)
     monkeypatch.setattr(protocol, "train_world_model", world_model)
@@ -62,6 +64,20 @@ def test_build_trains_on_init_states_0_to_9_and_bc_from_one_demo_and_fewer_steps
     # a BC start trained under another protocol is refused, not scored as this one's
     with pytest.raises(ValueError, match="bc_steps"):
         protocol.build(protocol.RLGainProtocol(root=p.root, bc_steps=1000), loop)
+    with pytest.raises(ValueError, match="bc_augment_noise"):
+        protocol.build(protocol.RLGainProtocol(root=p.root, bc_augment_noise=16.0), loop)
+
+
+def test_a_noise_trained_start_is_built_with_its_noise_and_reused(tmp_path, recorded):
+    p = protocol.RLGainProtocol(root=str(tmp_path / "rl_gain"), bc_augment_noise=16.0)
+    loop = load_config(LoopConfig, "quick", [], group="loop")
+    protocol.build(p, loop)
+    (bc,) = recorded["bc"]
+    assert bc.augment_noise == 16.0 and loop.bc.augment_noise == 0.0
+    protocol.build(p, loop)  # the same protocol finds its start finished
+    assert len(recorded["bc"]) == 1
+    with pytest.raises(ValueError, match="bc_augment_noise: .* was trained with 16.0, the protocol asks for 0.0"):
+        protocol.build(replace(p, bc_augment_noise=0.0), loop)
 
 
 @pytest.fixture
