@@ -109,6 +109,31 @@ def test_rl_gain_scores_the_paired_gain_and_needs_its_interval_above_zero(tmp_pa
                                                 init_state_offset=20, out_dir=str(out / "eval_bc")), "BC")["episodes"]
 
 
+def test_rl_gain_builds_a_protocol_variant_under_its_own_root(tmp_path, monkeypatch, capsys):
+    rl_gain = _load("rl_gain")
+    root = tmp_path / "variant"
+    bc = root / "bc" / "policy.pt"
+    bc.parent.mkdir(parents=True)
+    bc.write_bytes(b"weights")
+    built = []
+
+    def build(proto, loop):
+        built.append(proto)
+        return {"bc": str(bc), "world_model": "", "data": ""}
+
+    monkeypatch.setattr(rl_gain, "build", build)
+    run = _rl_run(tmp_path, str(bc))
+    _finished_eval(root / "run" / "eval_bc", str(bc), [False, True, True, False])
+    _finished_eval(root / "run" / "eval_rl", str(run / "policy.pt"), [True, True, True, False])
+    rl_gain.main(["--root", str(root), "--bc-augment-noise", "16", "--rl-run", str(run), "--tasks", "0", "1",
+                  "--episodes-per-task", "2"])
+    (proto,) = built
+    assert proto.root == str(root) and proto.bc_augment_noise == 16.0
+    out = capsys.readouterr().out
+    assert f"reusing {root / 'run' / 'eval_bc'}" in out  # the arms default to <root>/run
+    assert "BENCH rl_gain episodes=4 before=0.500 after=0.750" in out
+
+
 def test_rl_gain_headroom_line_names_tasks_at_ceiling_or_floor():
     rl_gain = _load("rl_gain")
     res = {"per_task": {"0": {"success_rate": 0.2}, "1": {"success_rate": 1.0}, "2": {"success_rate": 0.5}}}
