@@ -141,6 +141,16 @@ def test_snapshot_steps_save_the_policy_at_those_steps(square_dataset, tmp_path)
         train_bc(replace(cfg, snapshot_steps=[50], out_dir=str(tmp_path / "x")), episodes, stats, progress=False)
 
 
+def test_noise_augmented_training_sees_other_images_and_a_negative_std_is_refused(square_dataset, tmp_path):
+    cfg = bc_config(square_dataset, tmp_path / "noisy", steps=20, augment_noise=16.0)
+    episodes, stats = load_episodes(cfg)
+    noisy = train_bc(cfg, episodes, stats, progress=False)
+    clean = train_bc(replace(cfg, augment_noise=0.0, out_dir=str(tmp_path / "clean")), episodes, stats, progress=False)
+    assert np.isfinite(noisy["final_loss"]) and noisy["final_loss"] != clean["final_loss"]
+    with pytest.raises(ValueError, match="augment_noise: expected a pixel-noise std >= 0"):
+        train_bc(replace(cfg, augment_noise=-1.0, out_dir=str(tmp_path / "x")), episodes, stats, progress=False)
+
+
 def test_resume_refuses_another_policy_config(square_dataset, tmp_path):
     episodes, stats = load_episodes(bc_config(square_dataset, tmp_path))
     train_bc(bc_config(square_dataset, tmp_path, steps=10), episodes, stats, progress=False)
