@@ -32,26 +32,11 @@ import os
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from bench.protocol import RLGainProtocol  # noqa: E402  (after MUJOCO_GL is set above)
 from envs.errors import run_main  # noqa: E402
-
-if TYPE_CHECKING:
-    from imagination.eval.jobs import EvalConfig
-
-def _repeat(cfg: EvalConfig, label: str) -> dict:
-    """Run (or reuse) one repeated real evaluation."""
-    from imagination.eval.evaluate import evaluate, finished_results
-
-    path = Path(cfg.out_dir) / "results.json"
-    if (old := finished_results(cfg)) is not None:
-        print(f"{label}: reusing {path}")
-        return old
-    print(f"{label}: {len(cfg.tasks) * cfg.episodes_per_task} real episodes -> {path}")
-    return evaluate(cfg)
 
 
 def _tagged(episodes: list[dict], policy: int) -> list[dict]:
@@ -110,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from envs.atomic import atomic_write_json
+    from imagination.eval.evaluate import evaluate_or_reuse
     from imagination.eval.repeatability import judge_gap, repeat_figures
     from imagination.eval.reward_gate import THRESHOLD_AUC
 
@@ -132,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         for k in range(1, args.repeats + 1):
             cfg = (replace(base, seed=proto.seed + k) if args.perturb == "seed" else
                    replace(base, obs_noise=args.noise_std, obs_noise_seed=k))
-            runs.append(_repeat(replace(cfg, out_dir=str(out / f"{name}_r{k}"), videos=0), f"{name} repeat {k}"))
+            runs.append(evaluate_or_reuse(replace(cfg, out_dir=str(out / f"{name}_r{k}"), videos=0),
+                                          f"{name} repeat {k}"))
         figs[name] = repeat_figures(ref["episodes"], [r["episodes"] for r in runs])
         refs.append(ref["episodes"])
         reps.append([r["episodes"] for r in runs])

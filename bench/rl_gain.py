@@ -45,23 +45,13 @@ from bench.protocol import RLGainProtocol, build, build_recipe, recipe_config
 from envs.cli import load_config
 from envs.errors import run_main
 from envs.libero_env import LiberoEnv
-from imagination.eval.evaluate import evaluate, finished_results
-from imagination.eval.jobs import EvalConfig
+from imagination.eval.evaluate import evaluate_or_reuse
 from imagination.eval.stats import paired_difference
 from imagination.loop.config import LoopConfig
 from imagination.rl.training import ImagineRLConfig, train_rl
 
 HEADROOM = (0.15, 0.65)  # per-task BC success that leaves RL something to gain and something to learn from
 BUDGET_MINUTES = 90  # RL plus both real evaluations on 2 cores
-
-
-def _evaluate(cfg: EvalConfig, label: str) -> dict:
-    path = Path(cfg.out_dir) / "results.json"
-    if (old := finished_results(cfg)) is not None:  # the same policy on the same jobs, evaluated already
-        print(f"{label}: reusing {path}")
-        return old
-    print(f"{label}: {len(cfg.tasks) * cfg.episodes_per_task} real episodes -> {path}")
-    return evaluate(cfg)
 
 
 def headroom_line(before: dict) -> str:
@@ -166,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     base = replace(loop.eval, tasks=args.tasks, episodes_per_task=args.episodes_per_task, num_envs=args.num_envs,
                    init_state_offset=args.init_state_offset, seed=proto.seed, fast_render=True, videos=2)
 
-    before = _evaluate(replace(base, checkpoint=bc, out_dir=str(out / "eval_bc")), "BC")
+    before = evaluate_or_reuse(replace(base, checkpoint=bc, out_dir=str(out / "eval_bc")), "BC")
     print(headroom_line(before))
     if args.rl_run:
         rl = finished_rl_run(Path(args.rl_run), bc)
@@ -178,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         steps_before = LiberoEnv.process_steps
         rl = train_rl(rl_cfg)
         real_steps = LiberoEnv.process_steps - steps_before  # LiberoEnv steps simulated in this process during RL
-    after = _evaluate(replace(base, checkpoint=rl["policy_path"], out_dir=str(out / "eval_rl")), "RL")
+    after = evaluate_or_reuse(replace(base, checkpoint=rl["policy_path"], out_dir=str(out / "eval_rl")), "RL")
 
     diff = paired_difference(before["episodes"], after["episodes"])
     print("\n".join(per_task_lines(before, after, rl["history"])))

@@ -86,6 +86,16 @@ def finished_results(cfg: EvalConfig) -> dict | None:
     return old if same else None
 
 
+def evaluate_or_reuse(cfg: EvalConfig, label: str) -> dict:
+    """finished_results(cfg) when there is one, else evaluate(cfg); says which under `label`."""
+    path = Path(cfg.out_dir) / "results.json"
+    if (old := finished_results(cfg)) is not None:
+        print(f"{label}: reusing {path}")
+        return old
+    print(f"{label}: {len(cfg.tasks) * cfg.episodes_per_task} episodes -> {path}")
+    return evaluate(cfg)
+
+
 def plan_jobs(cfg: EvalConfig, tasks: list[int], num_init_states: Callable[[int], int]) -> list[Job]:
     """Episodes in task order; seeds from (seed, task, j) so they do not depend on scheduling."""
     jobs: list[Job] = []
@@ -272,5 +282,5 @@ def evaluate(cfg: EvalConfig, policy: Policy | None = None, progress: bool = Tru
     return result
 
 
-__all__ = ["REUSE_KEYS", "evaluate", "finished_results", "load_policy", "make_eval_env", "plan_jobs", "run_episodes",
-           "summarize", "wilson_interval"]
+__all__ = ["REUSE_KEYS", "evaluate", "evaluate_or_reuse", "finished_results", "load_policy", "make_eval_env",
+           "plan_jobs", "run_episodes", "summarize", "wilson_interval"]

@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from imagination.eval.evaluate import evaluate_or_reuse
+from imagination.eval.jobs import EvalConfig
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -105,8 +108,8 @@ def test_rl_gain_scores_the_paired_gain_and_needs_its_interval_above_zero(tmp_pa
     lo = float(bench.split("gain_ci95=[")[1].split(",")[0])
     assert lo <= 0
     # an evaluation of other jobs is not reused as this arm's: the results were made for offset 20
-    assert rl_gain._evaluate(rl_gain.EvalConfig(checkpoint=str(bc), tasks=[0, 1], episodes_per_task=2,
-                                                init_state_offset=20, out_dir=str(out / "eval_bc")), "BC")["episodes"]
+    assert evaluate_or_reuse(EvalConfig(checkpoint=str(bc), tasks=[0, 1], episodes_per_task=2,
+                                        init_state_offset=20, out_dir=str(out / "eval_bc")), "BC")["episodes"]
 
 
 def test_rl_gain_builds_a_protocol_variant_under_its_own_root(tmp_path, monkeypatch, capsys):
