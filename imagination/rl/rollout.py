@@ -15,9 +15,10 @@ import numpy as np
 import torch
 
 from imagination.env import ImaginationVectorEnv
-from imagination.imagine import imagine, policy_sample
+from imagination.imagine import ActionSource, imagine, policy_sample
 from imagination.rl.algo import Batch, RLConfig, gae, group_advantages
 from policies.base import Policy
+from policies.bc import pixel_noise
 
 
 @dataclass
@@ -53,12 +54,35 @@ class Rollouts:
                 "uncertainty": float(self.uncertainty.mean())}
 
 
+class NoisyObservations:
+    """An action source that acts on the imagined images plus Gaussian pixel noise (`policies.bc.pixel_noise`:
+    std per image from U(0, max_std), 0-255 units) and records what it acted on as the extra "image" [B, V, H, W, 3],
+    so that the update scores each chunk on the very images it was sampled from."""
+
+    def __init__(self, source: ActionSource, max_std: float, generator: torch.Generator):
+        self.source, self.max_std, self.generator = source, max_std, generator
+
+    def reset(self, keyframes: list) -> None:
+        reset = getattr(self.source, "reset", None)
+        if callable(reset):
+            reset(keyframes)
+
+    def __call__(self, obs: dict) -> dict:
+        image = pixel_noise(torch.from_numpy(np.asarray(obs["image"])), self.max_std, self.generator).numpy()
+        out = self.source({**obs, "image": image})
+        if not isinstance(out, dict):
+            raise TypeError("NoisyObservations: the wrapped source must return a dict of actions and extras")
+        return {**out, "image": image}
+
+
 def collect_rollouts(env: ImaginationVectorEnv, policy: Policy, num_groups: int, group_size: int, seed: int,
-                     max_chunks: int = 1000) -> Rollouts:
+                     max_chunks: int = 1000, obs_noise: float = 0.0) -> Rollouts:
     """Run num_groups * group_size (= env.num_envs) imagined episodes to their ends with policy.sample.
 
     `seed` fixes everything random here: the keyframes, the world model's noise and the policy's
     action noise, so a resumed training run re-collects exactly the batch it would have collected.
+    obs_noise > 0: the policy acts on the images plus pixel noise up to that std (`NoisyObservations`), and the
+    rollouts hold those noisy images.
     """
     B = env.num_envs
     if num_groups * group_size != B:
@@ -67,10 +91,16 @@ def collect_rollouts(env: ImaginationVectorEnv, policy: Policy, num_groups: int,
     starts = env.keyframes.sample(num_groups, rng)
     keyframes = [kf for kf in starts for _ in range(group_size)]
     gen = torch.Generator(device=policy.device).manual_seed(seed)
-    run = imagine(env, policy_sample(policy, gen), keyframes, seed=seed, keep_obs=True, max_chunks=max_chunks)
+    act: ActionSource = policy_sample(policy, gen)
+    if obs_noise > 0:  # its own stream: the action noise stays what it is without image noise
+        noise_seed = int(np.random.SeedSequence([seed, 1]).generate_state(1)[0])
+        act = NoisyObservations(act, obs_noise, torch.Generator().manual_seed(noise_seed))
+    run = imagine(env, act, keyframes, seed=seed, keep_obs=True, max_chunks=max_chunks)
     assert run.image is not None and run.state is not None and run.instruction is not None  # keep_obs=True
+    seen = run.extras.pop("image", None)  # the noisy images the policy acted on, when obs_noise > 0
     return Rollouts(
-        image=run.image, state=run.state, instruction=run.instruction, actions=torch.from_numpy(run.actions),
+        image=run.image if seen is None else np.asarray(seen),
+        state=run.state, instruction=run.instruction, actions=torch.from_numpy(run.actions),
         log_prob=cast(torch.Tensor, run.extras["log_prob"]), value=cast(torch.Tensor, run.extras["value"]),
         reward=torch.from_numpy(run.reward).float(),
         done=torch.from_numpy(run.done), episode=run.env, step=run.step,
@@ -128,4 +158,4 @@ def to_batch(r: Rollouts, cfg: RLConfig, policy: Policy | None = None, reference
     return Batch(obs, r.actions, old, adv.float(), ret.float(), ref)
 
 
-__all__ = ["Rollouts", "advantages", "collect_rollouts", "to_batch"]
+__all__ = ["NoisyObservations", "Rollouts", "advantages", "collect_rollouts", "to_batch"]

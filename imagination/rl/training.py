@@ -95,6 +95,12 @@ class ImagineRLConfig:
     bc_target: str = "demos"
     bc_phase: str = "all"
     exploration_data_scale: float = 0.5
+    # Gaussian pixel noise in the imagined images the policy acts on (and is updated on), its std per image from
+    # U(0, obs_noise) (0-255 units; 0 = off), as BCConfig.augment_noise does in BC. Why: a start trained with that
+    # noise is one whose real outcomes the world model ranks at 0.73 within task against 0.47, but RL on clean
+    # imagined frames made a policy the judge ranks at 0.47 again (docs/loop.md, "A start trained with pixel
+    # noise"): RL without the noise sharpens the policy on the world model's exact pixels.
+    obs_noise: float = 0.0
     seed: int = 0
     checkpoint_every: int = 5
     videos: int = 4  # imagined episodes of the final iteration written as mp4
@@ -266,6 +272,8 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
         raise ValueError(f"exploration_data_scale: expected a number > 0, got {cfg.exploration_data_scale}")
     if cfg.rl.algo == "grpo" and cfg.group_size < 2:
         raise ValueError("group_size: GRPO compares episodes within a group; expected >= 2")
+    if not cfg.obs_noise >= 0:
+        raise ValueError(f"obs_noise: expected a pixel-noise std >= 0 (0-255 units), got {cfg.obs_noise}")
     torch.set_num_threads(cfg.num_threads)
     acc = data_parallel(cfg.device)  # None unless started by `accelerate launch` with several processes
     rank, processes = (acc.process_index, acc.num_processes) if acc else (0, 1)
@@ -327,7 +335,7 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
         # with several processes each imagines its own groups: its own keyframes and noise
         seed = int(np.random.SeedSequence([cfg.seed, it, *([rank] if acc else [])]).generate_state(1)[0])
         policy.eval()
-        rollouts = collect_rollouts(env, policy, groups, cfg.group_size, seed)
+        rollouts = collect_rollouts(env, policy, groups, cfg.group_size, seed, obs_noise=cfg.obs_noise)
         batch = to_batch(rollouts, cfg.rl, policy, reference)
         logs = update(policy, optimizer, batch, cfg.rl, np.random.default_rng(seed), anchor, sync)
         if acc:  # every process logged the same figures (the keys depend on the config only): their means

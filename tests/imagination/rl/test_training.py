@@ -12,6 +12,7 @@ from envs.dataset import EpisodeDataset
 from imagination.env import ImaginationConfig, ImaginationVectorEnv, StartEpisode, load_start_episodes
 from imagination.keyframes import KeyframeConfig
 from imagination.rl.algo import RLConfig
+from imagination.rl.rollout import collect_rollouts
 from imagination.rl.training import ImagineRLConfig, exploration_log_std, per_task_success, train_rl
 from policies.base import Policy
 from policies.vla import VLAConfig, VLAPolicy
@@ -132,6 +133,8 @@ def test_bad_inputs_give_clear_errors(square_setup, tmp_path):
         train_rl(replace(cfg, exploration="wide"), progress=False)
     with pytest.raises(ValueError, match="exploration_data_scale"):
         train_rl(replace(cfg, exploration="data", exploration_data_scale=0.0), progress=False)
+    with pytest.raises(ValueError, match="obs_noise: expected a pixel-noise std >= 0"):
+        train_rl(replace(cfg, obs_noise=-1.0), progress=False)
     wrong = VLAPolicy(VLAConfig(views=["agentview", "wrist"], image_size=SIZE, chunk_len=4, conv_channels=[8],
                                 image_features=8, language_features=8, state_features=8, hidden=16))
     wrong.save(tmp_path / "two_views.pt")
@@ -224,3 +227,32 @@ def test_resume_with_a_bc_anchor_draws_the_anchor_batches_it_would_have(square_s
     resumed = train_rl(cfg("b", 2), progress=False)
     assert resumed["history"][-1]["anchor_loss"] == straight["history"][-1]["anchor_loss"]
     assert resumed["history"] == straight["history"]
+
+
+def test_obs_noise_rollouts_hold_the_noisy_images_the_policy_sampled_on(square_setup):
+    data, wm, policy_path, proprio = square_setup
+    env = ImaginationVectorEnv(WorldModel.load(wm), ProprioModel.load(proprio),
+                               load_start_episodes(str(data), ["agentview"]), 8,
+                               ImaginationConfig(max_steps=12, keyframes=KeyframeConfig(mode="start")))
+    policy = Policy.load(policy_path)
+    clean = collect_rollouts(env, policy, 2, 4, seed=5)
+    noisy = collect_rollouts(env, policy, 2, 4, seed=5, obs_noise=16.0)
+    assert noisy.image.dtype == np.uint8 and noisy.image.shape[1:] == clean.image.shape[1:]
+    # the first chunk starts from the same keyframes and world-model noise: the same frames, plus noise
+    first = noisy.step == 0
+    diff = np.abs(noisy.image[first].astype(np.int16) - clean.image[clean.step == 0].astype(np.int16))
+    assert 0.5 < diff.mean() < 16, diff.mean()
+    # each image its own std from U(0, 16): they differ in how noisy they are
+    per_image = diff.reshape(int(first.sum()), -1).mean(axis=1)
+    assert per_image.max() - per_image.min() > 1.0, per_image
+    # the recorded log-probs are those of the stored (noisy) images: the update scores what was acted on
+    obs = {"image": noisy.image, "state": noisy.state, "instruction": noisy.instruction}
+    with torch.no_grad():
+        again = policy.evaluate(obs, noisy.actions)[0]
+    assert torch.allclose(again, noisy.log_prob, atol=1e-4)
+    swapped = noisy.image.copy()
+    swapped[first] = clean.image[clean.step == 0]  # the first chunks' images without their noise
+    with torch.no_grad():
+        on_clean = policy.evaluate({**obs, "image": swapped}, noisy.actions)[0]
+    rows = torch.from_numpy(first)
+    assert not torch.allclose(on_clean[rows], noisy.log_prob[rows], atol=1e-4)
