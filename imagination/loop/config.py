@@ -68,8 +68,9 @@ class LoopConfig:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: expected a number >= 0, got {getattr(self, name)}")
         if self.collect.suites and self.rl.imagination.reward == "grasp":
-            raise ValueError(f"rl.imagination.reward: the grasp reward's classifier is written for LIBERO-Spatial's "
-                             f"bowl; with collect.suites {list(self.collect.suites)} use rl.imagination.reward=head")
+            raise ValueError(f"rl.imagination.reward: the grasp reward's classifier knows the tasks of one suite "
+                             f"(its task one-hot is the task id); with collect.suites {list(self.collect.suites)} use "
+                             f"rl.imagination.reward=head")
         views = list(self.world_model.clips.views)
         if not self.bc.policy.views or any(v not in views for v in self.bc.policy.views):
             raise ValueError(f"bc.policy.views {list(self.bc.policy.views)} must be among world_model.clips.views "

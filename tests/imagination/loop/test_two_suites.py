@@ -30,7 +30,7 @@ def test_a_loop_over_two_suites(tmp_path, capsys):
     cfg.collect.suites = list(SUITES)
     cfg.collect.episodes_per_task = 1
     cfg.collect.perturbed_fraction = 0.0
-    cfg.rl.imagination.reward = "head"  # the grasp reward is Spatial's; the loop refuses it over several suites
+    cfg.rl.imagination.reward = "head"  # the grasp reward knows one suite's tasks; the loop refuses it over several
     result = run_loop(cfg)
     data = out / "data"
     meta = EpisodeDataset(data, verify=False).meta
@@ -74,5 +74,5 @@ def test_the_grasp_reward_is_refused_over_several_suites(tmp_path):
     cfg = _tiny(tmp_path)
     cfg.collect.suites = list(SUITES)
     cfg.rl.imagination.reward = "grasp"
-    with pytest.raises(ValueError, match="rl.imagination.reward: the grasp reward's classifier is written for"):
+    with pytest.raises(ValueError, match="the grasp reward's classifier knows the tasks of one suite"):
         cfg.validate()
