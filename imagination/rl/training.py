@@ -99,7 +99,8 @@ class ImagineRLConfig:
     # U(0, obs_noise) (0-255 units; 0 = off), as BCConfig.augment_noise does in BC. Why: a start trained with that
     # noise is one whose real outcomes the world model ranks at 0.73 within task against 0.47, but RL on clean
     # imagined frames made a policy the judge ranks at 0.47 again (docs/loop.md, "A start trained with pixel
-    # noise"): RL without the noise sharpens the policy on the world model's exact pixels.
+    # noise"). Measured with 16 from that start (docs/loop.md, "Noise in RL too"): real gains of +14.0 and +2.7
+    # points over two seeds, and the judge on the RL policy 0.55: it does not keep the judge, so it stays off.
     obs_noise: float = 0.0
     seed: int = 0
     checkpoint_every: int = 5
