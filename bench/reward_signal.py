@@ -109,6 +109,19 @@ def _real_gate_eval(cfg: EvalConfig, gate_data: Path, label: str) -> dict:
     return evaluate_and_record(cfg, load_policy(cfg), gate_data, {"policy": cfg.checkpoint, "gate": True})
 
 
+def _render_size(gate_data: Path, checkpoint: str) -> int:
+    """The size the real gate episodes are rendered at: the gate data's frame size, so that a world model of
+    another size than the policy (a 128 px latent model, a 64 px policy) starts from frames of its own size;
+    0 (the policy's own size) when the two agree. The policy resizes what it reads to its size (area)."""
+    from envs.dataset import EpisodeDataset
+    from imagination.eval.evaluate import load_policy
+    from imagination.eval.jobs import EvalConfig
+
+    size = int(EpisodeDataset(gate_data, verify=False).config.image_size[0])
+    own = int(getattr(load_policy(EvalConfig(checkpoint=checkpoint)).config, "image_size", 64))
+    return 0 if size == own else size
+
+
 def _fresh(results: Path, *inputs: str) -> None:
     """Drop an imagined run older than any of its inputs (a retrained model under the same path)."""
     if results.is_file() and any(Path(p).stat().st_mtime > results.stat().st_mtime for p in inputs):
@@ -256,7 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     branch_rows: list[dict] = []
     grasp_clf = None  # --reward grasp: fit once, judges every policy
     for name, ckpt in zip(names, policies):
-        real = _real_gate_eval(proto.gate_eval_config(ckpt, str(gate / f"eval_{name}")), gate_data, name)
+        size = _render_size(gate_data, ckpt)
+        real = _real_gate_eval(proto.gate_eval_config(ckpt, str(gate / f"eval_{name}"), size), gate_data, name)
         if args.reward != "head":  # imagined jobs start the object where the simulator had it
             from envs.sim_labels import label_dataset
             label_dataset(str(gate_data))

@@ -74,7 +74,7 @@ def real_jobs_config(real_results: dict, policy_path: str, cfg: ClosedLoopConfig
     return EvalConfig(
         checkpoint=policy_path, env="imagination", tasks=list(rc["tasks"]),
         episodes_per_task=int(rc["episodes_per_task"]), init_state_offset=int(rc["init_state_offset"]),
-        seed=int(rc["seed"]), action_steps=int(rc["action_steps"]),
+        seed=int(rc["seed"]), action_steps=int(rc["action_steps"]), image_size=int(rc.get("image_size", 0)),
         deterministic=bool(rc["deterministic"]), max_steps=cfg.max_steps or int(rc["max_steps"]), videos=0,
         out_dir=out_dir, num_envs=cfg.num_envs, num_threads=cfg.num_threads, world_model=cfg.world_model,
         start_data=cfg.start_data, proprio=cfg.proprio, success_threshold=math.inf, reward=cfg.reward,

@@ -147,6 +147,16 @@ def test_bad_real_results_are_refused(setup):
 
 
 @pytest.mark.libero
+def test_imagined_jobs_render_at_the_real_evaluations_size(setup):
+    # a 128 px world model judging a 64 px policy: the real episodes were rendered at 128 (the policy resizes
+    # what it reads), and their imagined re-runs must hand it frames of the same size
+    real = json.loads((setup / "real.json").read_text())
+    assert real_jobs_config(real, "p.pt", _cl(setup), "out").image_size == real["config"].get("image_size", 0)
+    big = {**real, "config": {**real["config"], "image_size": 128}}
+    assert real_jobs_config(big, "p.pt", _cl(setup), "out").image_size == 128
+
+
+@pytest.mark.libero
 def test_script_writes_table_and_plot(setup, capsys):
     from imagination.eval.closed_loop_check import CheckConfig, check_closed_loop
 
