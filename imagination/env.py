@@ -193,8 +193,13 @@ class ImaginationVectorEnv(VectorEnv):
         self._rng = np.random.default_rng()
         self._gen = torch.Generator(device=self.device)
         B, ch = num_envs, 3 * V
-        self._context = torch.zeros(B, self.C, ch, H, W, device=self.device)
-        self._anchor = torch.zeros(B, ch, H, W, device=self.device)
+        # context and anchor live where the denoiser runs: latents in latent mode, encoded once at a keyframe.
+        # Why: re-encoding decoded frames every chunk costs an encoder pass per context frame and drifts
+        # off the latents the model trained its own context on (bootstrapping slides over latents too)
+        self._dtype = next(world_model.parameters()).dtype
+        space = tuple(world_model.encode(torch.zeros(1, ch, H, W, device=self.device, dtype=self._dtype)).shape[1:])
+        self._context = torch.zeros(B, self.C, *space, device=self.device, dtype=self._dtype)
+        self._anchor = torch.zeros(B, *space, device=self.device, dtype=self._dtype)
         self._state = torch.zeros(B, episodes[0].state.shape[1], device=self.device)
         # the actions executed before each env's next chunk, which the proprio model reads for the arm's velocity
         self._history = torch.zeros(B, proprio.cfg.history, 7, device=self.device)
@@ -219,8 +224,9 @@ class ImaginationVectorEnv(VectorEnv):
         for i, kf in zip(idx, keyframes or self.keyframes.sample(len(idx), self._rng)):
             ep = self.episodes[kf.episode]
             ctx = ep.frames[np.clip(np.arange(kf.t - self.C + 1, kf.t + 1), 0, None)]  # [C, V, H, W, 3]
-            self._context[i] = to_model_frames(views_to_channels(ctx)).to(self.device)
-            self._anchor[i] = to_model_frames(views_to_channels(ep.frames[0])).to(self.device)
+            first = np.concatenate([ctx, ep.frames[:1]])  # [C + 1, V, H, W, 3]: the context, then the anchor
+            z = self.wm.encode(to_model_frames(views_to_channels(first)).to(self.device, self._dtype))
+            self._context[i], self._anchor[i] = z[:-1], z[-1]
             self._state[i] = torch.tensor(ep.state[kf.t], device=self.device)  # copy: dataset arrays are read-only
             self._history[i] = torch.as_tensor(history_at(ep.action, kf.t, self.proprio.cfg.history),
                                                device=self.device)
@@ -303,13 +309,15 @@ class ImaginationVectorEnv(VectorEnv):
             acts = torch.as_tensor(np.stack([check_action_chunk(actions[i], self.K) for i in active]),
                                    device=self.device)
             a = torch.as_tensor(active, device=self.device)
-            frames, s_logits, _ = self.wm.predict(self._context[a], self._anchor[a], acts, self.cfg.sampling_steps,
-                                                  self._gen)
+            # [b, K, c, h, w] in the denoiser's space; only the frame each env stops on is decoded (below)
+            x, s_logits, _ = self.wm.predict_encoded(self._context[a], self._anchor[a], acts.to(self._dtype),
+                                                     self.cfg.sampling_steps, self._gen)
             states = self.proprio.predict(self._state[a], acts, self._history[a])  # [b, K, S]
-            if self.cfg.uncertainty != "off":
-                again, _, _ = self.wm.predict(self._context[a], self._anchor[a], acts, self.cfg.sampling_steps,
-                                              self._gen)
-                disagreement = (frames - again).abs().mean(dim=(2, 3, 4))  # [b, K]
+            if self.cfg.uncertainty != "off":  # in pixels, whatever the space: its threshold is a pixel difference
+                again, _, _ = self.wm.predict_encoded(self._context[a], self._anchor[a],
+                                                      acts.to(self._dtype), self.cfg.sampling_steps, self._gen)
+                disagreement = (self.wm.decode(x) - self.wm.decode(again)).abs().mean(dim=(2, 3, 4))  # [b, K]
+            last = np.zeros(len(active), np.int64)  # per active env, the index of the frame it stops on
             if self.state_reward is not None:
                 obj_path, held_path, state_prob = self._object_path(a, states)
                 prob = state_prob.cpu().numpy()  # [b, K]
@@ -327,15 +335,19 @@ class ImaginationVectorEnv(VectorEnv):
                 elif len(hit) and hit[0] < n:
                     n, success[i] = int(hit[0]) + 1, True
                 executed[i], success_prob[i] = n, prob[j, :n].max()
-                self._context[i] = torch.cat([self._context[i], frames[j, :n]], 0)[-self.C:]
+                self._context[i] = torch.cat([self._context[i], x[j, :n]], 0)[-self.C:]
+                last[j] = n - 1
                 self._state[i] = states[j, n - 1]
                 self._history[i] = self.proprio.next_history(self._history[i][None], acts[j, :n][None])[0]
                 if self.state_reward is not None:
                     self._obj[i], self._held[i] = obj_path[j, n - 1], held_path[j, n - 1]
-                self._image[i] = channels_to_views(to_uint8(frames[j, n - 1]), self.V)
                 self._t[i] += n
                 if self.cfg.uncertainty != "off":
                     uncertainty[i] = float(disagreement[j, :n].mean())
+            # the policy sees one frame per chunk: decoding only it is K times less decoder work in latent mode
+            shown = self.wm.decode(x[torch.arange(len(active)), torch.as_tensor(last)])  # [b, ch, H, W]
+            for j, i in enumerate(active):
+                self._image[i] = channels_to_views(to_uint8(shown[j]), self.V)
             terminated[active] = success[active] | ended[active]
             # reward "grasp": the classifier's probability where its judge ended the episode (the close, or the
             # release), a graded outcome for GRPO's groups

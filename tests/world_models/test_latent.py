@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from imagination.env import ImaginationVectorEnv, StartEpisode
+from envs.frames import to_uint8
+from imagination.env import ImaginationConfig, ImaginationVectorEnv, StartEpisode
 from tests.world_models.conftest import SIZE, tiny_model_config, tiny_train_config
 from world_models.autoencoder import Autoencoder, AutoencoderConfig
 from world_models.autoencoder_training import TrainAutoencoderConfig, train_autoencoder
@@ -79,6 +80,36 @@ def test_latent_model_imagines_through_the_vector_env(latent_run, square_data):
         obs, reward, term, trunc, info = venv.step(np.zeros((2, 4, 7), np.float32))
     assert obs["image"].shape == (2, 1, SIZE, SIZE, 3) and obs["image"].dtype == np.uint8
     assert reward.shape == (2,)
+
+
+def test_the_vector_env_keeps_latents_and_decodes_only_the_frame_the_policy_sees(latent_run, square_data):
+    model, _ = latent_run
+    eps = [StartEpisode(ep.frames[:, None], np.zeros((len(ep), 8), np.float32), ep.actions, "move the square", i)
+           for i, ep in enumerate(load_episodes(square_data, ["agentview"])[:2])]
+    # the head never ends an episode: every env runs the whole chunk
+    venv = ImaginationVectorEnv(model, ProprioModel(ProprioConfig(chunk_len=4, hidden=16, layers=1)), eps, num_envs=2,
+                                config=ImaginationConfig(success_threshold=2.0))
+    space = tuple(model.encode(torch.zeros(1, 3, SIZE, SIZE)).shape[1:])  # [C_lat, h, w]
+    assert space != (3, SIZE, SIZE)
+    decoded: list[tuple[int, ...]] = []
+    decode = model.decode
+    model.decode = lambda x: decoded.append(tuple(x.shape)) or decode(x)  # type: ignore[method-assign]
+    try:
+        venv.reset(seed=0)
+        context, anchor = venv._context.clone(), venv._anchor.clone()
+        assert tuple(context.shape[2:]) == tuple(anchor.shape[1:]) == space  # latents, not frames
+        acts = np.random.default_rng(0).uniform(-1, 1, (2, 4, 7)).astype(np.float32)
+        venv._gen.manual_seed(5)
+        obs, *_ = venv.step(acts)
+    finally:
+        model.decode = decode  # type: ignore[method-assign]
+    # one decoder pass per step on one frame per env (the chunk's last), not K frames each
+    assert decoded == [(2, *space)]
+    # that frame is the model's own prediction from latents encoded once, decoded
+    x, _, _ = model.predict_encoded(context, anchor, torch.as_tensor(acts), None, torch.Generator().manual_seed(5))
+    np.testing.assert_array_equal(obs["image"][:, 0], to_uint8(model.decode(x[:, -1])))
+    # the next context holds the predicted latents as they are: no decode-encode round trip
+    torch.testing.assert_close(venv._context[:, -1], x[:, -1])
 
 
 def test_latents_encoded_once_are_the_clips_encoded_at_each_step(square_data, autoencoder_file, tmp_path):
