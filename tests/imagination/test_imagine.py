@@ -119,13 +119,13 @@ def test_imagine_pads_freezes_and_records_extras(monkeypatch):
     env = ImaginationVectorEnv(wm, _proprio(), _episodes(), 3,
                                ImaginationConfig(max_steps=12, success_threshold=math.inf))
     batches: list[int] = []
-    predict = wm.predict
+    predict = wm.predict_encoded  # the env predicts in the denoiser's space
 
     def counted(context, *a):
         batches.append(len(context))
         return predict(context, *a)
 
-    monkeypatch.setattr(wm, "predict", counted)
+    monkeypatch.setattr(wm, "predict_encoded", counted)
 
     def act(obs):
         return {"actions": np.zeros((3, K, 7), np.float32), "value": torch.arange(3.0), "tag": np.arange(3) * 10}
