@@ -130,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--init-state-offset", type=int, default=proto.bench_offset,
                    help="first init state of the benchmark's jobs (the protocol trains on 0-9, gates on 10-19)")
     p.add_argument("--num-envs", type=int, default=2, help="real simulators in parallel (one per core)")
+    p.add_argument("--image-size", type=int, default=0,
+                   help="render both arms at this size, which the policy resizes to its own (0: the policy's size); "
+                        "e.g. 128 for RL on a 128 px world model, so the policy is scored on the frames it trained on")
     p.add_argument("--out-dir", default="", help="where RL and both evaluations go (default <root>/run)")
     p.add_argument("--threshold", type=float, default=10.0, help="minimum gain in percentage points")
     args = p.parse_args(argv)
@@ -154,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"{name}: {path or '(not given)'} does not exist; give it, --run with a finished `make demo` run, "
                     "or no path at all to build the protocol's own")
     base = replace(loop.eval, tasks=args.tasks, episodes_per_task=args.episodes_per_task, num_envs=args.num_envs,
-                   init_state_offset=args.init_state_offset, seed=proto.seed, fast_render=True, videos=2)
+                   init_state_offset=args.init_state_offset, seed=proto.seed, fast_render=True, videos=2,
+                   image_size=args.image_size)
 
     before = evaluate_or_reuse(replace(base, checkpoint=bc, out_dir=str(out / "eval_bc")), "BC")
     print(headroom_line(before))

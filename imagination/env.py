@@ -6,8 +6,9 @@ Same observation and action spaces as the real LIBERO env with the world model's
     obs["image"] uint8 [B, V, H, W, 3], obs["state"] float32 [B, 8], obs["instruction"] B strings
     action float32 [B, K, 7] chunk in [-1, 1]
 
-One `step` imagines the K frames of the chunk in one batched `WorldModel.predict` call; the proprio
-model gives the states. Reward 1.0 and `terminated` when the success head's probability passes the
+One `step` imagines the K frames of the chunk in one batched `WorldModel.predict_encoded` call, in the
+denoiser's space (latents for a latent model, kept from chunk to chunk; only the frame the policy sees is
+decoded); the proprio model gives the states. Reward 1.0 and `terminated` when the success head's probability passes the
 threshold (the chunk stops there, as the real env stops on success); `truncated` at the horizon.
 (Reward "grasp" instead ends every episode at its first gripper close, with the grasp classifier's
 probability as the reward: `ImaginationConfig.reward`.) Episodes start from keyframes of real

@@ -70,7 +70,7 @@ def load_policy(cfg: EvalConfig) -> Policy:
 
 # what a finished evaluation must share with a config to stand for it: the policy, the jobs and what it saw
 REUSE_KEYS = ("checkpoint", "env", "tasks", "episodes_per_task", "init_state_offset", "seed", "start_suite",
-              "obs_noise", "obs_noise_seed")
+              "obs_noise", "obs_noise_seed", "image_size")
 
 
 def finished_results(cfg: EvalConfig) -> dict | None:
