@@ -112,6 +112,28 @@ def test_rl_gain_scores_the_paired_gain_and_needs_its_interval_above_zero(tmp_pa
                                         init_state_offset=20, out_dir=str(out / "eval_bc")), "BC")["episodes"]
 
 
+def test_rl_gain_renders_both_arms_at_the_size_asked(tmp_path, monkeypatch):
+    rl_gain = _load("rl_gain")
+    bc = tmp_path / "bc.pt"
+    bc.write_bytes(b"weights")
+    run = _rl_run(tmp_path, str(bc))
+    out = tmp_path / "bench"
+    _finished_eval(out / "eval_bc", str(bc), [False, False, True, False])
+    _finished_eval(out / "eval_rl", str(run / "policy.pt"), [True, False, True, True])
+    asked: list[int] = []
+
+    def reuse(cfg, label):  # the arms as written above, whatever the rendering: only the config is checked
+        asked.append(cfg.image_size)
+        return json.loads((Path(cfg.out_dir) / "results.json").read_text())
+
+    monkeypatch.setattr(rl_gain, "evaluate_or_reuse", reuse)
+    args = ["--bc", str(bc), "--rl-run", str(run), "--out-dir", str(out), "--tasks", "0", "1",
+            "--episodes-per-task", "2", "--init-state-offset", "20"]
+    rl_gain.main([*args, "--image-size", "128"])
+    rl_gain.main(args)
+    assert asked == [128, 128, 0, 0]  # BC and RL arms alike; 0 (the policy's own size) by default
+
+
 def test_rl_gain_builds_a_protocol_variant_under_its_own_root(tmp_path, monkeypatch, capsys):
     rl_gain = _load("rl_gain")
     root = tmp_path / "variant"

@@ -221,7 +221,8 @@ def test_a_finished_evaluation_stands_for_the_same_config_only(fake, tmp_path):
     result = evaluate(cfg, policy=SignPolicy(PolicyConfig(chunk_len=4)), progress=False, env_factory=FakeEnv)
     finished = finished_results(cfg)
     assert finished is not None and finished["episodes"] == result["episodes"]
-    for change in ({"seed": 1}, {"tasks": [1]}, {"obs_noise": 2.0}, {"start_suite": "libero_object"}):
+    for change in ({"seed": 1}, {"tasks": [1]}, {"obs_noise": 2.0}, {"start_suite": "libero_object"},
+                   {"image_size": 16}):
         assert finished_results(replace(cfg, **change)) is None, change
     assert finished_results(replace(cfg, videos=3, num_envs=2)) is not None  # how it ran is not what it measured
     later = (tmp_path / "eval" / "results.json").stat().st_mtime + 10
