@@ -89,16 +89,22 @@ def _finished_eval(folder: Path, checkpoint: str, successes: list[bool], tasks=(
     (folder / "results.json").write_text(json.dumps(result))
 
 
-def test_rl_gain_scores_the_paired_gain_and_needs_its_interval_above_zero(tmp_path, capsys):
-    rl_gain = _load("rl_gain")
+def _two_arms(tmp_path: Path) -> tuple[Path, list[str]]:
+    """A BC file, a finished RL run from it and both arms' finished evaluations (2 tasks x 2 jobs, offset 20):
+    BC 1/4, RL 3/4. Returns the output folder and rl_gain's arguments."""
     bc = tmp_path / "bc.pt"
     bc.write_bytes(b"weights")
     run = _rl_run(tmp_path, str(bc))
     out = tmp_path / "bench"
-    args = ["--bc", str(bc), "--rl-run", str(run), "--out-dir", str(out), "--tasks", "0", "1",
-            "--episodes-per-task", "2", "--init-state-offset", "20"]
     _finished_eval(out / "eval_bc", str(bc), [False, False, True, False])
     _finished_eval(out / "eval_rl", str(run / "policy.pt"), [True, False, True, True])
+    return out, ["--bc", str(bc), "--rl-run", str(run), "--out-dir", str(out), "--tasks", "0", "1",
+                 "--episodes-per-task", "2", "--init-state-offset", "20"]
+
+
+def test_rl_gain_scores_the_paired_gain_and_needs_its_interval_above_zero(tmp_path, capsys):
+    rl_gain = _load("rl_gain")
+    out, args = _two_arms(tmp_path)
     assert rl_gain.main(args) == 1  # +50 points, but 2 of 4 jobs cannot put the interval above zero
     lines = capsys.readouterr().out.strip().splitlines()
     assert "reusing" in lines[0] and lines[1].startswith("BC headroom: tasks outside 15-65%: task 0 0%")
@@ -108,18 +114,13 @@ def test_rl_gain_scores_the_paired_gain_and_needs_its_interval_above_zero(tmp_pa
     lo = float(bench.split("gain_ci95=[")[1].split(",")[0])
     assert lo <= 0
     # an evaluation of other jobs is not reused as this arm's: the results were made for offset 20
-    assert evaluate_or_reuse(EvalConfig(checkpoint=str(bc), tasks=[0, 1], episodes_per_task=2,
+    assert evaluate_or_reuse(EvalConfig(checkpoint=str(tmp_path / "bc.pt"), tasks=[0, 1], episodes_per_task=2,
                                         init_state_offset=20, out_dir=str(out / "eval_bc")), "BC")["episodes"]
 
 
 def test_rl_gain_renders_both_arms_at_the_size_asked(tmp_path, monkeypatch):
     rl_gain = _load("rl_gain")
-    bc = tmp_path / "bc.pt"
-    bc.write_bytes(b"weights")
-    run = _rl_run(tmp_path, str(bc))
-    out = tmp_path / "bench"
-    _finished_eval(out / "eval_bc", str(bc), [False, False, True, False])
-    _finished_eval(out / "eval_rl", str(run / "policy.pt"), [True, False, True, True])
+    _, args = _two_arms(tmp_path)
     asked: list[int] = []
 
     def reuse(cfg, label):  # the arms as written above, whatever the rendering: only the config is checked
@@ -127,8 +128,6 @@ def test_rl_gain_renders_both_arms_at_the_size_asked(tmp_path, monkeypatch):
         return json.loads((Path(cfg.out_dir) / "results.json").read_text())
 
     monkeypatch.setattr(rl_gain, "evaluate_or_reuse", reuse)
-    args = ["--bc", str(bc), "--rl-run", str(run), "--out-dir", str(out), "--tasks", "0", "1",
-            "--episodes-per-task", "2", "--init-state-offset", "20"]
     rl_gain.main([*args, "--image-size", "128"])
     rl_gain.main(args)
     assert asked == [128, 128, 0, 0]  # BC and RL arms alike; 0 (the policy's own size) by default
