@@ -82,7 +82,7 @@ def test_latent_model_imagines_through_the_vector_env(latent_run, square_data):
     assert reward.shape == (2,)
 
 
-def test_the_vector_env_keeps_latents_and_decodes_only_the_frame_the_policy_sees(latent_run, square_data):
+def test_the_vector_env_keeps_latents_and_decodes_only_the_frame_the_policy_sees(latent_run, square_data, monkeypatch):
     model, _ = latent_run
     eps = [StartEpisode(ep.frames[:, None], np.zeros((len(ep), 8), np.float32), ep.actions, "move the square", i)
            for i, ep in enumerate(load_episodes(square_data, ["agentview"])[:2])]
@@ -93,16 +93,19 @@ def test_the_vector_env_keeps_latents_and_decodes_only_the_frame_the_policy_sees
     assert space != (3, SIZE, SIZE)
     decoded: list[tuple[int, ...]] = []
     decode = model.decode
-    model.decode = lambda x: decoded.append(tuple(x.shape)) or decode(x)  # type: ignore[method-assign]
-    try:
+
+    def counted(x: torch.Tensor) -> torch.Tensor:
+        decoded.append(tuple(x.shape))
+        return decode(x)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(model, "decode", counted)
         venv.reset(seed=0)
         context, anchor = venv._context.clone(), venv._anchor.clone()
         assert tuple(context.shape[2:]) == tuple(anchor.shape[1:]) == space  # latents, not frames
         acts = np.random.default_rng(0).uniform(-1, 1, (2, 4, 7)).astype(np.float32)
         venv._gen.manual_seed(5)
         obs, *_ = venv.step(acts)
-    finally:
-        model.decode = decode  # type: ignore[method-assign]
     # one decoder pass per step on one frame per env (the chunk's last), not K frames each
     assert decoded == [(2, *space)]
     # that frame is the model's own prediction from latents encoded once, decoded
