@@ -314,10 +314,12 @@ class ImaginationVectorEnv(VectorEnv):
             x, s_logits, _ = self.wm.predict_encoded(self._context[a], self._anchor[a], acts.to(self._dtype),
                                                      self.cfg.sampling_steps, self._gen)
             states = self.proprio.predict(self._state[a], acts, self._history[a])  # [b, K, S]
+            frames = None  # the whole chunk decoded: only uncertainty needs it
             if self.cfg.uncertainty != "off":  # in pixels, whatever the space: its threshold is a pixel difference
                 again, _, _ = self.wm.predict_encoded(self._context[a], self._anchor[a],
                                                       acts.to(self._dtype), self.cfg.sampling_steps, self._gen)
-                disagreement = (self.wm.decode(x) - self.wm.decode(again)).abs().mean(dim=(2, 3, 4))  # [b, K]
+                frames = self.wm.decode(x)
+                disagreement = (frames - self.wm.decode(again)).abs().mean(dim=(2, 3, 4))  # [b, K]
             last = np.zeros(len(active), np.int64)  # per active env, the index of the frame it stops on
             if self.state_reward is not None:
                 obj_path, held_path, state_prob = self._object_path(a, states)
@@ -346,7 +348,8 @@ class ImaginationVectorEnv(VectorEnv):
                 if self.cfg.uncertainty != "off":
                     uncertainty[i] = float(disagreement[j, :n].mean())
             # the policy sees one frame per chunk: decoding only it is K times less decoder work in latent mode
-            shown = self.wm.decode(x[torch.arange(len(active)), torch.as_tensor(last)])  # [b, ch, H, W]
+            pick = (torch.arange(len(active)), torch.as_tensor(last))
+            shown = frames[pick] if frames is not None else self.wm.decode(x[pick])  # [b, ch, H, W]
             for j, i in enumerate(active):
                 self._image[i] = channels_to_views(to_uint8(shown[j]), self.V)
             terminated[active] = success[active] | ended[active]
