@@ -32,8 +32,8 @@ class ImaginationEvalEnv:
         wm = WorldModel.load(cfg.world_model)
         size = wm.cfg.denoiser.image_size
         if spec.image_size != size:
-            raise ValueError(f"the policy reads {spec.image_size} px images but the world model imagines {size} px: "
-                             "evaluate a policy trained at the world model's image size")
+            raise ValueError(f"image_size: the evaluation hands the policy {spec.image_size} px images but the world "
+                             f"model imagines {size} px: set image_size={size} (the policy resizes what it reads)")
         if spec.chunk_len != wm.chunk_len:
             raise ValueError(f"action_steps: the world model steps chunks of {wm.chunk_len} actions, "
                              f"got {spec.chunk_len}")
