@@ -244,8 +244,11 @@ def summarize(records: list[dict], instructions: dict[int, str]) -> dict:
 
 
 def evaluate(cfg: EvalConfig, policy: Policy | None = None, progress: bool = True,
-             env_factory: EnvFactory = make_eval_env) -> dict:
-    """Evaluate `policy` (default: cfg.checkpoint) in cfg.env; writes out_dir/results.json and videos."""
+             env_factory: EnvFactory = make_eval_env, write: bool = True) -> dict:
+    """Evaluate `policy` (default: cfg.checkpoint) in cfg.env; writes out_dir/results.json and videos.
+
+    write=False leaves results.json to the caller, which adds its own figures and writes the file once, so a
+    kill never leaves a results.json that a reuse (`finished_results`) would take for a complete one."""
     if cfg.episodes_per_task < 1 or cfg.num_envs < 1:
         raise ValueError(f"episodes_per_task and num_envs must be >= 1, got {cfg.episodes_per_task}, {cfg.num_envs}")
     torch.set_num_threads(cfg.num_threads)
@@ -278,7 +281,8 @@ def evaluate(cfg: EvalConfig, policy: Policy | None = None, progress: bool = Tru
               "episodes": records, "config": asdict(cfg),
               # versions of the simulator stack and the project, the seed and every job as [task, init state, seed]
               "provenance": provenance(cfg.seed, [(j.task_id, j.init_state_id, j.seed) for j in jobs])}
-    atomic_write_json(Path(cfg.out_dir) / "results.json", result, indent=2)
+    if write:
+        atomic_write_json(Path(cfg.out_dir) / "results.json", result, indent=2)
     return result
 
 

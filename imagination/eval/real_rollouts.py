@@ -150,8 +150,8 @@ def evaluate_and_record(cfg: EvalConfig, policy: Policy, data_dir: str | Path, e
         envs.append(RecordingEvalEnv(c, spec, first_tasks, writer, extra))
         return envs[-1]
 
-    with writer:
-        result = evaluate(cfg, policy, progress=progress, env_factory=factory)
+    with writer:  # the episodes are committed to the dataset before results.json says they were recorded
+        result = evaluate(cfg, policy, progress=progress, env_factory=factory, write=False)
     rec = envs[0].recorded if envs else []
     result["recorded"] = {"episodes": len(rec), "successes": sum(r["success"] for r in rec),
                           "failures": sum(not r["success"] for r in rec),

@@ -91,17 +91,24 @@ def fake():
     return FakeEnv
 
 
-def run(tmp_path, num_envs=2, **kw) -> dict:
+def run(tmp_path, num_envs=2, write=True, **kw) -> dict:
     policy = SignPolicy(PolicyConfig(chunk_len=4))
     cfg = EvalConfig(env="fake", tasks=[0, 1, 2], episodes_per_task=3, num_envs=num_envs, videos=2, image_size=8,
                      out_dir=str(tmp_path / f"eval{num_envs}"), **kw)
-    return evaluate(cfg, policy=policy, progress=False, env_factory=FakeEnv)
+    return evaluate(cfg, policy=policy, progress=False, env_factory=FakeEnv, write=write)
 
 
 def test_wilson_interval_known_values():
     assert wilson_interval(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
     assert wilson_interval(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
     assert wilson_interval(10, 10) == pytest.approx((0.7225, 1.0), abs=1e-4)
+
+
+def test_write_false_leaves_results_json_to_the_caller(fake, tmp_path):
+    """evaluate_and_record adds its counts and writes results.json once, after its dataset is committed."""
+    result = run(tmp_path, write=False)
+    assert result["overall"]["episodes"] == 9
+    assert not (tmp_path / "eval2" / "results.json").exists()
 
 
 def test_plan_seeds_depend_on_task_and_episode_only():
