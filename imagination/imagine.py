@@ -177,12 +177,14 @@ class ImaginedEpisodes:
 
 @torch.no_grad()
 def imagine(env: ImaginationVectorEnv, act: ActionSource, starts: Sequence[Keyframe], *, seed: int,
-            keep_obs: bool = False, max_chunks: int = 1000) -> ImaginedEpisodes:
+            keep_obs: bool = False, keep_images: bool = True, max_chunks: int = 1000) -> ImaginedEpisodes:
     """Run one imagined episode from each of `starts` (len <= env.num_envs) to its end.
 
     The envs are reset with `seed` (world-model noise) at `starts`, the rest at starts[0] and frozen
     from the start; each episode's env is frozen once it terminates or is truncated. `act(obs)` is asked
-    for a chunk [num_envs, K, 7] (or a dict of "actions" and per-env extras to record) every step."""
+    for a chunk [num_envs, K, 7] (or a dict of "actions" and per-env extras to record) every step.
+    keep_images=False with keep_obs keeps state and instruction but not the env's images: for a source that
+    records the images it acted on itself (an "image" extra), so a batch of frames is not held twice."""
     B, E = env.num_envs, len(starts)
     if not 1 <= E <= B:
         raise ValueError(f"starts: expected 1 to {B} keyframes (one per env at most), got {E}")
@@ -208,7 +210,8 @@ def imagine(env: ImaginationVectorEnv, act: ActionSource, starts: Sequence[Keyfr
         idx = np.flatnonzero(alive)
         ended = terminated | truncated
         if keep_obs:
-            cols["image"].append(obs["image"][idx])
+            if keep_images:
+                cols["image"].append(obs["image"][idx])
             cols["state"].append(np.asarray(obs["state"])[idx])
             cols["instruction"] += [obs["instruction"][i] for i in idx]
         if isinstance(out, dict):

@@ -95,11 +95,12 @@ def collect_rollouts(env: ImaginationVectorEnv, policy: Policy, num_groups: int,
     if obs_noise > 0:  # its own stream: the action noise stays what it is without image noise
         noise_seed = int(np.random.SeedSequence([seed, 1]).generate_state(1)[0])
         act = NoisyObservations(act, obs_noise, torch.Generator().manual_seed(noise_seed))
-    run = imagine(env, act, keyframes, seed=seed, keep_obs=True, max_chunks=max_chunks)
-    assert run.image is not None and run.state is not None and run.instruction is not None  # keep_obs=True
-    seen = run.extras.pop("image", None)  # the noisy images the policy acted on, when obs_noise > 0
+    # with obs_noise the source records the noisy images the policy acted on: the clean ones are not kept
+    run = imagine(env, act, keyframes, seed=seed, keep_obs=True, keep_images=obs_noise <= 0, max_chunks=max_chunks)
+    images = run.extras.pop("image") if obs_noise > 0 else run.image
+    assert images is not None and run.state is not None and run.instruction is not None  # keep_obs=True
     return Rollouts(
-        image=run.image if seen is None else np.asarray(seen),
+        image=np.asarray(images),
         state=run.state, instruction=run.instruction, actions=torch.from_numpy(run.actions),
         log_prob=cast(torch.Tensor, run.extras["log_prob"]), value=cast(torch.Tensor, run.extras["value"]),
         reward=torch.from_numpy(run.reward).float(),

@@ -144,6 +144,9 @@ def test_imagine_pads_freezes_and_records_extras(monkeypatch):
     assert run.instruction == ["task 0", "task 1", "task 0", "task 0"]
     assert not run.success.any() and run.episode_return.tolist() == [0.0, 0.0]
     np.testing.assert_allclose(run.max_success_prob, 1 / (1 + math.exp(-2.0)), rtol=1e-5)
+    again = imagine(env, act, starts, seed=0, keep_obs=True, keep_images=False)  # images recorded by the source
+    assert again.image is None and again.instruction == run.instruction
+    assert again.state is not None and run.state is not None and np.array_equal(again.state, run.state)
     with pytest.raises(ValueError, match="starts"):
         imagine(env, act, [Keyframe(0, 0)] * 4, seed=0)
 
