@@ -22,8 +22,18 @@ MAKE_DEMO = "make demo"
 
 
 def demo_dir() -> Path:
-    """The folder `make demo` writes (configs/loop/quick.yaml's out_dir, relative to the repository root)."""
-    from envs.cli import load_config
+    """The folder `make demo` writes (configs/loop/grasp.yaml's out_dir, relative to the repository root).
+
+    Read from the preset file, not through LoopConfig: a bench that only needs this default (`--help`, or a
+    world-model score on a machine without the robot client's packages) does not import the whole loop."""
+    import yaml
+
+    from envs.cli import CONFIGS
+
+    out_dir = (yaml.safe_load((CONFIGS / "loop" / f"{DEMO_PRESET}.yaml").read_text()) or {}).get("out_dir")
+    if out_dir:
+        return Path(out_dir)
+    from envs.cli import load_config  # the preset leaves out_dir to LoopConfig's default
     from imagination.loop.config import LoopConfig
 
     return Path(load_config(LoopConfig, DEMO_PRESET, group="loop").out_dir)

@@ -22,6 +22,10 @@ def test_the_defaults_are_where_the_demo_loop_writes():
     assert "scripts/loop.py --config grasp" in (ROOT / "Makefile").read_text()
     out_dir = yaml.safe_load((ROOT / "configs" / "loop" / "grasp.yaml").read_text())["out_dir"]
     assert demo_dir() == Path(out_dir) == Path("outputs/demo")
+    from envs.cli import load_config
+    from imagination.loop.config import LoopConfig
+
+    assert demo_dir() == Path(load_config(LoopConfig, "grasp", group="loop").out_dir)  # what the loop writes
     assert demo_path("data") == "outputs/demo/data"
     assert demo_path("world_model") == "outputs/demo/world_model/world_model.pt"
     with pytest.raises(ValueError, match="expected one of"):
