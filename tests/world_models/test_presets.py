@@ -1,13 +1,11 @@
 """Every world-model preset in configs/world_model/ loads into TrainWorldModelConfig; the protocol's GPU presets
 hold out the same episodes as the CPU models they are compared with."""
-from pathlib import Path
-
 import pytest
 
-from envs.cli import load_config
+from envs.cli import CONFIGS, load_config
 from world_models.training import TrainWorldModelConfig
 
-PRESETS = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "configs" / "world_model").glob("*.yaml"))
+PRESETS = sorted(p.stem for p in (CONFIGS / "world_model").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("name", PRESETS)
@@ -25,7 +23,8 @@ def test_latent_gpu_preset_is_the_cpu_latent_model_scaled_up():
     gpu = load_config(TrainWorldModelConfig, "latent_rl_gain_gpu", group="world_model")
     pixel_gpu = load_config(TrainWorldModelConfig, "rl_gain_gpu", group="world_model")
     split = ("holdout_fraction", "holdout_min", "split_seed")
-    assert [getattr(gpu.clips, k) for k in split] == [getattr(pixel_gpu.clips, k) for k in split]
+    assert [getattr(gpu.clips, k) for k in split] == [getattr(pixel_gpu.clips, k) for k in split] == \
+           [getattr(cpu.clips, k) for k in split]
     assert (gpu.clips.context_frames, gpu.clips.chunk_len, gpu.clips.views) == \
            (cpu.clips.context_frames, cpu.clips.chunk_len, cpu.clips.views)
     assert gpu.latent_cache and not gpu.augment.enabled

@@ -1,12 +1,10 @@
 """Every imagined-RL preset in configs/rl/ loads into ImagineRLConfig and passes its checks."""
-from pathlib import Path
-
 import pytest
 
-from envs.cli import load_config
+from envs.cli import CONFIGS, load_config
 from imagination.rl.training import ImagineRLConfig
 
-PRESETS = sorted(p.stem for p in (Path(__file__).resolve().parents[3] / "configs" / "rl").glob("*.yaml"))
+PRESETS = sorted(p.stem for p in (CONFIGS / "rl").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("name", PRESETS)
