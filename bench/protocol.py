@@ -104,12 +104,15 @@ class RLGainProtocol:
             raise ValueError(f"--names: expected {len(chosen)} distinct names (one per policy), got {labels}")
         return chosen, labels
 
-    def gate_eval_config(self, checkpoint: str, out_dir: str, image_size: int = 0) -> EvalConfig:
+    def gate_eval_config(self, checkpoint: str, out_dir: str, image_size: int = 0,
+                         init_state_offset: int | None = None) -> EvalConfig:
         """A policy's real evaluation on the gate's jobs: the quick loop's eval settings, fast rendering,
-        one simulator per core; rendered at `image_size` px (0: the policy's own size)."""
+        one simulator per core; rendered at `image_size` px (0: the policy's own size). `init_state_offset`
+        moves the jobs (0: the training init states, where a judge's per-task bias is calibrated)."""
         loop = load_config(LoopConfig, "quick", group="loop")
         return replace(loop.eval, env=self.suite, tasks=list(self.tasks), episodes_per_task=self.gate_init_states,
-                       init_state_offset=self.gate_offset, seed=self.seed, num_envs=2, fast_render=True,
+                       init_state_offset=self.gate_offset if init_state_offset is None else init_state_offset,
+                       seed=self.seed, num_envs=2, fast_render=True,
                        checkpoint=checkpoint, out_dir=out_dir, image_size=image_size)
 
     def describe(self) -> str:

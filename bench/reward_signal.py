@@ -157,6 +157,28 @@ def _ceilings(root: Path, policies: dict[str, str]) -> dict[str, dict]:
     return out
 
 
+def _task_bias(path: str, policy: str) -> dict[str, Any]:
+    """The per-task logit offsets fit on the records of `policy` (default: the first one) in the reward_signal.json
+    at `path`, which must be a grasp-reward run without offsets of its own: {"from", "policy", "init_states",
+    "bias"}. ValueError naming what is wrong."""
+    from imagination.eval.task_bias import fit_task_bias
+
+    if not Path(path).is_file():
+        raise ValueError(f"{path} is not a file (a reward_signal.json of `--init-state-offset 0`)")
+    saved = json.loads(Path(path).read_text())
+    if saved.get("reward") != "grasp" or saved.get("task_bias"):
+        raise ValueError(f"{path}: expected a run of reward 'grasp' without offsets of its own")
+    names = list(saved.get("policies", {}))
+    name = policy or (names[0] if names else "")
+    records = [r for r in saved.get("records", []) if r["policy"] == name]
+    if not records:
+        raise ValueError(f"{path} has no records of policy {name!r} (it has {names})")
+    bias = fit_task_bias([r["max_success_prob"] for r in records], [r["real_success"] for r in records],
+                         [r["task_id"] for r in records])
+    return {"from": path, "policy": name, "init_states": saved.get("init_states"),
+            "bias": [round(b, 4) for b in bias]}
+
+
 def _json_safe(x: Any) -> Any:
     if isinstance(x, float) and math.isnan(x):
         return None
@@ -200,6 +222,14 @@ def main(argv: list[str] | None = None) -> int:
                                                  "fitted on the training data)")
     p.add_argument("--state-reward", default="", help="StateReward checkpoint for --reward state "
                                                       "(scripts/train_state_reward.py)")
+    p.add_argument("--init-state-offset", type=int, default=None,
+                   help="first init state of the jobs (default: the protocol's gate, 10). 0: the training init "
+                        "states, where --task-bias is fit; never the benchmark's")
+    p.add_argument("--task-bias", default="", help="--reward grasp: a reward_signal.json of a run on the training "
+                   "init states (--init-state-offset 0); the judge's per-task logit offsets are fit on its records "
+                   "of one policy (imagination/eval/task_bias.py) and applied here")
+    p.add_argument("--task-bias-policy", default="", help="whose records in --task-bias fit the offsets (default: "
+                   "the first policy there, the start)")
     p.add_argument("--device", default="cpu", help="where the world model runs (cpu, cuda)")
     args = p.parse_args(argv)
     if args.reward == "grasp" and args.branch:
@@ -210,6 +240,20 @@ def main(argv: list[str] | None = None) -> int:
               "needs one (scripts/train_state_reward.py)", file=sys.stderr)
         return 2
     proto = RLGainProtocol(root=args.root)
+    offset = proto.gate_offset if args.init_state_offset is None else args.init_state_offset
+    if not 0 <= offset <= proto.bench_offset - proto.gate_init_states:
+        print(f"reward_signal: --init-state-offset: expected 0-{proto.bench_offset - proto.gate_init_states} "
+              f"(jobs {offset}-{offset + proto.gate_init_states - 1} would reach the benchmark's init states "
+              f"{proto.bench_offset}-), got {offset}", file=sys.stderr)
+        return 2
+    try:
+        task_bias = _task_bias(args.task_bias, args.task_bias_policy) if args.task_bias else None
+    except ValueError as err:
+        print(f"reward_signal: --task-bias: {err}", file=sys.stderr)
+        return 2
+    if task_bias is not None and args.reward != "grasp":
+        print("reward_signal: --task-bias: the per-task offsets calibrate reward 'grasp' only", file=sys.stderr)
+        return 2
     wm_path = args.world_model or proto.path("world_model_file")
     train_data = args.train_data or proto.path("data")
     try:
@@ -242,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     from imagination.eval.closed_loop import ClosedLoopConfig, branch_records, closed_loop_records
     from imagination.eval.grasp_gate import GraspGateConfig, fit_gate_classifier, grasp_gate_records
     from imagination.eval.reward_gate import THRESHOLD_AUC, THRESHOLD_GAP, gate_figures, gate_verdict
+    from world_models.grasp_point import GraspPointConfig
     from world_models.model import WorldModel
 
     gate = Path(args.gate_dir or proto.path("gate"))
@@ -260,8 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         proprio = args.proprio or _gate_proprio(Path(proto.path("proprio_file")) if own else out / "proprio.pt",
                                                 train_data, wm.chunk_len)
-    last = proto.gate_offset + proto.gate_init_states - 1
-    print(f"reward gate: {proto.suite} tasks {list(proto.tasks)} x init states {proto.gate_offset}-{last}, seed "
+    last = offset + proto.gate_init_states - 1
+    print(f"reward gate: {proto.suite} tasks {list(proto.tasks)} x init states {offset}-{last}, seed "
           f"{proto.seed}; world model {wm_path} (success threshold {threshold:.3f})")
     cl = ClosedLoopConfig(world_model=wm_path, start_data=str(gate_data), proprio=proprio, num_envs=args.imagined_envs,
                           reward=args.reward, state_reward=args.state_reward, device=args.device)
@@ -270,14 +315,15 @@ def main(argv: list[str] | None = None) -> int:
     grasp_clf = None  # --reward grasp: fit once, judges every policy
     for name, ckpt in zip(names, policies):
         size = _render_size(gate_data, ckpt)
-        real = _real_gate_eval(proto.gate_eval_config(ckpt, str(gate / f"eval_{name}"), size), gate_data, name)
+        real = _real_gate_eval(proto.gate_eval_config(ckpt, str(gate / f"eval_{name}"), size, offset), gate_data, name)
         if args.reward != "head":  # imagined jobs start the object where the simulator had it
             from envs.sim_labels import label_dataset
             label_dataset(str(gate_data))
         if args.reward == "grasp":
             gcfg = GraspGateConfig(world_model=wm_path, proprio=proprio, train_data=grasp_data,
                                    label_dirs=grasp_dirs, num_envs=args.imagined_envs,
-                                   samples=args.imagined_samples, combine=args.combine)
+                                   samples=args.imagined_samples, combine=args.combine,
+                                   grasp_point=GraspPointConfig(task_bias=task_bias["bias"] if task_bias else []))
             grasp_clf = grasp_clf or fit_gate_classifier(gcfg)
             rows += [{"policy": name, **r} for r in
                      grasp_gate_records(str(gate_data), ckpt, gcfg, ["closed_loop"], grasp_clf)["closed_loop"]]
@@ -320,17 +366,21 @@ def main(argv: list[str] | None = None) -> int:
               f"at AUC within task {c['auc_within_task']:.2f} [{c['ci95'][0]:.2f}, {c['ci95'][1]:.2f}] with "
               f"{c['repeats']} repeats, {c['auc_1_repeat']:.2f} with one")
     grasp_fields = {"grasp_train_data": grasp_data, "grasp_label_dirs": grasp_dirs,
-                    "imagined_samples": args.imagined_samples, "combine": args.combine}
+                    "imagined_samples": args.imagined_samples, "combine": args.combine, "task_bias": task_bias}
+    if task_bias:
+        print(f"per-task logit offsets of the judge, fit on {task_bias['policy']}'s jobs in {task_bias['from']}: "
+              f"{task_bias['bias'][:max(proto.tasks) + 1]} (tasks 0-{max(proto.tasks)}); imagined RL judges alike with "
+              f"imagination.grasp_point.task_bias={json.dumps(task_bias['bias'], separators=(',', ':'))}")
     result = {"protocol": proto.describe(), "world_model": wm_path, "reward": args.reward,
               "state_reward": args.state_reward, "success_threshold": threshold,
               **(grasp_fields if args.reward == "grasp" else {}),
-              "train_data": train_data, "proprio": proprio, "gate_data": str(gate_data),
+              "train_data": train_data, "proprio": proprio, "gate_data": str(gate_data), "init_states": [offset, last],
               "policies": dict(zip(names, policies)), "jobs_per_policy": len(proto.tasks) * proto.gate_init_states,
               "thresholds": {"auc_within_task": THRESHOLD_AUC, "max_calibration_gap": THRESHOLD_GAP},
               "figures": figs, "max_calibration_gap": max_gap, "verdict": verdict.label, "ceilings": ceilings,
               "measurable": verdict.measurable, "reasons": list(verdict.reasons), "records": rows,
               "provenance": provenance(proto.seed, {"suite": proto.suite, "tasks": list(proto.tasks),
-                                                    "init_states": [proto.gate_offset, proto.bench_offset - 1]})}
+                                                    "init_states": [offset, last]})}
     if branch:
         result["branch"] = {"lead_steps": args.lead_steps, "figures": branch, "records": branch_rows}
     out.mkdir(parents=True, exist_ok=True)
@@ -338,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"written: {out / 'reward_signal.json'}")
     lo, hi = pooled["auc_within_task_ci95"]
     samples = f" samples={args.imagined_samples} combine={args.combine}" if args.reward == "grasp" else ""
+    samples += " task_bias=fit" if task_bias else ""
+    samples += f" init_states={offset}-{last}" if offset != proto.gate_offset else ""
     print(f"BENCH reward_signal reward={args.reward}{samples} policies={','.join(names)} "
           f"jobs={result['jobs_per_policy']} pairs={pooled['pairs']} "
           f"auc_within_task={pooled['auc_within_task']:.2f} auc_within_task_ci95=[{lo:.2f},{hi:.2f}] "

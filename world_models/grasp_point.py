@@ -18,10 +18,12 @@ imagined frames).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from scipy.special import expit, logit
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import PolynomialFeatures, StandardScaler
@@ -29,6 +31,7 @@ from sklearn.preprocessing import PolynomialFeatures, StandardScaler
 GRIPPER = 6  # action dimension of the gripper command: > 0 closes (LIBERO / robosuite convention)
 HORIZON = 220  # the close step is scaled by LIBERO-Spatial's episode horizon
 NUM_TASKS = 10  # one-hot width: the tasks of one suite
+_EPS = 1e-6  # probabilities are clipped to [eps, 1 - eps] before a logit: a judge's 0 or 1 stays finite
 
 
 def grasp_features(state: np.ndarray, action: np.ndarray, object_start: np.ndarray,
@@ -113,6 +116,10 @@ class GraspPointConfig:
     ensemble: int = 1
     pessimism: float = 0.0
     seed: int = 0  # of the bootstrap draws
+    # A logit offset per task id, added to what the classifier predicts: the judge's level moved to the start
+    # policy's real success per task, its order within a task untouched (imagination/eval/task_bias.py fits it;
+    # bench/reward_signal.py --task-bias prints it). Empty: none.
+    task_bias: list[float] = field(default_factory=list)
 
 
 class GraspPointClassifier:
@@ -120,6 +127,9 @@ class GraspPointClassifier:
 
     def __init__(self, cfg: GraspPointConfig | None = None):
         self.cfg = cfg or GraspPointConfig()
+        if self.cfg.task_bias and len(self.cfg.task_bias) != NUM_TASKS:
+            raise ValueError(f"grasp_point.task_bias: expected {NUM_TASKS} logit offsets (one per task id) or none, "
+                             f"got {len(self.cfg.task_bias)}")
         if self.cfg.ensemble < 1 or self.cfg.pessimism < 0:
             raise ValueError(f"grasp_point.ensemble, .pessimism: expected an integer >= 1 and a number >= 0, got "
                              f"{self.cfg.ensemble} and {self.cfg.pessimism}")
@@ -157,12 +167,33 @@ class GraspPointClassifier:
 
     def predict(self, features: np.ndarray, task_ids: np.ndarray) -> np.ndarray:
         """P(success) [N]: the one model's, or with an ensemble mean - pessimism * std over its members,
-        clipped to [0, 1]."""
+        clipped to [0, 1]; then moved by cfg.task_bias."""
         x = self._inputs(features, task_ids)
         if not self.members:
-            return self.model.predict_proba(x)[:, 1]
+            return apply_task_bias(self.model.predict_proba(x)[:, 1], task_ids, list(self.cfg.task_bias))
         probs = np.stack([m.predict_proba(x)[:, 1] for m in self.members])  # [members, N]
-        return np.clip(probs.mean(0) - self.cfg.pessimism * probs.std(0), 0.0, 1.0)
+        pooled = np.clip(probs.mean(0) - self.cfg.pessimism * probs.std(0), 0.0, 1.0)
+        return apply_task_bias(pooled, task_ids, list(self.cfg.task_bias))
+
+
+def prob_logits(probs: Any) -> np.ndarray:
+    """logit(probs) as float64, probabilities clipped to [1e-6, 1 - 1e-6] first."""
+    return np.asarray(logit(np.clip(np.asarray(probs, np.float64), _EPS, 1 - _EPS)))
+
+
+def apply_task_bias(probs: Any, task_ids: Any, bias: Sequence[float]) -> np.ndarray:
+    """probs [N] moved by the logit offset of each one's task (task_ids [N]); an empty bias, or a task's 0.0,
+    leaves them as they are. Returns float64 [N]."""
+    p, t = np.asarray(probs, np.float64), np.asarray(task_ids, np.int64)
+    if not len(bias):
+        return p
+    if p.shape != t.shape:
+        raise ValueError(f"probs, task_ids: expected one shape, got {p.shape} and {t.shape}")
+    if len(t) and (t.min() < 0 or t.max() >= len(bias)):
+        raise ValueError(f"task_bias: has {len(bias)} entries, task ids go up to {int(t.max())}; expected one "
+                         "logit offset per task id of the suite")
+    b = np.asarray(bias, np.float64)[t]
+    return np.where(b == 0, p, expit(prob_logits(p) + b))  # a task without an offset keeps its exact 0s and 1s
 
 
 def dataset_features(root: str, policy: str = "", place: bool = False
@@ -228,6 +259,6 @@ def fit_grasp_point(train_data: Sequence[str], label_dirs: Sequence[str] = (),
     return GraspPointClassifier(cfg).fit(np.array(feats), np.array(tasks), np.array(outcomes))
 
 
-__all__ = ["GraspPointClassifier", "GraspPointConfig", "dataset_features", "features_at", "first_close",
-           "fit_grasp_point", "grasp_features", "label_dir_features", "place_features", "release_after",
-           "release_features_at"]
+__all__ = ["GraspPointClassifier", "GraspPointConfig", "apply_task_bias", "dataset_features", "features_at",
+           "first_close", "fit_grasp_point", "grasp_features", "label_dir_features", "place_features", "prob_logits",
+           "release_after", "release_features_at"]

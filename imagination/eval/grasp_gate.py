@@ -26,6 +26,7 @@ from imagination.keyframes import Keyframe
 from policies.base import Policy
 from world_models.grasp_point import (
     GraspPointClassifier,
+    GraspPointConfig,
     dataset_features,
     fit_grasp_point,
     grasp_features,
@@ -53,6 +54,7 @@ class GraspGateConfig:
     # only where every run agrees (pessimism). One run per episode is the policy's single imagined future.
     samples: int = 1
     combine: str = "mean"
+    grasp_point: GraspPointConfig = field(default_factory=GraspPointConfig)  # the classifier (task_bias, ...)
 
 
 def imagined_features(run: ImaginedEpisodes, proprio: ProprioModel, starts: list[np.ndarray],
@@ -80,7 +82,7 @@ def imagined_features(run: ImaginedEpisodes, proprio: ProprioModel, starts: list
 def fit_gate_classifier(cfg: GraspGateConfig) -> GraspPointClassifier:
     """The grasp-point classifier the gate judges with: fit on cfg.train_data and cfg.label_dirs, on the
     features cfg.until names. The same config gives the same classifier: fit once for several policies."""
-    return fit_grasp_point(cfg.train_data, cfg.label_dirs, place=cfg.until == "release")
+    return fit_grasp_point(cfg.train_data, cfg.label_dirs, cfg.grasp_point, place=cfg.until == "release")
 
 
 def grasp_gate_records(gate_data: str, policy_path: str, cfg: GraspGateConfig,

@@ -151,3 +151,28 @@ def test_a_head_that_says_the_same_everywhere_fails_the_gate(protocol_root, caps
     assert out.strip().splitlines()[-1].startswith(
         "BENCH reward_signal reward=head policies=bc jobs=50 pairs=0 auc_within_task=nan")
     assert json.loads((protocol_root / "gate" / "reward_signal.json").read_text())["measurable"] is False
+
+
+def test_jobs_and_task_bias_options_are_checked_first(tmp_path, capsys):
+    reward_signal = _load("reward_signal")
+    base = ["--root", str(tmp_path)]
+    assert reward_signal.main([*base, "--init-state-offset", "15"]) == 2  # 15-24 reaches the benchmark's 20-
+    err = capsys.readouterr().err
+    assert "--init-state-offset: expected 0-10" in err and "benchmark" in err
+    assert reward_signal.main([*base, "--task-bias", str(tmp_path / "none.json")]) == 2
+    assert "--task-bias:" in capsys.readouterr().err
+    calib = tmp_path / "calib.json"
+    records = [{"policy": "bc", "task_id": k, "real_success": bool(j < 3 * k), "max_success_prob": 0.7}
+               for k in range(3) for j in range(4)]  # judged 0.7 everywhere
+    calib.write_text(json.dumps({"reward": "grasp", "policies": {"bc": "bc.pt"}, "init_states": [0, 9],
+                                 "records": records}))
+    fit = reward_signal._task_bias(str(calib), "")
+    assert fit["policy"] == "bc" and fit["init_states"] == [0, 9] and len(fit["bias"]) == 10
+    assert fit["bias"][0] < 0 < fit["bias"][2] and fit["bias"][5] == 0.0  # 0/4 and 4/4 real
+    assert reward_signal.main([*base, "--task-bias", str(calib), "--reward", "head"]) == 2
+    assert "calibrate reward 'grasp' only" in capsys.readouterr().err
+    assert reward_signal.main([*base, "--task-bias", str(calib), "--task-bias-policy", "rl"]) == 2
+    assert "no records of policy 'rl'" in capsys.readouterr().err
+    calib.write_text(json.dumps({"reward": "grasp", "task_bias": {"bias": [0.0] * 10}, "records": records}))
+    assert reward_signal.main([*base, "--task-bias", str(calib)]) == 2
+    assert "without offsets of its own" in capsys.readouterr().err

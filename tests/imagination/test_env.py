@@ -413,3 +413,29 @@ def test_env_carries_the_proprio_history_like_an_open_loop_track(models):
             state = prop.predict(state, act, hist)[:, -1]
             hist = prop.next_history(hist, act)
             np.testing.assert_allclose(got[k, e], state[0].numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_grasp_reward_carries_the_judges_per_task_offset(models, tmp_path):
+    """imagination.grasp_point.task_bias: the same close, judged with its task's logit moved by -1.5, pays
+    apply_task_bias of the plain judge's probability; the success count follows the moved probability."""
+    from world_models.grasp_point import GraspPointConfig, apply_task_bias
+
+    wm, prop = models
+    labels = grasp_label_dir(tmp_path / "labels")
+    eps = _labelled(_episodes())
+    close_chunk = np.zeros((1, 4, 7), np.float32)
+    close_chunk[0, :, 6] = 1.0
+    task = eps[1].task_id
+    bias = [0.0] * 10
+    bias[task] = -1.5
+    paid = []
+    for task_bias in ([], bias):
+        venv = ImaginationVectorEnv(wm, prop, eps, 1, ImaginationConfig(
+            max_steps=100, reward="grasp", grasp_label_dirs=[labels], keyframes=KeyframeConfig(mode="start"),
+            grasp_point=GraspPointConfig(task_bias=task_bias)))
+        venv.reset(seed=0, options={"keyframes": [Keyframe(1, 0)]})
+        _, reward, terminated, _, info = venv.step(close_chunk)
+        assert terminated[0] and info["success"][0] == (reward[0] >= 0.5)
+        paid.append(float(reward[0]))
+    assert paid[1] == pytest.approx(apply_task_bias(np.array([paid[0]]), np.array([task]), bias)[0], rel=1e-4)
+    assert paid[1] < paid[0] and 0 < paid[0] < 1

@@ -95,3 +95,25 @@ def test_place_features_carry_the_object_with_the_gripper_to_the_release():
     np.testing.assert_allclose(f, release_features_at(state[20], 20, state[45], 45, obj, target))
     action[45:, 6] = 1.0  # held to the end: the release is read at the last step
     assert place_features(state, action, obj, target)[12] == pytest.approx(59 / 220)
+
+
+def test_task_bias_moves_each_tasks_level_and_keeps_its_order():
+    from scipy.special import logit
+
+    rng = np.random.default_rng(3)
+    offsets = rng.uniform(-0.04, 0.04, (200, 2))
+    f = np.array([grasp_features(*_episode(rng, o, close_at=int(rng.integers(20, 40)))) for o in offsets])
+    t, y = rng.integers(0, 2, len(f)), np.hypot(f[:, 0], f[:, 1]) < 0.02
+    plain = GraspPointClassifier().fit(f, t, y)
+    bias = [0.0] * 10
+    bias[1] = -2.0  # task 1 judged more harshly, task 0 untouched
+    moved = GraspPointClassifier(GraspPointConfig(task_bias=bias)).fit(f, t, y)
+    p, q = plain.predict(f, t), moved.predict(f, t)
+    np.testing.assert_allclose(q[t == 0], p[t == 0])
+    np.testing.assert_allclose(logit(q[t == 1]), logit(np.clip(p[t == 1], 1e-6, 1 - 1e-6)) - 2.0, atol=1e-6)
+    assert (np.argsort(q[t == 1], kind="stable") == np.argsort(p[t == 1], kind="stable")).all()
+    ens = GraspPointClassifier(GraspPointConfig(ensemble=3, task_bias=bias)).fit(f, t, y)
+    assert (ens.predict(f, t)[t == 1] < GraspPointClassifier(GraspPointConfig(ensemble=3)).fit(f, t, y)
+            .predict(f, t)[t == 1] + 1e-9).all()
+    with pytest.raises(ValueError, match="task_bias: expected 10 logit offsets"):
+        GraspPointClassifier(GraspPointConfig(task_bias=[0.0, 1.0]))
