@@ -53,7 +53,16 @@ def _report(name: str, figs: dict) -> list[str]:
              f"  {'task':>4}  {'recorded':>8}  {'repeats':>7}"]
     lines += [f"  {r['task_id']:>4}  {r['reference_successes']:>4}/{r['jobs']:<3}  {r['repeat_rate']:>7.2f}"
               for r in figs["calibration"]]
+    lines.append("  largest per-task |repeat - recorded| of each single repeat: "
+                 + ", ".join(f"{g:.2f}" for g in figs["max_calibration_gap_by_repeat"]))
     return lines
+
+
+def one_repeat_gaps(figs: dict, names: list[str]) -> list[float]:
+    """Per repeat, the largest per-task |repeat rate - recorded rate| over every policy: the gate's calibration
+    check (imagination/eval/reward_gate.py, per policy and task) with one real repeat in the judge's place."""
+    return [max(figs[n]["max_calibration_gap_by_repeat"][k] for n in names)
+            for k in range(len(figs[names[0]]["max_calibration_gap_by_repeat"]))]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     from envs.atomic import atomic_write_json
     from imagination.eval.evaluate import evaluate_or_reuse
     from imagination.eval.repeatability import judge_gap, repeat_figures
-    from imagination.eval.reward_gate import THRESHOLD_AUC
+    from imagination.eval.reward_gate import THRESHOLD_AUC, THRESHOLD_GAP
 
     folder = args.perturb if args.perturb == "seed" else f"noise{args.noise_std:g}"  # one folder per noise level
     out = Path(args.out_dir or Path(proto.path("gate_ceiling")) / folder)
@@ -150,10 +159,16 @@ def main(argv: list[str] | None = None) -> int:
                   f"{gap['reality_auc_within_task_1_repeat']:.2f}; judge - reality {gap['gap']:+.2f} "
                   f"[{lo:+.2f}, {hi:+.2f}] (paired bootstrap over jobs)")
     pooled = figs["all"]
+    gaps = one_repeat_gaps(figs, names)
+    passing = sum(g <= THRESHOLD_GAP + 1e-9 for g in gaps)
+    print(f"the gate's calibration check with one real repeat as the judge: largest per-task gap "
+          f"{', '.join(f'{g:.2f}' for g in gaps)} (repeats 1-{len(gaps)}); {passing} of {len(gaps)} within "
+          f"{THRESHOLD_GAP:.2f}")
     ok = pooled["auc_within_task"] >= THRESHOLD_AUC
     result = {"protocol": proto.describe(), "perturb": args.perturb, "noise_std": args.noise_std,
               "repeats": args.repeats, "policies": dict(zip(names, policies)), "threshold_auc": THRESHOLD_AUC,
               "figures": figs, "judge": {"path": str(judge_path), **gap} if gap else None,
+              "max_calibration_gap_1_repeat": gaps,
               "verdict": "PASS" if ok else "FAIL"}
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "gate_ceiling.json", result, indent=2)
@@ -163,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"BENCH gate_ceiling perturb={args.perturb}{noise} repeats={args.repeats} policies={','.join(names)} "
           f"jobs={pooled['jobs']} pairs={pooled['pairs']} agreement={pooled['agreement']:.2f} "
           f"auc_within_task={pooled['auc_within_task']:.2f} auc_within_task_ci95=[{lo:.2f},{hi:.2f}] "
-          f"auc_1_repeat={pooled['auc_by_repeats'][0]:.2f} "
+          f"auc_1_repeat={pooled['auc_by_repeats'][0]:.2f} gap_1_repeat_max={max(gaps):.2f} "
+          f"gap_1_repeat_passing={passing}/{len(gaps)} "
           + (f"judge_gap={gap['gap']:+.2f} judge_gap_ci95=[{gap['gap_ci95'][0]:+.2f},{gap['gap_ci95'][1]:+.2f}] "
              if gap else "") + f"threshold_auc={THRESHOLD_AUC:.2f} "
           f"{'PASS' if ok else 'FAIL'}")

@@ -57,8 +57,10 @@ def repeat_figures(reference: list[dict], repeats: list[list[dict]], resamples: 
     reference: results.json episode records of the recorded evaluation; repeats: K >= 1 lists of records
     of the same jobs. Returns a JSON-ready dict: jobs, repeats, reference_successes, repeat_successes (per
     repeat), agreement, auc, auc_within_task with ci95 and pairs, auc_by_repeats ([k=1, ..., k=K]),
-    calibration (per task: the reference's successes against the repeats' mean, rounded) and
-    max_calibration_gap (|mean repeat rate - reference rate|, unrounded)."""
+    calibration (per task: the reference's successes against the repeats' mean, rounded),
+    max_calibration_gap (|mean repeat rate - reference rate|, unrounded) and max_calibration_gap_by_repeat
+    (per repeat, its largest per-task |rate - reference rate|: the gate's calibration check with one repeat
+    as the judge, as a judge that imagines each job once is held to it)."""
     if not repeats:
         raise ValueError("repeats: at least one repeated evaluation of the reference's jobs is needed")
     ref = _outcomes(reference, "reference")
@@ -81,6 +83,7 @@ def repeat_figures(reference: list[dict], repeats: list[list[dict]], resamples: 
         by_k.append(float(np.nanmean(aucs)) if not np.isnan(aucs).all() else float("nan"))
     rows = calibration_table(probs, labels, tasks, 0.5)
     gaps = [abs(float(probs[tasks == r.task_id].mean()) - r.real_rate) for r in rows]
+    by_repeat = [max(abs(float(s[tasks == r.task_id].mean()) - r.real_rate) for r in rows) for s in succ]
     return {"jobs": len(keys), "repeats": len(reps), "reference_successes": int(labels.sum()),
             "repeat_successes": [int(s.sum()) for s in succ],
             "agreement": float((succ == labels[None]).mean()),
@@ -89,7 +92,7 @@ def repeat_figures(reference: list[dict], repeats: list[list[dict]], resamples: 
             "auc_by_repeats": by_k,
             "calibration": [{"task_id": r.task_id, "jobs": r.jobs, "reference_successes": r.real_successes,
                              "repeat_rate": float(probs[tasks == r.task_id].mean())} for r in rows],
-            "max_calibration_gap": max(gaps, default=float("nan"))}
+            "max_calibration_gap": max(gaps, default=float("nan")), "max_calibration_gap_by_repeat": by_repeat}
 
 
 def judge_gap(judge: dict[JobKey, float], reference: list[dict], repeats: list[list[dict]], resamples: int = 2000,

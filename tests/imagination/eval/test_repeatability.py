@@ -38,6 +38,11 @@ def test_more_repeats_average_the_noise_and_ties_count_half():
     assert f["agreement"] == pytest.approx((4 / 6 + 1) / 2)
     by_task = {r["task_id"]: r for r in f["calibration"]}
     assert by_task[0]["reference_successes"] == 2 and by_task[0]["repeat_rate"] == pytest.approx(0.5)
+    # one repeat as the judge of the gate's calibration check: r1 has task 0 at 2/4 like the recording (its
+    # flips cancel), r2 is the recording
+    assert f["max_calibration_gap_by_repeat"] == [0.0, 0.0]
+    r3 = {**REF, (0, 12): True, (1, 11): True}  # task 0: 3/4 against 2/4; task 1: 2/2 against 1/2
+    assert repeat_figures(_records(REF), [_records(r3), _records(r2)])["max_calibration_gap_by_repeat"] == [0.5, 0.0]
     lo, hi = f["auc_within_task_ci95"]
     assert 0 <= lo <= f["auc_within_task"] <= hi <= 1
 
