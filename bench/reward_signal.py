@@ -7,6 +7,9 @@
     python bench/reward_signal.py --world-model other/world_model.pt --out-dir outputs/bench/gate_other
     python bench/reward_signal.py --policies bc/policy.pt rl/policy.pt --names bc rl
     python bench/reward_signal.py --reward state --state-reward outputs/bench/rl_gain/state_reward/state_reward.pt
+    python bench/reward_signal.py --init-state-offset 0 --gate-dir outputs/bench/rl_gain/calib   # training jobs
+    python bench/reward_signal.py --task-bias outputs/bench/rl_gain/calib/grasp_reward/reward_signal.json
+                                                        # the judge with per-task offsets fit there
 
 Imagined RL optimizes whatever the success head says while the policy acts on imagined frames. On the
 protocol's gate jobs (bench/protocol.py: LIBERO-Spatial tasks 0-4 x init states 10-19, seed 0; nothing
@@ -30,6 +33,10 @@ PASS needs the within-task AUC of all policies' jobs pooled >= 0.80 and every po
 <out-dir>/reward_signal.json (every job and figure). --branch also continues each recorded episode in
 imagination from `--lead-steps` before the policy first closes the gripper and reports the same
 figures for that start (not part of the verdict).
+
+--task-bias fits one logit offset per task (imagination/eval/task_bias.py) on the start policy's jobs of a run on
+the training init states (--init-state-offset 0, its own --gate-dir), applies it to the grasp judge here, and
+prints the `imagination.grasp_point.task_bias=[...]` override that makes imagined RL judge alike.
 """
 from __future__ import annotations
 
