@@ -7,8 +7,8 @@
     python bench/reward_signal.py --world-model other/world_model.pt --out-dir outputs/bench/gate_other
     python bench/reward_signal.py --policies bc/policy.pt rl/policy.pt --names bc rl
     python bench/reward_signal.py --reward state --state-reward outputs/bench/rl_gain/state_reward/state_reward.pt
-    python bench/reward_signal.py --init-state-offset 0 --gate-dir outputs/bench/rl_gain/calib   # training jobs
-    python bench/reward_signal.py --task-bias outputs/bench/rl_gain/calib/grasp_reward/reward_signal.json
+    python bench/reward_signal.py --init-state-offset 0           # the training jobs, in <root>/gate_init0
+    python bench/reward_signal.py --task-bias outputs/bench/rl_gain/gate_init0/grasp_reward/reward_signal.json
                                                         # the judge with per-task offsets fit there
 
 Imagined RL optimizes whatever the success head says while the policy acts on imagined frames. On the
@@ -186,6 +186,22 @@ def _task_bias(path: str, policy: str) -> dict[str, Any]:
             "bias": [round(b, 4) for b in bias]}
 
 
+def _other_jobs(gate_data: Path, first: int, last: int) -> str | None:
+    """None when every policy episode recorded in gate_data starts from init states first-last (or there is none);
+    else one line naming the init states it holds. Why: the grasp gate re-runs every recorded episode of a
+    checkpoint, so episodes of another job set in the same folder would be scored as this one's."""
+    if not (gate_data / "meta" / "info.json").is_file():
+        return None
+    from envs.dataset import EpisodeDataset, select_meta
+
+    held = sorted({int(m.init_state_id) for m in select_meta(EpisodeDataset(gate_data, verify=False).meta,
+                                                               source="policy")})
+    if all(first <= i <= last for i in held):
+        return None
+    return (f"--gate-dir: {gate_data} holds real episodes of init states {held[0]}-{held[-1]}, not only of "
+            f"{first}-{last}; give each job set its own --gate-dir")
+
+
 def _json_safe(x: Any) -> Any:
     if isinstance(x, float) and math.isnan(x):
         return None
@@ -206,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train-data", default="", help="the world model's training data: fits the proprio model and "
                                                     "configures a new gate dataset (default: the protocol's)")
     p.add_argument("--gate-dir", default="", help="real side: gate dataset (data/) and real evaluations "
-                                                  "(eval_<name>/); default <root>/gate")
+                                                  "(eval_<name>/); default <root>/gate, or <root>/gate_init<N> for "
+                                                  "--init-state-offset N")
     p.add_argument("--out-dir", default="", help="imagined runs and reward_signal.json; default: --gate-dir")
     p.add_argument("--branch", action="store_true", help="also from --lead-steps before each recorded episode's "
                                                          "first grasp (imagination.eval.closed_loop.branch_records)")
@@ -261,6 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     if task_bias is not None and args.reward != "grasp":
         print("reward_signal: --task-bias: the per-task offsets calibrate reward 'grasp' only", file=sys.stderr)
         return 2
+    # another job set than the gate's gets its own folder by default, so the gate's recorded episodes stay apart
+    gate = Path(args.gate_dir or proto.path("gate" if offset == proto.gate_offset else f"gate_init{offset}"))
+    if (line := _other_jobs(gate / "data", offset, offset + proto.gate_init_states - 1)) is not None:
+        print(f"reward_signal: {line}", file=sys.stderr)
+        return 2
     wm_path = args.world_model or proto.path("world_model_file")
     train_data = args.train_data or proto.path("data")
     try:
@@ -296,7 +318,6 @@ def main(argv: list[str] | None = None) -> int:
     from world_models.grasp_point import GraspPointConfig
     from world_models.model import WorldModel
 
-    gate = Path(args.gate_dir or proto.path("gate"))
     # the real side is shared; another reward's imagined runs go beside it
     out = Path(args.out_dir) if args.out_dir else {"head": gate, "state": gate / "state_reward",
                                                    "grasp": gate / "grasp_reward"}[args.reward]

@@ -176,3 +176,14 @@ def test_jobs_and_task_bias_options_are_checked_first(tmp_path, capsys):
     calib.write_text(json.dumps({"reward": "grasp", "task_bias": {"bias": [0.0] * 10}, "records": records}))
     assert reward_signal.main([*base, "--task-bias", str(calib)]) == 2
     assert "without offsets of its own" in capsys.readouterr().err
+    # a gate folder holding another job set's episodes is refused, before anything else runs
+    _episodes(tmp_path / "gate" / "data", "policy", "bc.pt", {0: True}, init=3)
+    assert reward_signal.main(base) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"reward_signal: --gate-dir: {tmp_path / 'gate' / 'data'} holds real episodes of init states 3-3, "
+                   "not only of 10-19; give each job set its own --gate-dir"]
+    # the training jobs default to a folder of their own, so they get past that check to the missing inputs
+    assert reward_signal.main([*base, "--init-state-offset", "0"]) == 2
+    assert "missing world model" in capsys.readouterr().err
+    assert reward_signal.main([*base, "--init-state-offset", "0", "--gate-dir", str(tmp_path / "gate")]) == 2
+    assert "not only of 0-9" not in capsys.readouterr().err  # init state 3 is one of 0-9
