@@ -270,13 +270,13 @@ def main(argv: list[str] | None = None) -> int:
               f"(jobs {offset}-{offset + proto.gate_init_states - 1} would reach the benchmark's init states "
               f"{proto.bench_offset}-), got {offset}", file=sys.stderr)
         return 2
+    if args.task_bias and args.reward != "grasp":
+        print("reward_signal: --task-bias: the per-task offsets calibrate reward 'grasp' only", file=sys.stderr)
+        return 2
     try:
         task_bias = _task_bias(args.task_bias, args.task_bias_policy) if args.task_bias else None
     except ValueError as err:
         print(f"reward_signal: --task-bias: {err}", file=sys.stderr)
-        return 2
-    if task_bias is not None and args.reward != "grasp":
-        print("reward_signal: --task-bias: the per-task offsets calibrate reward 'grasp' only", file=sys.stderr)
         return 2
     # another job set than the gate's gets its own folder by default, so the gate's recorded episodes stay apart
     gate = Path(args.gate_dir or proto.path("gate" if offset == proto.gate_offset else f"gate_init{offset}"))

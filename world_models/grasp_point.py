@@ -169,11 +169,12 @@ class GraspPointClassifier:
         """P(success) [N]: the one model's, or with an ensemble mean - pessimism * std over its members,
         clipped to [0, 1]; then moved by cfg.task_bias."""
         x = self._inputs(features, task_ids)
-        if not self.members:
-            return apply_task_bias(self.model.predict_proba(x)[:, 1], task_ids, list(self.cfg.task_bias))
-        probs = np.stack([m.predict_proba(x)[:, 1] for m in self.members])  # [members, N]
-        pooled = np.clip(probs.mean(0) - self.cfg.pessimism * probs.std(0), 0.0, 1.0)
-        return apply_task_bias(pooled, task_ids, list(self.cfg.task_bias))
+        if self.members:
+            probs = np.stack([m.predict_proba(x)[:, 1] for m in self.members])  # [members, N]
+            p = np.clip(probs.mean(0) - self.cfg.pessimism * probs.std(0), 0.0, 1.0)
+        else:
+            p = self.model.predict_proba(x)[:, 1]
+        return apply_task_bias(p, task_ids, list(self.cfg.task_bias))
 
 
 def prob_logits(probs: Any) -> np.ndarray:
