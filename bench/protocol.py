@@ -58,6 +58,8 @@ class RLGainProtocol:
     bc_steps: int = 750
     # BCConfig.augment_noise: pixel-noise std range in BC's training images (0 = none, the recorded protocol's)
     bc_augment_noise: float = 0.0
+    # BCConfig.task_weights: each task's share of BC's training draws (empty = uniform, the recorded protocol's)
+    bc_task_weights: tuple[float, ...] = ()
     seed: int = 0
     views: list[str] = field(default_factory=lambda: ["agentview"])  # what the world model and BC see
     # The default RL recipe's extra inputs (build_recipe), on the training init states only.
@@ -148,7 +150,8 @@ def build(p: RLGainProtocol, loop: LoopConfig) -> dict[str, str]:
     if _done(str(result)):
         # a start trained under another protocol would be scored as this one's: refuse rather than reuse it
         trained = {"bc_steps": json.loads(result.read_text()).get("steps"),
-                   "bc_augment_noise": float(_bc_config(bc_file).get("augment_noise", 0.0))}
+                   "bc_augment_noise": float(_bc_config(bc_file).get("augment_noise", 0.0)),
+                   "bc_task_weights": tuple(float(w) for w in _bc_config(bc_file).get("task_weights", []))}
         for name, value in trained.items():
             if value != getattr(p, name):
                 raise ValueError(f"{name}: {Path(bc_file).parent} was trained with {value}, the protocol asks for "
@@ -156,9 +159,10 @@ def build(p: RLGainProtocol, loop: LoopConfig) -> dict[str, str]:
     if not _done(bc_file) or not _done(str(result)):
         bc_cfg = replace(loop.bc, data_dir=data, out_dir=str(Path(bc_file).parent),
                          episodes_per_task=p.bc_demos_per_task, steps=p.bc_steps, augment_noise=p.bc_augment_noise,
-                         policy=replace(loop.bc.policy, views=list(p.views)))
+                         task_weights=list(p.bc_task_weights), policy=replace(loop.bc.policy, views=list(p.views)))
         print(f"[protocol] BC from {p.bc_demos_per_task} demonstrations per task, {p.bc_steps} steps"
-              + (f", pixel noise up to std {p.bc_augment_noise:g}" if p.bc_augment_noise else ""))
+              + (f", pixel noise up to std {p.bc_augment_noise:g}" if p.bc_augment_noise else "")
+              + (f", task weights {list(p.bc_task_weights)}" if p.bc_task_weights else ""))
         train_bc_on_data(bc_cfg)
     paths = {"data": data, "world_model": wm_file, "bc": bc_file}
     jobs = {"suite": p.suite, "tasks": list(p.tasks), "train_init_states": [0, p.gate_offset - 1],

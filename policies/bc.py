@@ -61,6 +61,11 @@ class BCConfig:
     # at most this many selected episodes per task, the first in dataset order (0 = all). Why: BC from a
     # few demonstrations leaves the headroom RL needs (bench/rl_gain.py starts from such a policy)
     episodes_per_task: int = 0
+    # sampling weight of each task id's training samples (task i -> task_weights[i]; ids past the list: 1.0;
+    # empty = every sample equally likely). Why: one demonstration per task leaves some tasks far easier than
+    # others; a lower weight trains that task less, so that a BC start has headroom on every task, as the rl_gain
+    # protocol asks (15-65% real success per task, docs/loop.md)
+    task_weights: list[float] = field(default_factory=list)
     policy: VLAConfig = field(default_factory=VLAConfig)
     steps: int = 2000
     batch_size: int = 32
@@ -95,7 +100,7 @@ class ChunkData:
     def __init__(self, episodes: Sequence[Any], views: Sequence[str], chunk_len: int, image_size: int):
         if not episodes:
             raise ValueError("BC: no episodes selected (check data_dir, tasks, sources, success_only)")
-        images, states, targets, masks, text_ids = [], [], [], [], []
+        images, states, targets, masks, text_ids, task_ids = [], [], [], [], [], []
         self.instructions: list[str] = []
         for ep in episodes:
             missing = [v for v in views if v not in ep.frames]
@@ -112,8 +117,25 @@ class ChunkData:
             if ep.instruction not in self.instructions:
                 self.instructions.append(ep.instruction)
             text_ids.append(torch.full((T,), self.instructions.index(ep.instruction)))
+            task_ids.append(torch.full((T,), int(getattr(ep, "task_id", -1))))  # -1: the episode names none
         self.image, self.state = torch.cat(images), torch.cat(states)
         self.target, self.mask, self.text_id = torch.cat(targets), torch.cat(masks), torch.cat(text_ids)
+        self.task_id = torch.cat(task_ids)  # long [N]
+
+    def sample_weights(self, task_weights: Sequence[float]) -> torch.Tensor | None:
+        """float [N]: each sample's draw weight, `task_weights[task id]` (1.0 past the list); None = uniform.
+        Every task keeps its share of the batch in proportion to its weight times its sample count."""
+        if not task_weights:
+            return None
+        if bool((self.task_id < 0).any()):
+            raise ValueError("task_weights: the episodes carry no task_id, so no sample can be given its task's weight")
+        table = torch.ones(int(self.task_id.max()) + 1)
+        n = min(len(task_weights), len(table))
+        table[:n] = torch.as_tensor(list(task_weights[:n]), dtype=torch.float32)
+        weights = table[self.task_id]
+        if not weights.sum() > 0:
+            raise ValueError(f"task_weights: every selected task has weight 0 ({list(task_weights)})")
+        return weights
 
     def __len__(self) -> int:
         return self.state.shape[0]
@@ -232,6 +254,8 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
         raise ValueError(f"snapshot_steps: expected steps in [1, {cfg.steps}] (steps), got {bad}")
     if not cfg.augment_noise >= 0:
         raise ValueError(f"augment_noise: expected a pixel-noise std >= 0 (0-255 units), got {cfg.augment_noise}")
+    if any(not w >= 0 for w in cfg.task_weights):
+        raise ValueError(f"task_weights: expected one weight >= 0 per task id, got {list(cfg.task_weights)}")
     torch.set_num_threads(cfg.num_threads)
     acc = data_parallel(cfg.device)  # None unless started by `accelerate launch` with several processes
     rank, processes = (acc.process_index, acc.num_processes) if acc else (0, 1)
@@ -243,6 +267,7 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
     torch.manual_seed(cfg.seed)
     policy = VLAPolicy(cfg.policy).to(device)
     data = ChunkData(episodes, cfg.policy.views, cfg.policy.chunk_len, cfg.policy.image_size)
+    weights = data.sample_weights(cfg.task_weights)
     if state_stats is None:
         state_stats = {"mean": data.state.mean(0), "std": data.state.std(0)}
     policy.set_state_stats(state_stats["mean"], state_stats["std"])
@@ -281,7 +306,8 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
     t0, run_loss, run_mse, n = time.time(), 0.0, 0.0, 0
     try:
         while step < cfg.steps:
-            idx = torch.randint(0, len(data), (cfg.batch_size,), generator=gen)
+            idx = (torch.randint(0, len(data), (cfg.batch_size,), generator=gen) if weights is None else
+                   torch.multinomial(weights, cfg.batch_size, replacement=True, generator=gen))
             obs, target, mask = data.batch(idx, cfg.augment_shift, gen, cfg.augment_noise)
             count = None
             if acc:  # the whole batch was drawn, so every process's generator stays in step

@@ -35,7 +35,8 @@ def recorded(tmp_path, monkeypatch):
         Path(cfg.out_dir).mkdir(parents=True)
         Path(cfg.out_dir, "policy.pt").write_text("{}")
         Path(cfg.out_dir, "result.json").write_text(json.dumps({"steps": cfg.steps}))
-        Path(cfg.out_dir, "config.yaml").write_text(f"augment_noise: {cfg.augment_noise}\n")
+        Path(cfg.out_dir, "config.yaml").write_text(f"augment_noise: {cfg.augment_noise}\n"
+                                                    f"task_weights: {list(cfg.task_weights)}\n")
 
     monkeypatch.setattr(protocol, "collect_dataset", collect)
     monkeypatch.setattr(protocol, "train_world_model", world_model)
@@ -78,6 +79,19 @@ def test_a_noise_trained_start_is_built_with_its_noise_and_reused(tmp_path, reco
     assert len(recorded["bc"]) == 1
     with pytest.raises(ValueError, match="bc_augment_noise: .* was trained with 16.0, the protocol asks for 0.0"):
         protocol.build(replace(p, bc_augment_noise=0.0), loop)
+
+
+def test_a_task_weighted_start_is_built_with_its_weights_and_another_is_refused(tmp_path, recorded):
+    p = protocol.RLGainProtocol(root=str(tmp_path / "rl_gain"), bc_task_weights=(0.5, 1.0, 1.0, 1.0, 0.8))
+    loop = load_config(LoopConfig, "quick", [], group="loop")
+    protocol.build(p, loop)
+    (bc,) = recorded["bc"]
+    assert bc.task_weights == [0.5, 1.0, 1.0, 1.0, 0.8] and loop.bc.task_weights == []
+    protocol.build(p, loop)  # the same protocol finds its start finished
+    assert len(recorded["bc"]) == 1
+    with pytest.raises(ValueError, match=r"bc_task_weights: .* was trained with \(0.5, 1.0, 1.0, 1.0, 0.8\), "
+                                         r"the protocol asks for \(\)"):
+        protocol.build(replace(p, bc_task_weights=()), loop)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -149,6 +150,40 @@ def test_noise_augmented_training_sees_other_images_and_a_negative_std_is_refuse
     assert np.isfinite(noisy["final_loss"]) and noisy["final_loss"] != clean["final_loss"]
     with pytest.raises(ValueError, match="augment_noise: expected a pixel-noise std >= 0"):
         train_bc(replace(cfg, augment_noise=-1.0, out_dir=str(tmp_path / "x")), episodes, stats, progress=False)
+
+
+class _Nameless(SimpleNamespace):
+    """An episode as train_bc's contract allows it: frames, state, action, instruction, no task id."""
+
+    def __len__(self) -> int:
+        return len(self.action)
+
+
+def test_task_weights_set_each_tasks_share_of_the_draws_and_bad_weights_are_refused(tmp_path):
+    rng = np.random.default_rng(0)
+    eps = [replace(square_episode(rng, T=10), task_id=t) for t in (0, 1, 1, 3)]  # task 1 has twice the samples
+    data = ChunkData(eps, ["agentview"], chunk_len=4, image_size=16)
+    assert data.task_id.tolist() == [0] * 10 + [1] * 20 + [3] * 10
+    assert data.sample_weights([]) is None
+    weights = data.sample_weights([0.25, 1.0])  # task 3 is past the list: weight 1
+    assert weights is not None
+    draws = data.task_id[torch.multinomial(weights, 20000, replacement=True,
+                                           generator=torch.Generator().manual_seed(0))]
+    share = {t: float((draws == t).float().mean()) for t in (0, 1, 3)}
+    # expected shares: 10 * 0.25 : 20 * 1 : 10 * 1 of 32.5
+    assert abs(share[0] - 2.5 / 32.5) < 0.01 and abs(share[1] - 20 / 32.5) < 0.015 and abs(share[3] - 10 / 32.5) < 0.015
+    with pytest.raises(ValueError, match="every selected task has weight 0"):
+        data.sample_weights([0.0, 0.0, 0.0, 0.0])
+    cfg = bc_config("unused", tmp_path / "neg", steps=5, task_weights=[1.0, -0.5])
+    with pytest.raises(ValueError, match="task_weights: expected one weight >= 0 per task id"):
+        train_bc(cfg, eps, progress=False)
+    nameless = _Nameless(**{k: getattr(eps[0], k) for k in ("frames", "state", "action", "instruction")})
+    with pytest.raises(ValueError, match="task_weights: the episodes carry no task_id"):
+        ChunkData([nameless], ["agentview"], 4, 16).sample_weights([0.5])
+    # a task weighted 0 is never drawn in training: its samples do not move the policy
+    out = train_bc(bc_config("unused", tmp_path / "w", steps=3, task_weights=[1.0, 0.0, 1.0, 1.0]), eps[:1] + eps[1:2],
+                   progress=False)
+    assert np.isfinite(out["final_loss"])
 
 
 def test_resume_refuses_another_policy_config(square_dataset, tmp_path):
