@@ -111,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bc-augment-noise", type=float, default=proto.bc_augment_noise,
                    help="the protocol's BC start trained with pixel noise up to this std (0-255 units; BCConfig."
                         "augment_noise); a variant of the protocol: give it its own --root")
+    p.add_argument("--bc-steps", type=int, default=proto.bc_steps,
+                   help="the protocol's BC start trained for this many steps; a variant of the protocol unless it is "
+                        "the default: give it its own --root")
     p.add_argument("--bc-task-weights", type=float, nargs="*", default=list(proto.bc_task_weights),
                    help="the protocol's BC start trained with these per-task shares of its draws (BCConfig."
                         "task_weights, task 0 first); a variant of the protocol unless they are the default")
@@ -141,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     loop = load_config(LoopConfig, args.preset, group="loop")
     proto = replace(proto, recipe=args.recipe, root=args.root, bc_augment_noise=args.bc_augment_noise,
-                    bc_task_weights=tuple(args.bc_task_weights))
+                    bc_steps=args.bc_steps, bc_task_weights=tuple(args.bc_task_weights))
     out = Path(args.out_dir or proto.path("run"))
     run = Path(args.run) if args.run else None
     rl_cfg: ImagineRLConfig | None = None

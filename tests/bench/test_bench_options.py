@@ -149,10 +149,12 @@ def test_rl_gain_builds_a_protocol_variant_under_its_own_root(tmp_path, monkeypa
     run = _rl_run(tmp_path, str(bc))
     _finished_eval(root / "run" / "eval_bc", str(bc), [False, True, True, False])
     _finished_eval(root / "run" / "eval_rl", str(run / "policy.pt"), [True, True, True, False])
-    rl_gain.main(["--root", str(root), "--bc-augment-noise", "16", "--bc-task-weights", "0.5", "1", "--rl-run",
+    rl_gain.main(["--root", str(root), "--bc-augment-noise", "16", "--bc-task-weights", "0.5", "1", "--bc-steps", "600",
+                  "--rl-run",
                   str(run), "--tasks", "0", "1", "--episodes-per-task", "2"])
     (proto,) = built
     assert proto.root == str(root) and proto.bc_augment_noise == 16.0 and proto.bc_task_weights == (0.5, 1.0)
+    assert proto.bc_steps == 600
     out = capsys.readouterr().out
     assert f"reusing {root / 'run' / 'eval_bc'}" in out  # the arms default to <root>/run
     assert "BENCH rl_gain episodes=4 before=0.500 after=0.750" in out
