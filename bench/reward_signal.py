@@ -137,6 +137,8 @@ def _fresh(results: Path, *inputs: str) -> None:
 
 
 def _table(name: str, checkpoint: str, figs: dict) -> list[str]:
+    from imagination.eval.reward_gate import THRESHOLD_GAP  # imported late, as main's imports are
+
     lo, hi = figs["auc_within_task_ci95"]
     lines = [f"{name} ({checkpoint}): real {figs['real_successes']}/{figs['jobs']}, imagined "
              f"{figs['imagined_successes']}/{figs['jobs']}; AUC within task {figs['auc_within_task']:.3f} "
@@ -146,7 +148,10 @@ def _table(name: str, checkpoint: str, figs: dict) -> list[str]:
     for r in figs["calibration"]:
         lines.append(f"  {r['task_id']:>4}  {r['real_successes']:>3}/{r['jobs']:<3}  "
                      f"{r['imagined_successes']:>4}/{r['jobs']:<3}  {r['gap']:>+6.2f}")
-    lines.append(f"  largest |imagined - real| {figs['max_calibration_gap']:.2f}")
+    lines.append(f"  largest |imagined - real| {figs['max_calibration_gap']:.2f}; a judge as likely to succeed as "
+                 f"reality would stay within {THRESHOLD_GAP:.2f} on every task with probability "
+                 f"{figs['exact_judge_pass_chance']:.2f}, and show a gap this large with probability "
+                 f"{figs['exact_judge_gap_p_value']:.2f}")
     return lines
 
 
@@ -314,7 +319,14 @@ def main(argv: list[str] | None = None) -> int:
     from envs.provenance import provenance
     from imagination.eval.closed_loop import ClosedLoopConfig, branch_records, closed_loop_records
     from imagination.eval.grasp_gate import GraspGateConfig, fit_gate_classifier, grasp_gate_records
-    from imagination.eval.reward_gate import THRESHOLD_AUC, THRESHOLD_GAP, gate_figures, gate_verdict
+    from imagination.eval.reward_gate import (
+        THRESHOLD_AUC,
+        THRESHOLD_GAP,
+        TaskCalibration,
+        exact_judge_gap_p_value,
+        gate_figures,
+        gate_verdict,
+    )
     from world_models.grasp_point import GraspPointConfig
     from world_models.model import WorldModel
 
@@ -380,6 +392,12 @@ def main(argv: list[str] | None = None) -> int:
             lines += _table(name, ckpt, branch[name])
     pooled = figs["all"]
     max_gap = max(figs[n]["max_calibration_gap"] for n in names)
+    # every checked policy's jobs must pass, and they are independent: the chances multiply
+    exact_chance = math.prod(figs[n]["exact_judge_pass_chance"] for n in names)
+    # is the largest gap beyond what the jobs' own noise makes? (every policy's tasks, the gap over all of them)
+    gap_p = exact_judge_gap_p_value([TaskCalibration(**{k: r[k] for k in ("task_id", "jobs", "real_successes",
+                                                                            "imagined_successes")})
+                                     for n in names for r in figs[n]["calibration"]], max_gap)
     verdict = gate_verdict(pooled["auc_within_task"], max_gap)
     print("\n".join(lines))
     if not verdict.measurable:
@@ -405,7 +423,8 @@ def main(argv: list[str] | None = None) -> int:
               "train_data": train_data, "proprio": proprio, "gate_data": str(gate_data), "init_states": [offset, last],
               "policies": dict(zip(names, policies)), "jobs_per_policy": len(proto.tasks) * proto.gate_init_states,
               "thresholds": {"auc_within_task": THRESHOLD_AUC, "max_calibration_gap": THRESHOLD_GAP},
-              "figures": figs, "max_calibration_gap": max_gap, "verdict": verdict.label, "ceilings": ceilings,
+              "figures": figs, "max_calibration_gap": max_gap, "exact_judge_pass_chance": exact_chance,
+              "exact_judge_gap_p_value": gap_p, "verdict": verdict.label, "ceilings": ceilings,
               "measurable": verdict.measurable, "reasons": list(verdict.reasons), "records": rows,
               "provenance": provenance(proto.seed, {"suite": proto.suite, "tasks": list(proto.tasks),
                                                     "init_states": [offset, last]})}
@@ -422,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
           f"jobs={result['jobs_per_policy']} pairs={pooled['pairs']} "
           f"auc_within_task={pooled['auc_within_task']:.2f} auc_within_task_ci95=[{lo:.2f},{hi:.2f}] "
           f"auc={pooled['auc']:.2f} max_calibration_gap={max_gap:.2f} threshold_auc={THRESHOLD_AUC:.2f} "
-          f"threshold_gap={THRESHOLD_GAP:.2f} {verdict.label}")
+          f"threshold_gap={THRESHOLD_GAP:.2f} exact_judge_pass_chance={exact_chance:.3f} "
+          f"gap_p_value={gap_p:.3f} {verdict.label}")
     return 0 if verdict.passed else 1
 
 

@@ -7,6 +7,8 @@ each job's highest imagined success probability and its real outcome, computes w
     est = within_task_auc_interval(probs, labels, task_ids)   # AUC within task, 95% bootstrap interval
     rows = calibration_table(probs, labels, task_ids, thr)    # per task: imagined vs real success rate
     v = gate_verdict(est.point, max_calibration_gap(rows))    # PASS: AUC >= 0.80 and every |gap| <= 0.15
+    exact_judge_pass_chance(rows)                             # how often a judge as good as reality would pass it
+    exact_judge_gap_p_value(rows, max_calibration_gap(rows))  # ... and show a gap this large: beyond noise?
     figs = gate_figures(records, thr)                          # all of it for closed_loop_records' dicts
 
 Inputs are per job: probs float [N] (highest imagined success probability), labels bool [N] (real
@@ -128,6 +130,37 @@ def max_calibration_gap(rows: list[TaskCalibration]) -> float:
     return max((abs(r.gap) for r in rows), default=float("nan"))
 
 
+def _all_within(rows: list[TaskCalibration], gap: float, inclusive: bool) -> float:
+    """P(every task's |imagined - real| <= gap (< gap unless inclusive)) when, on each task, the imagined and the
+    real success count are independent Binomial(jobs, p) draws, p the task's observed real rate."""
+    chance = 1.0
+    for r in rows:
+        n, p = r.jobs, r.real_rate
+        pmf = np.array([math.comb(n, k) * p ** k * (1 - p) ** (n - k) for k in range(n + 1)])
+        gaps = np.abs(np.arange(n + 1)[:, None] / n - np.arange(n + 1)[None, :] / n)  # [imagined, real]
+        inside = gaps <= gap + _TOL if inclusive else gaps < gap - _TOL
+        chance *= float((np.outer(pmf, pmf) * inside).sum())
+    return chance
+
+
+def exact_judge_pass_chance(rows: list[TaskCalibration], threshold_gap: float = THRESHOLD_GAP) -> float:
+    """The chance that a judge as likely to succeed as reality passes the calibration check on these jobs.
+
+    Why: the check compares two success counts of `jobs` episodes each, so sampling noise alone moves the
+    gap. Here, on each task, the imagined and the real success count are independent Binomial(jobs, p) draws
+    with p the task's observed real rate (the plug-in estimate), i.e. a judge whose every imagined outcome is
+    as likely as a real re-run's. Returns P(every task's |imagined - real| <= threshold_gap), exactly (a sum
+    over the count pairs, tasks independent). With 10 jobs a task at p = 0.5 it is 0.50 per task."""
+    return _all_within(rows, threshold_gap, inclusive=True)
+
+
+def exact_judge_gap_p_value(rows: list[TaskCalibration], observed_gap: float) -> float:
+    """How often a judge as likely to succeed as reality (see `exact_judge_pass_chance`) shows a largest
+    per-task |imagined - real| of `observed_gap` or more on these jobs: small (< 0.05) means the judge's
+    miscalibration is beyond the noise of this many jobs, large means the jobs cannot tell it from noise."""
+    return 1.0 - _all_within(rows, observed_gap, inclusive=False)
+
+
 @dataclass(frozen=True)
 class Verdict:
     passed: bool
@@ -171,9 +204,11 @@ def gate_figures(records: list[dict], threshold: float, resamples: int = 2000, s
             "imagined_successes": int((probs >= threshold).sum()), "auc": sep.auc, "auc_within_task": est.point,
             "auc_within_task_ci95": list(est.ci95), "pairs": est.pairs,
             "tasks_with_both_outcomes": est.tasks, "bootstrap_resamples": est.resamples, "bootstrap_seed": seed,
-            "calibration": [r.as_dict() for r in rows], "max_calibration_gap": max_calibration_gap(rows)}
+            "calibration": [r.as_dict() for r in rows], "max_calibration_gap": max_calibration_gap(rows),
+            "exact_judge_pass_chance": exact_judge_pass_chance(rows),
+            "exact_judge_gap_p_value": exact_judge_gap_p_value(rows, max_calibration_gap(rows))}
 
 
 __all__ = ["AUCEstimate", "THRESHOLD_AUC", "THRESHOLD_GAP", "TaskCalibration", "Verdict", "calibration_table",
-           "gate_figures", "gate_verdict", "max_calibration_gap", "resampled_within_task_aucs",
-           "within_task_auc_interval"]
+           "exact_judge_gap_p_value", "exact_judge_pass_chance", "gate_figures", "gate_verdict",
+           "max_calibration_gap",           "resampled_within_task_aucs", "within_task_auc_interval"]

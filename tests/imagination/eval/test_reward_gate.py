@@ -11,6 +11,8 @@ from imagination.eval.reward_gate import (
     THRESHOLD_GAP,
     TaskCalibration,
     calibration_table,
+    exact_judge_gap_p_value,
+    exact_judge_pass_chance,
     gate_figures,
     gate_verdict,
     max_calibration_gap,
@@ -118,3 +120,37 @@ def test_verdict_at_the_thresholds_edges():
     assert not blind.passed and not blind.measurable and "cannot be measured" in blind.reasons[0]
     assert not gate_verdict(0.9, float("nan")).passed
     assert gate_verdict(0.7, 0.2, threshold_auc=0.6, threshold_gap=0.25).passed
+
+
+def test_exact_judge_pass_chance_counts_the_binomial_noise_of_both_sides():
+    half = TaskCalibration(task_id=0, jobs=10, real_successes=5, imagined_successes=5)
+    # |X - Y| <= 1 for two independent Binomial(10, 1/2): (C(20,10) + 2 C(20,11)) / 4^10
+    expected = (math.comb(20, 10) + 2 * math.comb(20, 11)) / 4 ** 10
+    assert exact_judge_pass_chance([half]) == pytest.approx(expected, abs=1e-12)
+    assert 0.49 < expected < 0.50
+    # tasks are independent: five such tasks pass together far more rarely than one
+    assert exact_judge_pass_chance([half] * 5) == pytest.approx(expected ** 5, rel=1e-9)
+    # a task reality always solves (or never) leaves no noise: an exact judge always passes it
+    sure = TaskCalibration(task_id=1, jobs=10, real_successes=10, imagined_successes=3)
+    assert exact_judge_pass_chance([sure]) == pytest.approx(1.0)
+    # more jobs, less noise: 100 jobs at p = 1/2 stay within 0.15 almost always; a wider threshold passes more
+    many = TaskCalibration(task_id=0, jobs=100, real_successes=50, imagined_successes=50)
+    assert exact_judge_pass_chance([many]) > 0.96
+    assert exact_judge_pass_chance([half], threshold_gap=0.25) > exact_judge_pass_chance([half])
+    # the edge passes, as the verdict's does: 3 of 20 apart is exactly 0.15
+    twenty = TaskCalibration(task_id=0, jobs=20, real_successes=10, imagined_successes=10)
+    by_hand = sum(math.comb(20, x) * math.comb(20, y) for x in range(21) for y in range(21)
+                  if abs(x - y) <= 3) / 4 ** 20
+    assert exact_judge_pass_chance([twenty]) == pytest.approx(by_hand, abs=1e-12)
+
+
+def test_exact_judge_gap_p_value_says_whether_a_gap_is_beyond_the_jobs_noise():
+    half = [TaskCalibration(task_id=t, jobs=10, real_successes=5, imagined_successes=5) for t in range(5)]
+    assert exact_judge_gap_p_value(half, 0.0) == pytest.approx(1.0)  # any draw shows a gap of 0 or more
+    # P(max gap >= 0.2) = 1 - P(every task within 0.1): the complement of the pass chance at 0.1
+    assert exact_judge_gap_p_value(half, 0.2) == pytest.approx(1 - exact_judge_pass_chance(half, 0.1), abs=1e-12)
+    p = [exact_judge_gap_p_value(half, g) for g in (0.1, 0.2, 0.3, 0.5, 1.0)]
+    assert all(a > b for a, b in zip(p, p[1:]))  # larger gaps are rarer
+    assert p[1] > 0.5 and p[-1] < 1e-5  # a 0.2 gap on some task is the rule at 10 jobs; 10 of 10 apart is not
+    sure = [TaskCalibration(task_id=0, jobs=10, real_successes=0, imagined_successes=6)]
+    assert exact_judge_gap_p_value(sure, 0.6) == pytest.approx(0.0)  # reality never succeeds: no noise to blame
