@@ -34,6 +34,11 @@ PASS needs the within-task AUC of all policies' jobs pooled >= 0.80 and every po
 imagination from `--lead-steps` before the policy first closes the gripper and reports the same
 figures for that start (not part of the verdict).
 
+Beside the verdict it prints how the calibration check sits against its own noise (10 jobs a task):
+exact_judge_pass_chance, the chance that a judge as likely to succeed as reality would pass it on these jobs,
+and gap_p_value, how often such a judge shows a largest gap as large as the observed one (docs/loop.md, "The
+calibration check's own noise").
+
 --task-bias fits one logit offset per task (imagination/eval/task_bias.py) on the start policy's jobs of a run on
 the training init states (--init-state-offset 0, its own --gate-dir), applies it to the grasp judge here, and
 prints the `imagination.grasp_point.task_bias=[...]` override that makes imagined RL judge alike.
