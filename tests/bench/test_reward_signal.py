@@ -137,7 +137,8 @@ def test_a_head_that_says_the_same_everywhere_fails_the_gate(protocol_root, caps
     # 5 of 10 real on each task: a judge as likely to succeed as reality stays within 0.15 with chance 0.497 a task
     # and shows a gap of 0.5 (10 of 10 imagined against 5 of 10) on some task with probability 0.19: at 10 jobs a
     # task, the largest gap alone does not tell this head's optimism from noise
-    assert "with probability 0.03, and show a gap this large with probability 0.19" in out and saved_chance(protocol_root) == pytest.approx(0.49655 ** 5, rel=1e-4)
+    assert "with probability 0.03, and show a gap this large with probability 0.19" in out
+    assert saved_chance(protocol_root) == pytest.approx(0.49655 ** 5, rel=1e-4)
     assert "FAIL: within-task AUC 0.500 < 0.80; largest per-task |imagined - real| 0.500 > 0.15" in out
     assert "     0    5/10     10/10    +0.50" in out and "every policy's jobs pooled" not in out
     assert ("real re-runs (seed) rank the recorded outcomes at AUC within task 0.70 [0.60, 0.80] with 2 repeats, "
