@@ -211,4 +211,4 @@ def gate_figures(records: list[dict], threshold: float, resamples: int = 2000, s
 
 __all__ = ["AUCEstimate", "THRESHOLD_AUC", "THRESHOLD_GAP", "TaskCalibration", "Verdict", "calibration_table",
            "exact_judge_gap_p_value", "exact_judge_pass_chance", "gate_figures", "gate_verdict",
-           "max_calibration_gap",           "resampled_within_task_aucs", "within_task_auc_interval"]
+           "max_calibration_gap", "resampled_within_task_aucs", "within_task_auc_interval"]
