@@ -149,9 +149,10 @@ def build(p: RLGainProtocol, loop: LoopConfig) -> dict[str, str]:
     result = Path(bc_file).parent / "result.json"
     if _done(str(result)):
         # a start trained under another protocol would be scored as this one's: refuse rather than reuse it
+        bc_config = _bc_config(bc_file)
         trained = {"bc_steps": json.loads(result.read_text()).get("steps"),
-                   "bc_augment_noise": float(_bc_config(bc_file).get("augment_noise", 0.0)),
-                   "bc_task_weights": tuple(float(w) for w in _bc_config(bc_file).get("task_weights", []))}
+                   "bc_augment_noise": float(bc_config.get("augment_noise", 0.0)),
+                   "bc_task_weights": tuple(float(w) for w in bc_config.get("task_weights", []))}
         for name, value in trained.items():
             if value != getattr(p, name):
                 raise ValueError(f"{name}: {Path(bc_file).parent} was trained with {value}, the protocol asks for "

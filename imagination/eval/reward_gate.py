@@ -200,13 +200,14 @@ def gate_figures(records: list[dict], threshold: float, resamples: int = 2000, s
     sep = outcome_separation(probs, labels, tasks)
     est = within_task_auc_interval(probs, labels, tasks, resamples=resamples, seed=seed)
     rows = calibration_table(probs, labels, tasks, threshold)
+    gap = max_calibration_gap(rows)
     return {"jobs": len(records), "real_successes": int(labels.sum()),
             "imagined_successes": int((probs >= threshold).sum()), "auc": sep.auc, "auc_within_task": est.point,
             "auc_within_task_ci95": list(est.ci95), "pairs": est.pairs,
             "tasks_with_both_outcomes": est.tasks, "bootstrap_resamples": est.resamples, "bootstrap_seed": seed,
-            "calibration": [r.as_dict() for r in rows], "max_calibration_gap": max_calibration_gap(rows),
+            "calibration": [r.as_dict() for r in rows], "max_calibration_gap": gap,
             "exact_judge_pass_chance": exact_judge_pass_chance(rows),
-            "exact_judge_gap_p_value": exact_judge_gap_p_value(rows, max_calibration_gap(rows))}
+            "exact_judge_gap_p_value": exact_judge_gap_p_value(rows, gap)}
 
 
 __all__ = ["AUCEstimate", "THRESHOLD_AUC", "THRESHOLD_GAP", "TaskCalibration", "Verdict", "calibration_table",

@@ -150,8 +150,7 @@ def test_rl_gain_builds_a_protocol_variant_under_its_own_root(tmp_path, monkeypa
     _finished_eval(root / "run" / "eval_bc", str(bc), [False, True, True, False])
     _finished_eval(root / "run" / "eval_rl", str(run / "policy.pt"), [True, True, True, False])
     rl_gain.main(["--root", str(root), "--bc-augment-noise", "16", "--bc-task-weights", "0.5", "1", "--bc-steps", "600",
-                  "--rl-run",
-                  str(run), "--tasks", "0", "1", "--episodes-per-task", "2"])
+                  "--rl-run", str(run), "--tasks", "0", "1", "--episodes-per-task", "2"])
     (proto,) = built
     assert proto.root == str(root) and proto.bc_augment_noise == 16.0 and proto.bc_task_weights == (0.5, 1.0)
     assert proto.bc_steps == 600

@@ -180,7 +180,7 @@ def test_task_weights_set_each_tasks_share_of_the_draws_and_bad_weights_are_refu
     nameless = _Nameless(**{k: getattr(eps[0], k) for k in ("frames", "state", "action", "instruction")})
     with pytest.raises(ValueError, match="task_weights: the episodes carry no task_id"):
         ChunkData([nameless], ["agentview"], 4, 16).sample_weights([0.5])
-    # a task weighted 0 is never drawn in training: its samples do not move the policy
+    # training runs with a task weighted 0 (its samples are never drawn)
     out = train_bc(bc_config("unused", tmp_path / "w", steps=3, task_weights=[1.0, 0.0, 1.0, 1.0]), eps[:1] + eps[1:2],
                    progress=False)
     assert np.isfinite(out["final_loss"])
