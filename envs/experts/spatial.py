@@ -66,6 +66,8 @@ class ExpertConfig:
     lift_check_rise: float = 0.04  # grip site rise at which the lift is verified
     bowl_rise_ratio: float = 0.5  # the bowl must rise at least this fraction of the gripper rise
     carry_tol: float = 0.012  # xy error (bowl vs plate) that starts the lowering
+    slip_tol: float = 0.03  # bowl sagging this far below its grip height during the carry = dropped
+    landed_tol: float = 0.03  # a dropped bowl this close (xy) to, and level with, its target has landed
     lower_tol: float = 0.008
     release_steps: int = 5
     max_regrasps: int = 3
@@ -166,6 +168,7 @@ class SpatialExpert:
         self._grasp_eef_z = float(raw_obs["robot0_eef_pos"][2])
         self._bowl_z0 = float(raw_obs[f"{self.bowl}_pos"][2])
         self._lift_ok = False
+        self._grip_dz = 0.0  # grip site above the bowl origin when the carry starts
         self._plan(raw_obs)
 
     def _objects(self, raw_env) -> tuple[str, str]:
@@ -356,6 +359,7 @@ class SpatialExpert:
                     return self._policy(obs)
                 self._lift_ok = True
             if self._lift_ok and eef[2] > carry_z - 0.03:
+                self._grip_dz = float(eef[2] - bowl[2])
                 self._goto("carry")
             else:
                 # Keep the grasp orientation until the bowl is clear, then swing it upright.
@@ -372,7 +376,12 @@ class SpatialExpert:
         if self._phase == "carry":
             r_goal = self._upright_rotation(obs)
             upright = np.linalg.norm(self._rot_error(obs, r_goal)) < cfg.rot_tol
-            if np.linalg.norm((plate - bowl)[:2]) < cfg.carry_tol and upright:
+            dropped = offset[2] - self._grip_dz > cfg.slip_tol
+            if dropped and self._landed(bowl, plate):
+                # It slipped out just short of the target and came to rest there (seen in a drawer):
+                # chasing it with the grasp offset would fly the open hand away for the rest of the episode.
+                self._goto("release")
+            elif np.linalg.norm((plate - bowl)[:2]) < cfg.carry_tol and upright:
                 self._goto("lower")
             else:
                 target = np.array([plate[0] + offset[0], plate[1] + offset[1], carry_z])
@@ -403,6 +412,12 @@ class SpatialExpert:
     def _place_point(self, obs: dict) -> np.ndarray:
         """Where the bowl origin should end up [3] (world): the plate origin."""
         return np.asarray(obs[f"{self.plate}_pos"], dtype=np.float64)
+
+    def _landed(self, bowl: np.ndarray, target: np.ndarray) -> bool:
+        """Whether a dropped bowl (origin [3]) lies at its target (point [3]): near in xy, at placing height."""
+        cfg = self.cfg
+        near = float(np.linalg.norm((target - bowl)[:2])) < cfg.landed_tol
+        return near and abs(float(bowl[2] - target[2])) < cfg.place_clearance + cfg.landed_tol
 
     def _can_retry(self) -> bool:
         return len(self._tried) <= self.cfg.max_regrasps
