@@ -37,7 +37,10 @@ figures for that start (not part of the verdict).
 Beside the verdict it prints how the calibration check sits against its own noise (10 jobs a task):
 exact_judge_pass_chance, the chance that a judge as likely to succeed as reality would pass it on these jobs,
 and gap_p_value, how often such a judge shows a largest gap as large as the observed one (docs/loop.md, "The
-calibration check's own noise").
+calibration check's own noise"). Then, job by job, the paired tests (imagination/eval/reward_gate.py:
+TaskAgreement): per task the exact McNemar test of the jobs imagined a success that really failed against the
+other way round, Holm-corrected over every policy's tasks (shown_miscalibrated=K/M), and the exact joint test of
+all of them together (joint_calibration_p: below 0.05, the judge is shown less calibrated than a real re-run).
 
 --task-bias fits one logit offset per task (imagination/eval/task_bias.py) on the start policy's jobs of a run on
 the training init states (--init-state-offset 0, its own --gate-dir), applies it to the grasp judge here, and
@@ -141,18 +144,25 @@ def _fresh(results: Path, *inputs: str) -> None:
         results.unlink()
 
 
-def _table(name: str, checkpoint: str, figs: dict) -> list[str]:
+def _table(name: str, checkpoint: str, figs: dict, holm: list[float] | None = None) -> list[str]:
+    """The policy's lines: its AUC, then per task real and imagined successes, the gap and, where `holm` (the
+    Holm-adjusted p of each row of figs["paired_calibration"]) is given, the paired test of the gap."""
     from imagination.eval.reward_gate import THRESHOLD_GAP  # imported late, as main's imports are
 
     lo, hi = figs["auc_within_task_ci95"]
+    paired = f"  {'imag+real-':>10}  {'imag-real+':>10}  {'p':>5}  {'p_holm':>6}" if holm else ""
     lines = [f"{name} ({checkpoint}): real {figs['real_successes']}/{figs['jobs']}, imagined "
              f"{figs['imagined_successes']}/{figs['jobs']}; AUC within task {figs['auc_within_task']:.3f} "
              f"[{lo:.2f}, {hi:.2f}] on {figs['pairs']} pairs ({figs['tasks_with_both_outcomes']} tasks with both "
              f"outcomes), AUC {figs['auc']:.3f}",
-             f"  {'task':>4}  {'real':>7}  {'imagined':>8}  {'gap':>6}"]
-    for r in figs["calibration"]:
-        lines.append(f"  {r['task_id']:>4}  {r['real_successes']:>3}/{r['jobs']:<3}  "
-                     f"{r['imagined_successes']:>4}/{r['jobs']:<3}  {r['gap']:>+6.2f}")
+             f"  {'task':>4}  {'real':>7}  {'imagined':>8}  {'gap':>6}{paired}"]
+    for i, r in enumerate(figs["calibration"]):
+        line = (f"  {r['task_id']:>4}  {r['real_successes']:>3}/{r['jobs']:<3}  "
+                f"{r['imagined_successes']:>4}/{r['jobs']:<3}  {r['gap']:>+6.2f}")
+        if holm:
+            a = figs["paired_calibration"][i]
+            line += f"  {a['optimistic']:>10}  {a['pessimistic']:>10}  {a['p_value']:>5.3f}  {holm[i]:>6.3f}"
+        lines.append(line)
     lines.append(f"  largest |imagined - real| {figs['max_calibration_gap']:.2f}; a judge as likely to succeed as "
                  f"reality would stay within {THRESHOLD_GAP:.2f} on every task with probability "
                  f"{figs['exact_judge_pass_chance']:.2f}, and show a gap this large with probability "
@@ -327,10 +337,13 @@ def main(argv: list[str] | None = None) -> int:
     from imagination.eval.reward_gate import (
         THRESHOLD_AUC,
         THRESHOLD_GAP,
+        TaskAgreement,
         TaskCalibration,
         exact_judge_gap_p_value,
         gate_figures,
         gate_verdict,
+        holm_adjust,
+        joint_calibration_p_value,
     )
     from world_models.grasp_point import GraspPointConfig
     from world_models.model import WorldModel
@@ -384,9 +397,18 @@ def main(argv: list[str] | None = None) -> int:
         return {n: gate_figures([r for r in records if n in ("all", r["policy"])], threshold) for n in [*names, "all"]}
 
     figs = figures(rows)
+    # The paired test of every checked policy's every task, Holm-corrected over all of them: the verdict's
+    # calibration check looks at each of those gaps, so the correction counts each.
+    holm_flat = holm_adjust([a["p_value"] for n in names for a in figs[n]["paired_calibration"]])
+    holm, start = {}, 0
+    for n in names:
+        count = len(figs[n]["paired_calibration"])
+        holm[n], start = holm_flat[start:start + count], start + count
+    shown = [(n, a["task_id"]) for n in names for a, q in zip(figs[n]["paired_calibration"], holm[n]) if q < 0.05]
+    joint_p = joint_calibration_p_value([TaskAgreement(**a) for n in names for a in figs[n]["paired_calibration"]])
     lines = []
     for name, ckpt in zip(names, policies):
-        lines += _table(name, ckpt, figs[name])
+        lines += _table(name, ckpt, figs[name], holm[name])
     if len(names) > 1:
         lines += _table("all", "every policy's jobs pooled", figs["all"])
     branch = figures(branch_rows) if args.branch else None
@@ -400,10 +422,14 @@ def main(argv: list[str] | None = None) -> int:
     # every checked policy's jobs must pass, and they are independent: the chances multiply
     exact_chance = math.prod(figs[n]["exact_judge_pass_chance"] for n in names)
     # is the largest gap beyond what the jobs' own noise makes? (every policy's tasks, the gap over all of them)
-    gap_p = exact_judge_gap_p_value([TaskCalibration(**{k: r[k] for k in ("task_id", "jobs", "real_successes",
-                                                                            "imagined_successes")})
-                                     for n in names for r in figs[n]["calibration"]], max_gap)
+    gap_p = exact_judge_gap_p_value([TaskCalibration.from_dict(r) for n in names for r in figs[n]["calibration"]],
+                                    max_gap)
     verdict = gate_verdict(pooled["auc_within_task"], max_gap)
+    lines.append(f"paired test of each gap (exact McNemar on the jobs where imagined and real outcome differ, "
+                 f"Holm over {len(holm_flat)} tasks): shown miscalibrated: "
+                 + (", ".join(f"{n} task {t}" for n, t in shown) if shown else "none at these jobs")
+                 + f"; all of them together (exact joint test): p = {joint_p:.2g}, "
+                 + ("beyond the jobs' noise" if joint_p < 0.05 else "not beyond the jobs' noise"))
     print("\n".join(lines))
     if not verdict.measurable:
         per_task = ", ".join(f"task {r['task_id']} {r['real_successes']}/{r['jobs']}" for r in pooled["calibration"])
@@ -429,7 +455,9 @@ def main(argv: list[str] | None = None) -> int:
               "policies": dict(zip(names, policies)), "jobs_per_policy": len(proto.tasks) * proto.gate_init_states,
               "thresholds": {"auc_within_task": THRESHOLD_AUC, "max_calibration_gap": THRESHOLD_GAP},
               "figures": figs, "max_calibration_gap": max_gap, "exact_judge_pass_chance": exact_chance,
-              "exact_judge_gap_p_value": gap_p, "verdict": verdict.label, "ceilings": ceilings,
+              "exact_judge_gap_p_value": gap_p, "paired_holm_p": holm, "joint_calibration_p_value": joint_p,
+              "shown_miscalibrated": [{"policy": n, "task_id": t} for n, t in shown], "verdict": verdict.label,
+              "ceilings": ceilings,
               "measurable": verdict.measurable, "reasons": list(verdict.reasons), "records": rows,
               "provenance": provenance(proto.seed, {"suite": proto.suite, "tasks": list(proto.tasks),
                                                     "init_states": [offset, last]})}
@@ -447,7 +475,8 @@ def main(argv: list[str] | None = None) -> int:
           f"auc_within_task={pooled['auc_within_task']:.2f} auc_within_task_ci95=[{lo:.2f},{hi:.2f}] "
           f"auc={pooled['auc']:.2f} max_calibration_gap={max_gap:.2f} threshold_auc={THRESHOLD_AUC:.2f} "
           f"threshold_gap={THRESHOLD_GAP:.2f} exact_judge_pass_chance={exact_chance:.3f} "
-          f"gap_p_value={gap_p:.3f} {verdict.label}")
+          f"gap_p_value={gap_p:.3f} shown_miscalibrated={len(shown)}/{len(holm_flat)} "
+          f"joint_calibration_p={joint_p:.2g} {verdict.label}")
     return 0 if verdict.passed else 1
 
 

@@ -9,6 +9,9 @@ each job's highest imagined success probability and its real outcome, computes w
     v = gate_verdict(est.point, max_calibration_gap(rows))    # PASS: AUC >= 0.80 and every |gap| <= 0.15
     exact_judge_pass_chance(rows)                             # how often a judge as good as reality would pass it
     exact_judge_gap_p_value(rows, max_calibration_gap(rows))  # ... and show a gap this large: beyond noise?
+    tests = paired_calibration(probs, labels, task_ids, thr)  # per task: is this judge shown miscalibrated?
+    holm_adjust([t.p_value for t in tests])                   # ... corrected for the number of tasks checked
+    joint_calibration_p_value(tests)                          # all tasks together: as calibrated as reality?
     figs = gate_figures(records, thr)                          # all of it for closed_loop_records' dicts
 
 Inputs are per job: probs float [N] (highest imagined success probability), labels bool [N] (real
@@ -117,6 +120,11 @@ class TaskCalibration:
     def as_dict(self) -> dict[str, float | int]:
         return {**asdict(self), "real_rate": self.real_rate, "imagined_rate": self.imagined_rate, "gap": self.gap}
 
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> TaskCalibration:
+        """The row back from `as_dict` (its derived rates and gap are recomputed, not read)."""
+        return cls(*(int(row[k]) for k in ("task_id", "jobs", "real_successes", "imagined_successes")))
+
 
 def calibration_table(probs: Any, labels: Any, task_ids: Any, threshold: float) -> list[TaskCalibration]:
     """Per task (ascending id): jobs, real successes, imagined successes (probs [N] >= threshold)."""
@@ -162,6 +170,87 @@ def exact_judge_gap_p_value(rows: list[TaskCalibration], observed_gap: float) ->
 
 
 @dataclass(frozen=True)
+class TaskAgreement:
+    """One task's imagined outcomes against the real ones, job by job, and whether they differ beyond chance.
+
+    Why paired: the imagined and the real episode of a job start from the same state, so a judge as good as
+    reality is a second real re-run of each job. Then a job is as likely to be imagined a success and really
+    a failure (`optimistic`) as the other way round (`pessimistic`), whatever each job's own chance is: no
+    plug-in rate is needed, unlike `exact_judge_pass_chance`. `p_value` is the exact McNemar test of that: the
+    two-sided binomial test of `optimistic` out of the `optimistic + pessimistic` discordant jobs at 1/2
+    (1.0 without a discordant job). A task is shown miscalibrated when its p, corrected over every task
+    checked (`holm_adjust`), is below 0.05. With 10 jobs a task that needs 8 or more discordant jobs, all
+    one way, when 5 tasks are checked (9 at 10): a test that fails to reject here shows the jobs are too few,
+    not that the judge is calibrated."""
+
+    task_id: int
+    jobs: int
+    optimistic: int  # imagined success, real failure
+    pessimistic: int  # imagined failure, real success
+    p_value: float
+
+    def as_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+def paired_calibration(probs: Any, labels: Any, task_ids: Any, threshold: float) -> list[TaskAgreement]:
+    """Per task (ascending id): the discordant jobs of imagined (probs [N] >= threshold) against real success
+    (labels [N]) and their exact McNemar p-value (see `TaskAgreement`)."""
+    from scipy.stats import binomtest  # a test's library, not hand-summed tails
+
+    p, y, t = _arrays(probs, labels, task_ids)
+    imagined = p >= threshold
+    rows = []
+    for k in np.unique(t):
+        m = t == k
+        opt, pes = int((imagined[m] & ~y[m]).sum()), int((~imagined[m] & y[m]).sum())
+        pv = binomtest(opt, opt + pes, 0.5).pvalue if opt + pes else 1.0
+        rows.append(TaskAgreement(int(k), int(m.sum()), opt, pes, float(min(pv, 1.0))))
+    return rows
+
+
+def joint_calibration_p_value(rows: list[TaskAgreement]) -> float:
+    """Is the judge, over all these tasks together, as calibrated as a real re-run? Exact p-value.
+
+    Why jointly: at 10 jobs no single task's paired test can reject after correction (see `TaskAgreement`),
+    yet many tasks each a few jobs off, in whichever direction, add up. The statistic is the sum over tasks of
+    McNemar's (optimistic - pessimistic)^2 / (optimistic + pessimistic), so opposite errors on two tasks do not
+    cancel (they would in a pooled rate). Its null distribution is exact: each discordant job is imagined a
+    success or really one with chance 1/2, independently (a judge as good as reality), convolved over tasks.
+    Returns P(statistic >= observed) (1.0 without a discordant job)."""
+    dist = {0.0: 1.0}  # statistic value -> probability, tasks so far
+    observed = 0.0
+    for r in rows:
+        d = r.optimistic + r.pessimistic
+        if d == 0:
+            continue
+        observed += (r.optimistic - r.pessimistic) ** 2 / d
+        task = {}
+        for o in range(d + 1):
+            v = round((2 * o - d) ** 2 / d, 9)  # rounded: equal values from different counts must merge
+            task[v] = task.get(v, 0.0) + math.comb(d, o) / 2 ** d
+        merged: dict[float, float] = {}
+        for a, pa in dist.items():
+            for b, pb in task.items():
+                key = round(a + b, 9)
+                merged[key] = merged.get(key, 0.0) + pa * pb
+        dist = merged
+    return float(min(1.0, sum(p for v, p in dist.items() if v >= observed - _TOL)))
+
+
+def holm_adjust(p_values: list[float]) -> list[float]:
+    """Holm's step-down adjustment of m p-values (same order back): with them, "adjusted p < alpha" for any
+    of the m tests keeps the chance of a false call at <= alpha whichever of the nulls hold."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted, running = [0.0] * m, 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))  # monotone: never below an earlier step
+        adjusted[i] = running
+    return adjusted
+
+
+@dataclass(frozen=True)
 class Verdict:
     passed: bool
     measurable: bool  # False when the within-task AUC is undefined (no task with both real outcomes)
@@ -201,15 +290,19 @@ def gate_figures(records: list[dict], threshold: float, resamples: int = 2000, s
     est = within_task_auc_interval(probs, labels, tasks, resamples=resamples, seed=seed)
     rows = calibration_table(probs, labels, tasks, threshold)
     gap = max_calibration_gap(rows)
+    paired = paired_calibration(probs, labels, tasks, threshold)
     return {"jobs": len(records), "real_successes": int(labels.sum()),
             "imagined_successes": int((probs >= threshold).sum()), "auc": sep.auc, "auc_within_task": est.point,
             "auc_within_task_ci95": list(est.ci95), "pairs": est.pairs,
             "tasks_with_both_outcomes": est.tasks, "bootstrap_resamples": est.resamples, "bootstrap_seed": seed,
             "calibration": [r.as_dict() for r in rows], "max_calibration_gap": gap,
             "exact_judge_pass_chance": exact_judge_pass_chance(rows),
-            "exact_judge_gap_p_value": exact_judge_gap_p_value(rows, gap)}
+            "exact_judge_gap_p_value": exact_judge_gap_p_value(rows, gap),
+            "paired_calibration": [r.as_dict() for r in paired],
+            "joint_calibration_p_value": joint_calibration_p_value(paired)}
 
 
-__all__ = ["AUCEstimate", "THRESHOLD_AUC", "THRESHOLD_GAP", "TaskCalibration", "Verdict", "calibration_table",
-           "exact_judge_gap_p_value", "exact_judge_pass_chance", "gate_figures", "gate_verdict",
-           "max_calibration_gap", "resampled_within_task_aucs", "within_task_auc_interval"]
+__all__ = ["AUCEstimate", "THRESHOLD_AUC", "THRESHOLD_GAP", "TaskAgreement", "TaskCalibration", "Verdict",
+           "calibration_table", "exact_judge_gap_p_value", "exact_judge_pass_chance", "gate_figures", "gate_verdict",
+           "holm_adjust", "joint_calibration_p_value", "max_calibration_gap", "paired_calibration",
+           "resampled_within_task_aucs", "within_task_auc_interval"]

@@ -133,12 +133,20 @@ def test_a_head_that_says_the_same_everywhere_fails_the_gate(protocol_root, caps
     # every job imagined at sigmoid(2) = 0.88: all ties within task (0.5), every task imagined 10/10 vs 5/10 real
     assert bench == ("BENCH reward_signal reward=head policies=bc jobs=50 pairs=125 auc_within_task=0.50 "
                      "auc_within_task_ci95=[0.50,0.50] auc=0.50 max_calibration_gap=0.50 threshold_auc=0.80 "
-                     "threshold_gap=0.15 exact_judge_pass_chance=0.030 gap_p_value=0.191 FAIL")
+                     "threshold_gap=0.15 exact_judge_pass_chance=0.030 gap_p_value=0.191 shown_miscalibrated=0/5 "
+                     "joint_calibration_p=9.5e-07 FAIL")
     # 5 of 10 real on each task: a judge as likely to succeed as reality stays within 0.15 with chance 0.497 a task
     # and shows a gap of 0.5 (10 of 10 imagined against 5 of 10) on some task with probability 0.19: at 10 jobs a
     # task, the largest gap alone does not tell this head's optimism from noise
     assert "with probability 0.03, and show a gap this large with probability 0.19" in out
     assert saved_chance(protocol_root) == pytest.approx(0.49655 ** 5, rel=1e-4)
+    # ... yet every task errs the same way, job by job (5 imagined successes that failed, none the other way):
+    # p = 2/32 a task, 5 x that after Holm, so no one task is shown; together, 5 such tasks are (1/16)^5
+    assert "     0    5/10     10/10    +0.50           5           0  0.062   0.312" in out
+    assert ("shown miscalibrated: none at these jobs; all of them together (exact joint test): p = 9.5e-07, beyond "
+            "the jobs' noise") in out
+    saved_joint = json.loads((protocol_root / "gate" / "reward_signal.json").read_text())["joint_calibration_p_value"]
+    assert saved_joint == pytest.approx(16.0 ** -5)
     assert "FAIL: within-task AUC 0.500 < 0.80; largest per-task |imagined - real| 0.500 > 0.15" in out
     assert "     0    5/10     10/10    +0.50" in out and "every policy's jobs pooled" not in out
     assert ("real re-runs (seed) rank the recorded outcomes at AUC within task 0.70 [0.60, 0.80] with 2 repeats, "
