@@ -65,6 +65,16 @@ def one_repeat_gaps(figs: dict, names: list[str]) -> list[float]:
             for k in range(len(figs[names[0]]["max_calibration_gap_by_repeat"]))]
 
 
+def one_repeat_joint_p(figs: dict, names: list[str]) -> list[float]:
+    """Per repeat, the gate's joint paired test (reward_gate.joint_calibration_p_value) with that repeat as the
+    judge of every policy's recorded outcomes, all policies' tasks together as reward_signal.py tests them."""
+    from imagination.eval.reward_gate import TaskAgreement, joint_calibration_p_value
+
+    return [joint_calibration_p_value([TaskAgreement(**a) for n in names
+                                       for a in figs[n]["paired_calibration_by_repeat"][k]])
+            for k in range(len(figs[names[0]]["paired_calibration_by_repeat"]))]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--root", default=RLGainProtocol().root, help="the rl_gain protocol's folder (bench/protocol.py)")
@@ -164,11 +174,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"the gate's calibration check with one real repeat as the judge: largest per-task gap "
           f"{', '.join(f'{g:.2f}' for g in gaps)} (repeats 1-{len(gaps)}); {passing} of {len(gaps)} within "
           f"{THRESHOLD_GAP:.2f}")
+    joint = one_repeat_joint_p(figs, names)
+    calibrated = sum(q >= 0.05 for q in joint)
+    print(f"the gate's paired joint test with one real repeat as the judge: p = "
+          f"{', '.join(f'{q:.2g}' for q in joint)} (repeats 1-{len(joint)}); {calibrated} of {len(joint)} not shown "
+          "miscalibrated (p >= 0.05), as a judge as good as reality should be in 95% of repeats")
     ok = pooled["auc_within_task"] >= THRESHOLD_AUC
     result = {"protocol": proto.describe(), "perturb": args.perturb, "noise_std": args.noise_std,
               "repeats": args.repeats, "policies": dict(zip(names, policies)), "threshold_auc": THRESHOLD_AUC,
               "figures": figs, "judge": {"path": str(judge_path), **gap} if gap else None,
-              "max_calibration_gap_1_repeat": gaps,
+              "max_calibration_gap_1_repeat": gaps, "joint_calibration_p_1_repeat": joint,
               "verdict": "PASS" if ok else "FAIL"}
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "gate_ceiling.json", result, indent=2)
@@ -179,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
           f"jobs={pooled['jobs']} pairs={pooled['pairs']} agreement={pooled['agreement']:.2f} "
           f"auc_within_task={pooled['auc_within_task']:.2f} auc_within_task_ci95=[{lo:.2f},{hi:.2f}] "
           f"auc_1_repeat={pooled['auc_by_repeats'][0]:.2f} gap_1_repeat_max={max(gaps):.2f} "
-          f"gap_1_repeat_passing={passing}/{len(gaps)} "
+          f"gap_1_repeat_passing={passing}/{len(gaps)} joint_p_1_repeat_min={min(joint):.2g} "
+          f"joint_1_repeat_not_shown={calibrated}/{len(joint)} "
           + (f"judge_gap={gap['gap']:+.2f} judge_gap_ci95=[{gap['gap_ci95'][0]:+.2f},{gap['gap_ci95'][1]:+.2f}] "
              if gap else "") + f"threshold_auc={THRESHOLD_AUC:.2f} "
           f"{'PASS' if ok else 'FAIL'}")

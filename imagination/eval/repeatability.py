@@ -30,7 +30,13 @@ from typing import Any
 import numpy as np
 
 from imagination.eval.closed_loop import outcome_separation
-from imagination.eval.reward_gate import calibration_table, resampled_within_task_aucs, within_task_auc_interval
+from imagination.eval.reward_gate import (
+    calibration_table,
+    joint_calibration_p_value,
+    paired_calibration,
+    resampled_within_task_aucs,
+    within_task_auc_interval,
+)
 
 JobKey = tuple[int, int]  # (task_id, init_state_id): a repeat keeps the job, not its reset seed
 
@@ -60,7 +66,9 @@ def repeat_figures(reference: list[dict], repeats: list[list[dict]], resamples: 
     calibration (per task: the reference's successes against the repeats' mean, rounded),
     max_calibration_gap (|mean repeat rate - reference rate|, unrounded) and max_calibration_gap_by_repeat
     (per repeat, its largest per-task |rate - reference rate|: the gate's calibration check with one repeat
-    as the judge, as a judge that imagines each job once is held to it)."""
+    as the judge, as a judge that imagines each job once is held to it), and per repeat the gate's paired
+    tests with that repeat as the judge: paired_calibration_by_repeat (reward_gate.TaskAgreement rows) and
+    joint_calibration_p_by_repeat."""
     if not repeats:
         raise ValueError("repeats: at least one repeated evaluation of the reference's jobs is needed")
     ref = _outcomes(reference, "reference")
@@ -84,6 +92,7 @@ def repeat_figures(reference: list[dict], repeats: list[list[dict]], resamples: 
     rows = calibration_table(probs, labels, tasks, 0.5)
     gaps = [abs(float(probs[tasks == r.task_id].mean()) - r.real_rate) for r in rows]
     by_repeat = [max(abs(float(s[tasks == r.task_id].mean()) - r.real_rate) for r in rows) for s in succ]
+    paired = [paired_calibration(s, labels, tasks, 0.5) for s in succ]
     return {"jobs": len(keys), "repeats": len(reps), "reference_successes": int(labels.sum()),
             "repeat_successes": [int(s.sum()) for s in succ],
             "agreement": float((succ == labels[None]).mean()),
@@ -92,7 +101,9 @@ def repeat_figures(reference: list[dict], repeats: list[list[dict]], resamples: 
             "auc_by_repeats": by_k,
             "calibration": [{"task_id": r.task_id, "jobs": r.jobs, "reference_successes": r.real_successes,
                              "repeat_rate": float(probs[tasks == r.task_id].mean())} for r in rows],
-            "max_calibration_gap": max(gaps, default=float("nan")), "max_calibration_gap_by_repeat": by_repeat}
+            "max_calibration_gap": max(gaps, default=float("nan")), "max_calibration_gap_by_repeat": by_repeat,
+            "paired_calibration_by_repeat": [[a.as_dict() for a in rows_k] for rows_k in paired],
+            "joint_calibration_p_by_repeat": [joint_calibration_p_value(rows_k) for rows_k in paired]}
 
 
 def judge_gap(judge: dict[JobKey, float], reference: list[dict], repeats: list[list[dict]], resamples: int = 2000,

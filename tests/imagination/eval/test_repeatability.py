@@ -42,7 +42,14 @@ def test_more_repeats_average_the_noise_and_ties_count_half():
     # flips cancel), r2 is the recording
     assert f["max_calibration_gap_by_repeat"] == [0.0, 0.0]
     r3 = {**REF, (0, 12): True, (1, 11): True}  # task 0: 3/4 against 2/4; task 1: 2/2 against 1/2
-    assert repeat_figures(_records(REF), [_records(r3), _records(r2)])["max_calibration_gap_by_repeat"] == [0.5, 0.0]
+    f3 = repeat_figures(_records(REF), [_records(r3), _records(r2)])
+    assert f3["max_calibration_gap_by_repeat"] == [0.5, 0.0]
+    # the paired tests with one repeat as the judge: r3 errs on two jobs, both imagined successes that failed
+    assert [(a["task_id"], a["optimistic"], a["pessimistic"]) for a in f3["paired_calibration_by_repeat"][0]] == [
+        (0, 1, 0), (1, 1, 0)]
+    # one discordant job a task is no evidence: its McNemar term is 1 whichever way it falls
+    assert f3["joint_calibration_p_by_repeat"] == pytest.approx([1.0, 1.0])
+    assert f["joint_calibration_p_by_repeat"][0] == pytest.approx(1.0)  # r1's two flips in task 0 cancel
     lo, hi = f["auc_within_task_ci95"]
     assert 0 <= lo <= f["auc_within_task"] <= hi <= 1
 
