@@ -159,7 +159,7 @@ class _Nameless(SimpleNamespace):
         return len(self.action)
 
 
-def test_task_weights_set_each_tasks_share_of_the_draws_and_bad_weights_are_refused(tmp_path):
+def test_task_weights_set_each_tasks_share_of_the_draws_and_bad_weights_are_refused(tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
     eps = [replace(square_episode(rng, T=10), task_id=t) for t in (0, 1, 1, 3)]  # task 1 has twice the samples
     data = ChunkData(eps, ["agentview"], chunk_len=4, image_size=16)
@@ -180,10 +180,20 @@ def test_task_weights_set_each_tasks_share_of_the_draws_and_bad_weights_are_refu
     nameless = _Nameless(**{k: getattr(eps[0], k) for k in ("frames", "state", "action", "instruction")})
     with pytest.raises(ValueError, match="task_weights: the episodes carry no task_id"):
         ChunkData([nameless], ["agentview"], 4, 16).sample_weights([0.5])
-    # training runs with a task weighted 0 (its samples are never drawn)
-    out = train_bc(bc_config("unused", tmp_path / "w", steps=3, task_weights=[1.0, 0.0, 1.0, 1.0]), eps[:1] + eps[1:2],
+    # training with a task weighted 0 never draws its samples: every batch train_bc asks for is recorded
+    drawn: list[torch.Tensor] = []
+    batch = ChunkData.batch
+
+    def recording_batch(self, idx, *args, **kwargs):
+        drawn.append(self.task_id[idx])
+        return batch(self, idx, *args, **kwargs)
+
+    monkeypatch.setattr(ChunkData, "batch", recording_batch)
+    out = train_bc(bc_config("unused", tmp_path / "w", steps=6, task_weights=[1.0, 0.0, 1.0, 1.0]), eps[:1] + eps[1:2],
                    progress=False)
-    assert np.isfinite(out["final_loss"])
+    assert np.isfinite(out["final_loss"]) and len(drawn) == 6
+    tasks = torch.cat(drawn)
+    assert (tasks == 0).any() and not (tasks == 1).any()
 
 
 def test_resume_refuses_another_policy_config(square_dataset, tmp_path):
