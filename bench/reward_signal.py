@@ -9,7 +9,8 @@
     python bench/reward_signal.py --reward state --state-reward outputs/bench/rl_gain/state_reward/state_reward.pt
     python bench/reward_signal.py --init-state-offset 0           # the training jobs, in <root>/gate_init0
     python bench/reward_signal.py --task-bias outputs/bench/rl_gain/gate_init0/grasp_reward/reward_signal.json
-                                                        # the judge with per-task offsets fit there
+                                                        # the judge with per-task offsets fit there,
+                                                        # into <gate-dir>/grasp_reward_task_bias
 
 Imagined RL optimizes whatever the success head says while the policy acts on imagined frames. On the
 protocol's gate jobs (bench/protocol.py: LIBERO-Spatial tasks 0-4 x init states 10-19, seed 0; nothing
@@ -222,6 +223,16 @@ def _other_jobs(gate_data: Path, first: int, last: int) -> str | None:
             f"{first}-{last}; give each job set its own --gate-dir")
 
 
+def _out_dir(given: str, gate: Path, reward: str, task_bias: bool) -> Path:
+    """Where a run's imagined jobs and reward_signal.json go: `given`, else beside the shared real side, one
+    folder per reward, and one more for the grasp judge with offsets (gate_ceiling.py reads the plain judge's
+    grasp_reward/reward_signal.json, which a run with offsets must not replace)."""
+    if given:
+        return Path(given)
+    out = {"head": gate, "state": gate / "state_reward", "grasp": gate / "grasp_reward"}[reward]
+    return out.with_name(out.name + "_task_bias") if task_bias else out
+
+
 def _json_safe(x: Any) -> Any:
     if isinstance(x, float) and math.isnan(x):
         return None
@@ -244,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gate-dir", default="", help="real side: gate dataset (data/) and real evaluations "
                                                   "(eval_<name>/); default <root>/gate, or <root>/gate_init<N> for "
                                                   "--init-state-offset N")
-    p.add_argument("--out-dir", default="", help="imagined runs and reward_signal.json; default: --gate-dir")
+    p.add_argument("--out-dir", default="", help="imagined runs and reward_signal.json; default: --gate-dir, its "
+                                                 "state_reward/ or grasp_reward/ (grasp_reward_task_bias/ with "
+                                                 "--task-bias)")
     p.add_argument("--branch", action="store_true", help="also from --lead-steps before each recorded episode's "
                                                          "first grasp (imagination.eval.closed_loop.branch_records)")
     p.add_argument("--lead-steps", type=int, default=LEAD_STEPS)
@@ -348,9 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     from world_models.grasp_point import GraspPointConfig
     from world_models.model import WorldModel
 
-    # the real side is shared; another reward's imagined runs go beside it
-    out = Path(args.out_dir) if args.out_dir else {"head": gate, "state": gate / "state_reward",
-                                                   "grasp": gate / "grasp_reward"}[args.reward]
+    out = _out_dir(args.out_dir, gate, args.reward, bool(task_bias))
     gate_data = gate / "data"
     if not (gate_data / "meta" / "info.json").is_file():
         EpisodeWriter(gate_data, EpisodeDataset(train_data, verify=False).config).close()

@@ -204,3 +204,14 @@ def test_jobs_and_task_bias_options_are_checked_first(tmp_path, capsys):
     assert "missing world model" in capsys.readouterr().err
     assert reward_signal.main([*base, "--init-state-offset", "0", "--gate-dir", str(tmp_path / "gate")]) == 2
     assert "not only of 0-9" not in capsys.readouterr().err  # init state 3 is one of 0-9
+
+
+def test_each_reward_and_the_judge_with_offsets_write_apart(tmp_path):
+    out_dir = _load("reward_signal")._out_dir
+    gate = tmp_path / "gate"
+    assert out_dir("", gate, "head", False) == gate
+    assert out_dir("", gate, "grasp", False) == gate / "grasp_reward"
+    # with offsets: beside the plain judge's result, which gate_ceiling.py reads, never over it
+    assert out_dir("", gate, "grasp", True) == gate / "grasp_reward_task_bias"
+    assert out_dir("", gate, "state", False) == gate / "state_reward"
+    assert out_dir(str(tmp_path / "mine"), gate, "grasp", True) == tmp_path / "mine"
