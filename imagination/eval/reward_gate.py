@@ -225,7 +225,7 @@ def joint_calibration_p_value(rows: list[TaskAgreement]) -> float:
         if d == 0:
             continue
         observed += (r.optimistic - r.pessimistic) ** 2 / d
-        task = {}
+        task: dict[float, float] = {}
         for o in range(d + 1):
             v = round((2 * o - d) ** 2 / d, 9)  # rounded: equal values from different counts must merge
             task[v] = task.get(v, 0.0) + math.comb(d, o) / 2 ** d
