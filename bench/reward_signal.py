@@ -422,6 +422,11 @@ def main(argv: list[str] | None = None) -> int:
         lines += _table(name, ckpt, figs[name], holm[name])
     if len(names) > 1:
         lines += _table("all", "every policy's jobs pooled", figs["all"])
+    lines.append(f"paired test of each gap (exact McNemar on the jobs where imagined and real outcome differ, "
+                 f"Holm over {len(holm_flat)} tasks): shown miscalibrated: "
+                 + (", ".join(f"{n} task {t}" for n, t in shown) if shown else "none at these jobs")
+                 + f"; all of them together (exact joint test): p = {joint_p:.2g}, "
+                 + ("beyond the jobs' noise" if joint_p < 0.05 else "not beyond the jobs' noise"))
     branch = figures(branch_rows) if args.branch else None
     if branch:
         lines.append(f"from {args.lead_steps} steps before the first grasp of each recorded episode "
@@ -436,11 +441,6 @@ def main(argv: list[str] | None = None) -> int:
     gap_p = exact_judge_gap_p_value([TaskCalibration.from_dict(r) for n in names for r in figs[n]["calibration"]],
                                     max_gap)
     verdict = gate_verdict(pooled["auc_within_task"], max_gap)
-    lines.append(f"paired test of each gap (exact McNemar on the jobs where imagined and real outcome differ, "
-                 f"Holm over {len(holm_flat)} tasks): shown miscalibrated: "
-                 + (", ".join(f"{n} task {t}" for n, t in shown) if shown else "none at these jobs")
-                 + f"; all of them together (exact joint test): p = {joint_p:.2g}, "
-                 + ("beyond the jobs' noise" if joint_p < 0.05 else "not beyond the jobs' noise"))
     print("\n".join(lines))
     if not verdict.measurable:
         per_task = ", ".join(f"task {r['task_id']} {r['real_successes']}/{r['jobs']}" for r in pooled["calibration"])
