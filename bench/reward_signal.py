@@ -410,20 +410,18 @@ def main(argv: list[str] | None = None) -> int:
     figs = figures(rows)
     # The paired test of every checked policy's every task, Holm-corrected over all of them: the verdict's
     # calibration check looks at each of those gaps, so the correction counts each.
-    holm_flat = holm_adjust([a["p_value"] for n in names for a in figs[n]["paired_calibration"]])
-    holm, start = {}, 0
-    for n in names:
-        count = len(figs[n]["paired_calibration"])
-        holm[n], start = holm_flat[start:start + count], start + count
-    shown = [(n, a["task_id"]) for n in names for a, q in zip(figs[n]["paired_calibration"], holm[n]) if q < 0.05]
-    joint_p = joint_calibration_p_value([TaskAgreement(**a) for n in names for a in figs[n]["paired_calibration"]])
+    tests = [(n, a) for n in names for a in figs[n]["paired_calibration"]]
+    adjusted = holm_adjust([a["p_value"] for _, a in tests])
+    holm = {n: [q for (m, _), q in zip(tests, adjusted) if m == n] for n in names}
+    shown = [(n, a["task_id"]) for (n, a), q in zip(tests, adjusted) if q < 0.05]
+    joint_p = joint_calibration_p_value([TaskAgreement(**a) for _, a in tests])
     lines = []
     for name, ckpt in zip(names, policies):
         lines += _table(name, ckpt, figs[name], holm[name])
     if len(names) > 1:
         lines += _table("all", "every policy's jobs pooled", figs["all"])
     lines.append(f"paired test of each gap (exact McNemar on the jobs where imagined and real outcome differ, "
-                 f"Holm over {len(holm_flat)} tasks): shown miscalibrated: "
+                 f"Holm over {len(tests)} tasks): shown miscalibrated: "
                  + (", ".join(f"{n} task {t}" for n, t in shown) if shown else "none at these jobs")
                  + f"; all of them together (exact joint test): p = {joint_p:.2g}, "
                  + ("beyond the jobs' noise" if joint_p < 0.05 else "not beyond the jobs' noise"))
@@ -486,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
           f"auc_within_task={pooled['auc_within_task']:.2f} auc_within_task_ci95=[{lo:.2f},{hi:.2f}] "
           f"auc={pooled['auc']:.2f} max_calibration_gap={max_gap:.2f} threshold_auc={THRESHOLD_AUC:.2f} "
           f"threshold_gap={THRESHOLD_GAP:.2f} exact_judge_pass_chance={exact_chance:.3f} "
-          f"gap_p_value={gap_p:.3f} shown_miscalibrated={len(shown)}/{len(holm_flat)} "
+          f"gap_p_value={gap_p:.3f} shown_miscalibrated={len(shown)}/{len(tests)} "
           f"joint_calibration_p={joint_p:.2g} {verdict.label}")
     return 0 if verdict.passed else 1
 
