@@ -10,7 +10,9 @@ Out dir layout:
     checkpoint.pt     weights, optimizer, step and both random states, rewritten atomically every
                       `checkpoint_every` steps; re-running the command resumes from it exactly
     autoencoder.pt    the trained model (Autoencoder.load) with its measured latent scale and shift
-    result.json       reconstruction PSNR / SSIM on held-out frames, timings, latent shape
+    result.json       reconstruction PSNR / SSIM on held-out frames, timings, latent shape, and the
+                      moving-region ceiling: the gain over the still frame (bench/wm_fidelity.py's
+                      moving_gain_db) of a latent world model that predicted every latent exactly
 
 Loss: L1 reconstruction of single-view frames + kl_weight x KL(posterior || N(0, 1)). No perceptual or
 adversarial term: their pretrained weights are not available offline here, and a world model
@@ -35,6 +37,7 @@ from envs.frames import to_model_frames
 from world_models.autoencoder import Autoencoder, AutoencoderConfig
 from world_models.clips import load_episodes, split_episodes
 from world_models.metrics import psnr_per_frame, ssim_per_frame
+from world_models.region import masked_psnr, moving_mask, pooled_mean
 
 _FORMAT = "wm-vla-rl/autoencoder_train_state"
 LOSSES = ("l1", "mse")
@@ -62,6 +65,7 @@ class TrainAutoencoderConfig:
     resume: bool = True  # continue from out_dir/checkpoint.pt if there is one
     seed: int = 0
     num_threads: int = 1  # torch CPU threads; 0 = torch's default
+    device: str = "cpu"  # where the model trains: cpu, cuda or cuda:N; frames stay in host memory, each batch is sent
 
 
 def _pooled_frames(episodes: list, views: int) -> np.ndarray:
@@ -71,6 +75,24 @@ def _pooled_frames(episodes: list, views: int) -> np.ndarray:
     frames = np.concatenate([ep.frames for ep in episodes])
     N, H, W, _ = frames.shape
     return frames.reshape(N, H, W, views, 3).transpose(0, 3, 1, 2, 4).reshape(N * views, H, W, 3)
+
+
+def _chunks(frames: np.ndarray, size: int = 64) -> list[np.ndarray]:
+    """uint8 [N, H, W, 3] in pieces of `size` frames: encode / decode of a few hundred frames at bounded memory."""
+    return [frames[i:i + size] for i in range(0, len(frames), size)]
+
+
+def _device(name: str) -> torch.device:
+    """torch.device of `device`; ValueError naming the field when it is malformed or names a GPU torch cannot see."""
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"device: expected cpu, cuda or cuda:N, got {name!r}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device: {name!r} asked for, but torch sees no CUDA device here; use device=cpu")
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"device: expected cpu, cuda or cuda:N, got {name!r}")
+    return device
 
 
 def _evenly(n: int, k: int) -> np.ndarray:
@@ -87,6 +109,7 @@ class AutoencoderTrainer:
             raise ValueError(f"batch_size must be >= 1 and steps >= 0, got {cfg.batch_size}, {cfg.steps}")
         if cfg.num_threads > 0:
             torch.set_num_threads(cfg.num_threads)
+        self.device = _device(cfg.device)
         self.cfg = cfg
         self.out = Path(cfg.out_dir)
         episodes = load_episodes(cfg.data_dir, cfg.views, features=cfg.features)
@@ -103,8 +126,9 @@ class AutoencoderTrainer:
         self.train_frames = _pooled_frames([episodes[i] for i in train_idx], V)
         self.held_frames = _pooled_frames([episodes[i] for i in held_idx], V)
         self.held_out = [episodes[i].index for i in held_idx]
+        self.held_episodes = [episodes[i].frames for i in held_idx]  # uint8 [T, H, W, 3V] each
         torch.manual_seed(cfg.seed)  # the initial weights
-        self.model = Autoencoder(cfg.model)
+        self.model = Autoencoder(cfg.model).to(self.device)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr)
         self.rng = np.random.default_rng(cfg.seed)
         self.generator = torch.Generator().manual_seed(cfg.seed + 1)
@@ -113,10 +137,11 @@ class AutoencoderTrainer:
     def step(self) -> dict[str, float]:
         cfg = self.cfg
         idx = self.rng.integers(0, len(self.train_frames), size=cfg.batch_size)
-        x = to_model_frames(self.train_frames[idx])  # [B, 3, H, W] in [-1, 1]
+        x = to_model_frames(self.train_frames[idx]).to(self.device)  # [B, 3, H, W] in [-1, 1]
         self.model.train()
         post = self.model.posterior(x)
-        z = post.mean + post.std * torch.randn(post.mean.shape, generator=self.generator)
+        # drawn on the CPU generator wherever the model runs: one resumable random state for every device
+        z = post.mean + post.std * torch.randn(post.mean.shape, generator=self.generator).to(self.device)
         y = self.model.raw_decode(z)
         rec = (y - x).abs().mean() if cfg.loss == "l1" else (y - x).pow(2).mean()
         kl = post.kl().mean() / x[0].numel()  # per pixel, like the reconstruction term
@@ -163,8 +188,8 @@ class AutoencoderTrainer:
         """shift_factor / scaling_factor from the latents' mean and std on `scale_frames` training frames."""
         self.model.eval()
         self.model.cfg.shift_factor, self.model.cfg.scaling_factor = 0.0, 1.0
-        x = to_model_frames(self.train_frames[_evenly(len(self.train_frames), self.cfg.scale_frames)])
-        z = self.model.encode(x)
+        frames = self.train_frames[_evenly(len(self.train_frames), self.cfg.scale_frames)]
+        z = torch.cat([self.model.encode(to_model_frames(c).to(self.device)) for c in _chunks(frames)])
         self.model.cfg.shift_factor = float(z.mean())
         self.model.cfg.scaling_factor = float(1.0 / z.std().clamp_min(1e-6))
 
@@ -172,11 +197,33 @@ class AutoencoderTrainer:
     def evaluate(self) -> dict[str, float]:
         """Mean PSNR (dB) / SSIM of encode -> decode on evenly spaced held-out frames (training frames if none)."""
         frames = self.held_frames if len(self.held_frames) else self.train_frames
-        x = to_model_frames(frames[_evenly(len(frames), self.cfg.eval_frames)])
         self.model.eval()
-        y = self.model.decode(self.model.encode(x)).clamp(-1, 1)
-        return {"psnr": float(psnr_per_frame(y, x).mean()), "ssim": float(ssim_per_frame(y, x).mean()),
-                "frames": int(x.shape[0])}
+        psnr, ssim = [], []
+        for chunk in _chunks(frames[_evenly(len(frames), self.cfg.eval_frames)]):
+            x = to_model_frames(chunk).to(self.device)
+            y = self.model.decode(self.model.encode(x)).clamp(-1, 1)
+            psnr.append(psnr_per_frame(y, x).cpu())
+            ssim.append(ssim_per_frame(y, x).cpu())
+        return {"psnr": float(torch.cat(psnr).mean()), "ssim": float(torch.cat(ssim).mean()),
+                "frames": int(sum(len(p) for p in psnr))}
+
+    @torch.no_grad()
+    def moving_ceiling(self) -> dict[str, float]:
+        """Moving-region PSNR (world_models.region) of encode -> decode on every frame of each held-out episode,
+        and of the episode's first frame held still. Their difference bounds a latent world model's moving-region
+        gain on this autoencoder: a model whose latents were exact would score the reconstruction. NaN figures
+        when no episode is held out or nothing moves."""
+        self.model.eval()
+        rec_rows, still_rows = [], []
+        for frames in self.held_episodes:
+            real = to_model_frames(frames)  # [T, 3V, H, W]
+            rec = torch.cat([self.model.decode(self.model.encode(to_model_frames(c).to(self.device))).clamp(-1, 1)
+                             .cpu() for c in _chunks(frames)])
+            mask = moving_mask(real, real[0])
+            rec_rows.append(masked_psnr(rec, real, mask).numpy())
+            still_rows.append(masked_psnr(real[:1].expand_as(real), real, mask).numpy())
+        rec_db, still_db = pooled_mean(rec_rows), pooled_mean(still_rows)
+        return {"moving_psnr": rec_db, "still_moving_psnr": still_db, "moving_gain_ceiling_db": rec_db - still_db}
 
 
 def train_autoencoder(cfg: TrainAutoencoderConfig) -> dict:
@@ -200,11 +247,14 @@ def train_autoencoder(cfg: TrainAutoencoderConfig) -> dict:
     model_path = trainer.out / "autoencoder.pt"
     trainer.model.save(model_path)
     figures = trainer.evaluate()
+    ceiling = trainer.moving_ceiling()
     m = trainer.model.cfg
     result = {
         "steps": trainer.step_count, "seconds": elapsed, "seconds_per_step": elapsed / max(trainer.step_count - n0, 1),
         "final": last, "held_out_psnr": figures["psnr"], "held_out_ssim": figures["ssim"],
         "eval_frames": figures["frames"], "held_out_episodes": trainer.held_out,
+        "held_out_moving_psnr": ceiling["moving_psnr"], "held_out_still_moving_psnr": ceiling["still_moving_psnr"],
+        "moving_gain_ceiling_db": ceiling["moving_gain_ceiling_db"],
         "params_m": sum(p.numel() for p in trainer.model.parameters()) / 1e6,
         "latent_shape": [m.latent_channels * len(cfg.views), m.latent_size, m.latent_size],
         "scaling_factor": m.scaling_factor, "shift_factor": m.shift_factor, "model_path": str(model_path),
@@ -214,4 +264,7 @@ def train_autoencoder(cfg: TrainAutoencoderConfig) -> dict:
           f"{result['params_m']:.2f}M params, latents {result['latent_shape']})")
     print(f"  held-out reconstruction ({figures['frames']} frames): PSNR {figures['psnr']:.2f} dB  "
           f"SSIM {figures['ssim']:.3f}")
+    print(f"  moving region, every held-out frame: reconstruction {ceiling['moving_psnr']:.2f} dB, still frame "
+          f"{ceiling['still_moving_psnr']:.2f} dB: a latent world model's gain is at most "
+          f"{ceiling['moving_gain_ceiling_db']:+.2f} dB")
     return result

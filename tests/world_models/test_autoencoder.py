@@ -18,7 +18,7 @@ from envs.dataset import DatasetConfig, Episode, EpisodeWriter
 from envs.frames import to_model_frames
 from scripts.train_autoencoder import main
 from world_models.autoencoder import Autoencoder, AutoencoderConfig
-from world_models.autoencoder_training import TrainAutoencoderConfig
+from world_models.autoencoder_training import AutoencoderTrainer, TrainAutoencoderConfig
 
 FRAMES = Path(__file__).resolve().parents[2] / "assets" / "libero_agentview_128.npz"
 
@@ -96,9 +96,42 @@ def test_training_on_libero_frames_improves_reconstruction_and_resumes_exactly(t
     resumed = main(cfg("split", 30))  # continues from the step-15 checkpoint
     assert resumed["final"] == whole["final"]
     assert whole["held_out_psnr"] > untrained["held_out_psnr"] + 3.0, (untrained, whole)
+    # the ceiling: the held-out episode's moving region, reconstructed against held still
+    for r in (untrained, whole):
+        assert np.isfinite(r["held_out_moving_psnr"]) and np.isfinite(r["held_out_still_moving_psnr"])
+        assert r["moving_gain_ceiling_db"] == pytest.approx(r["held_out_moving_psnr"] - r["held_out_still_moving_psnr"])
+    assert whole["held_out_still_moving_psnr"] == untrained["held_out_still_moving_psnr"]  # no model in it
+    assert whole["moving_gain_ceiling_db"] > untrained["moving_gain_ceiling_db"] + 3.0, (untrained, whole)
     written = json.loads((tmp_path / "whole" / "result.json").read_text())
     assert written["latent_shape"] == [4, 16, 16] and written["held_out_psnr"] == whole["held_out_psnr"]
     ae = Autoencoder.load(tmp_path / "whole" / "autoencoder.pt")
     with torch.no_grad():  # the measured scale gives unit-std latents on the training frames
         z = ae.encode(to_model_frames(libero_frames[:12]))
     assert 0.7 < float(z.std()) < 1.3 and abs(float(z.mean())) < 0.3
+
+
+def test_training_device_is_checked_before_any_work(tmp_path, libero_frames):
+    data = _write_dataset(tmp_path / "data", libero_frames)
+    base = dict(data_dir=str(data), model=tiny_config(), holdout_fraction=0.25, steps=0)
+    with pytest.raises(ValueError, match="device: expected cpu, cuda or cuda:N"):
+        AutoencoderTrainer(TrainAutoencoderConfig(out_dir=str(tmp_path / "a"), device="gpu0", **base))
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device: 'cuda' asked for, but torch sees no CUDA device"):
+            AutoencoderTrainer(TrainAutoencoderConfig(out_dir=str(tmp_path / "b"), device="cuda", **base))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (training on device=cuda)")
+def test_training_on_cuda_resumes_exactly_and_saves_a_cpu_model(tmp_path, libero_frames):
+    data = _write_dataset(tmp_path / "data", libero_frames)
+
+    def cfg(out: str, steps: int) -> TrainAutoencoderConfig:
+        return TrainAutoencoderConfig(out_dir=str(tmp_path / out), data_dir=str(data), model=tiny_config(),
+                                      holdout_fraction=0.25, steps=steps, batch_size=4, lr=2e-3,
+                                      checkpoint_every=5, eval_frames=16, scale_frames=16, device="cuda")
+
+    whole = main(cfg("whole", 10))
+    main(cfg("split", 5))
+    resumed = main(cfg("split", 10))
+    assert resumed["final"] == pytest.approx(whole["final"], rel=1e-4)  # cuDNN may pick other kernels
+    ae = Autoencoder.load(tmp_path / "whole" / "autoencoder.pt")  # loads on the CPU
+    assert next(ae.parameters()).device.type == "cpu"
