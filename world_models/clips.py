@@ -44,6 +44,9 @@ __all__ = ["ClipConfig", "ClipSampler", "EpisodeArrays", "check_weights", "colla
 @dataclass
 class ClipConfig:
     data_dir: str = "outputs/data/libero_spatial_quick"
+    # more datasets whose every episode is a training episode: data_dir alone is split, so its held-out
+    # episodes (split.json, what evaluation scores) stay the same when training data is added
+    extra_train_dirs: list[str] = field(default_factory=list)
     views: list[str] = field(default_factory=lambda: ["agentview"])
     context_frames: int = 4  # C
     chunk_len: int = 8  # K, the policy's action-chunk length

@@ -82,7 +82,11 @@ def _episodes_to_use(cfg: EvalWorldModelConfig) -> tuple[str, list[tuple[str, in
             trained = set(split["train"]) | set(held)
             held += [i for i in range(len(EpisodeDataset(data_dir, verify=False))) if i not in trained]
         picked = [(data_dir, int(i)) for i in held]
+    trained_dirs = {Path(d).resolve() for d in (split or {}).get("extra_train", {})}
     for d in cfg.more_data:
+        if Path(d).resolve() in trained_dirs:
+            raise ValueError(f"more_data: {d} is in the run's clips.extra_train_dirs ({split_path}): the model "
+                             "trained on every episode there; name datasets it never saw")
         picked += [(d, i) for i in range(len(EpisodeDataset(d, verify=False)))]
     if not picked:
         raise ValueError(f"episodes: {split_path} lists no held-out episodes and more_data adds none; "

@@ -293,14 +293,22 @@ class Trainer:
                                                 episodes, train_idx, held_idx)
         self.train_episodes = [episodes[i] for i in train_idx]
         self.held_out = [episodes[i] for i in held_idx]
+        extra = {d: load_episodes(d, cfg.clips.views, features=cfg.clips.features) for d in cfg.clips.extra_train_dirs}
+        image_size = episodes[0].frames.shape[1]
+        if episodes[0].frames.shape[2] != image_size:
+            raise ValueError(f"frames must be square, got {episodes[0].frames.shape[1:3]}")
+        for d, eps in extra.items():
+            if eps and eps[0].frames.shape[1:] != episodes[0].frames.shape[1:]:
+                raise ValueError(f"clips.extra_train_dirs: {d} holds frames {eps[0].frames.shape[1:]} "
+                                 f"(H, W, 3 x views) but clips.data_dir holds {episodes[0].frames.shape[1:]}")
+            self.train_episodes += eps
         if self.acc.is_main_process:  # which episodes evaluation must keep away from (eval_world_model.py)
             self.out.mkdir(parents=True, exist_ok=True)
             atomic_write_json(self.out / "split.json", {
                 "data_dir": str(cfg.clips.data_dir), "train": [episodes[i].index for i in train_idx],
-                "held_out": [episodes[i].index for i in held_idx]}, indent=1)
-        image_size = episodes[0].frames.shape[1]
-        if episodes[0].frames.shape[2] != image_size:
-            raise ValueError(f"frames must be square, got {episodes[0].frames.shape[1:3]}")
+                "held_out": [episodes[i].index for i in held_idx],
+                **({"extra_train": {d: [ep.index for ep in eps] for d, eps in extra.items()}} if extra else {})},
+                indent=1)
         if init_model is not None:  # a checkpoint in out_dir, if any, replaces these weights in train()
             check_model_fits_data(init_model.cfg, cfg, image_size)
             self.model = init_model

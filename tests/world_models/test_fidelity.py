@@ -2,6 +2,7 @@
 open-loop fidelity (world_models.fidelity, scripts/eval_world_model.py) end to end on the square world."""
 import json
 
+import numpy as np
 import pytest
 
 from envs.cli import build_parser, load_config
@@ -62,3 +63,38 @@ def test_cli_presets_and_help():
     assert gpu.bootstrap.ramp_start + gpu.bootstrap.ramp_steps < gpu.steps
     assert "checkpoint" in build_parser(EvalWorldModelConfig, "eval", "eval_world_model").format_help()
     assert "bootstrap" in build_parser(TrainWorldModelConfig, "train", "world_model").format_help()
+
+
+def test_extra_training_data_keeps_the_held_out_split(square_data, tmp_path):
+    """clips.extra_train_dirs: every episode there trains, data_dir's split is unchanged, and the fidelity bench
+    refuses to score the extra data as unseen."""
+    from envs.dataset import DatasetConfig, EpisodeWriter
+    from tests.world_models.conftest import square_episode, write_square_dataset
+    from world_models.fidelity import EvalWorldModelConfig, evaluate_world_model
+    from world_models.training import Trainer
+
+    extra = write_square_dataset(tmp_path / "extra", episodes=3, T=32)
+    plain = Trainer(tiny_train_config(square_data, tmp_path / "plain", steps=1))
+    cfg = tiny_train_config(square_data, tmp_path / "more", steps=1)
+    cfg.clips.extra_train_dirs = [str(extra)]
+    more = Trainer(cfg)
+    assert [ep.index for ep in more.held_out] == [ep.index for ep in plain.held_out]
+    assert len(more.train_episodes) == len(plain.train_episodes) + 3
+    split = json.loads((tmp_path / "more" / "split.json").read_text())
+    assert split["held_out"] == [ep.index for ep in plain.held_out]
+    assert split["extra_train"] == {str(extra): [0, 1, 2]}
+    assert "extra_train" not in json.loads((tmp_path / "plain" / "split.json").read_text())
+    more.step()
+    more.save_checkpoint()  # writes world_model.pt beside split.json
+    ecfg = EvalWorldModelConfig(checkpoint=str(tmp_path / "more" / "world_model.pt"), more_data=[str(extra)],
+                                max_steps=4, steps=1, videos=0, out_dir=str(tmp_path / "eval"))
+    with pytest.raises(ValueError, match="more_data: .* is in the run's clips.extra_train_dirs"):
+        evaluate_world_model(ecfg)
+
+    small = tmp_path / "small"  # 8 px frames against the square world's 16
+    with EpisodeWriter(small, DatasetConfig(views=("agentview",), image_size=(8, 8), fps=10)) as w:
+        w.append(square_episode(np.random.default_rng(0), 12, size=8))
+    bad = tiny_train_config(square_data, tmp_path / "bad", steps=1)
+    bad.clips.extra_train_dirs = [str(small)]
+    with pytest.raises(ValueError, match="clips.extra_train_dirs: .*small holds frames"):
+        Trainer(bad)
