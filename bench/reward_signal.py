@@ -356,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         gate_figures,
         gate_verdict,
         holm_adjust,
+        jobs_for_exact_judge,
         joint_calibration_p_value,
     )
     from world_models.grasp_point import GraspPointConfig
@@ -436,8 +437,10 @@ def main(argv: list[str] | None = None) -> int:
     # every checked policy's jobs must pass, and they are independent: the chances multiply
     exact_chance = math.prod(figs[n]["exact_judge_pass_chance"] for n in names)
     # is the largest gap beyond what the jobs' own noise makes? (every policy's tasks, the gap over all of them)
-    gap_p = exact_judge_gap_p_value([TaskCalibration.from_dict(r) for n in names for r in figs[n]["calibration"]],
-                                    max_gap)
+    checked = [TaskCalibration.from_dict(r) for n in names for r in figs[n]["calibration"]]
+    gap_p = exact_judge_gap_p_value(checked, max_gap)
+    # the gate's size the calibration check would need for a judge as good as reality to pass it 80% of the time
+    jobs_needed = jobs_for_exact_judge(checked)
     verdict = gate_verdict(pooled["auc_within_task"], max_gap)
     print("\n".join(lines))
     if not verdict.measurable:
@@ -446,6 +449,10 @@ def main(argv: list[str] | None = None) -> int:
               f"(real successes: {per_task}); the within-task AUC needs both")
     elif not verdict.passed:
         print("FAIL: " + "; ".join(verdict.reasons))
+    print(f"a judge as likely to succeed as reality passes the calibration check with chance {exact_chance:.3f} "
+          f"at {proto.gate_init_states} jobs a task; 80% of the time only from "
+          + (f"{jobs_needed} jobs a task on" if jobs_needed else "more than 300 jobs a task")
+          + " (each task at its real rate here)")
     ceilings = _ceilings(Path(proto.path("gate_ceiling")), dict(zip(names, policies)))
     for perturb, c in ceilings.items():
         print(f"reality's own ceiling on these jobs ({c['path']}): real re-runs ({perturb}) rank the recorded outcomes "
@@ -464,7 +471,8 @@ def main(argv: list[str] | None = None) -> int:
               "policies": dict(zip(names, policies)), "jobs_per_policy": len(proto.tasks) * proto.gate_init_states,
               "thresholds": {"auc_within_task": THRESHOLD_AUC, "max_calibration_gap": THRESHOLD_GAP},
               "figures": figs, "max_calibration_gap": max_gap, "exact_judge_pass_chance": exact_chance,
-              "exact_judge_gap_p_value": gap_p, "paired_holm_p": holm, "joint_calibration_p_value": joint_p,
+              "jobs_for_exact_judge": jobs_needed, "exact_judge_gap_p_value": gap_p, "paired_holm_p": holm,
+              "joint_calibration_p_value": joint_p,
               "shown_miscalibrated": [{"policy": n, "task_id": t} for n, t in shown], "verdict": verdict.label,
               "ceilings": ceilings,
               "measurable": verdict.measurable, "reasons": list(verdict.reasons), "records": rows,
@@ -484,7 +492,8 @@ def main(argv: list[str] | None = None) -> int:
           f"auc_within_task={pooled['auc_within_task']:.2f} auc_within_task_ci95=[{lo:.2f},{hi:.2f}] "
           f"auc={pooled['auc']:.2f} max_calibration_gap={max_gap:.2f} threshold_auc={THRESHOLD_AUC:.2f} "
           f"threshold_gap={THRESHOLD_GAP:.2f} exact_judge_pass_chance={exact_chance:.3f} "
-          f"gap_p_value={gap_p:.3f} shown_miscalibrated={len(shown)}/{len(tests)} "
+          f"jobs_for_exact_judge={jobs_needed if jobs_needed else '>300'} gap_p_value={gap_p:.3f} "
+          f"shown_miscalibrated={len(shown)}/{len(tests)} "
           f"joint_calibration_p={joint_p:.2g} {verdict.label}")
     return 0 if verdict.passed else 1
 

@@ -8,6 +8,7 @@ each job's highest imagined success probability and its real outcome, computes w
     rows = calibration_table(probs, labels, task_ids, thr)    # per task: imagined vs real success rate
     v = gate_verdict(est.point, max_calibration_gap(rows))    # PASS: AUC >= 0.80 and every |gap| <= 0.15
     exact_judge_pass_chance(rows)                             # how often a judge as good as reality would pass it
+    jobs_for_exact_judge(rows)                                # how many jobs a task it needs to pass 80% of the time
     exact_judge_gap_p_value(rows, max_calibration_gap(rows))  # ... and show a gap this large: beyond noise?
     tests = paired_calibration(probs, labels, task_ids, thr)  # per task: is this judge shown miscalibrated?
     holm_adjust([t.p_value for t in tests])                   # ... corrected for the number of tasks checked
@@ -160,6 +161,26 @@ def exact_judge_pass_chance(rows: list[TaskCalibration], threshold_gap: float = 
     as likely as a real re-run's. Returns P(every task's |imagined - real| <= threshold_gap), exactly (a sum
     over the count pairs, tasks independent). With 10 jobs a task at p = 0.5 it is 0.50 per task."""
     return _all_within(rows, threshold_gap, inclusive=True)
+
+
+def jobs_for_exact_judge(rows: list[TaskCalibration], chance: float = 0.8, threshold_gap: float = THRESHOLD_GAP,
+                         max_jobs: int = 300) -> int | None:
+    """How many jobs a task the calibration check needs before a judge as likely to succeed as reality passes it
+    with at least `chance`: the smallest n from which on (up to max_jobs) `exact_judge_pass_chance` of the same
+    tasks, each with n jobs at its observed real rate, stays >= chance. None when it never does up to max_jobs.
+
+    Why "stays": k/n moves in steps, so the chance is not monotonic in n (on the gate's policies it is 0.12 at
+    20 jobs and 0.16 at 30, but 0.60 at 60 and 0.54 at 66); the first n alone could be a lucky step."""
+    if not rows:
+        return None
+    found = None
+    for n in range(max(r.jobs for r in rows), max_jobs + 1):
+        scaled = [TaskCalibration(r.task_id, n, round(r.real_rate * n), 0) for r in rows]
+        if _all_within(scaled, threshold_gap, inclusive=True) >= chance:
+            found = n if found is None else found
+        else:
+            found = None
+    return found
 
 
 def exact_judge_gap_p_value(rows: list[TaskCalibration], observed_gap: float) -> float:

@@ -133,13 +133,18 @@ def test_a_head_that_says_the_same_everywhere_fails_the_gate(protocol_root, caps
     # every job imagined at sigmoid(2) = 0.88: all ties within task (0.5), every task imagined 10/10 vs 5/10 real
     assert bench == ("BENCH reward_signal reward=head policies=bc jobs=50 pairs=125 auc_within_task=0.50 "
                      "auc_within_task_ci95=[0.50,0.50] auc=0.50 max_calibration_gap=0.50 threshold_auc=0.80 "
-                     "threshold_gap=0.15 exact_judge_pass_chance=0.030 gap_p_value=0.191 shown_miscalibrated=0/5 "
+                     "threshold_gap=0.15 exact_judge_pass_chance=0.030 jobs_for_exact_judge=94 gap_p_value=0.191 "
+                     "shown_miscalibrated=0/5 "
                      "joint_calibration_p=9.5e-07 FAIL")
     # 5 of 10 real on each task: a judge as likely to succeed as reality stays within 0.15 with chance 0.497 a task
     # and shows a gap of 0.5 (10 of 10 imagined against 5 of 10) on some task with probability 0.19: at 10 jobs a
     # task, the largest gap alone does not tell this head's optimism from noise
     assert "with probability 0.03, and show a gap this large with probability 0.19" in out
     assert saved_chance(protocol_root) == pytest.approx(0.49655 ** 5, rel=1e-4)
+    # ... and would pass it 80% of the time only with 94 jobs a task (imagination.eval.reward_gate's own test)
+    assert ("passes the calibration check with chance 0.030 at 10 jobs a task; 80% of the time only from 94 jobs a "
+            "task on") in out
+    assert json.loads((protocol_root / "gate" / "reward_signal.json").read_text())["jobs_for_exact_judge"] == 94
     # ... yet every task errs the same way, job by job (5 imagined successes that failed, none the other way):
     # p = 2/32 a task, 5 x that after Holm, so no one task is shown; together, 5 such tasks are (1/16)^5
     assert "     0    5/10     10/10    +0.50           5           0  0.062   0.312" in out

@@ -15,6 +15,7 @@ from imagination.eval.reward_gate import (
     exact_judge_pass_chance,
     gate_figures,
     gate_verdict,
+    jobs_for_exact_judge,
     max_calibration_gap,
     within_task_auc_interval,
 )
@@ -142,6 +143,34 @@ def test_exact_judge_pass_chance_counts_the_binomial_noise_of_both_sides():
     by_hand = sum(math.comb(20, x) * math.comb(20, y) for x in range(21) for y in range(21)
                   if abs(x - y) <= 3) / 4 ** 20
     assert exact_judge_pass_chance([twenty]) == pytest.approx(by_hand, abs=1e-12)
+
+
+def _pass_chance_by_hand(rates: list[float], n: int, gap: float = 0.15) -> float:
+    """P(every task's |X - Y| / n <= gap), X, Y ~ Binomial(n, round(p n) / n) independent: a plain double sum."""
+    total = 1.0
+    for p in rates:
+        q = round(p * n) / n
+        pmf = [math.comb(n, k) * q ** k * (1 - q) ** (n - k) for k in range(n + 1)]
+        total *= sum(pmf[x] * pmf[y] for x in range(n + 1) for y in range(n + 1) if abs(x - y) <= gap * n + 1e-9)
+    return total
+
+
+def test_jobs_for_exact_judge_is_where_the_pass_chance_stays_above_the_target():
+    rows = [TaskCalibration(task_id=t, jobs=10, real_successes=k, imagined_successes=0) for t, k in enumerate([5, 9])]
+    n = jobs_for_exact_judge(rows, max_jobs=120)
+    assert n is not None and 10 < n <= 120
+    rates = [0.5, 0.9]
+    assert all(_pass_chance_by_hand(rates, m) >= 0.8 for m in range(n, 121))
+    assert _pass_chance_by_hand(rates, n - 1) < 0.8  # and not one job fewer
+    # one task at 1/2 needs fewer jobs than five such tasks, and a laxer target fewer still
+    half = [TaskCalibration(task_id=0, jobs=10, real_successes=5, imagined_successes=0)]
+    one, five = jobs_for_exact_judge(half), jobs_for_exact_judge(half * 5)
+    assert one is not None and five is not None and one < five
+    assert jobs_for_exact_judge(half * 5, chance=0.5) < five
+    # a task reality always solves needs no more jobs than it has; an unreachable target gives None
+    assert jobs_for_exact_judge([TaskCalibration(task_id=0, jobs=10, real_successes=10, imagined_successes=0)]) == 10
+    assert jobs_for_exact_judge(half * 5, max_jobs=40) is None
+    assert jobs_for_exact_judge([]) is None
 
 
 def test_exact_judge_gap_p_value_says_whether_a_gap_is_beyond_the_jobs_noise():
