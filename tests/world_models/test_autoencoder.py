@@ -112,12 +112,16 @@ def test_training_on_libero_frames_improves_reconstruction_and_resumes_exactly(t
 
 def test_training_device_is_checked_before_any_work(tmp_path, libero_frames):
     data = _write_dataset(tmp_path / "data", libero_frames)
-    base = dict(data_dir=str(data), model=tiny_config(), holdout_fraction=0.25, steps=0)
+
+    def cfg(out: str, device: str) -> TrainAutoencoderConfig:
+        return TrainAutoencoderConfig(out_dir=str(tmp_path / out), data_dir=str(data), model=tiny_config(),
+                                      holdout_fraction=0.25, steps=0, device=device)
+
     with pytest.raises(ValueError, match="device: expected cpu, cuda or cuda:N"):
-        AutoencoderTrainer(TrainAutoencoderConfig(out_dir=str(tmp_path / "a"), device="gpu0", **base))
+        AutoencoderTrainer(cfg("a", "gpu0"))
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="device: 'cuda' asked for, but torch sees no CUDA device"):
-            AutoencoderTrainer(TrainAutoencoderConfig(out_dir=str(tmp_path / "b"), device="cuda", **base))
+            AutoencoderTrainer(cfg("b", "cuda"))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (training on device=cuda)")
