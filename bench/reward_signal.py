@@ -350,14 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     from imagination.eval.reward_gate import (
         THRESHOLD_AUC,
         THRESHOLD_GAP,
-        TaskAgreement,
-        TaskCalibration,
-        exact_judge_gap_p_value,
+        calibration_checks,
         gate_figures,
         gate_verdict,
-        holm_adjust,
-        jobs_for_exact_judge,
-        joint_calibration_p_value,
     )
     from world_models.grasp_point import GraspPointConfig
     from world_models.model import WorldModel
@@ -409,20 +404,15 @@ def main(argv: list[str] | None = None) -> int:
         return {n: gate_figures([r for r in records if n in ("all", r["policy"])], threshold) for n in [*names, "all"]}
 
     figs = figures(rows)
-    # The paired test of every checked policy's every task, Holm-corrected over all of them: the verdict's
-    # calibration check looks at each of those gaps, so the correction counts each.
-    tests = [(n, a) for n in names for a in figs[n]["paired_calibration"]]
-    adjusted = holm_adjust([a["p_value"] for _, a in tests])
-    holm = {n: [q for (m, _), q in zip(tests, adjusted) if m == n] for n in names}
-    shown = [(n, a["task_id"]) for (n, a), q in zip(tests, adjusted) if q < 0.05]
-    joint_p = joint_calibration_p_value([TaskAgreement(**a) for _, a in tests])
+    checks = calibration_checks(figs, names)  # every checked policy's every task together
+    holm, shown, joint_p = checks.holm, checks.shown, checks.joint_p
     lines = []
     for name, ckpt in zip(names, policies):
         lines += _table(name, ckpt, figs[name], holm[name])
     if len(names) > 1:
         lines += _table("all", "every policy's jobs pooled", figs["all"])
     lines.append(f"paired test of each gap (exact McNemar on the jobs where imagined and real outcome differ, "
-                 f"Holm over {len(tests)} tasks): shown miscalibrated: "
+                 f"Holm over {checks.tests} tasks): shown miscalibrated: "
                  + (", ".join(f"{n} task {t}" for n, t in shown) if shown else "none at these jobs")
                  + f"; all of them together (exact joint test): p = {joint_p:.2g}, "
                  + ("beyond the jobs' noise" if joint_p < 0.05 else "not beyond the jobs' noise"))
@@ -433,14 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, ckpt in zip(names, policies):
             lines += _table(name, ckpt, branch[name])
     pooled = figs["all"]
-    max_gap = max(figs[n]["max_calibration_gap"] for n in names)
-    # every checked policy's jobs must pass, and they are independent: the chances multiply
-    exact_chance = math.prod(figs[n]["exact_judge_pass_chance"] for n in names)
-    # is the largest gap beyond what the jobs' own noise makes? (every policy's tasks, the gap over all of them)
-    checked = [TaskCalibration.from_dict(r) for n in names for r in figs[n]["calibration"]]
-    gap_p = exact_judge_gap_p_value(checked, max_gap)
-    # the gate's size the calibration check would need for a judge as good as reality to pass it 80% of the time
-    jobs_needed = jobs_for_exact_judge(checked)
+    max_gap, exact_chance, gap_p, jobs_needed = checks.max_gap, checks.exact_chance, checks.gap_p, checks.jobs_needed
     verdict = gate_verdict(pooled["auc_within_task"], max_gap)
     print("\n".join(lines))
     if not verdict.measurable:
@@ -493,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
           f"auc={pooled['auc']:.2f} max_calibration_gap={max_gap:.2f} threshold_auc={THRESHOLD_AUC:.2f} "
           f"threshold_gap={THRESHOLD_GAP:.2f} exact_judge_pass_chance={exact_chance:.3f} "
           f"jobs_for_exact_judge={jobs_needed if jobs_needed else '>300'} gap_p_value={gap_p:.3f} "
-          f"shown_miscalibrated={len(shown)}/{len(tests)} "
+          f"shown_miscalibrated={len(shown)}/{checks.tests} "
           f"joint_calibration_p={joint_p:.2g} {verdict.label}")
     return 0 if verdict.passed else 1
 

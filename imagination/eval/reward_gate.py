@@ -323,7 +323,37 @@ def gate_figures(records: list[dict], threshold: float, resamples: int = 2000, s
             "joint_calibration_p_value": joint_calibration_p_value(paired)}
 
 
-__all__ = ["AUCEstimate", "THRESHOLD_AUC", "THRESHOLD_GAP", "TaskAgreement", "TaskCalibration", "Verdict",
-           "calibration_table", "exact_judge_gap_p_value", "exact_judge_pass_chance", "gate_figures", "gate_verdict",
-           "holm_adjust", "joint_calibration_p_value", "max_calibration_gap", "paired_calibration",
-           "resampled_within_task_aucs", "within_task_auc_interval"]
+@dataclass(frozen=True)
+class CalibrationChecks:
+    """The calibration half of the gate over several policies' jobs (`calibration_checks`)."""
+
+    max_gap: float  # the largest |imagined - real| of any checked policy's task: what the verdict compares
+    exact_chance: float  # every policy's `exact_judge_pass_chance` multiplied: they are independent jobs
+    gap_p: float  # `exact_judge_gap_p_value` of max_gap over every checked task
+    jobs_needed: int | None  # `jobs_for_exact_judge` over every checked task
+    holm: dict[str, list[float]]  # per policy, its tasks' McNemar p-values after Holm over every checked task
+    shown: list[tuple[str, int]]  # (policy, task) shown miscalibrated: Holm-adjusted p < 0.05
+    joint_p: float  # `joint_calibration_p_value` of every checked task together
+    tests: int  # how many tasks were checked
+
+
+def calibration_checks(figs: dict[str, dict[str, Any]], names: list[str]) -> CalibrationChecks:
+    """The calibration figures of `gate_figures` results `figs[name]` for each checked policy in `names`, taken
+    together. Why together: the verdict's calibration check looks at each policy's each task, so the Holm
+    correction counts each, the joint test adds them all, and the pass chances multiply."""
+    tests = [(n, a) for n in names for a in figs[n]["paired_calibration"]]
+    adjusted = holm_adjust([a["p_value"] for _, a in tests])
+    checked = [TaskCalibration.from_dict(r) for n in names for r in figs[n]["calibration"]]
+    max_gap = max(figs[n]["max_calibration_gap"] for n in names)
+    return CalibrationChecks(
+        max_gap=max_gap, exact_chance=math.prod(figs[n]["exact_judge_pass_chance"] for n in names),
+        gap_p=exact_judge_gap_p_value(checked, max_gap), jobs_needed=jobs_for_exact_judge(checked),
+        holm={n: [q for (m, _), q in zip(tests, adjusted) if m == n] for n in names},
+        shown=[(n, int(a["task_id"])) for (n, a), q in zip(tests, adjusted) if q < 0.05],
+        joint_p=joint_calibration_p_value([TaskAgreement(**a) for _, a in tests]), tests=len(tests))
+
+
+__all__ = ["AUCEstimate", "CalibrationChecks", "THRESHOLD_AUC", "THRESHOLD_GAP", "TaskAgreement", "TaskCalibration",
+           "Verdict", "calibration_checks", "calibration_table", "exact_judge_gap_p_value", "exact_judge_pass_chance",
+           "gate_figures", "gate_verdict", "holm_adjust", "jobs_for_exact_judge", "joint_calibration_p_value",
+           "max_calibration_gap", "paired_calibration", "resampled_within_task_aucs", "within_task_auc_interval"]

@@ -7,8 +7,12 @@ from scipy.stats import binomtest
 from imagination.eval.reward_gate import (
     TaskAgreement,
     TaskCalibration,
+    calibration_checks,
+    exact_judge_gap_p_value,
+    exact_judge_pass_chance,
     gate_figures,
     holm_adjust,
+    jobs_for_exact_judge,
     joint_calibration_p_value,
     paired_calibration,
 )
@@ -79,3 +83,24 @@ def test_gate_figures_carry_the_paired_tests():
     assert [r["pessimistic"] for r in figs["paired_calibration"]] == [6, 6]
     assert figs["joint_calibration_p_value"] == pytest.approx((2 / 64) ** 2 * 1.0, rel=1e-9)
     assert TaskCalibration.from_dict(figs["calibration"][1]) == TaskCalibration(1, 6, 6, 0)
+
+
+def test_calibration_checks_take_every_policys_tasks_together():
+    def records(optimistic_per_task: list[int]) -> list[dict]:
+        # 10 jobs a task, 5 real successes; `k` of the real failures imagined as successes
+        return [{"task_id": t, "real_success": j < 5, "max_success_prob": 0.9 if j < 5 + k else 0.1}
+                for t, k in enumerate(optimistic_per_task) for j in range(10)]
+
+    figs = {"bc": gate_figures(records([5, 0]), 0.5), "rl": gate_figures(records([1, 2, 0]), 0.5)}
+    c = calibration_checks(figs, ["bc", "rl"])
+    assert c.tests == 5 and [len(c.holm[n]) for n in ("bc", "rl")] == [2, 3]
+    by_hand = holm_adjust([binomtest(k, k, 0.5).pvalue if k else 1.0 for k in (5, 0, 1, 2, 0)])
+    assert c.holm["bc"] + c.holm["rl"] == pytest.approx(by_hand)
+    assert c.shown == []  # 5 of 5 one way is p = 1/16 before correction: not shown among 5 tasks
+    rows = [TaskCalibration.from_dict(r) for n in ("bc", "rl") for r in figs[n]["calibration"]]
+    assert c.max_gap == pytest.approx(0.5)  # bc task 0: 10 of 10 imagined, 5 of 10 real
+    assert c.exact_chance == pytest.approx(exact_judge_pass_chance(rows))  # independent jobs: the product
+    assert c.gap_p == pytest.approx(exact_judge_gap_p_value(rows, 0.5))
+    assert c.jobs_needed == jobs_for_exact_judge(rows)
+    assert c.joint_p == pytest.approx(joint_calibration_p_value(
+        [TaskAgreement(**a) for n in ("bc", "rl") for a in figs[n]["paired_calibration"]]))
