@@ -33,11 +33,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from envs.atomic import atomic_write
-from envs.libero_env import LiberoEnv, LiberoEnvConfig
 from envs.outcome import pick_place_objects
 
-if TYPE_CHECKING:  # for the annotation only: label_dataset imports the dataset where it reads one
+if TYPE_CHECKING:  # for the annotations only: label_dataset imports the dataset where it reads one, and reading
+    # labels (read_sim_labels, used by fidelity and reward code) must not pull in the simulator's gymnasium env
     from envs.dataset import EpisodeMeta
+    from envs.libero_env import LiberoEnv
 
 LABELS_DIR = "sim_labels"
 LABEL_KEYS = ("object_pos", "target_pos", "grasped")  # = world_models.object_state.SIM_KEYS
@@ -74,6 +75,8 @@ def step_labels(raw_env, raw_obs: dict, objects: tuple[str, str]) -> tuple[np.nd
 
 def replay_env(suite: str, task_id: int = 0) -> LiberoEnv:
     """A camera-less env that replays recorded actions one by one and never ends an episode itself."""
+    from envs.libero_env import LiberoEnv, LiberoEnvConfig
+
     return LiberoEnv(LiberoEnvConfig(suite=suite, task_id=task_id, views=(), chunk_len=1, max_steps=REPLAY_MAX_STEPS,
                                      terminate_on_success=False))
 

@@ -98,3 +98,15 @@ def test_extra_training_data_keeps_the_held_out_split(square_data, tmp_path):
     bad.clips.extra_train_dirs = [str(small)]
     with pytest.raises(ValueError, match="clips.extra_train_dirs: .*small holds frames"):
         Trainer(bad)
+
+
+def test_scoring_a_model_needs_no_simulator():
+    """Fidelity and its bench read simulator labels from files; they run where only torch and diffusers are (a GPU
+    image): importing them must not import the LIBERO env's gymnasium, MuJoCo or robosuite."""
+    import subprocess
+    import sys
+
+    code = ("import sys, world_models.fidelity, bench.wm_fidelity; "
+            "print(sorted(m for m in ('gymnasium', 'mujoco', 'robosuite', 'libero') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
