@@ -124,9 +124,8 @@ class AutoencoderTrainer:
                                                     "held_out": [episodes[i].index for i in held_idx]}, indent=1)
         V = len(cfg.views)
         self.train_frames = _pooled_frames([episodes[i] for i in train_idx], V)
-        self.held_frames = _pooled_frames([episodes[i] for i in held_idx], V)
-        self.held_out = [episodes[i].index for i in held_idx]
-        self.held_episodes = [episodes[i].frames for i in held_idx]  # uint8 [T, H, W, 3V] each
+        self.held_episodes = [episodes[i] for i in held_idx]  # frames uint8 [T, H, W, 3V] each
+        self.held_out = [ep.index for ep in self.held_episodes]
         torch.manual_seed(cfg.seed)  # the initial weights
         self.model = Autoencoder(cfg.model).to(self.device)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr)
@@ -196,7 +195,8 @@ class AutoencoderTrainer:
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
         """Mean PSNR (dB) / SSIM of encode -> decode on evenly spaced held-out frames (training frames if none)."""
-        frames = self.held_frames if len(self.held_frames) else self.train_frames
+        held = _pooled_frames(self.held_episodes, len(self.cfg.views))
+        frames = held if len(held) else self.train_frames
         self.model.eval()
         psnr, ssim = [], []
         for chunk in _chunks(frames[_evenly(len(frames), self.cfg.eval_frames)]):
@@ -215,10 +215,10 @@ class AutoencoderTrainer:
         when no episode is held out or nothing moves."""
         self.model.eval()
         rec_rows, still_rows = [], []
-        for frames in self.held_episodes:
-            real = to_model_frames(frames)  # [T, 3V, H, W]
+        for ep in self.held_episodes:
+            real = to_model_frames(ep.frames)  # [T, 3V, H, W]
             rec = torch.cat([self.model.decode(self.model.encode(to_model_frames(c).to(self.device))).clamp(-1, 1)
-                             .cpu() for c in _chunks(frames)])
+                             .cpu() for c in _chunks(ep.frames)])
             mask = moving_mask(real, real[0])
             rec_rows.append(masked_psnr(rec, real, mask).numpy())
             still_rows.append(masked_psnr(real[:1].expand_as(real), real, mask).numpy())
