@@ -39,11 +39,6 @@ from bench.protocol import RLGainProtocol  # noqa: E402  (after MUJOCO_GL is set
 from envs.errors import run_main  # noqa: E402
 
 
-def _tagged(episodes: list[dict], policy: int) -> list[dict]:
-    """Episode records whose init_state_id also names the policy, so that jobs of several pool apart."""
-    return [{**e, "init_state_id": 10_000 * policy + int(e["init_state_id"])} for e in episodes]
-
-
 def _report(name: str, figs: dict) -> list[str]:
     lo, hi = figs["auc_within_task_ci95"]
     by_k = ", ".join(f"{k + 1}: {a:.2f}" for k, a in enumerate(figs["auc_by_repeats"]))
@@ -115,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from envs.atomic import atomic_write_json
     from imagination.eval.evaluate import evaluate_or_reuse
+    from imagination.eval.reality_gate import judge_probs, tag_jobs
     from imagination.eval.repeatability import judge_gap, repeat_figures
     from imagination.eval.reward_gate import THRESHOLD_AUC, THRESHOLD_GAP
 
@@ -143,8 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         refs.append(ref["episodes"])
         reps.append([r["episodes"] for r in runs])
     # pooled as the gate pools: pairs within a task, across policies (a policy's job is its own job)
-    pooled_ref = [e for i, rs in enumerate(refs) for e in _tagged(rs, i)]
-    pooled_reps = [[e for i, rep in enumerate(reps) for e in _tagged(rep[k], i)] for k in range(args.repeats)]
+    pooled_ref = [e for i, rs in enumerate(refs) for e in tag_jobs(rs, i)]
+    pooled_reps = [[e for i, rep in enumerate(reps) for e in tag_jobs(rep[k], i)] for k in range(args.repeats)]
     figs["all"] = repeat_figures(pooled_ref, pooled_reps)
     lines = [line for n in names for line in _report(n, figs[n])]
     if len(names) > 1:
@@ -160,9 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.judge:
                 return 2
         else:
-            probs = {(int(r["task_id"]), 10_000 * names.index(r["policy"]) + int(r["init_state_id"])):
-                     float(r["max_success_prob"]) for r in saved["records"]}
-            gap = judge_gap(probs, pooled_ref, pooled_reps)
+            gap = judge_gap(judge_probs(saved["records"], names), pooled_ref, pooled_reps)
             lo, hi = gap["gap_ci95"]
             print(f"imagined judge ({judge_path}, reward {saved.get('reward')}): AUC within task "
                   f"{gap['judge_auc_within_task']:.2f}; reality with one repeat "

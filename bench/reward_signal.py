@@ -8,6 +8,7 @@
     python bench/reward_signal.py --policies bc/policy.pt rl/policy.pt --names bc rl
     python bench/reward_signal.py --reward state --state-reward outputs/bench/rl_gain/state_reward/state_reward.pt
     python bench/reward_signal.py --init-state-offset 0           # the training jobs, in <root>/gate_init0
+    python bench/reward_signal.py --against-reality     # exit status: the judge against one real re-run
     python bench/reward_signal.py --task-bias outputs/bench/rl_gain/gate_init0/grasp_reward/reward_signal.json
                                                         # the judge with per-task offsets fit there,
                                                         # into <gate-dir>/grasp_reward_task_bias
@@ -42,6 +43,13 @@ calibration check's own noise"). Then, job by job, the paired tests (imagination
 TaskAgreement): per task the exact McNemar test of the jobs imagined a success that really failed against the
 other way round, Holm-corrected over every policy's tasks (shown_miscalibrated=K/M), and the exact joint test of
 all of them together (joint_calibration_p: below 0.05, the judge is shown less calibrated than a real re-run).
+
+Then the judge against reality (imagination/eval/reality_gate.py), where bench/gate_ceiling.py has re-run the same
+policies on the same jobs (reset seeds): PASS when the judge is not shown worse than one real re-run, i.e. its
+within-task AUC interval lies above 0.5, the paired interval of its AUC minus a re-run's reaches 0, and the joint
+paired test gives p >= 0.05 (verdict_vs_reality; "unmeasured" without the repeats). The fixed thresholds above
+ask more than one real re-run gives on the protocol's jobs (docs/loop.md, "The gate against reality");
+--against-reality makes this verdict the exit status.
 
 --task-bias fits one logit offset per task (imagination/eval/task_bias.py) on the start policy's jobs of a run on
 the training init states (--init-state-offset 0, its own --gate-dir), applies it to the grasp judge here, and
@@ -288,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--task-bias-policy", default="", help="whose records in --task-bias fit the offsets (default: "
                    "the first policy there, the start)")
     p.add_argument("--device", default="cpu", help="where the world model runs (cpu, cuda)")
+    p.add_argument("--against-reality", action="store_true", help="the verdict and exit status are the judge against "
+                   "one real re-run of the same jobs (imagination/eval/reality_gate.py; needs bench/gate_ceiling.py's "
+                   "repeats) instead of the fixed thresholds, which a real re-run fails too")
     args = p.parse_args(argv)
     if args.reward == "grasp" and args.branch:
         print("reward_signal: --branch: the branch check runs with --reward head or state", file=sys.stderr)
@@ -347,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     from envs.provenance import provenance
     from imagination.eval.closed_loop import ClosedLoopConfig, branch_records, closed_loop_records
     from imagination.eval.grasp_gate import GraspGateConfig, fit_gate_classifier, grasp_gate_records
+    from imagination.eval.reality_gate import against_reality, reality_fields, reality_line
     from imagination.eval.reward_gate import (
         THRESHOLD_AUC,
         THRESHOLD_GAP,
@@ -441,6 +453,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"reality's own ceiling on these jobs ({c['path']}): real re-runs ({perturb}) rank the recorded outcomes "
               f"at AUC within task {c['auc_within_task']:.2f} [{c['ci95'][0]:.2f}, {c['ci95'][1]:.2f}] with "
               f"{c['repeats']} repeats, {c['auc_1_repeat']:.2f} with one")
+    policy_map = dict(zip(names, policies))
+    reality = against_reality(rows, policy_map, Path(proto.path("gate_ceiling")) / "seed", gate,
+                              pooled["auc_within_task_ci95"], joint_p)
+    print(reality_line(reality, joint_p))
+    if args.against_reality and not reality["measured"]:
+        print("reward_signal: --against-reality: " + reality["why"] + "; run `python bench/gate_ceiling.py` first",
+              file=sys.stderr)
+        return 2
     grasp_fields = {"grasp_train_data": grasp_data, "grasp_label_dirs": grasp_dirs,
                     "imagined_samples": args.imagined_samples, "combine": args.combine, "task_bias": task_bias}
     if task_bias:
@@ -457,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
               "jobs_for_exact_judge": jobs_needed, "exact_judge_gap_p_value": gap_p, "paired_holm_p": holm,
               "joint_calibration_p_value": joint_p,
               "shown_miscalibrated": [{"policy": n, "task_id": t} for n, t in shown], "verdict": verdict.label,
-              "ceilings": ceilings,
+              "ceilings": ceilings, "against_reality": reality,
               "measurable": verdict.measurable, "reasons": list(verdict.reasons), "records": rows,
               "provenance": provenance(proto.seed, {"suite": proto.suite, "tasks": list(proto.tasks),
                                                     "init_states": [offset, last]})}
@@ -477,8 +497,12 @@ def main(argv: list[str] | None = None) -> int:
           f"threshold_gap={THRESHOLD_GAP:.2f} exact_judge_pass_chance={exact_chance:.3f} "
           f"jobs_for_exact_judge={jobs_needed if jobs_needed else '>300'} gap_p_value={gap_p:.3f} "
           f"shown_miscalibrated={len(shown)}/{checks.tests} "
-          f"joint_calibration_p={joint_p:.2g} {verdict.label}")
-    return 0 if verdict.passed else 1
+          f"joint_calibration_p={joint_p:.2g} "
+          + reality_fields(reality)
+          + (f"verdict=against_reality {reality['verdict']}" if args.against_reality else
+             f"verdict=thresholds {verdict.label}"))
+    passed = reality["verdict"] == "PASS" if args.against_reality else verdict.passed
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

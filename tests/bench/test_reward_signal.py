@@ -135,7 +135,7 @@ def test_a_head_that_says_the_same_everywhere_fails_the_gate(protocol_root, caps
                      "auc_within_task_ci95=[0.50,0.50] auc=0.50 max_calibration_gap=0.50 threshold_auc=0.80 "
                      "threshold_gap=0.15 exact_judge_pass_chance=0.030 jobs_for_exact_judge=94 gap_p_value=0.191 "
                      "shown_miscalibrated=0/5 "
-                     "joint_calibration_p=9.5e-07 FAIL")
+                     "joint_calibration_p=9.5e-07 verdict_vs_reality=unmeasured verdict=thresholds FAIL")
     # 5 of 10 real on each task: a judge as likely to succeed as reality stays within 0.15 with chance 0.497 a task
     # and shows a gap of 0.5 (10 of 10 imagined against 5 of 10) on some task with probability 0.19: at 10 jobs a
     # task, the largest gap alone does not tell this head's optimism from noise
@@ -163,6 +163,25 @@ def test_a_head_that_says_the_same_everywhere_fails_the_gate(protocol_root, caps
     assert saved["branch"]["figures"]["bc"]["jobs"] == 5  # the recorded episodes, from 4 steps before the grasp
     assert all(r["start_t"] == 2 for r in saved["branch"]["records"])
     assert (protocol_root / "proprio.pt").is_file()  # the protocol's cached proprio model
+    # the ceiling names 2 repeats, but their evaluations are not there: no comparison with reality is claimed
+    assert "against one real re-run: not measured, " in out and "bc_r1" in out
+    assert saved["against_reality"]["measured"] is False
+    assert reward_signal.main(["--root", str(protocol_root), "--reward", "head", "--against-reality"]) == 2
+    assert "--against-reality: " in capsys.readouterr().err
+
+    # two real re-runs that reproduce the recording: reality ranks its outcomes perfectly, this head not at all
+    for k in (1, 2):
+        (protocol_root / "gate_ceiling" / "seed" / f"bc_r{k}").mkdir()
+        (protocol_root / "gate_ceiling" / "seed" / f"bc_r{k}" / "results.json").write_text(
+            (protocol_root / "gate" / "eval_bc" / "results.json").read_text())
+    assert reward_signal.main(["--root", str(protocol_root), "--reward", "head", "--against-reality"]) == 1
+    out = capsys.readouterr().out
+    assert "judge - reality -0.50 [-0.50, -0.50] in within-task AUC" in out and "worse than one real re-run" in out
+    assert out.strip().splitlines()[-1].endswith(
+        "joint_calibration_p=9.5e-07 judge_vs_reality=-0.50 judge_vs_reality_ci95=[-0.50,-0.50] "
+        "verdict_vs_reality=FAIL verdict=against_reality FAIL")
+    saved = json.loads((protocol_root / "gate" / "reward_signal.json").read_text())
+    assert saved["against_reality"]["measured"] and saved["against_reality"]["verdict"] == "FAIL"
 
     # every job solved for real: nothing to separate, said plainly; the cached proprio model is reused
     _finished_gate_eval(protocol_root, lambda jobs: [True] * len(jobs))
