@@ -19,6 +19,7 @@ All random draws come from the caller's generator, so a resumed run repeats them
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -91,11 +92,26 @@ class WorldModelObjective(nn.Module):
     ("loss" is the total). The random inputs are drawn by the caller from its generator.
     """
 
-    def __init__(self, model: WorldModel, head_weight: float = 0.1, head_on_predictions: bool = True):
+    def __init__(self, model: WorldModel, head_weight: float = 0.1, head_on_predictions: bool = True,
+                 moving_weight: float = 0.0, moving_threshold: float = 0.1):
         super().__init__()
+        if not (math.isfinite(moving_weight) and moving_weight >= 0):
+            raise ValueError(f"moving_weight: expected a finite number >= 0, got {moving_weight}")
+        if not (math.isfinite(moving_threshold) and moving_threshold > 0):
+            raise ValueError(f"moving_threshold: expected a finite number > 0, got {moving_threshold}")
         self.model = model
         self.head_weight = head_weight
         self.head_on_predictions = head_on_predictions
+        self.moving_weight = moving_weight
+        self.moving_threshold = moving_threshold
+
+    def pixel_weights(self, target: torch.Tensor, anchor: torch.Tensor) -> torch.Tensor:
+        """Denoising-loss weights [B, K, 1, H, W] of target frames [B, K, ch, H, W] next to anchor [B, ch, H, W]:
+        1 + moving_weight where some channel differs from the anchor by more than moving_threshold, else 1,
+        divided by each clip's mean so that the loss keeps its scale (and EDM's weighting its meaning)."""
+        moving = ((target - anchor[:, None]).abs().amax(dim=2, keepdim=True) > self.moving_threshold).to(target)
+        w = 1.0 + self.moving_weight * moving
+        return w / w.flatten(1).mean(1)[:, None, None, None, None]
 
     def forward(self, batch: dict[str, torch.Tensor], sigma: torch.Tensor, noise: torch.Tensor,
                 degraded_target: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -105,7 +121,11 @@ class WorldModelObjective(nn.Module):
         s = sigma.to(target)
         x0 = den(target + s[:, None, None, None, None] * noise.to(target), s, batch["context"], batch["anchor"],
                  batch["actions"])
-        per_clip = (x0 - target).pow(2).flatten(1).mean(1)
+        err = (x0 - target).pow(2)
+        mse = err.mean().detach()  # unweighted, comparable across runs
+        if self.moving_weight > 0:
+            err = err * self.pixel_weights(batch["target"], batch["anchor"])
+        per_clip = err.flatten(1).mean(1)
         x0 = x0 + ref  # back to frames, for the heads
         denoise = (den.loss_weight(s) * per_clip).mean()
         hc = head.cfg
@@ -121,7 +141,7 @@ class WorldModelObjective(nn.Module):
             done_loss = done_loss + bce(d_logit, batch["done"], pos_weight=pw_d) / len(inputs)
         total = denoise + self.head_weight * (succ_loss + done_loss)
         return {"loss": total, "denoise": denoise.detach(), "success_bce": succ_loss.detach(),
-                "done_bce": done_loss.detach(), "mse": per_clip.mean().detach()}
+                "done_bce": done_loss.detach(), "mse": mse}
 
 
 def draw_noise(model: WorldModel, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None

@@ -111,6 +111,10 @@ class TrainWorldModelConfig:
     # clip; GameNGen-style): teaches the model to look through the grain its own predictions carry
     head_weight: float = 0.1  # weight of the success/done BCE against the denoising loss
     head_on_predictions: bool = True  # also train the heads on the denoiser's clean estimates
+    # extra denoising-loss weight where the target differs from the anchor (what moves: the arm, the object),
+    # 0 = a uniform loss. Why: most of a frame never moves, so a uniform loss spends most of its signal there
+    moving_weight: float = 0.0
+    moving_threshold: float = 0.1  # |target - anchor| (in the denoiser's space, any channel) counted as moving
     seed: int = 0
     num_threads: int = 0  # torch CPU threads; 0 = torch's default
     mixed_precision: str = "no"  # accelerate: "no", "fp16", "bf16"
@@ -319,7 +323,8 @@ class Trainer:
             self.model.autoencoder.load_state_dict(ae.state_dict())
         else:
             self.model = WorldModel(model_config_for_data(cfg, image_size))
-        objective = WorldModelObjective(self.model, cfg.head_weight, cfg.head_on_predictions)
+        objective = WorldModelObjective(self.model, cfg.head_weight, cfg.head_on_predictions, cfg.moving_weight,
+                                        cfg.moving_threshold)
         # the frozen autoencoder (latent mode) stays out of the optimizer
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)

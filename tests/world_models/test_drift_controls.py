@@ -83,3 +83,51 @@ def test_context_noise_touches_only_the_context():
     std = (out["context"] - batch["context"]).flatten(1).std(1)
     assert 0.0 <= std.min() and std.max() <= 0.1 + 5e-3 and std.mean() == pytest.approx(0.05, abs=0.01)
     assert noise_context(batch, 0.0) is batch  # off: nothing drawn, nothing changed
+
+
+def _objective(**kw):
+    from world_models.losses import WorldModelObjective
+
+    torch.manual_seed(0)
+    return WorldModelObjective(WorldModel(tiny_model_config()), **kw)
+
+
+def test_moving_weight_favours_pixels_that_differ_from_the_anchor():
+    obj = _objective(moving_weight=3.0, moving_threshold=0.1)
+    anchor = torch.zeros(2, 3, 16, 16)
+    target = torch.zeros(2, 4, 3, 16, 16)
+    target[0, :, 1, :4, :4] = 0.5  # clip 0: a 4 x 4 patch moved (one channel is enough); clip 1: nothing moved
+    target[0, :, 2, 8:, 8:] = 0.05  # below the threshold: not moving
+    w = obj.pixel_weights(target, anchor)
+    assert w.shape == (2, 4, 1, 16, 16)
+    assert torch.allclose(w.flatten(1).mean(1), torch.ones(2))  # the loss keeps its scale
+    assert torch.allclose(w[0, :, 0, :4, :4] / w[0, :, 0, 8:, 8:].mean(), torch.full((4, 4, 4), 4.0))
+    assert torch.allclose(w[1], torch.ones_like(w[1]))  # nothing moved: uniform
+
+
+def test_moving_weight_changes_the_loss_only_when_asked():
+    from world_models.losses import draw_noise
+
+    cfg = tiny_model_config().denoiser
+    g = torch.Generator().manual_seed(0)
+    B, C, K, S = 2, cfg.context_frames, cfg.chunk_len, cfg.image_size
+    batch = {"context": torch.rand(B, C, 3, S, S, generator=g) * 2 - 1, "anchor": torch.zeros(B, 3, S, S),
+             "target": torch.zeros(B, K, 3, S, S), "actions": torch.zeros(B, K, 7),
+             "success": torch.zeros(B, K), "done": torch.zeros(B, K)}
+    batch["target"][:, :, :, :4, :4] = 0.8
+    sigma = torch.full((B,), 0.5)
+    plain, weighted = _objective(), _objective(moving_weight=4.0)
+    _, noise, _ = draw_noise(plain.model, batch, g)
+    a = plain(batch, sigma, noise, batch["target"])
+    b = weighted(batch, sigma, noise, batch["target"])
+    assert torch.equal(a["mse"], b["mse"])  # the logged MSE stays unweighted
+    assert not torch.allclose(a["denoise"], b["denoise"])
+    assert torch.equal(_objective(moving_weight=0.0)(batch, sigma, noise, batch["target"])["denoise"], a["denoise"])
+
+
+@pytest.mark.parametrize("kw, field", [({"moving_weight": -1.0}, "moving_weight"),
+                                       ({"moving_weight": float("nan")}, "moving_weight"),
+                                       ({"moving_threshold": 0.0}, "moving_threshold")])
+def test_bad_moving_weights_name_the_field(kw, field):
+    with pytest.raises(ValueError, match=field):
+        _objective(**kw)
