@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from envs.atomic import atomic_write_json
     from imagination.eval.evaluate import evaluate_or_reuse
-    from imagination.eval.reality_gate import judge_probs, tag_jobs
+    from imagination.eval.reality_gate import judge_probs, pool_jobs
     from imagination.eval.repeatability import judge_gap, repeat_figures
     from imagination.eval.reward_gate import THRESHOLD_AUC, THRESHOLD_GAP
 
@@ -139,8 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         refs.append(ref["episodes"])
         reps.append([r["episodes"] for r in runs])
     # pooled as the gate pools: pairs within a task, across policies (a policy's job is its own job)
-    pooled_ref = [e for i, rs in enumerate(refs) for e in tag_jobs(rs, i)]
-    pooled_reps = [[e for i, rep in enumerate(reps) for e in tag_jobs(rep[k], i)] for k in range(args.repeats)]
+    pooled_ref = pool_jobs(refs)
+    pooled_reps = [pool_jobs([rep[k] for rep in reps]) for k in range(args.repeats)]
     figs["all"] = repeat_figures(pooled_ref, pooled_reps)
     lines = [line for n in names for line in _report(n, figs[n])]
     if len(names) > 1:

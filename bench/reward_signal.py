@@ -448,12 +448,12 @@ def main(argv: list[str] | None = None) -> int:
           f"at {proto.gate_init_states} jobs a task; 80% of the time only from "
           + (f"{jobs_needed} jobs a task on" if jobs_needed else "more than 300 jobs a task")
           + " (each task at its real rate here)")
-    ceilings = _ceilings(Path(proto.path("gate_ceiling")), dict(zip(names, policies)))
+    policy_map = dict(zip(names, policies))
+    ceilings = _ceilings(Path(proto.path("gate_ceiling")), policy_map)
     for perturb, c in ceilings.items():
         print(f"reality's own ceiling on these jobs ({c['path']}): real re-runs ({perturb}) rank the recorded outcomes "
               f"at AUC within task {c['auc_within_task']:.2f} [{c['ci95'][0]:.2f}, {c['ci95'][1]:.2f}] with "
               f"{c['repeats']} repeats, {c['auc_1_repeat']:.2f} with one")
-    policy_map = dict(zip(names, policies))
     reality = against_reality(rows, policy_map, Path(proto.path("gate_ceiling")) / "seed", gate,
                               pooled["auc_within_task_ci95"], joint_p)
     print(reality_line(reality, joint_p))
@@ -471,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
               "state_reward": args.state_reward, "success_threshold": threshold,
               **(grasp_fields if args.reward == "grasp" else {}),
               "train_data": train_data, "proprio": proprio, "gate_data": str(gate_data), "init_states": [offset, last],
-              "policies": dict(zip(names, policies)), "jobs_per_policy": len(proto.tasks) * proto.gate_init_states,
+              "policies": policy_map, "jobs_per_policy": len(proto.tasks) * proto.gate_init_states,
               "thresholds": {"auc_within_task": THRESHOLD_AUC, "max_calibration_gap": THRESHOLD_GAP},
               "figures": figs, "max_calibration_gap": max_gap, "exact_judge_pass_chance": exact_chance,
               "jobs_for_exact_judge": jobs_needed, "exact_judge_gap_p_value": gap_p, "paired_holm_p": holm,

@@ -42,6 +42,11 @@ def tag_jobs(episodes: list[dict], policy: int) -> list[dict]:
     return [{**e, "init_state_id": POLICY_STRIDE * policy + int(e["init_state_id"])} for e in episodes]
 
 
+def pool_jobs(per_policy: list[list[dict]]) -> list[dict]:
+    """The episode records of several policies (per_policy[i]: policy i's) as one list, tagged by `tag_jobs`."""
+    return [e for i, episodes in enumerate(per_policy) for e in tag_jobs(episodes, i)]
+
+
 def judge_probs(records: list[dict], names: list[str]) -> dict[JobKey, float]:
     """An imagined judge's probability per pooled job, from the gate's records (policy, task_id, init_state_id,
     max_success_prob), keyed as `tag_jobs` keys the real episodes of policy names[i]."""
@@ -76,8 +81,7 @@ def load_reality(ceiling_dir: str | Path, gate_dir: str | Path, names: list[str]
         raise ValueError(f"{ceiling_dir / 'gate_ceiling.json'}: repeats: expected at least 1, got {repeats}")
 
     def pooled(root: Path, folder: str) -> list[dict]:  # folder: a pattern of the policy's name {n}
-        return [e for i, n in enumerate(names)
-                for e in tag_jobs(_episodes(root / folder.format(n=n) / "results.json"), i)]
+        return pool_jobs([_episodes(root / folder.format(n=n) / "results.json") for n in names])
 
     reference = pooled(gate_dir, "eval_{n}")
     reps = [pooled(ceiling_dir, f"{{n}}_r{k}") for k in range(1, repeats + 1)]
@@ -151,5 +155,5 @@ def reality_fields(result: dict[str, Any]) -> str:
             f"verdict_vs_reality={result['verdict']} ")
 
 
-__all__ = ["ALPHA", "POLICY_STRIDE", "against_reality", "judge_probs", "load_reality", "reality_fields",
-           "reality_line", "reality_verdict", "tag_jobs"]
+__all__ = ["ALPHA", "POLICY_STRIDE", "against_reality", "judge_probs", "load_reality", "pool_jobs",
+           "reality_fields", "reality_line", "reality_verdict", "tag_jobs"]
