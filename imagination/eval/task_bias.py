@@ -22,13 +22,17 @@ model's judge gave task 4's episodes 1e-4 to 0.04 where 3 of 10 succeeded.
 """
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.optimize import brentq
 from scipy.special import expit
 
-from world_models.grasp_point import NUM_TASKS, prob_logits
+from world_models.grasp_point import NUM_TASKS, apply_task_bias, prob_logits
+
+if TYPE_CHECKING:
+    from imagination.eval.grasp_gate import GraspGateConfig
 
 
 def fit_task_bias(probs: Any, labels: Any, task_ids: Any, bound: float = 8.0,
@@ -60,4 +64,30 @@ def fit_task_bias(probs: Any, labels: Any, task_ids: Any, bound: float = 8.0,
     return bias
 
 
-__all__ = ["fit_task_bias"]
+def task_bias_from_rollouts(rollouts: str, policy: str, gate: GraspGateConfig) -> dict[str, Any]:
+    """Offsets for the judge `gate` describes, fit on `policy`'s recorded real episodes in the dataset `rollouts`
+    (each re-run in imagination from its first frame, closed loop, as the reward gate re-runs its jobs).
+
+    Why here and not on the gate's jobs: the offsets are part of the reward, so they may only see training-side
+    jobs (the loop passes the start policy's own rollouts on the collected init states). The judge is fit without
+    offsets (any in gate.grasp_point are ignored). Returns {"bias": [NUM_TASKS] offsets, "jobs": N, "tasks": per
+    task id {"jobs", "real_successes", "imagined_before", "imagined_after"}}: the mean P(success) before and after
+    the offsets next to the real successes they were fit to."""
+    from envs.sim_labels import label_dataset
+    from imagination.eval.grasp_gate import grasp_gate_records
+
+    label_dataset(rollouts, progress=False)  # replays only episodes not labelled yet
+    plain = replace(gate, grasp_point=replace(gate.grasp_point, task_bias=[]))
+    records = grasp_gate_records(rollouts, policy, plain, ["closed_loop"])["closed_loop"]
+    p = np.array([r["max_success_prob"] for r in records])
+    y = np.array([r["real_success"] for r in records])
+    t = np.array([r["task_id"] for r in records])
+    bias = fit_task_bias(p, y, t)
+    q = apply_task_bias(p, t, bias)
+    tasks = {int(k): {"jobs": int((t == k).sum()), "real_successes": int(y[t == k].sum()),
+                      "imagined_before": round(float(p[t == k].mean()), 4),
+                      "imagined_after": round(float(q[t == k].mean()), 4)} for k in np.unique(t)}
+    return {"bias": [round(b, 4) for b in bias], "jobs": len(records), "tasks": tasks}
+
+
+__all__ = ["fit_task_bias", "task_bias_from_rollouts"]

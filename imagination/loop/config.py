@@ -56,6 +56,9 @@ class LoopConfig:
     # With rl.imagination.reward=grasp (configs/loop/grasp.yaml): the own rollouts, near-miss grasps and proprio
     # model the reward reads, made on the collected init states (imagination/rl/grasp_inputs.py)
     grasp_inputs: GraspInputsConfig = field(default_factory=GraspInputsConfig)
+    # With reward=grasp: before each round's RL, fit the judge's per-task logit offsets on the start policy's
+    # real episodes re-run in imagination (imagination/eval/task_bias.py; a stage `round<r>_task_bias`)
+    grasp_task_bias: bool = False
 
     def validate(self) -> None:
         if self.rounds < 0:
@@ -67,6 +70,9 @@ class LoopConfig:
         for name in ("policy_weight", "guard_failure_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: expected a number >= 0, got {getattr(self, name)}")
+        if self.grasp_task_bias and self.rl.imagination.reward != "grasp":
+            raise ValueError(f"grasp_task_bias: offsets are for the grasp judge; expected rl.imagination.reward=grasp, "
+                             f"got {self.rl.imagination.reward!r}")
         if self.collect.suites and self.rl.imagination.reward == "grasp":
             raise ValueError(f"rl.imagination.reward: the grasp reward's classifier knows the tasks of one suite "
                              f"(its task one-hot is the task id); with collect.suites {list(self.collect.suites)} use "

@@ -22,9 +22,11 @@ from envs.sim_labels import label_dataset
 from imagination.eval.calibrate import CalibrateConfig, calibrate_success
 from imagination.eval.closed_loop import paired_separation
 from imagination.eval.evaluate import evaluate, finished_results
+from imagination.eval.grasp_gate import GraspGateConfig
 from imagination.eval.jobs import EvalConfig
 from imagination.eval.real_rollouts import evaluate_and_record
 from imagination.eval.suites import merge_results, suite_config, table_markdown
+from imagination.eval.task_bias import task_bias_from_rollouts
 from imagination.loop.config import LoopConfig, LoopState, finetune_config, guard
 from imagination.loop.report import write_report
 from imagination.rl.grasp_inputs import GraspInputPaths, build_grasp_inputs
@@ -88,6 +90,23 @@ def _with_grasp_inputs(rl_cfg: ImagineRLConfig, inputs: dict[str, str]) -> Imagi
     im = replace(rl_cfg.imagination, grasp_train_data=[rl_cfg.start_data, inputs["own_rollouts"]],
                  grasp_label_dirs=[inputs["near_miss_labels"]])
     return replace(rl_cfg, imagination=im, proprio=inputs["proprio"])
+
+
+def _with_task_bias(state: LoopState, name: str, rl_cfg: ImagineRLConfig, rollouts: str) -> ImagineRLConfig:
+    """The round's RL config judging with per-task logit offsets (imagination/eval/task_bias.py), fit on its start
+    policy's recorded real episodes in `rollouts` re-run in imagination through the round's own judge, world model
+    and proprio model. Why: the judge ranks a task's grasps well but its level is off by task; with the offsets its
+    per-task rates are no further from the real ones than a real re-run's (docs/loop.md, "The gate against
+    reality"), the verdict the reward gate holds a judge to."""
+    im = rl_cfg.imagination
+    gate = GraspGateConfig(world_model=rl_cfg.world_model, proprio=rl_cfg.proprio, train_data=list(im.grasp_train_data),
+                           label_dirs=list(im.grasp_label_dirs), until=im.grasp_until, max_steps=im.max_steps,
+                           grasp_point=im.grasp_point)
+    fit = state.stage(f"{name}_task_bias", lambda: task_bias_from_rollouts(rollouts, rl_cfg.policy, gate))
+    per_task = ", ".join(f"task {k}: {v['real_successes']}/{v['jobs']} real, imagined {v['imagined_before']:.2f} -> "
+                         f"{v['imagined_after']:.2f}" for k, v in fit["tasks"].items())
+    print(f"[loop] {name}: the judge's per-task offsets {fit['bias'][:len(fit['tasks'])]} ({per_task})")
+    return replace(rl_cfg, imagination=replace(im, grasp_point=replace(im.grasp_point, task_bias=list(fit["bias"]))))
 
 
 def _over_suites(cfg: EvalConfig, suites: list[str], run: Callable[[EvalConfig], dict]) -> dict:
@@ -192,6 +211,9 @@ def run_loop(cfg: LoopConfig) -> dict:
                          sources=sources, seed=cfg.rl.seed + r)
         if grasp is not None:
             rl_cfg = _with_grasp_inputs(rl_cfg, grasp)
+            if cfg.grasp_task_bias:  # round 1 starts from BC (its own rollouts); later rounds from the last
+                # round's policy, whose real evaluation was recorded into the data
+                rl_cfg = _with_task_bias(state, name, rl_cfg, grasp["own_rollouts"] if r == 1 else data)
         rl = state.stage(f"{name}_rl", partial(_train_rl, rl_cfg))
         policy = rl["policy_path"]
         last = r == cfg.rounds + 1

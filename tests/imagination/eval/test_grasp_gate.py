@@ -107,3 +107,30 @@ def test_bad_stage_and_a_policy_with_no_episodes_are_named(setup):
         grasp_gate_records(str(root / "gate"), policy, cfg, ["dreamed"])
     with pytest.raises(ValueError, match="holds no labelled episode of other.pt"):
         grasp_gate_records(str(root / "gate"), "other.pt", cfg, ["recorded"])
+
+
+def test_task_bias_fit_on_recorded_rollouts_is_what_the_judge_then_predicts(setup):
+    """imagination/eval/task_bias.py's task_bias_from_rollouts (the loop's `round<r>_task_bias` stage): offsets
+    fit on the closed-loop re-run of a policy's recorded episodes bring each task's mean P(success) to its smoothed
+    real rate, and a judge configured with them predicts exactly that; offsets already in the config are ignored."""
+    from imagination.eval.task_bias import task_bias_from_rollouts
+    from world_models.grasp_point import GraspPointConfig
+
+    root, policy, cfg = setup
+    fit = task_bias_from_rollouts(str(root / "gate"), policy, cfg)
+    assert fit["jobs"] == 12 and len(fit["bias"]) == 10 and fit["bias"][3:] == [0.0] * 7
+    assert sorted(fit["tasks"]) == [0, 1, 2]
+    plain = grasp_gate_records(str(root / "gate"), policy, cfg, ["closed_loop"])["closed_loop"]
+    for k, row in fit["tasks"].items():
+        mine = [r for r in plain if r["task_id"] == k]
+        assert row["jobs"] == len(mine) == 4 and row["real_successes"] == sum(r["real_success"] for r in mine)
+        assert row["imagined_before"] == pytest.approx(np.mean([r["max_success_prob"] for r in mine]), abs=1e-4)
+        if abs(fit["bias"][k]) < 8.0:  # inside the bound: the smoothed real rate exactly
+            assert row["imagined_after"] == pytest.approx((row["real_successes"] + 0.5) / 5, abs=1e-3)
+    judged = replace(cfg, grasp_point=GraspPointConfig(task_bias=fit["bias"]))
+    after = grasp_gate_records(str(root / "gate"), policy, judged, ["closed_loop"])["closed_loop"]
+    for k, row in fit["tasks"].items():
+        got = np.mean([r["max_success_prob"] for r in after if r["task_id"] == k])
+        assert got == pytest.approx(row["imagined_after"], abs=1e-3)
+    # the fit starts from the plain judge whatever offsets the config carries
+    assert task_bias_from_rollouts(str(root / "gate"), policy, judged) == fit

@@ -57,3 +57,36 @@ def test_grasp_inputs_are_made_once_on_the_collected_jobs(tmp_path, monkeypatch)
 @pytest.mark.parametrize("preset", ["quick", "grasp"])
 def test_loop_presets_load(preset):
     load_config(LoopConfig, preset, group="loop").validate()
+
+
+def test_each_round_judges_with_offsets_fit_on_its_start_policys_real_episodes(tmp_path, monkeypatch):
+    calls = []
+
+    def record(rollouts, policy, gate):
+        calls.append((rollouts, policy, gate))
+        return {"bias": [0.5, -1.0, 2.0] + [0.0] * 7, "jobs": 18,
+                "tasks": {k: {"jobs": 6, "real_successes": 3, "imagined_before": 0.9, "imagined_after": 0.5}
+                          for k in range(3)}}
+
+    monkeypatch.setattr(loop_run, "task_bias_from_rollouts", record)
+    cfg = load_config(LoopConfig, "grasp", [f"out_dir={tmp_path}"], group="loop")
+    assert cfg.grasp_task_bias  # the demo fits them
+    inputs = {"own_rollouts": "own/data", "near_miss_labels": "near", "proprio": "proprio.pt"}
+    rl = loop_run._with_grasp_inputs(replace(cfg.rl, policy="bc.pt", world_model="wm.pt", start_data="data"), inputs)
+    judged = loop_run._with_task_bias(LoopState(cfg), "round1", rl, "own/data")
+    ((rollouts, policy, gate),) = calls
+    # the round's own judge, world model and proprio model re-run the start policy's episodes
+    assert (rollouts, policy, gate.world_model, gate.proprio) == ("own/data", "bc.pt", "wm.pt", "proprio.pt")
+    assert gate.train_data == rl.imagination.grasp_train_data and gate.label_dirs == ["near"]
+    assert gate.max_steps == rl.imagination.max_steps and gate.until == rl.imagination.grasp_until
+    assert judged.imagination.grasp_point.task_bias == [0.5, -1.0, 2.0] + [0.0] * 7
+    assert replace(judged.imagination, grasp_point=rl.imagination.grasp_point) == rl.imagination  # nothing else
+    # a resumed loop reuses the stage's offsets
+    again = loop_run._with_task_bias(LoopState(cfg), "round1", rl, "own/data")
+    assert again.imagination.grasp_point.task_bias == judged.imagination.grasp_point.task_bias and len(calls) == 1
+
+
+def test_offsets_need_the_grasp_reward():
+    cfg = load_config(LoopConfig, "quick", ["grasp_task_bias=true"], group="loop")
+    with pytest.raises(ValueError, match="grasp_task_bias: offsets are for the grasp judge"):
+        cfg.validate()
