@@ -7,8 +7,9 @@
     python bench/reward_signal.py --world-model other/world_model.pt --out-dir outputs/bench/gate_other
     python bench/reward_signal.py --policies bc/policy.pt rl/policy.pt --names bc rl
     python bench/reward_signal.py --reward state --state-reward outputs/bench/rl_gain/state_reward/state_reward.pt
-    python bench/reward_signal.py --init-state-offset 0           # the training jobs, in <root>/gate_init0
-    python bench/reward_signal.py --against-reality     # exit status: the judge against one real re-run
+    python bench/reward_signal.py --init-state-offset 0 --verdict thresholds   # the training jobs, in
+                                                        # <root>/gate_init0 (reality's repeats are of the gate's)
+    python bench/reward_signal.py --verdict thresholds  # the issue's fixed thresholds decide instead
     python bench/reward_signal.py --task-bias outputs/bench/rl_gain/gate_init0/grasp_reward/reward_signal.json
                                                         # the judge with per-task offsets fit there,
                                                         # into <gate-dir>/grasp_reward_task_bias
@@ -30,8 +31,8 @@ With --reward grasp (the default, what the rl_gain recipe trains on), step 2 is 
 imagined frames from each recorded episode's first frame, and the probability is the grasp-point
 classifier's P(success) at the imagined first close (imagination/eval/grasp_gate.py; the classifier fit on
 the recipe's training-side data, the recipe's proprio model), counted a success at >= 0.5.
-PASS needs the within-task AUC of all policies' jobs pooled >= 0.80 and every policy's per-task
-|imagined - real| <= 0.15; the exit status is 1 otherwise, and 2 when an input is missing. Writes
+The issue's fixed thresholds: the within-task AUC of all policies' jobs pooled >= 0.80 and every policy's
+per-task |imagined - real| <= 0.15 (verdict=thresholds; the exit status with --verdict thresholds). Writes
 <out-dir>/reward_signal.json (every job and figure). --branch also continues each recorded episode in
 imagination from `--lead-steps` before the policy first closes the gripper and reports the same
 figures for that start (not part of the verdict).
@@ -47,9 +48,11 @@ all of them together (joint_calibration_p: below 0.05, the judge is shown less c
 Then the judge against reality (imagination/eval/reality_gate.py), where bench/gate_ceiling.py has re-run the same
 policies on the same jobs (reset seeds): PASS when the judge is not shown worse than one real re-run, i.e. its
 within-task AUC interval lies above 0.5, the paired interval of its AUC minus a re-run's reaches 0, and the joint
-paired test gives p >= 0.05 (verdict_vs_reality; "unmeasured" without the repeats). The fixed thresholds above
-ask more than one real re-run gives on the protocol's jobs (docs/loop.md, "The gate against reality");
---against-reality makes this verdict the exit status.
+paired test gives p >= 0.05 (verdict_vs_reality). This is the gate's verdict and exit status (1 on FAIL, 2 when
+an input or reality's repeats are missing, checked before imagining): the fixed thresholds above ask more than one
+real re-run gives on the protocol's jobs, so no judge can be expected to pass them (docs/loop.md, "The gate
+against reality"). --verdict thresholds makes them decide instead (needed on other jobs than the gate's, e.g.
+--init-state-offset 0, which reality's repeats do not cover).
 
 --task-bias fits one logit offset per task (imagination/eval/task_bias.py) on the start policy's jobs of a run on
 the training init states (--init-state-offset 0, its own --gate-dir), applies it to the grasp judge here, and
@@ -296,9 +299,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--task-bias-policy", default="", help="whose records in --task-bias fit the offsets (default: "
                    "the first policy there, the start)")
     p.add_argument("--device", default="cpu", help="where the world model runs (cpu, cuda)")
-    p.add_argument("--against-reality", action="store_true", help="the verdict and exit status are the judge against "
-                   "one real re-run of the same jobs (imagination/eval/reality_gate.py; needs bench/gate_ceiling.py's "
-                   "repeats) instead of the fixed thresholds, which a real re-run fails too")
+    p.add_argument("--verdict", choices=("reality", "thresholds"), default="reality",
+                   help="what decides PASS and the exit status: reality (default) = the judge is not shown "
+                        "worse than one real re-run of the same jobs (imagination/eval/reality_gate.py; needs "
+                        "bench/gate_ceiling.py's repeats of these policies on the gate's jobs); thresholds = the fixed "
+                        "AUC >= 0.80 and per-task gap <= 0.15, which a real re-run fails too (docs/loop.md, \"The gate "
+                        "against reality\")")
     args = p.parse_args(argv)
     if args.reward == "grasp" and args.branch:
         print("reward_signal: --branch: the branch check runs with --reward head or state", file=sys.stderr)
@@ -352,6 +358,20 @@ def main(argv: list[str] | None = None) -> int:
     if (line := _missing_line(needed)) is not None:
         print(line, file=sys.stderr)
         return 2
+    policy_map = dict(zip(names, policies))
+    ceiling_dir = Path(proto.path("gate_ceiling")) / "seed"
+    if args.verdict == "reality":  # checked before any imagining: the verdict needs reality's repeats
+        from imagination.eval.reality_gate import reality_missing
+
+        if offset != proto.gate_offset:
+            print(f"reward_signal: --verdict reality: the real repeats are of the gate's jobs (init states "
+                  f"{proto.gate_offset}-{proto.gate_offset + proto.gate_init_states - 1}); on init states {offset}- "
+                  "give --verdict thresholds", file=sys.stderr)
+            return 2
+        if (why := reality_missing(ceiling_dir, policy_map)) is not None:
+            print(f"reward_signal: --verdict reality: {why}; `python bench/gate_ceiling.py` (with the same "
+                  "--policies) re-runs the gate's jobs, or give --verdict thresholds", file=sys.stderr)
+            return 2
 
     from envs.atomic import atomic_write_json
     from envs.dataset import EpisodeDataset, EpisodeWriter
@@ -448,19 +468,13 @@ def main(argv: list[str] | None = None) -> int:
           f"at {proto.gate_init_states} jobs a task; 80% of the time only from "
           + (f"{jobs_needed} jobs a task on" if jobs_needed else "more than 300 jobs a task")
           + " (each task at its real rate here)")
-    policy_map = dict(zip(names, policies))
     ceilings = _ceilings(Path(proto.path("gate_ceiling")), policy_map)
     for perturb, c in ceilings.items():
         print(f"reality's own ceiling on these jobs ({c['path']}): real re-runs ({perturb}) rank the recorded outcomes "
               f"at AUC within task {c['auc_within_task']:.2f} [{c['ci95'][0]:.2f}, {c['ci95'][1]:.2f}] with "
               f"{c['repeats']} repeats, {c['auc_1_repeat']:.2f} with one")
-    reality = against_reality(rows, policy_map, Path(proto.path("gate_ceiling")) / "seed", gate,
-                              pooled["auc_within_task_ci95"], joint_p)
+    reality = against_reality(rows, policy_map, ceiling_dir, gate, pooled["auc_within_task_ci95"], joint_p)
     print(reality_line(reality, joint_p))
-    if args.against_reality and not reality["measured"]:
-        print("reward_signal: --against-reality: " + reality["why"] + "; run `python bench/gate_ceiling.py` first",
-              file=sys.stderr)
-        return 2
     grasp_fields = {"grasp_train_data": grasp_data, "grasp_label_dirs": grasp_dirs,
                     "imagined_samples": args.imagined_samples, "combine": args.combine, "task_bias": task_bias}
     if task_bias:
@@ -486,6 +500,9 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "reward_signal.json", _json_safe(result), indent=2)
     print(f"written: {out / 'reward_signal.json'}")
+    if args.verdict == "reality" and not reality["measured"]:  # the repeats were there before imagining
+        print("reward_signal: --verdict reality: " + reality["why"], file=sys.stderr)
+        return 2
     lo, hi = pooled["auc_within_task_ci95"]
     samples = f" samples={args.imagined_samples} combine={args.combine}" if args.reward == "grasp" else ""
     samples += " task_bias=fit" if task_bias else ""
@@ -499,9 +516,9 @@ def main(argv: list[str] | None = None) -> int:
           f"shown_miscalibrated={len(shown)}/{checks.tests} "
           f"joint_calibration_p={joint_p:.2g} "
           + reality_fields(reality)
-          + (f"verdict=against_reality {reality['verdict']}" if args.against_reality else
+          + (f"verdict=against_reality {reality['verdict']}" if args.verdict == "reality" else
              f"verdict=thresholds {verdict.label}"))
-    passed = reality["verdict"] == "PASS" if args.against_reality else verdict.passed
+    passed = reality["verdict"] == "PASS" if args.verdict == "reality" else verdict.passed
     return 0 if passed else 1
 
 

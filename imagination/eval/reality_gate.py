@@ -110,6 +110,24 @@ def reality_verdict(auc_ci95: tuple[float, float] | list[float], gap: dict[str, 
     return Verdict(not reasons, True, tuple(reasons))
 
 
+def reality_missing(ceiling_dir: str | Path, policies: dict[str, str]) -> str | None:
+    """Why the real repeats in ceiling_dir cannot judge these policies (name -> checkpoint, in pooling order): no
+    gate_ceiling.json, other policies, or a repeat's evaluation missing; None when all are there. Cheap: callers
+    check it before imagining anything."""
+    path = Path(ceiling_dir) / "gate_ceiling.json"
+    if not path.is_file():
+        return f"no real repeats of these jobs ({path} not found)"
+    saved = json.loads(path.read_text())
+    if saved.get("policies") != policies:
+        return f"{path} repeated the policies {saved.get('policies')}, not {policies}"
+    repeats = int(saved.get("repeats", 0))
+    gone = [f"{n}_r{k}" for n in policies for k in range(1, repeats + 1)
+            if not (Path(ceiling_dir) / f"{n}_r{k}" / "results.json").is_file()]
+    if repeats < 1 or gone:
+        return f"{path}: the repeats' evaluations are missing ({', '.join(gone) or 'it names none'})"
+    return None
+
+
 def against_reality(records: list[dict], policies: dict[str, str], ceiling_dir: str | Path, gate_dir: str | Path,
                     auc_ci95: tuple[float, float] | list[float], joint_p: float) -> dict[str, Any]:
     """The judge of the gate's `records` (policies: name -> checkpoint, in pooling order) against the real
@@ -117,11 +135,8 @@ def against_reality(records: list[dict], policies: dict[str, str], ceiling_dir: 
     and jobs; else {"measured": True, "ceiling": its gate_ceiling.json, the `judge_gap` figures,
     "verdict": "PASS" / "FAIL", "reasons": [...]}."""
     path = Path(ceiling_dir) / "gate_ceiling.json"
-    if not path.is_file():
-        return {"measured": False, "why": f"no real repeats of these jobs ({path} not found)"}
-    saved = json.loads(path.read_text())
-    if saved.get("policies") != policies:
-        return {"measured": False, "why": f"{path} repeated the policies {saved.get('policies')}, not {policies}"}
+    if (why := reality_missing(ceiling_dir, policies)) is not None:
+        return {"measured": False, "why": why}
     names = list(policies)
     try:
         reference, repeats = load_reality(ceiling_dir, gate_dir, names)
@@ -156,4 +171,4 @@ def reality_fields(result: dict[str, Any]) -> str:
 
 
 __all__ = ["ALPHA", "POLICY_STRIDE", "against_reality", "judge_probs", "load_reality", "pool_jobs",
-           "reality_fields", "reality_line", "reality_verdict", "tag_jobs"]
+           "reality_fields", "reality_line", "reality_missing", "reality_verdict", "tag_jobs"]

@@ -125,7 +125,19 @@ def test_a_head_that_says_the_same_everywhere_fails_the_gate(protocol_root, caps
         (protocol_root / "gate_ceiling" / perturb).mkdir(parents=True)
         (protocol_root / "gate_ceiling" / perturb / "gate_ceiling.json").write_text(json.dumps(
             {"perturb": perturb, "repeats": 2, "policies": {"bc": policy}, "figures": {"all": ceiling}}))
-    code = reward_signal.main(["--root", str(protocol_root), "--reward", "head", "--branch", "--lead-steps", "4"])
+    # the gate's verdict is the judge against reality: without the repeats' evaluations it stops before imagining
+    assert reward_signal.main(["--root", str(protocol_root), "--reward", "head"]) == 2
+    run = capsys.readouterr()
+    assert run.out == "" and run.err.strip().splitlines() == [
+        f"reward_signal: --verdict reality: {protocol_root / 'gate_ceiling' / 'seed' / 'gate_ceiling.json'}: the "
+        "repeats' evaluations are missing (bc_r1, bc_r2); `python bench/gate_ceiling.py` (with the same --policies) "
+        "re-runs the gate's jobs, or give --verdict thresholds"]
+    # reality's repeats are of the gate's jobs: on the training init states only the thresholds can decide
+    assert reward_signal.main(["--root", str(protocol_root), "--reward", "head", "--init-state-offset", "0"]) == 2
+    assert "the real repeats are of the gate's jobs (init states 10-19); on init states 0- give --verdict " \
+           "thresholds" in capsys.readouterr().err
+    code = reward_signal.main(["--root", str(protocol_root), "--reward", "head", "--branch", "--lead-steps", "4",
+                               "--verdict", "thresholds"])
     out = capsys.readouterr().out
     assert code == 1
     assert "bc: reusing" in out and "fitting the proprio model" in out
@@ -166,15 +178,13 @@ def test_a_head_that_says_the_same_everywhere_fails_the_gate(protocol_root, caps
     # the ceiling names 2 repeats, but their evaluations are not there: no comparison with reality is claimed
     assert "against one real re-run: not measured, " in out and "bc_r1" in out
     assert saved["against_reality"]["measured"] is False
-    assert reward_signal.main(["--root", str(protocol_root), "--reward", "head", "--against-reality"]) == 2
-    assert "--against-reality: " in capsys.readouterr().err
 
     # two real re-runs that reproduce the recording: reality ranks its outcomes perfectly, this head not at all
     for k in (1, 2):
         (protocol_root / "gate_ceiling" / "seed" / f"bc_r{k}").mkdir()
         (protocol_root / "gate_ceiling" / "seed" / f"bc_r{k}" / "results.json").write_text(
             (protocol_root / "gate" / "eval_bc" / "results.json").read_text())
-    assert reward_signal.main(["--root", str(protocol_root), "--reward", "head", "--against-reality"]) == 1
+    assert reward_signal.main(["--root", str(protocol_root), "--reward", "head"]) == 1  # the default verdict
     out = capsys.readouterr().out
     assert "judge - reality -0.50 [-0.50, -0.50] in within-task AUC" in out and "worse than one real re-run" in out
     assert out.strip().splitlines()[-1].endswith(
@@ -185,7 +195,7 @@ def test_a_head_that_says_the_same_everywhere_fails_the_gate(protocol_root, caps
 
     # every job solved for real: nothing to separate, said plainly; the cached proprio model is reused
     _finished_gate_eval(protocol_root, lambda jobs: [True] * len(jobs))
-    assert reward_signal.main(["--root", str(protocol_root), "--reward", "head"]) == 1
+    assert reward_signal.main(["--root", str(protocol_root), "--reward", "head", "--verdict", "thresholds"]) == 1
     out = capsys.readouterr().out
     assert "fitting the proprio model" not in out and "older than its inputs, imagining again" in out
     assert "cannot measure: no task has both a real success and a real failure" in out

@@ -13,6 +13,7 @@ from imagination.eval.reality_gate import (
     against_reality,
     judge_probs,
     load_reality,
+    reality_missing,
     reality_verdict,
     tag_jobs,
 )
@@ -123,4 +124,11 @@ def test_without_matching_repeats_nothing_is_claimed(reality, tmp_path):
     assert not fewer_result["measured"] and "expected the reference's 160 jobs" in fewer_result["why"]
     (ceiling / "rl_r2" / "results.json").unlink()
     gone = against_reality(records, policies, ceiling, gate, (0.9, 1.0), 0.9)
-    assert not gone["measured"] and "rl_r2" in gone["why"] and "bench/gate_ceiling.py" in gone["why"]
+    assert not gone["measured"] and "the repeats' evaluations are missing (rl_r2)" in gone["why"]
+    # the same reasons, cheaply and before anything is imagined (bench/reward_signal.py checks them first)
+    assert reality_missing(ceiling, policies) == gone["why"]
+    assert "not found" in reality_missing(tmp_path / "none", policies)
+    assert "repeated the policies" in reality_missing(ceiling, {"bc": "other.pt", "rl": "rl/policy.pt"})
+    (ceiling / "rl_r2").mkdir(exist_ok=True)
+    (ceiling / "rl_r2" / "results.json").write_text((ceiling / "rl_r1" / "results.json").read_text())
+    assert reality_missing(ceiling, policies) is None
