@@ -127,8 +127,8 @@ def test_without_matching_repeats_nothing_is_claimed(reality, tmp_path):
     assert not gone["measured"] and "the repeats' evaluations are missing (rl_r2)" in gone["why"]
     # the same reasons, cheaply and before anything is imagined (bench/reward_signal.py checks them first)
     assert reality_missing(ceiling, policies) == gone["why"]
-    assert "not found" in reality_missing(tmp_path / "none", policies)
-    assert "repeated the policies" in reality_missing(ceiling, {"bc": "other.pt", "rl": "rl/policy.pt"})
+    assert "not found" in str(reality_missing(tmp_path / "none", policies))
+    assert "repeated the policies" in str(reality_missing(ceiling, {"bc": "other.pt", "rl": "rl/policy.pt"}))
     (ceiling / "rl_r2").mkdir(exist_ok=True)
     (ceiling / "rl_r2" / "results.json").write_text((ceiling / "rl_r1" / "results.json").read_text())
     assert reality_missing(ceiling, policies) is None
