@@ -66,15 +66,13 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from bench.protocol import RLGainProtocol  # noqa: E402  (after MUJOCO_GL is set above)
+from bench import gate_side  # noqa: E402  (after MUJOCO_GL is set above)
+from bench.protocol import RLGainProtocol  # noqa: E402
 from envs.errors import run_main
-
-if TYPE_CHECKING:
-    from imagination.eval.jobs import EvalConfig
 
 LEAD_STEPS = 8
 
@@ -90,70 +88,6 @@ def _missing_line(needed: list[tuple[str, str, str, bool]]) -> str | None:
         return line + ("; `python bench/rl_gain.py` builds the protocol's "
                        "(or give --world-model, --policies, --train-data)")
     return line + "; give existing files"
-
-
-def _gate_proprio(path: Path, train_data: str, chunk_len: int) -> str:
-    """A proprio model fitted on the training data with the world model's chunk length, cached at `path`
-    (refitted when the data or the chunk length differ from what path.json says it was fitted on)."""
-    from envs.dataset import EpisodeDataset
-    from world_models.proprio import ProprioConfig, fit_proprio
-
-    ds = EpisodeDataset(train_data, verify=False)
-    key = {"train_data": str(Path(train_data).resolve()), "episodes": len(ds), "chunk_len": chunk_len}
-    keyfile = path.with_suffix(".json")
-    if path.is_file() and keyfile.is_file() and json.loads(keyfile.read_text()) == key:
-        return str(path)
-    print(f"fitting the proprio model on {train_data} ({len(ds)} episodes, chunk {chunk_len}) -> {path}")
-    episodes = [ds[i] for i in range(len(ds))]
-    model, _ = fit_proprio([e.state for e in episodes], [e.action for e in episodes],
-                           ProprioConfig(chunk_len=chunk_len))
-    model.save(path)
-    keyfile.write_text(json.dumps(key))
-    return str(path)
-
-
-def _real_gate_eval(cfg: EvalConfig, gate_data: Path, label: str) -> dict:
-    """The policy's real evaluation on the gate jobs: reused when finished for the same checkpoint and
-    jobs, else run and recorded into gate_data (unless episodes of this checkpoint are there already)."""
-    from envs.dataset import EpisodeDataset, select_meta
-    from imagination.eval.evaluate import evaluate, finished_results, load_policy
-    from imagination.eval.real_rollouts import evaluate_and_record
-
-    path = Path(cfg.out_dir) / "results.json"
-    if (old := finished_results(cfg)) is not None:
-        print(f"{label}: reusing {path}")
-        return old
-    gate_jobs = {(t, cfg.init_state_offset + j) for t in cfg.tasks for j in range(cfg.episodes_per_task)}
-    recorded = [m for m in select_meta(EpisodeDataset(gate_data, verify=False).meta, source="policy")
-                if m.extra.get("policy") == cfg.checkpoint
-                and (m.task_id, m.init_state_id) in gate_jobs]
-    n = len(cfg.tasks) * cfg.episodes_per_task
-    if recorded:  # an interrupted or overwritten evaluation: its episodes stay, the new ones are not added
-        print(f"{label}: {n} real episodes -> {path} "
-              f"(not recorded: {gate_data} holds {len(recorded)} of its episodes already)")
-        return evaluate(cfg)
-    print(f"{label}: {n} real episodes -> {path}, recorded into {gate_data}")
-    return evaluate_and_record(cfg, load_policy(cfg), gate_data, {"policy": cfg.checkpoint, "gate": True})
-
-
-def _render_size(gate_data: Path, checkpoint: str) -> int:
-    """The size the real gate episodes are rendered at: the gate data's frame size, so that a world model of
-    another size than the policy (a 128 px latent model, a 64 px policy) starts from frames of its own size;
-    0 (the policy's own size) when the two agree. The policy resizes what it reads to its size (area)."""
-    from envs.dataset import EpisodeDataset
-    from imagination.eval.evaluate import load_policy
-    from imagination.eval.jobs import EvalConfig
-
-    size = int(EpisodeDataset(gate_data, verify=False).config.image_size[0])
-    own = int(getattr(load_policy(EvalConfig(checkpoint=checkpoint)).config, "image_size", 64))
-    return 0 if size == own else size
-
-
-def _fresh(results: Path, *inputs: str) -> None:
-    """Drop an imagined run older than any of its inputs (a retrained model under the same path)."""
-    if results.is_file() and any(Path(p).stat().st_mtime > results.stat().st_mtime for p in inputs):
-        print(f"{results}: older than its inputs, imagining again")
-        results.unlink()
 
 
 def _table(name: str, checkpoint: str, figs: dict, holm: list[float] | None = None) -> list[str]:
@@ -180,68 +114,6 @@ def _table(name: str, checkpoint: str, figs: dict, holm: list[float] | None = No
                  f"{figs['exact_judge_pass_chance']:.2f}, and show a gap this large with probability "
                  f"{figs['exact_judge_gap_p_value']:.2f}")
     return lines
-
-
-def _ceilings(root: Path, policies: dict[str, str]) -> dict[str, dict]:
-    """bench/gate_ceiling.py's results for these policies (by folder: seed, noise2, ...): reality's own AUC on
-    the gate's jobs, the most any judge short of an exact copy of the world can reach there."""
-    out = {}
-    for path in sorted(root.glob("*/gate_ceiling.json")):
-        saved = json.loads(path.read_text())
-        if saved.get("policies") == policies:
-            f = saved["figures"]["all"]
-            out[path.parent.name] = {"path": str(path), "repeats": saved["repeats"],
-                                     "auc_within_task": f["auc_within_task"], "ci95": f["auc_within_task_ci95"],
-                                     "auc_1_repeat": f["auc_by_repeats"][0]}
-    return out
-
-
-def _task_bias(path: str, policy: str) -> dict[str, Any]:
-    """The per-task logit offsets fit on the records of `policy` (default: the first one) in the reward_signal.json
-    at `path`, which must be a grasp-reward run without offsets of its own: {"from", "policy", "init_states",
-    "bias"}. ValueError naming what is wrong."""
-    from imagination.eval.task_bias import fit_task_bias
-
-    if not Path(path).is_file():
-        raise ValueError(f"{path} is not a file (a reward_signal.json of `--init-state-offset 0`)")
-    saved = json.loads(Path(path).read_text())
-    if saved.get("reward") != "grasp" or saved.get("task_bias"):
-        raise ValueError(f"{path}: expected a run of reward 'grasp' without offsets of its own")
-    names = list(saved.get("policies", {}))
-    name = policy or (names[0] if names else "")
-    records = [r for r in saved.get("records", []) if r["policy"] == name]
-    if not records:
-        raise ValueError(f"{path} has no records of policy {name!r} (it has {names})")
-    bias = fit_task_bias([r["max_success_prob"] for r in records], [r["real_success"] for r in records],
-                         [r["task_id"] for r in records])
-    return {"from": path, "policy": name, "init_states": saved.get("init_states"),
-            "bias": [round(b, 4) for b in bias]}
-
-
-def _other_jobs(gate_data: Path, first: int, last: int) -> str | None:
-    """None when every policy episode recorded in gate_data starts from init states first-last (or there is none);
-    else one line naming the init states it holds. Why: the grasp gate re-runs every recorded episode of a
-    checkpoint, so episodes of another job set in the same folder would be scored as this one's."""
-    if not (gate_data / "meta" / "info.json").is_file():
-        return None
-    from envs.dataset import EpisodeDataset, select_meta
-
-    held = sorted({int(m.init_state_id) for m in select_meta(EpisodeDataset(gate_data, verify=False).meta,
-                                                               source="policy")})
-    if all(first <= i <= last for i in held):
-        return None
-    return (f"--gate-dir: {gate_data} holds real episodes of init states {held[0]}-{held[-1]}, not only of "
-            f"{first}-{last}; give each job set its own --gate-dir")
-
-
-def _out_dir(given: str, gate: Path, reward: str, task_bias: bool) -> Path:
-    """Where a run's imagined jobs and reward_signal.json go: `given`, else beside the shared real side, one
-    folder per reward, and one more for the grasp judge with offsets (gate_ceiling.py reads the plain judge's
-    grasp_reward/reward_signal.json, which a run with offsets must not replace)."""
-    if given:
-        return Path(given)
-    out = {"head": gate, "state": gate / "state_reward", "grasp": gate / "grasp_reward"}[reward]
-    return out.with_name(out.name + "_task_bias") if task_bias else out
 
 
 def _json_safe(x: Any) -> Any:
@@ -324,13 +196,13 @@ def main(argv: list[str] | None = None) -> int:
         print("reward_signal: --task-bias: the per-task offsets calibrate reward 'grasp' only", file=sys.stderr)
         return 2
     try:
-        task_bias = _task_bias(args.task_bias, args.task_bias_policy) if args.task_bias else None
+        task_bias = gate_side.task_bias_from_json(args.task_bias, args.task_bias_policy) if args.task_bias else None
     except ValueError as err:
         print(f"reward_signal: --task-bias: {err}", file=sys.stderr)
         return 2
     # another job set than the gate's gets its own folder by default, so the gate's recorded episodes stay apart
     gate = Path(args.gate_dir or proto.path("gate" if offset == proto.gate_offset else f"gate_init{offset}"))
-    if (line := _other_jobs(gate / "data", offset, offset + proto.gate_init_states - 1)) is not None:
+    if (line := gate_side.other_jobs(gate / "data", offset, offset + proto.gate_init_states - 1)) is not None:
         print(f"reward_signal: {line}", file=sys.stderr)
         return 2
     wm_path = args.world_model or proto.path("world_model_file")
@@ -389,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     from world_models.grasp_point import GraspPointConfig
     from world_models.model import WorldModel
 
-    out = _out_dir(args.out_dir, gate, args.reward, bool(task_bias))
+    out = gate_side.out_dir_for(args.out_dir, gate, args.reward, bool(task_bias))
     gate_data = gate / "data"
     if not (gate_data / "meta" / "info.json").is_file():
         EpisodeWriter(gate_data, EpisodeDataset(train_data, verify=False).config).close()
@@ -400,8 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.reward == "grasp":
         proprio = args.proprio or proto.path("own_proprio_file")
     else:
-        proprio = args.proprio or _gate_proprio(Path(proto.path("proprio_file")) if own else out / "proprio.pt",
-                                                train_data, wm.chunk_len)
+        cached = Path(proto.path("proprio_file")) if own else out / "proprio.pt"
+        proprio = args.proprio or gate_side.gate_proprio(cached, train_data, wm.chunk_len)
     last = offset + proto.gate_init_states - 1
     print(f"reward gate: {proto.suite} tasks {list(proto.tasks)} x init states {offset}-{last}, seed "
           f"{proto.seed}; world model {wm_path} (success threshold {threshold:.3f})")
@@ -411,8 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     branch_rows: list[dict] = []
     grasp_clf = None  # --reward grasp: fit once, judges every policy
     for name, ckpt in zip(names, policies):
-        size = _render_size(gate_data, ckpt)
-        real = _real_gate_eval(proto.gate_eval_config(ckpt, str(gate / f"eval_{name}"), size, offset), gate_data, name)
+        size = gate_side.render_size(gate_data, ckpt)
+        eval_cfg = proto.gate_eval_config(ckpt, str(gate / f"eval_{name}"), size, offset)
+        real = gate_side.real_gate_eval(eval_cfg, gate_data, name)
         if args.reward != "head":  # imagined jobs start the object where the simulator had it
             from envs.sim_labels import label_dataset
             label_dataset(str(gate_data))
@@ -427,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         imagined_dir = out / f"imagined_{name}"
         inputs = [wm_path, proprio, str(gate / f"eval_{name}" / "results.json")]
-        _fresh(imagined_dir / "results.json", *inputs, *([args.state_reward] if args.reward == "state" else []))
+        inputs += [args.state_reward] if args.reward == "state" else []
+        gate_side.drop_stale(imagined_dir / "results.json", *inputs)
         rows += [{"policy": name, **r} for r in closed_loop_records(real, ckpt, cl, str(imagined_dir))]
         if args.branch:
             branch_rows += [{"policy": name, **r} for r in branch_records(str(gate_data), ckpt, cl, args.lead_steps)]
@@ -468,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
           f"at {proto.gate_init_states} jobs a task; 80% of the time only from "
           + (f"{jobs_needed} jobs a task on" if jobs_needed else "more than 300 jobs a task")
           + " (each task at its real rate here)")
-    ceilings = _ceilings(Path(proto.path("gate_ceiling")), policy_map)
+    ceilings = gate_side.ceilings(Path(proto.path("gate_ceiling")), policy_map)
     for perturb, c in ceilings.items():
         print(f"reality's own ceiling on these jobs ({c['path']}): real re-runs ({perturb}) rank the recorded outcomes "
               f"at AUC within task {c['auc_within_task']:.2f} [{c['ci95'][0]:.2f}, {c['ci95'][1]:.2f}] with "

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from bench import gate_side
 from tests.bench.test_bench_options import ROOT, _load
 
 H, K = 16, 4
@@ -217,7 +218,7 @@ def test_jobs_and_task_bias_options_are_checked_first(tmp_path, capsys):
                for k in range(3) for j in range(4)]  # judged 0.7 everywhere
     calib.write_text(json.dumps({"reward": "grasp", "policies": {"bc": "bc.pt"}, "init_states": [0, 9],
                                  "records": records}))
-    fit = reward_signal._task_bias(str(calib), "")
+    fit = gate_side.task_bias_from_json(str(calib), "")
     assert fit["policy"] == "bc" and fit["init_states"] == [0, 9] and len(fit["bias"]) == 10
     assert fit["bias"][0] < 0 < fit["bias"][2] and fit["bias"][5] == 0.0  # 0/4 and 4/4 real
     assert reward_signal.main([*base, "--task-bias", str(calib), "--reward", "head"]) == 2
@@ -241,7 +242,7 @@ def test_jobs_and_task_bias_options_are_checked_first(tmp_path, capsys):
 
 
 def test_each_reward_and_the_judge_with_offsets_write_apart(tmp_path):
-    out_dir = _load("reward_signal")._out_dir
+    out_dir = gate_side.out_dir_for
     gate = tmp_path / "gate"
     assert out_dir("", gate, "head", False) == gate
     assert out_dir("", gate, "grasp", False) == gate / "grasp_reward"
