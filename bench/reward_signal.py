@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cannot measure: no task has both a real success and a real failure among the gate's jobs "
               f"(real successes: {per_task}); the within-task AUC needs both")
     elif not verdict.passed:
-        print("FAIL: " + "; ".join(verdict.reasons))
+        print("the fixed thresholds: FAIL: " + "; ".join(verdict.reasons))
     print(f"a judge as likely to succeed as reality passes the calibration check with chance {exact_chance:.3f} "
           f"at {proto.gate_init_states} jobs a task; 80% of the time only from "
           + (f"{jobs_needed} jobs a task on" if jobs_needed else "more than 300 jobs a task")
