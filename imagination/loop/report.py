@@ -282,6 +282,23 @@ def _imagined(loop: dict, phases: list[dict], real: dict, imagined: dict) -> lis
     return out
 
 
+def _task_bias(loop: dict) -> list[str]:
+    """The grasp judge's per-task offsets of each round (stages `round<r>_task_bias`, imagination/eval/task_bias.py):
+    the start policy's real successes per task next to the judge's mean P(success) before and after them."""
+    fits = [(s["name"].removesuffix("_task_bias"), s.get("result") or {}) for s in loop.get("stages", [])
+            if s["name"].endswith("_task_bias")]
+    if not fits:
+        return []
+    out = ["## The judge's per-task offsets", "",
+           "Before each round's RL the grasp judge's level is moved, task by task, to the start policy's real "
+           "success on its recorded episodes re-run in imagination (one logit offset a task; the order within a "
+           "task is untouched).", ""]
+    rows = [[rnd, str(k), f"{t['real_successes']}/{t['jobs']}",
+             f"{t['imagined_before']:.2f} → {t['imagined_after']:.2f}", f"{fit['bias'][int(k)]:+.2f}"]
+            for rnd, fit in fits for k, t in (fit.get("tasks") or {}).items()]
+    return out + _table(["round", "task", "real successes", "judge's mean P(success)", "offset (logit)"], rows)
+
+
 def _threshold(wm: dict) -> str:
     cal = wm.get("calibration") or {}
     if "threshold" not in cal:
@@ -426,7 +443,7 @@ def write_report(run_dir: str | Path) -> tuple[Path, Path]:
     imagined = {p["name"]: run.json(p.get("imagined"), results=True) for p in phases}
     name = run_dir.resolve().name
     md = ["# Co-evolution loop report", "", f"Run folder: `{name}`", ""]
-    md += (_stages(loop) + _real(run, phases, real) + _imagined(loop, phases, real, imagined)
+    md += (_stages(loop) + _real(run, phases, real) + _imagined(loop, phases, real, imagined) + _task_bias(loop)
            + _world_models(run, loop.get("world_models") or []) + _curves(run, loop, [p for p in phases if p.get("rl")])
            + _data(loop) + _videos(run, loop, phases, real) + provenance_markdown(loop.get("provenance")))
     if run.notes:

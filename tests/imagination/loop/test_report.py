@@ -99,7 +99,13 @@ def run_dir(tmp_path: Path) -> Path:
     loop = {
         "run_dir": str(run), "config": {"rounds": 2},
         "stages": [{"name": "collect", "seconds": 360.0, "status": "done"},
-                   {"name": "train_wm", "seconds": 3240.0, "status": "reused"}],
+                   {"name": "train_wm", "seconds": 3240.0, "status": "reused"},
+                   {"name": "round1_task_bias", "seconds": 60.0, "status": "done",  # as loop.json stores it
+                    "result": {"bias": [1.5, -0.25] + [0.0] * 8, "jobs": 12,
+                               "tasks": {"0": {"jobs": 6, "real_successes": 5, "imagined_before": 0.4,
+                                               "imagined_after": 0.79},
+                                         "1": {"jobs": 6, "real_successes": 2, "imagined_before": 0.45,
+                                               "imagined_after": 0.36}}}}],
         "phases": [
             {"name": "bc", "label": "BC", "policy": "bc/policy.pt", "real": "eval/bc_real/results.json",
              "imagined": str(run / "eval" / "bc_imagined" / "results.json"), "rl": None, "world_model": "wm0/wm.pt"},
@@ -171,7 +177,9 @@ def test_success_tables_and_guard(run_dir: Path) -> None:
     assert _row(md, "| after imagined RL | 3 |")[2:] == ["0.20 → 0.60", "0.30 → 0.90", "2.0", "0"]
     assert _row(md, "| after loop round 1 | 2 |")[2] == "1.00 → 0.50"  # read from the logs of a running RL
     assert _row(md, "| failures added |") == ["failures added", "12"]
-    assert "Total wall time: **1 h 00 min**" in md and _row(md, "| train_wm |") == ["train_wm", "reused", "54.0"]
+    assert _row(md, "| round1 | 0 |") == ["round1", "0", "5/6", "0.40 → 0.79", "+1.50"]
+    assert _row(md, "| round1 | 1 |") == ["round1", "1", "2/6", "0.45 → 0.36", "-0.25"]
+    assert "Total wall time: **1 h 01 min**" in md and _row(md, "| train_wm |") == ["train_wm", "reused", "54.0"]
     html = html_path.read_text()
     assert "<table>" in html and "<blockquote>" in html and '<img alt="Real success' in html
 
