@@ -3,7 +3,9 @@
     D(x_sigma; sigma, context, anchor, actions)
         = c_skip(sigma) x_sigma + c_out(sigma) F(c_in(sigma) x_sigma, c_noise(sigma), ...)
 
-F is a `diffusers.UNet2DModel`. Its input stacks, along channels, for a batch of B clips:
+F is a `diffusers.UNet2DModel` (or, with `family="transformer"`, world_models/video_transformer.py, which
+takes the same input and reads the actions as tokens' conditioning). Its input stacks, along channels, for a
+batch of B clips:
 
     noisy target frames, scaled by c_in     [B, K * ch, H, W]
     clean context frames                    [B, C * ch, H, W]
@@ -31,6 +33,7 @@ from diffusers import UNet2DModel
 from torch import nn
 
 from world_models import rng
+from world_models.video_transformer import VideoTransformer
 
 
 @dataclass
@@ -62,6 +65,14 @@ class DenoiserConfig:
     # sampling evaluates the net; the log-normal alone puts only ~5% of clips near it
     noise_embed_scale: float = 100.0  # c_noise = 0.25 ln(sigma) spans ~2 units: scaled so the
     # sinusoidal timestep embedding uses more than its lowest frequencies
+    # F's family: "unet" (diffusers.UNet2DModel over the frames stacked as channels; block_out_channels,
+    # layers_per_block, attention, norm_num_groups) or "transformer" (world_models/video_transformer.py: patch
+    # tokens of every frame, full attention; patch_size, width, depth, heads)
+    family: str = "unet"
+    patch_size: int = 4
+    width: int = 128
+    depth: int = 4
+    heads: int = 4
 
 
 class Denoiser(nn.Module):
@@ -76,8 +87,13 @@ class Denoiser(nn.Module):
             raise ValueError(f"denoiser.residual_to: expected 'last' or 'anchor', got {cfg.residual_to!r}")
         if not 0.0 <= cfg.sigma_max_prob <= 1.0:
             raise ValueError(f"denoiser.sigma_max_prob: expected a probability in [0, 1], got {cfg.sigma_max_prob}")
+        if cfg.family not in ("unet", "transformer"):
+            raise ValueError(f"denoiser.family: expected 'unet' or 'transformer', got {cfg.family!r}")
         self.cfg = cfg
         C, K, ch, A = cfg.context_frames, cfg.chunk_len, cfg.channels, cfg.action_dim
+        if cfg.family == "transformer":
+            self.net = VideoTransformer(cfg.image_size, ch, C, K, A, cfg.patch_size, cfg.width, cfg.depth, cfg.heads)
+            return
         n = len(cfg.block_out_channels)
         down = ["AttnDownBlock2D" if cfg.attention and i == n - 1 else "DownBlock2D" for i in range(n)]
         up = ["AttnUpBlock2D" if cfg.attention and i == 0 else "UpBlock2D" for i in range(n)]
@@ -127,9 +143,13 @@ class Denoiser(nn.Module):
             anchor,
             planes,
         ], dim=1)
-        emb = self.action_mlp(actions.reshape(B, -1).to(noisy))
-        # mypy cannot see nn.Module.__call__ through diffusers' ModelMixin
-        f = self.unet(x, self.c_noise(sigma) * self.cfg.noise_embed_scale, class_labels=emb).sample  # type: ignore[operator]
+        noise = self.c_noise(sigma) * self.cfg.noise_embed_scale
+        if self.cfg.family == "transformer":
+            f = self.net(x, noise, actions)
+        else:
+            emb = self.action_mlp(actions.reshape(B, -1).to(noisy))
+            # mypy cannot see nn.Module.__call__ through diffusers' ModelMixin
+            f = self.unet(x, noise, class_labels=emb).sample  # type: ignore[operator]
         x0 = self.c_skip(s) * noisy.reshape(B, K * ch, H, W) + self.c_out(s) * f
         return x0.reshape(B, K, ch, H, W)
 
