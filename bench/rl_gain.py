@@ -42,7 +42,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 from omegaconf import DictConfig, OmegaConf
 
 from bench.protocol import RLGainProtocol, build, build_recipe, recipe_config
-from envs.cli import load_config
+from envs.cli import load_config, save_config
 from envs.errors import run_main
 from envs.libero_env import LiberoEnv
 from imagination.eval.evaluate import evaluate_or_reuse
@@ -87,6 +87,13 @@ def per_task_lines(before: dict, after: dict, history: list[dict]) -> list[str]:
             lines.append(f"{label} failures: " + (", ".join(f"{k} {n}" for k, n in r["overall"]["failures"].items())
                                                   or "none"))
     return lines
+
+
+def run_rl(cfg: ImagineRLConfig) -> dict:
+    """train_rl(cfg), with cfg saved first as <out_dir>/config.yaml as scripts/imagine_rl.py saves it: the run then
+    records its recipe and overrides (a judge's offsets, a seed), and `--rl-run` can evaluate it again."""
+    save_config(cfg, Path(cfg.out_dir) / "config.yaml")
+    return train_rl(cfg)
 
 
 def finished_rl_run(run: Path, bc: str) -> dict:
@@ -177,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             rl_cfg = replace(load_config(ImagineRLConfig, args.recipe, args.rl, group="rl"), policy=bc, world_model=wm,
                              start_data=data, out_dir=str(out / "rl"))
         steps_before = LiberoEnv.process_steps
-        rl = train_rl(rl_cfg)
+        rl = run_rl(rl_cfg)
         real_steps = LiberoEnv.process_steps - steps_before  # LiberoEnv steps simulated in this process during RL
     after = evaluate_or_reuse(replace(base, checkpoint=rl["policy_path"], out_dir=str(out / "eval_rl")), "RL")
 

@@ -5,7 +5,8 @@ them into advantages, run `rl.epochs` passes of clipped-surrogate updates. The b
 is a pure function of (seed, i) and the policy, so a run stopped and resumed from its checkpoint
 continues exactly as if it had not stopped. No real simulator is created: all interaction is imagined.
 
-Outputs in out_dir: config.yaml, policy.pt (the latest policy, `Policy.load`), checkpoint.pt (policy,
+Outputs in out_dir (config.yaml too, written by the callers: scripts/imagine_rl.py, bench/rl_gain.py): policy.pt
+(the latest policy, `Policy.load`), checkpoint.pt (policy,
 optimizer, iteration, history; atomic), metrics.csv and logs/ (tensorboard), proprio.pt (the proprio
 model, fitted on start_data with the world model's chunk length when none is given), videos/ (imagined
 episodes, one frame per chunk), result.json.

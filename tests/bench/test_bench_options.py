@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from imagination.eval.evaluate import evaluate_or_reuse
 from imagination.eval.jobs import EvalConfig
@@ -43,6 +44,25 @@ def test_rl_gain_reads_a_finished_rl_run_made_elsewhere(tmp_path):
     run = _rl_run(tmp_path, "/elsewhere/carry/policy_step300.pt")
     got = rl_gain.finished_rl_run(run, "outputs/bc/policy_step300.pt")
     assert got["policy_path"] == str(run / "policy.pt") and got["real_env_steps"] == 0
+
+
+def test_rl_gain_records_the_config_of_the_rl_it_runs(tmp_path, monkeypatch):
+    rl_gain = _load("rl_gain")
+    from imagination.rl.training import ImagineRLConfig
+
+    def fake_train(cfg):  # what train_rl leaves behind, without the training
+        for name in ("result.json", "policy.pt"):
+            (Path(cfg.out_dir) / name).write_text(json.dumps({"real_env_steps": 0}))
+        return {"policy_path": str(Path(cfg.out_dir) / "policy.pt")}
+
+    monkeypatch.setattr(rl_gain, "train_rl", fake_train)
+    cfg = ImagineRLConfig(policy="outputs/bc/policy.pt", out_dir=str(tmp_path / "rl"), seed=2)
+    cfg.imagination.grasp_point.task_bias = [1.0] + [0.0] * 9
+    rl_gain.run_rl(cfg)
+    saved = OmegaConf.load(tmp_path / "rl" / "config.yaml")
+    assert saved.seed == 2 and list(saved.imagination.grasp_point.task_bias) == [1.0] + [0.0] * 9
+    # so the run can be scored again later with --rl-run
+    assert rl_gain.finished_rl_run(tmp_path / "rl", "bc/policy.pt")["policy_path"] == str(tmp_path / "rl" / "policy.pt")
 
 
 def test_rl_gain_rejects_a_run_from_another_policy_or_an_unfinished_one(tmp_path):
