@@ -14,6 +14,8 @@ gate's disjoint jobs (--task-bias):
     bias = fit_task_bias(probs, labels, task_ids)          # [NUM_TASKS] logit offsets, 0 for unseen tasks
     calibrated = apply_task_bias(probs, task_ids, bias)    # world_models/grasp_point.py: what the judge then
                                                            # predicts with GraspPointConfig(task_bias=bias)
+    fit = task_bias_from_rollouts(rollouts, policy, gate)  # both steps from a policy's recorded real episodes:
+                                                           # what the loop runs before each round's RL
 
 Per task the offset b solves mean_j sigmoid(logit(p_j) + b) = (k + 1/2) / (n + 1), the real rate of k successes
 in n jobs pulled half a success towards 1/2, so that 0/10 or 10/10 gives a finite offset; |b| <= `bound`. The
