@@ -4,8 +4,8 @@
         = c_skip(sigma) x_sigma + c_out(sigma) F(c_in(sigma) x_sigma, c_noise(sigma), ...)
 
 F is a `diffusers.UNet2DModel` (or, with `family="transformer"`, world_models/video_transformer.py, which
-takes the same input and reads the actions as tokens' conditioning). Its input stacks, along channels, for a
-batch of B clips:
+keeps the frames apart as tokens and reads the actions as their conditioning). The UNet's input stacks, along
+channels, for a batch of B clips:
 
     noisy target frames, scaled by c_in     [B, K * ch, H, W]
     clean context frames                    [B, C * ch, H, W]
@@ -136,17 +136,17 @@ class Denoiser(nn.Module):
         B, K, ch, H, W = noisy.shape
         sigma = sigma.to(noisy).reshape(B)
         s = sigma[:, None, None, None]
-        planes = actions.to(noisy).reshape(B, -1, 1, 1).expand(B, actions.shape[1] * actions.shape[2], H, W)
-        x = torch.cat([
-            (self.c_in(s) * noisy.reshape(B, K * ch, H, W)),
-            context.reshape(B, -1, H, W),
-            anchor,
-            planes,
-        ], dim=1)
         noise = self.c_noise(sigma) * self.cfg.noise_embed_scale
-        if self.cfg.family == "transformer":
-            f = self.net(x, noise, actions)
+        if self.cfg.family == "transformer":  # frames kept apart; the actions condition the tokens
+            f = self.net(self.c_in(s)[:, None] * noisy, context, anchor, noise, actions)
         else:
+            planes = actions.to(noisy).reshape(B, -1, 1, 1).expand(B, actions.shape[1] * actions.shape[2], H, W)
+            x = torch.cat([
+                (self.c_in(s) * noisy.reshape(B, K * ch, H, W)),
+                context.reshape(B, -1, H, W),
+                anchor,
+                planes,
+            ], dim=1)
             emb = self.action_mlp(actions.reshape(B, -1).to(noisy))
             # mypy cannot see nn.Module.__call__ through diffusers' ModelMixin
             f = self.unet(x, noise, class_labels=emb).sample  # type: ignore[operator]

@@ -11,7 +11,7 @@ which frame they belong to. Here each frame keeps its own tokens and attention r
                 level also modulate every block (adaLN-Zero: scale, shift and gate from their embedding)
     output      the target frames' tokens, linear to p x p x ch, unpatchified to [B, K * ch, H, W]
 
-The EDM preconditioning stays in `world_models.denoiser.Denoiser`, which calls this as it calls the UNet. Attention
+The EDM preconditioning stays in `world_models.denoiser.Denoiser`, which calls this in place of the UNet. Attention
 is full over all (C + 1 + K) (H / p)^2 tokens: 208 for the latent quick preset's 16 x 16 latents at p = 4.
 """
 from __future__ import annotations
@@ -70,10 +70,8 @@ class Block(nn.Module):
 
 
 class VideoTransformer(nn.Module):
-    """F(x, noise level, actions) for a clip of C context frames, the anchor and K noisy target frames.
-
-    Takes the UNet's stacked input [B, K * ch + C * ch + ch + K * A, H, W] (the action planes are ignored: the
-    actions come in through `actions`) so that `Denoiser` builds one input for either family."""
+    """F(noisy targets, context, anchor, noise level, actions) for a clip of C context frames, the anchor and K noisy
+    target frames, each frame kept apart (the UNet's input stacks them along channels instead)."""
 
     def __init__(self, image_size: int, channels: int, context_frames: int, chunk_len: int, action_dim: int,
                  patch_size: int, width: int, depth: int, heads: int):
@@ -83,7 +81,7 @@ class VideoTransformer(nn.Module):
                              f"got {patch_size}")
         if width % heads or width % 2:
             raise ValueError(f"denoiser.width: expected an even multiple of denoiser.heads = {heads}, got {width}")
-        self.ch, self.C, self.K, self.p = channels, context_frames, chunk_len, patch_size
+        self.C, self.p = context_frames, patch_size
         self.side = image_size // patch_size
         frames = context_frames + 1 + chunk_len
         self.patch = nn.Conv2d(channels, width, patch_size, stride=patch_size)
@@ -100,14 +98,13 @@ class VideoTransformer(nn.Module):
         nn.init.zeros_(self.out.bias)
         self.width = width
 
-    def forward(self, x: torch.Tensor, noise: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        """x [B, K*ch + C*ch + ch + K*A, H, W] (noisy targets, context, anchor, action planes), noise [B] (the
-        scaled c_noise), actions [B, K, A] -> F [B, K * ch, H, W]."""
-        B, _, H, W = x.shape
-        ch, C, K, p, s = self.ch, self.C, self.K, self.p, self.side
-        targets = x[:, :K * ch].reshape(B, K, ch, H, W)
-        context = x[:, K * ch:(K + C) * ch].reshape(B, C, ch, H, W)
-        anchor = x[:, (K + C) * ch:(K + C + 1) * ch].reshape(B, 1, ch, H, W)
+    def forward(self, targets: torch.Tensor, context: torch.Tensor, anchor: torch.Tensor, noise: torch.Tensor,
+                actions: torch.Tensor) -> torch.Tensor:
+        """targets [B, K, ch, H, W] (noisy, scaled by c_in), context [B, C, ch, H, W], anchor [B, ch, H, W], noise [B]
+        (the scaled c_noise), actions [B, K, A] -> F [B, K * ch, H, W]."""
+        B, K, ch, H, W = targets.shape
+        C, p, s = self.C, self.p, self.side
+        anchor = anchor[:, None]
         frames = torch.cat([context, anchor, targets], dim=1)  # [B, T, ch, H, W], roles in this order
         T = frames.shape[1]
         tok = self.patch(frames.reshape(B * T, ch, H, W)).flatten(2).transpose(1, 2).reshape(B, T, s * s, -1)
