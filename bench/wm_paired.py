@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from envs.errors import run_main
+from world_models.region import bootstrap_interval
 
 
 def _episodes(path: str) -> tuple[dict[tuple[str, int], dict], int]:
@@ -38,10 +39,10 @@ def _episodes(path: str) -> tuple[dict[tuple[str, int], dict], int]:
 
 
 def paired_mean(diffs: np.ndarray, resamples: int, seed: int = 0) -> tuple[float, float, float]:
-    """Mean of the per-episode differences [N] and its 95% percentile bootstrap interval (episodes resampled)."""
-    idx = np.random.default_rng(seed).integers(0, len(diffs), size=(resamples, len(diffs)))
-    lo, hi = np.quantile(diffs[idx].mean(axis=1), [0.025, 0.975])
-    return float(diffs.mean()), float(lo), float(hi)
+    """Mean of the per-episode differences [N] and its 95% percentile bootstrap interval, episodes resampled
+    (world_models.region.bootstrap_interval, as wm_fidelity's own intervals are drawn)."""
+    lo, hi = bootstrap_interval([np.array([d]) for d in diffs], resamples=resamples, seed=seed)
+    return float(diffs.mean()), lo, hi
 
 
 def main(argv: list[str] | None = None) -> int:
