@@ -103,9 +103,9 @@ def _with_task_bias(state: LoopState, name: str, rl_cfg: ImagineRLConfig, rollou
                            label_dirs=list(im.grasp_label_dirs), until=im.grasp_until, max_steps=im.max_steps,
                            grasp_point=im.grasp_point)
     fit = state.stage(f"{name}_task_bias", lambda: task_bias_from_rollouts(rollouts, rl_cfg.policy, gate))
-    per_task = ", ".join(f"task {k}: {v['real_successes']}/{v['jobs']} real, imagined {v['imagined_before']:.2f} -> "
-                         f"{v['imagined_after']:.2f}" for k, v in fit["tasks"].items())
-    print(f"[loop] {name}: the judge's per-task offsets {fit['bias'][:len(fit['tasks'])]} ({per_task})")
+    per_task = ", ".join(f"task {k}: {fit['bias'][int(k)]:+.2f} ({v['real_successes']}/{v['jobs']} real, imagined "
+                         f"{v['imagined_before']:.2f} -> {v['imagined_after']:.2f})" for k, v in fit["tasks"].items())
+    print(f"[loop] {name}: the judge's per-task offsets: {per_task}")
     return replace(rl_cfg, imagination=replace(im, grasp_point=replace(im.grasp_point, task_bias=list(fit["bias"]))))
 
 
