@@ -33,7 +33,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from envs.atomic import atomic_write_text
-from envs.errors import TRACEBACK_ENV, TRACEBACK_FLAG, exit_after_cleanup, one_line_errors, traceback_wanted
+from envs.errors import TRACEBACK_ENV, TRACEBACK_FLAG, end_process, one_line_errors, traceback_wanted
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = REPO_ROOT / "configs"
@@ -226,18 +226,21 @@ def run_script(main: Callable[[T], object], cls: type[T], description: str, grou
     while running, ends the script with one line on stderr ("<script>: <field or path>: ...") and exit
     status 2; `extra` adds exception types a script reports the same way (a port in use). --traceback or
     VLA_TRACEBACK=1 prints the full trace instead. Other exceptions are bugs and keep their traceback."""
-    parser = build_parser(cls, description, group)
-    parser.add_argument(TRACEBACK_FLAG, action="store_true",
-                        help=f"on an input error print the full traceback, not one line (or set {TRACEBACK_ENV}=1)")
-    args = parser.parse_args(argv)
-    with one_line_errors(Path(parser.prog).stem, traceback_wanted(args.traceback), extra):
-        try:
-            cfg = load_config(cls, args.config, args.overrides, group)
-        except OmegaConfBaseException as e:
-            raise ValueError(_omegaconf_message(e)) from e
-        main(cfg)
-    if argv is None:  # the real command line: end the process without pyarrow's exit race (exit_after_cleanup)
-        exit_after_cleanup(0)
+    def run() -> None:
+        parser = build_parser(cls, description, group)
+        parser.add_argument(TRACEBACK_FLAG, action="store_true",
+                            help=f"on an input error print the full traceback, not one line (or set {TRACEBACK_ENV}=1)")
+        args = parser.parse_args(argv)
+        with one_line_errors(Path(parser.prog).stem, traceback_wanted(args.traceback), extra):
+            try:
+                cfg = load_config(cls, args.config, args.overrides, group)
+            except OmegaConfBaseException as e:
+                raise ValueError(_omegaconf_message(e)) from e
+            main(cfg)
+
+    if argv is None:  # the real command line: the process ends through one cleanup on every path (end_process)
+        end_process(run)
+    run()
 
 
 def parse_config(cls: type[T], description: str, group: str, argv: Sequence[str] | None = None) -> T:

@@ -10,6 +10,9 @@ too), FileNotFoundError (a missing input) and SystemExit with a message. A trace
 message tells the user nothing more and hides the one line that matters, so these print that line
 alone. Any other exception is a bug and keeps its traceback. `--traceback` (envs.cli.run_script,
 run_main) or VLA_TRACEBACK=1 prints the full trace of input errors too.
+
+Every entry point run from the command line ends through `end_process`, on every path: 0 on success, 2 on
+an input error, 1 on a bug (traceback kept) or a benchmark's FAIL, 130 on Ctrl-C.
 """
 from __future__ import annotations
 
@@ -21,10 +24,12 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 TRACEBACK_ENV = "VLA_TRACEBACK"
 TRACEBACK_FLAG = "--traceback"
 EXIT_INPUT_ERROR = 2  # as argparse exits on a bad command line
+EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, what shells report for a process the user interrupted
 # input errors: a bad config value (ValueError and its subclasses), a missing or misplaced input file
 INPUT_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, NotADirectoryError,
                                                  IsADirectoryError)
@@ -61,17 +66,58 @@ def one_line_errors(prog: str, show_traceback: bool = False,
 
 def run_main(main: Callable[[list[str]], int | None], argv: Sequence[str] | None = None) -> int | None:
     """Run an argparse entry point `main(argv)` (the benchmarks') under `one_line_errors`, named after the
-    running file; a --traceback among the arguments is taken out and asks for the full trace."""
+    running file; a --traceback among the arguments is taken out and asks for the full trace. With the real
+    command line (`argv` None) the process ends here, through `end_process`, with main's own status."""
     args = list(sys.argv[1:] if argv is None else argv)
-    wanted = traceback_wanted(TRACEBACK_FLAG in args)
-    with one_line_errors(Path(sys.argv[0]).stem, wanted):
-        code = main([a for a in args if a != TRACEBACK_FLAG])
-    if argv is None:  # the real command line: this process ends here
-        exit_after_cleanup(int(code or 0))
+
+    def run() -> int | None:
+        wanted = traceback_wanted(TRACEBACK_FLAG in args)
+        with one_line_errors(Path(sys.argv[0]).stem, wanted):
+            return main([a for a in args if a != TRACEBACK_FLAG])
+
+    if argv is None:  # the real command line: this process ends here, on every path
+        end_process(run)
+    return run()
+
+
+def end_process(job: Callable[[], int | None]) -> NoReturn:
+    """Run `job` as the whole work of this process, then end it through `exit_after_cleanup` on every path,
+    with the status a wrapper (shell, SLURM, Ray) reads:
+
+        returned n (None: 0)             n          (a benchmark's FAIL returns 1)
+        SystemExit                        its code   (input errors: 2, from one_line_errors; argparse: 2)
+        KeyboardInterrupt (Ctrl-C)        130        (128 + SIGINT, as shells report it)
+        any other exception               1          (a bug: its traceback is printed first)
+
+    Why one path: an exception that leaves the script through the interpreter's own teardown meets the same
+    pyarrow exit race as a success did (exit_after_cleanup), and dies with SIGABRT (-6) after its message."""
+    try:
+        code = _status(job())
+    except SystemExit as err:
+        if isinstance(err.code, str):  # sys.exit("message"): the interpreter prints it and exits 1
+            print(err.code, file=sys.stderr)
+            code = 1
+        else:
+            code = _status(err.code)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    except BaseException:  # a bug: keep its traceback
+        traceback.print_exc()
+        code = 1
+    exit_after_cleanup(code)
+
+
+def _status(code: object) -> int:
+    """A process exit status from what a job returned or SystemExit carried (None: 0)."""
+    if code is None:
+        return 0
+    if isinstance(code, bool) or not isinstance(code, int):
+        raise TypeError(f"an entry point returned {code!r}; expected an exit status (int) or None")
     return code
 
 
-def exit_after_cleanup(code: int = 0) -> None:
+def exit_after_cleanup(code: int = 0) -> NoReturn:
     """End a finished script: wait for its threads, run the Python exit handlers (logging, Ray, worker
     processes), flush stdout and stderr, then leave without C++ static destructors.
 
@@ -97,5 +143,5 @@ def _report(prog: str, err: BaseException | str, show_traceback: bool) -> None:
     raise SystemExit(EXIT_INPUT_ERROR) from None
 
 
-__all__ = ["EXIT_INPUT_ERROR", "INPUT_ERRORS", "TRACEBACK_ENV", "TRACEBACK_FLAG", "exit_after_cleanup", "one_line",
-           "one_line_errors", "run_main", "traceback_wanted"]
+__all__ = ["EXIT_INPUT_ERROR", "EXIT_INTERRUPTED", "INPUT_ERRORS", "TRACEBACK_ENV", "TRACEBACK_FLAG", "end_process",
+           "exit_after_cleanup", "one_line", "one_line_errors", "run_main", "traceback_wanted"]

@@ -10,7 +10,7 @@ import pytest
 
 from envs.checkpoint import CheckpointError
 from envs.dataset import DatasetCorruptError
-from envs.errors import one_line_errors, run_main, traceback_wanted
+from envs.errors import _status, one_line_errors, run_main, traceback_wanted
 
 
 @pytest.mark.parametrize("err", [ValueError("steps: expected >= 1, got 0"), FileNotFoundError("data_dir: x not found"),
@@ -76,25 +76,63 @@ from envs.errors import run_main
 out = Path(sys.argv[1])
 pq.write_table(pa.table({"x": [1, 2]}), out / "t.parquet")
 
+
+class Finalized:  # a module global's __del__ runs only in the interpreter's own teardown
+    def __del__(self):
+        (out / "finalized").write_text("ran")
+
+
+KEEP = Finalized()
+
+
 def main(argv):
     assert pq.read_table(out / "t.parquet").num_rows == 2  # starts pyarrow's thread pools
     atexit.register(lambda: (out / "atexit").write_text("ran"))
     threading.Thread(target=lambda: (time.sleep(0.3), (out / "thread").write_text("joined"))).start()
     sys.stdout.write("no newline, still buffered")
-    return int(argv[1])
+    how = argv[1]
+    if how == "input":
+        raise ValueError("steps: expected an int, got 'x'")
+    if how == "bug":
+        raise RuntimeError("a bug")
+    if how == "interrupt":
+        raise KeyboardInterrupt
+    if how == "exit_message":
+        sys.exit("stopped: a message")
+    return int(how)
 
 sys.exit(run_main(main))
 """
 
 
-@pytest.mark.parametrize("code", [0, 3])
-def test_a_finished_script_exits_with_its_code_after_the_python_cleanup(tmp_path, code):
-    """run_main on the real command line ends the process itself (exit_after_cleanup): its exit code is the
-    script's, its threads are joined, its exit handlers run and its buffered output is flushed."""
+@pytest.mark.parametrize("how, code, stderr", [
+    ("0", 0, ""), ("3", 3, ""),                                      # success, a benchmark's FAIL (any status)
+    ("input", 2, "steps: expected an int, got 'x'"),               # an input error: one line, 2
+    ("bug", 1, "RuntimeError: a bug"),                              # a bug: traceback kept, 1
+    ("interrupt", 130, "interrupted"),                              # Ctrl-C: 130
+    ("exit_message", 2, "-c: stopped: a message"),                  # sys.exit("..."): an input error too
+])
+def test_every_exit_path_has_its_own_status_after_the_python_cleanup(tmp_path, how, code, stderr):
+    """run_main on the real command line ends the process itself on every path (end_process ->
+    exit_after_cleanup): the status is the path's own, threads are joined, exit handlers run, buffered output is
+    flushed, and the interpreter's teardown, where pyarrow's threads race their own destructors (SIGABRT), is
+    skipped: a module global's __del__ never runs."""
     repo = Path(__file__).resolve().parents[2]
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), str(code)], cwd=repo, capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), how], cwd=repo, capture_output=True,
                           text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(repo)})
     assert proc.returncode == code, proc.stderr
+    assert stderr in proc.stderr and (stderr or proc.stderr == ""), proc.stderr
+    if how == "input":
+        assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr, proc.stderr
+    if how == "bug":
+        assert "Traceback" in proc.stderr, proc.stderr
     assert proc.stdout == "no newline, still buffered"
     assert (tmp_path / "atexit").read_text() == "ran"
     assert (tmp_path / "thread").read_text() == "joined"
+    assert not (tmp_path / "finalized").exists(), "the interpreter's teardown ran"
+
+
+def test_end_process_refuses_a_status_that_is_not_an_int():
+    with pytest.raises(TypeError, match="exit status"):
+        _status("1")
+    assert _status(None) == 0 and _status(2) == 2

@@ -105,10 +105,12 @@ def test_watchdog_fires_only_after_its_deadline():
     fired: list[str] = []
     dog = Watchdog(fired.append)
     try:
-        dog.arm(0.5, "slow")
+        dog.arm(5.0, "slow")  # disarmed at once: 5 s leaves room for a loaded machine's scheduling stalls
         assert not dog.disarm() and not fired
         dog.arm(0.05, "stalled")
-        time.sleep(0.3)
+        deadline = time.monotonic() + 30  # the timer thread fires after 0.05 s; under load it may run late
+        while not fired and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert fired == ["stalled"] and dog.disarm()
     finally:
         dog.close()

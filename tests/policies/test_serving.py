@@ -128,7 +128,7 @@ def test_1000_malformed_requests_each_get_an_error_and_the_server_stays_up(serve
     finally:
         client.close()
     assert sum(codes.values()) == 1000 and codes["too_large"] >= 1000 // len(cases)
-    deadline = time.monotonic() + 5  # a refused frame is counted when its connection's close completes
+    deadline = time.monotonic() + 30  # a refused frame is counted when its connection's close completes
     while server.stats["requests"] - before["requests"] < 1001 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert server.stats["errors"] - before["errors"] == 1000
