@@ -41,6 +41,7 @@ from envs.data_parallel import check_replicas, data_parallel, mean_over_processe
 from envs.dataset import Episode, EpisodeDataset, ReaderConfig
 from envs.frames import stack_views
 from envs.provenance import provenance
+from policies.base import Policy
 from policies.vla import VLAConfig, VLAPolicy
 
 
@@ -50,6 +51,13 @@ class BCConfig:
 
     # data_dir .. max_episodes select the episodes; scripts/train_bc.py reads them (policies/ knows no dataset format)
     data_dir: str = "outputs/data/libero_spatial_quick"  # an EpisodeDataset (LeRobot v3 layout)
+    # more datasets whose episodes are picked by the same rules (sources, tasks, success_only, episodes_per_task
+    # apply to each); proprio stats stay data_dir's. Why: filtered BC on every real episode a run consumed
+    # (the demonstrations, the policy's own rollouts) spans several recorded datasets
+    extra_data_dirs: list[str] = field(default_factory=list)
+    # start from this Policy.save checkpoint (a VLA) instead of fresh weights: a fine-tune. Its architecture and
+    # proprio stats are kept; `policy` must describe the same network (views, image size, chunk length)
+    init_policy: str = ""
     # which of data_dir's features are the views, the state and the action (envs.dataset.ReaderConfig), e.g.
     # features.cameras={agentview: observation.images.image}; the defaults map them automatically
     features: ReaderConfig = field(default_factory=ReaderConfig)
@@ -265,12 +273,13 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.seed)
-    policy = VLAPolicy(cfg.policy).to(device)
+    policy = _initial_policy(cfg).to(device)
     data = ChunkData(episodes, cfg.policy.views, cfg.policy.chunk_len, cfg.policy.image_size)
     weights = data.sample_weights(cfg.task_weights)
     if state_stats is None:
         state_stats = {"mean": data.state.mean(0), "std": data.state.std(0)}
-    policy.set_state_stats(state_stats["mean"], state_stats["std"])
+    if not cfg.init_policy:  # a fine-tune keeps the normalisation its start was trained under
+        policy.set_state_stats(state_stats["mean"], state_stats["std"])
     policy.instruction_embeddings(data.instructions)  # encode once, stored in the checkpoint
     # before any resume: every process reads the same checkpoint, so the replicas start equal anyway
     model = acc.prepare_model(policy) if acc else policy
@@ -365,25 +374,45 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
 
 
 
+def _initial_policy(cfg: BCConfig) -> VLAPolicy:
+    """Fresh weights, or cfg.init_policy's (a fine-tune), checked to be the network cfg.policy describes."""
+    if not cfg.init_policy:
+        return VLAPolicy(cfg.policy)
+    start = Policy.load(cfg.init_policy)  # names the file when it is missing or damaged
+    if not isinstance(start, VLAPolicy):
+        raise ValueError(f"init_policy: {cfg.init_policy} holds a {type(start).__name__}; expected a VLA policy")
+    for name in ("views", "image_size", "chunk_len"):
+        have, want = getattr(start.config, name), getattr(cfg.policy, name)
+        if have != want:
+            raise ValueError(f"init_policy: {cfg.init_policy} has policy.{name}={have}, the config asks for {want}")
+    return start
+
+
 def load_episodes(cfg: BCConfig) -> tuple[list[Episode], dict]:
-    """The episodes of cfg.data_dir to imitate (sources, tasks, success filter) and its proprio stats."""
-    ds = EpisodeDataset(cfg.data_dir, verify=False, features=cfg.features)
-    if not set(cfg.policy.views) <= set(ds.views):
-        raise ValueError(f"policy.views {cfg.policy.views}: not all in the dataset's views {list(ds.views)}")
-    picked = ds.select(source=list(cfg.sources), task_id=list(cfg.tasks) or None,
-                       success=True if cfg.success_only else None)
-    if cfg.episodes_per_task:
-        task_of = {m.episode_index: m.task_id for m in ds.meta}
-        per_task: dict[int, list[int]] = {}
-        for i in picked:
-            per_task.setdefault(task_of[i], []).append(i)
-        picked = sorted(i for ids in per_task.values() for i in ids[: cfg.episodes_per_task])
+    """The episodes of cfg.data_dir and cfg.extra_data_dirs to imitate (sources, tasks, success filter,
+    episodes_per_task, each dataset on its own; max_episodes over them all) and data_dir's proprio stats."""
+    episodes: list[Episode] = []
+    stats: dict = {}
+    for data_dir in [cfg.data_dir, *cfg.extra_data_dirs]:
+        ds = EpisodeDataset(data_dir, verify=False, features=cfg.features)
+        if not set(cfg.policy.views) <= set(ds.views):
+            raise ValueError(f"policy.views {cfg.policy.views}: not all in {data_dir}'s views {list(ds.views)}")
+        picked = ds.select(source=list(cfg.sources), task_id=list(cfg.tasks) or None,
+                           success=True if cfg.success_only else None)
+        if cfg.episodes_per_task:
+            task_of = {m.episode_index: m.task_id for m in ds.meta}
+            per_task: dict[int, list[int]] = {}
+            for i in picked:
+                per_task.setdefault(task_of[i], []).append(i)
+            picked = sorted(i for ids in per_task.values() for i in ids[: cfg.episodes_per_task])
+        if not picked:
+            raise ValueError(f"{data_dir}: no episodes match sources={cfg.sources} tasks={cfg.tasks} "
+                             f"success_only={cfg.success_only}")
+        episodes += [ds[i] for i in picked]
+        stats = stats or ds.stats["observation.state"]
     if cfg.max_episodes:
-        picked = picked[: cfg.max_episodes]
-    if not picked:
-        raise ValueError(f"{cfg.data_dir}: no episodes match sources={cfg.sources} tasks={cfg.tasks} "
-                         f"success_only={cfg.success_only}")
-    return [ds[i] for i in picked], ds.stats["observation.state"]
+        episodes = episodes[: cfg.max_episodes]
+    return episodes, stats
 
 
 def train_bc_on_data(cfg: BCConfig) -> dict:

@@ -221,6 +221,39 @@ def test_episode_selection(square_dataset, tmp_path):
     assert len(eps) == 3
 
 
+def test_extra_datasets_add_their_episodes_by_the_same_rules(square_dataset, tmp_path):
+    one, _ = load_episodes(bc_config(square_dataset, tmp_path))
+    both, stats = load_episodes(bc_config(square_dataset, tmp_path, extra_data_dirs=[square_dataset]))
+    assert len(both) == 2 * len(one) and [e.instruction for e in both[len(one):]] == [e.instruction for e in one]
+    np.testing.assert_array_equal(stats["mean"], EpisodeDataset(square_dataset).stats["observation.state"]["mean"])
+    capped, _ = load_episodes(bc_config(square_dataset, tmp_path, extra_data_dirs=[square_dataset], episodes_per_task=1))
+    tasks = {e.task_id for e in one}
+    assert len(capped) == 2 * len(tasks)  # the per-task cap applies to each dataset
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        load_episodes(bc_config(square_dataset, tmp_path, extra_data_dirs=[str(tmp_path / "nowhere")]))
+
+
+def test_a_fine_tune_starts_from_its_policy_and_keeps_its_normalisation(square_dataset, tmp_path):
+    episodes, stats = load_episodes(bc_config(square_dataset, tmp_path))
+    start_path = train_bc(bc_config(square_dataset, tmp_path / "start", steps=20), episodes, stats,
+                          progress=False)["policy_path"]
+    start = Policy.load(start_path)
+    assert isinstance(start, VLAPolicy)
+    odd = {"mean": stats["mean"] + 1.0, "std": stats["std"] * 3.0}  # other stats: a fine-tune must not take them
+    zero = bc_config(square_dataset, tmp_path / "ft0", steps=1, lr=0.0, init_policy=start_path)
+    tuned = Policy.load(train_bc(zero, episodes, odd, progress=False)["policy_path"])
+    for (name, a), (_, b) in zip(start.state_dict().items(), tuned.state_dict().items()):
+        if isinstance(a, torch.Tensor):  # lr 0 and weight decay x lr = 0: the start's weights, unchanged
+            torch.testing.assert_close(a, b, msg=name)
+    fresh = Policy.load(train_bc(replace(zero, init_policy="", out_dir=str(tmp_path / "fresh")), episodes, odd,
+                                 progress=False)["policy_path"])
+    assert isinstance(fresh, VLAPolicy)
+    assert not torch.allclose(fresh.image_encoder.convs[0].weight, start.image_encoder.convs[0].weight)
+    with pytest.raises(ValueError, match="init_policy: .* policy.image_size"):
+        train_bc(replace(zero, out_dir=str(tmp_path / "x"), policy=tiny_config(image_size=24)), episodes, stats,
+                 progress=False)
+
+
 @pytest.mark.parametrize("script", ["train_bc.py", "eval_policy.py"])
 def test_scripts_help(script):
     out = subprocess.run([sys.executable, str(REPO / "scripts" / script), "--help"], capture_output=True, text=True,
