@@ -1,31 +1,30 @@
-"""Does imagined RL raise real LIBERO success? The same BC policy before and after RL, on the same jobs.
+"""Does imagined RL give a policy more real LIBERO success than a user gets without it? Protocol v2: the best BC
+the demonstrations give, the same start fine-tuned on the same real episodes without a world model, and the
+recipe over several seeds, all on the same benchmark jobs.
 
-    python bench/rl_gain.py                      # the fixed protocol end to end (bench/protocol.py): builds or
+    python bench/rl_gain.py                      # protocol v2 end to end (bench/protocol.py PROTOCOL_V2): builds or
                                                  # reuses data, world model, BC and the recipe's inputs under
-                                                 # outputs/bench/rl_gain, runs the recipe, evaluates both arms
-    python bench/rl_gain.py --rl seed=1 --out-dir outputs/bench/rl_gain/run_seed1   # another seed of the recipe
-    python bench/rl_gain.py --recipe grasp --out-dir outputs/bench/rl_gain/run_grasp  # another configs/rl preset
-    python bench/rl_gain.py --bc bc/policy.pt --world-model wm/world_model.pt --data data   # your own start
-    python bench/rl_gain.py --root outputs/bench/rl_gain_noise16 --bc-augment-noise 16   # a variant of the protocol
-                        # whose BC trains with pixel noise; link data/, world_model/ and near_miss_labels_s16/ of
-                        # outputs/bench/rl_gain into its root to share them
-    python bench/rl_gain.py --bc bc/policy.pt --rl-run gpu/rl          # RL already run (e.g. on a GPU machine)
+                                                 # outputs/bench/rl_gain_v2, runs every arm, scores them paired
+    python bench/rl_gain.py --seeds 0            # one seed of the recipe (a milestone; PASS needs --min-seeds)
+    python bench/rl_gain.py --rl-run gpu/rl_s0 gpu/rl_s1 gpu/rl_s2    # the recipe's seeds already run (on a GPU)
+    python bench/rl_gain.py --protocol v1 --arms start recipe --seeds 0   # the recorded v1 benchmark (start -> RL)
+    python bench/rl_gain.py --recipe grasp --out-dir outputs/bench/rl_gain_v2/run_grasp   # another configs/rl preset
+    python bench/rl_gain.py --bc bc/policy.pt --world-model wm/world_model.pt --data data --arms start recipe
 
-The protocol (docs/loop.md, "The benchmark's protocol"): LIBERO-Spatial tasks 0-4; the world model, BC
-and RL train on init states 0-9, the reward gate (bench/reward_signal.py) uses 10-19, and the benchmark
-scores 20-49: 150 real episodes per arm, the same (task, init state, seed) jobs before and after.
-1. evaluate the BC policy in real LIBERO on those jobs (fast rendering, one simulator per core);
-2. RL in imagination from that policy with the recipe (default configs/rl/grasp_floor.yaml: the grasp-point
-   reward on a proprio model fitted on the policy's own rollouts, docs/loop.md). With the protocol's own
-   start, its inputs are built first on init states 0-9 (bench/protocol.py `build_recipe`); with your own
-   start, the preset's paths are used as they are. The in-process LIBERO step counter is read before and
-   after RL, so "real env steps during RL" is measured;
-3. evaluate the RL policy on exactly the same jobs.
-Prints per-task rates, the gain in points with its paired 95% interval (imagination/eval/stats.py) and
-`BENCH rl_gain ... PASS|FAIL`. PASS needs a gain >= --threshold points (+10), the interval's lower end
-above 0, and 0 real env steps during RL; the exit status is 1 otherwise. It also says whether the BC
-start has headroom (15-65% real success on every task) and whether RL plus both evaluations fit the
-90-minute budget. Each step's results are kept in --out-dir and reused by a re-run (RL resumes).
+The arms (bench/arms.py): a `start`, the protocol's BC; b `control`, the start fine-tuned on every successful real
+episode the recipe consumed, no world model; c `anchor`, the recipe's supervised anchor alone (only when the recipe
+has one); d `recipe`, imagined RL from the start, once per seed. The jobs (docs/loop.md, "Protocol v2"): the
+protocol's tasks, init states 0-9 train (data, world model, BC, RL starts), 0-19 choose (the BC start and every
+recipe choice), 20-49 score: 150 real episodes per arm, the same (task, init state, seed) jobs in every arm.
+
+Prints each arm's real success per task, each arm against the start with its paired 95% interval
+(imagination/eval/stats.py), every arm's real-data budget (episodes, env steps), how many recipes have been
+scored on the benchmark's jobs (<root>/scored.json), and
+`BENCH rl_gain ... own_gain_points=.. own_gain_ci95=[..] ... PASS|FAIL`. The own gain is the recipe's seeds,
+job-averaged, minus the best control arm. PASS needs an own gain >= --threshold points (+10) with its interval's
+lower end above 0, at least --min-seeds seeds (3), 0 real env steps during RL, and a judge that reads no simulator
+quantity at RL time; the exit status is 1 otherwise. Each step's results are kept in --out-dir and reused by a
+re-run (RL resumes).
 """
 from __future__ import annotations
 
@@ -33,25 +32,37 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from omegaconf import DictConfig, OmegaConf
 
-from bench.protocol import RLGainProtocol, build, build_recipe, recipe_config
+from bench.arms import (
+    Budget,
+    anchor_control,
+    dataset_budget,
+    own_gain,
+    real_data_control,
+    recipe_budget,
+    record_scored,
+    scored_recipes,
+)
+from bench.protocol import PROTOCOLS, RLGainProtocol, build, build_recipe, recipe_config, start_bc_config
 from envs.cli import load_config, save_config
 from envs.errors import run_main
 from envs.libero_env import LiberoEnv
+from imagination.env import SIMULATOR_REWARDS
 from imagination.eval.evaluate import evaluate_or_reuse
-from imagination.eval.stats import paired_difference
+from imagination.eval.stats import paired_difference, seed_average
 from imagination.loop.config import LoopConfig
 from imagination.rl.training import ImagineRLConfig, train_rl
 
 HEADROOM = (0.15, 0.65)  # per-task BC success that leaves RL something to gain and something to learn from
-BUDGET_MINUTES = 90  # RL plus both real evaluations on 2 cores
+ARMS = ("start", "control", "anchor", "recipe")  # bench/arms.py
 
 
 def headroom_line(before: dict) -> str:
@@ -110,57 +121,89 @@ def finished_rl_run(run: Path, bc: str) -> dict:
     return dict(rl, policy_path=str(run / "policy.pt"))
 
 
+def arm_lines(arms: dict[str, dict]) -> list[str]:
+    """Real success per task of each arm (evaluate() results on the same jobs), one line per task."""
+    first = next(iter(arms.values()))
+    lines = []
+    for t in sorted(first["per_task"], key=int):
+        cells = "  ".join(f"{name} {r['per_task'][t]['successes']}/{r['per_task'][t]['episodes']}"
+                          for name, r in arms.items())
+        lines.append(f"task {t}: {cells}   {first['per_task'][t]['instruction']}")
+    return lines
+
+
+def judge_reads_simulator(reward: str) -> bool:
+    """Whether the imagination env's reward reads simulator quantities at RL time (imagination/env.py)."""
+    return reward in SIMULATOR_REWARDS
+
+
 def main(argv: list[str] | None = None) -> int:
-    proto = RLGainProtocol()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--root", default=proto.root, help="the protocol's folder: what it builds or reuses (a variant's "
-                                                      "own, e.g. with --bc-augment-noise)")
-    p.add_argument("--bc-augment-noise", type=float, default=proto.bc_augment_noise,
-                   help="the protocol's BC start trained with pixel noise up to this std (0-255 units; BCConfig."
-                        "augment_noise); a variant of the protocol: give it its own --root")
-    p.add_argument("--bc-steps", type=int, default=proto.bc_steps,
+    p.add_argument("--protocol", choices=sorted(PROTOCOLS), default="v2",
+                   help="v2: imagination's own gain against every control (the benchmark); v1: the recorded first "
+                        "protocol (LIBERO-Spatial tasks 0-4, a 750-step start)")
+    p.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS),
+                   help="which arms to run and score (the anchor arm runs only when the recipe has an anchor)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="the recipe's RL seeds")
+    p.add_argument("--min-seeds", type=int, default=3, help="seeds PASS needs")
+    p.add_argument("--root", default="", help="the protocol's folder (default: the protocol's own); a variant's "
+                                              "own, e.g. with --bc-augment-noise")
+    p.add_argument("--bc-augment-noise", type=float, default=None,
+                   help="the protocol's BC start trained with pixel noise up to this std (BCConfig.augment_noise); a "
+                        "variant of the protocol: give it its own --root")
+    p.add_argument("--bc-steps", type=int, default=None,
                    help="the protocol's BC start trained for this many steps; a variant of the protocol unless it is "
-                        "the default: give it its own --root")
-    p.add_argument("--bc-task-weights", type=float, nargs="*", default=list(proto.bc_task_weights),
+                        "the protocol's: give it its own --root")
+    p.add_argument("--bc-task-weights", type=float, nargs="*", default=None,
                    help="the protocol's BC start trained with these per-task shares of its draws (BCConfig."
-                        "task_weights, task 0 first); a variant of the protocol unless they are the default")
+                        "task_weights, task 0 first); a variant of the protocol")
     p.add_argument("--run", default="",
                    help="a finished loop run (make demo): takes bc/, world_model/ and data/ from it")
     p.add_argument("--bc", default="", help="BC policy (Policy.save file); with none of --run/--bc/--world-model/"
                                             "--data, the protocol's own are built or reused")
     p.add_argument("--world-model", default="", help="world model file")
     p.add_argument("--data", default="", help="dataset whose episodes start imagined ones")
-    p.add_argument("--rl-run", default="", help="a finished imagine_rl.py out_dir to evaluate instead of running RL "
-                                                "here (its config.yaml must name --bc as the starting policy)")
+    p.add_argument("--rl-run", nargs="+", default=[], help="finished imagine_rl.py out_dirs to evaluate instead of "
+                                                           "running RL here, one per seed (each config.yaml must "
+                                                           "name --bc as the starting policy)")
     p.add_argument("--preset", default="quick", help="loop preset whose stage configs build the protocol's data, "
                                                      "world model and BC, and set the evaluation (configs/loop/)")
-    p.add_argument("--recipe", default=proto.recipe, help="RL preset (configs/rl/); with the protocol's own start, "
-                                                          "pointed at the protocol's inputs")
-    p.add_argument("--rl", nargs="*", default=[], help="extra overrides of the recipe, e.g. seed=1 iterations=20")
-    p.add_argument("--tasks", type=int, nargs="+", default=list(proto.tasks))
-    p.add_argument("--episodes-per-task", type=int, default=proto.bench_episodes_per_task,
-                   help="30 x 5 tasks = 150 episodes per arm")
-    p.add_argument("--init-state-offset", type=int, default=proto.bench_offset,
-                   help="first init state of the benchmark's jobs (the protocol trains on 0-9, gates on 10-19)")
+    p.add_argument("--recipe", default="", help="RL preset (configs/rl/; default the protocol's); with the "
+                                                "protocol's own start, pointed at the protocol's inputs")
+    p.add_argument("--rl", nargs="*", default=[], help="extra overrides of the recipe, e.g. iterations=20")
+    p.add_argument("--tasks", type=int, nargs="+", default=None, help="default: the protocol's")
+    p.add_argument("--episodes-per-task", type=int, default=None, help="default: the protocol's (30 x 5 tasks = "
+                                                                       "150 episodes per arm)")
+    p.add_argument("--init-state-offset", type=int, default=None,
+                   help="first init state of the benchmark's jobs (default: the protocol's, 20)")
     p.add_argument("--num-envs", type=int, default=2, help="real simulators in parallel (one per core)")
     p.add_argument("--image-size", type=int, default=0,
-                   help="render both arms at this size, which the policy resizes to its own (0: the policy's size); "
-                        "e.g. 128 for RL on a 128 px world model, so the policy is scored on the frames it trained on")
-    p.add_argument("--out-dir", default="", help="where RL and both evaluations go (default <root>/run)")
-    p.add_argument("--threshold", type=float, default=10.0, help="minimum gain in percentage points")
+                   help="render every arm at this size, which the policy resizes to its own (0: the policy's size)")
+    p.add_argument("--out-dir", default="", help="where RL and every evaluation go (default <root>/run)")
+    p.add_argument("--threshold", type=float, default=10.0, help="minimum own gain in percentage points")
     args = p.parse_args(argv)
     loop = load_config(LoopConfig, args.preset, group="loop")
-    proto = replace(proto, recipe=args.recipe, root=args.root, bc_augment_noise=args.bc_augment_noise,
-                    bc_steps=args.bc_steps, bc_task_weights=tuple(args.bc_task_weights))
+    base_proto = PROTOCOLS[args.protocol]
+    changes: dict[str, Any] = {"recipe": args.recipe or base_proto.recipe, "root": args.root or base_proto.root}
+    for name in ("bc_augment_noise", "bc_steps", "bc_task_weights", "tasks"):
+        value = getattr(args, name)
+        if value is not None:
+            changes[name] = tuple(value) if isinstance(value, list) else value
+    proto = replace(base_proto, **changes)
+    tasks = list(proto.tasks)
+    per_task = args.episodes_per_task or proto.bench_episodes_per_task
+    offset = proto.bench_offset if args.init_state_offset is None else args.init_state_offset
     out = Path(args.out_dir or proto.path("run"))
     run = Path(args.run) if args.run else None
-    rl_cfg: ImagineRLConfig | None = None
+    seeds = list(range(len(args.rl_run))) if args.rl_run else list(args.seeds)
+    rl_cfgs: list[ImagineRLConfig] = []
     if not (run or args.bc or args.world_model or args.data):  # the protocol end to end
         built = build(proto, loop)
         bc, wm, data = built["bc"], built["world_model"], built["data"]
-        if not args.rl_run:
+        if not args.rl_run and "recipe" in args.arms:
             built.update(build_recipe(proto, built, loop))
-            rl_cfg = recipe_config(proto, built, str(out / "rl"), args.rl)
+            rl_cfgs = [recipe_config(proto, built, str(out / seed_dir("rl", k)), [*args.rl, f"seed={s}"])
+                       for k, s in enumerate(seeds)]
     else:
         bc = args.bc or (str(run / "bc" / "policy.pt") if run else "")
         wm = args.world_model or (str(run / "world_model" / "world_model.pt") if run else "")
@@ -170,41 +213,125 @@ def main(argv: list[str] | None = None) -> int:
         if not path or not Path(path).exists():
             p.error(f"{name}: {path or '(not given)'} does not exist; give it, --run with a finished `make demo` run, "
                     "or no path at all to build the protocol's own")
-    base = replace(loop.eval, tasks=args.tasks, episodes_per_task=args.episodes_per_task, num_envs=args.num_envs,
-                   init_state_offset=args.init_state_offset, seed=proto.seed, fast_render=True, videos=2,
-                   image_size=args.image_size)
+    evalcfg = replace(loop.eval, env=proto.suite, tasks=tasks, episodes_per_task=per_task, num_envs=args.num_envs,
+                      init_state_offset=offset, seed=proto.seed, fast_render=True, videos=2,
+                      image_size=args.image_size)
+    print(f"protocol {args.protocol}: {proto.describe()}; recipes scored on these jobs so far: "
+          f"{len(scored_recipes(Path(proto.root) / 'scored.json'))}")
 
-    before = evaluate_or_reuse(replace(base, checkpoint=bc, out_dir=str(out / "eval_bc")), "BC")
-    print(headroom_line(before))
-    if args.rl_run:
-        rl = finished_rl_run(Path(args.rl_run), bc)
-        real_steps = rl["real_env_steps"]  # counted by LiberoEnv in the process that ran the RL
-    else:
-        if rl_cfg is None:
-            rl_cfg = replace(load_config(ImagineRLConfig, args.recipe, args.rl, group="rl"), policy=bc, world_model=wm,
-                             start_data=data, out_dir=str(out / "rl"))
-        steps_before = LiberoEnv.process_steps
-        rl = run_rl(rl_cfg)
-        real_steps = LiberoEnv.process_steps - steps_before  # LiberoEnv steps simulated in this process during RL
-    after = evaluate_or_reuse(replace(base, checkpoint=rl["policy_path"], out_dir=str(out / "eval_rl")), "RL")
+    def score(policy: str, folder: str, label: str) -> dict:
+        return evaluate_or_reuse(replace(evalcfg, checkpoint=policy, out_dir=str(out / folder)), label)
 
-    diff = paired_difference(before["episodes"], after["episodes"])
-    print("\n".join(per_task_lines(before, after, rl["history"])))
-    print(f"imagined success during RL: {rl['first'].get('imagined_success_rate', 0):.2f} -> "
-          f"{rl['last'].get('imagined_success_rate', 0):.2f} over {rl['iterations']} iterations "
-          f"({rl['seconds']:.0f} s)")
-    minutes = (rl["seconds"] + before["timing"]["seconds"] + after["timing"]["seconds"]) / 60
-    print(f"paired: {diff.improved} jobs gained, {diff.worsened} lost of {diff.n}; RL + both real evaluations "
-          f"{minutes:.0f} min (budget {BUDGET_MINUTES})")
-    lo, hi = diff.ci95_points
-    ok = diff.gain_points >= args.threshold and lo > 0 and real_steps == 0
-    tasks = " ".join(f"task{t}={r['successes']}/{r['episodes']}->{after['per_task'][t]['successes']}"
-                     for t, r in sorted(before["per_task"].items(), key=lambda kv: int(kv[0])))
-    print(f"BENCH rl_gain episodes={diff.n} before={diff.before:.3f} after={diff.after:.3f} "
-          f"gain_points={diff.gain_points:+.1f} gain_ci95=[{lo:+.1f},{hi:+.1f}] {tasks} "
-          f"real_env_steps_during_rl={real_steps} minutes={minutes:.0f} threshold_points={args.threshold:+.0f} "
+    arms: dict[str, dict] = {"start": score(bc, "eval_bc", "start (BC)")}
+    print(headroom_line(arms["start"]))
+    rls: list[dict] = []
+    real_steps = 0
+    if "recipe" in args.arms:
+        if args.rl_run:
+            rls = [finished_rl_run(Path(r), bc) for r in args.rl_run]
+            real_steps = sum(r["real_env_steps"] for r in rls)  # counted by LiberoEnv in the process that ran RL
+            rl_cfgs = [load_config(ImagineRLConfig, str(Path(r) / "config.yaml"), group="rl") for r in args.rl_run]
+        else:
+            if not rl_cfgs:
+                rl_cfgs = [replace(load_config(ImagineRLConfig, proto.recipe, [*args.rl, f"seed={s}"], group="rl"),
+                                   policy=bc, world_model=wm, start_data=data, out_dir=str(out / seed_dir("rl", k)))
+                           for k, s in enumerate(seeds)]
+            for cfg in rl_cfgs:
+                steps_before = LiberoEnv.process_steps
+                rls.append(run_rl(cfg))
+                real_steps += LiberoEnv.process_steps - steps_before  # LiberoEnv steps simulated here during RL
+        for k, rl in enumerate(rls):
+            arms[seed_dir("recipe", k)] = score(rl["policy_path"], seed_dir("eval_rl", k), f"recipe seed {seeds[k]}")
+    recipe_cfg = rl_cfgs[0] if rl_cfgs else None
+    budgets = {"start": _known(dataset_budget, data, True, proto.bc_demos_per_task)}
+    if "control" in args.arms:
+        if recipe_cfg is None:
+            p.error("--arms control: the real-data control trains on what the recipe consumed; run the recipe arm too")
+        control = real_data_control(recipe_cfg, replace(start_bc_config(proto, loop), data_dir=data),
+                                    str(out / "control"))
+        arms["control"] = score(control["policy_path"], "eval_control", "real-data control")
+        budgets["control"] = Budget(control["episodes"], control["env_steps"])
+    if "anchor" in args.arms and recipe_cfg is not None and recipe_cfg.bc_coef > 0:
+        anchor = anchor_control(recipe_cfg, rls[0], str(out / "anchor"))
+        arms["anchor"] = score(anchor["policy_path"], "eval_anchor", "anchor control")
+        budgets["anchor"] = budgets["start"]
+    if recipe_cfg is not None:
+        budgets["recipe"] = _known(recipe_budget, recipe_cfg)
+    return report(args, proto, arms, budgets, rls, recipe_cfg, real_steps)
+
+
+def _known(count: Callable[..., Budget], *inputs: Any) -> Budget | None:
+    """A budget counted from its inputs, or None when they are not on this machine (a run made elsewhere)."""
+    try:
+        return count(*inputs)
+    except FileNotFoundError:
+        return None
+
+
+def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict], budgets: dict[str, Budget | None],
+           rls: list[dict], recipe_cfg: ImagineRLConfig | None, real_steps: int) -> int:
+    """Print every arm's figures, the own gain and the BENCH line; record the recipe in the protocol's ledger when
+    its own benchmark jobs were scored. Returns the exit status (0 PASS, 1 FAIL)."""
+    start = arms["start"]
+    seeds = [r for name, r in arms.items() if name.startswith("recipe")]
+    print("\n".join(arm_lines(arms)))
+    for name, r in arms.items():
+        if name != "start":
+            d = paired_difference(start["episodes"], r["episodes"])
+            lo, hi = d.ci95_points
+            print(f"{name} - start: {d.gain_points:+.1f} points [{lo:+.1f}, {hi:+.1f}] ({d.improved} jobs gained, "
+                  f"{d.worsened} lost of {d.n})")
+    for name, b in budgets.items():
+        print(f"real data of {name}: {b or 'its inputs are not on this machine'}"
+              + (f"; real env steps during RL: {real_steps}" if name == "recipe" else ""))
+    for rl in rls:
+        print(f"imagined success during RL: {rl['first'].get('imagined_success_rate', 0):.2f} -> "
+              f"{rl['last'].get('imagined_success_rate', 0):.2f} over {rl['iterations']} iterations "
+              f"({rl['seconds']:.0f} s)")
+    if len(seeds) == 1:
+        print("\n".join(per_task_lines(start, seeds[0], rls[0]["history"] if rls else [])))
+    minutes = (sum(r["timing"]["seconds"] for r in arms.values()) + sum(r["seconds"] for r in rls)) / 60
+    controls = {name: r["episodes"] for name, r in arms.items() if not name.startswith("recipe")}
+    if not seeds:
+        print(f"no recipe arm: real success {', '.join(f'{k} {_rate(r):.3f}' for k, r in arms.items())}")
+        return 1
+    gain = seed_average(start["episodes"], [r["episodes"] for r in seeds]).difference
+    best, own = own_gain(controls, [r["episodes"] for r in seeds])
+    d = own.difference
+    lo, hi = d.ci95_points
+    sim = judge_reads_simulator(recipe_cfg.imagination.reward) if recipe_cfg is not None else True
+    scored = len(scored_recipes(Path(proto.root) / "scored.json"))
+    if args.init_state_offset in (None, proto.bench_offset) and not args.bc:  # the protocol's own benchmark jobs
+        scored = record_scored(Path(proto.root) / "scored.json",
+                               {"protocol": args.protocol, "recipe": proto.recipe, "overrides": list(args.rl),
+                                "rl_runs": [str(Path(r).resolve()) for r in args.rl_run]})
+    print(f"imagination's own gain: recipe ({len(seeds)} seeds, job-averaged) - {best} (the best control) = "
+          f"{d.gain_points:+.1f} points [{lo:+.1f}, {hi:+.1f}] ({d.improved} jobs gained, {d.worsened} lost); "
+          f"recipes scored on these jobs: {scored}")
+    ok = (d.gain_points >= args.threshold and lo > 0 and len(seeds) >= args.min_seeds and real_steps == 0
+          and not sim)
+    g_lo, g_hi = gain.ci95_points
+    tasks = " ".join(f"task{t}={r['successes']}/{r['episodes']}->"
+                     f"{'/'.join(str(s['per_task'][t]['successes']) for s in seeds)}"
+                     for t, r in sorted(start["per_task"].items(), key=lambda kv: int(kv[0])))
+    arms_rates = " ".join(f"{name}={_rate(r):.3f}" for name, r in arms.items() if not name.startswith("recipe"))
+    print(f"BENCH rl_gain episodes={gain.n} before={gain.before:.3f} after={gain.after:.3f} "
+          f"gain_points={gain.gain_points:+.1f} gain_ci95=[{g_lo:+.1f},{g_hi:+.1f}] {tasks} protocol={args.protocol} "
+          f"seeds={len(seeds)} "
+          f"{arms_rates} best_control={best} own_gain_points={d.gain_points:+.1f} own_gain_ci95=[{lo:+.1f},{hi:+.1f}] "
+          f"judge_reads_simulator={'yes' if sim else 'no'} real_env_steps_during_rl={real_steps} "
+          f"minutes={minutes:.0f} recipes_scored={scored} threshold_points={args.threshold:+.0f} "
           f"{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
+
+
+def _rate(result: dict) -> float:
+    return sum(bool(r["success"]) for r in result["episodes"]) / len(result["episodes"])
+
+
+def seed_dir(name: str, k: int) -> str:
+    """The folder of the k-th seed's run or evaluation: the first keeps the single-seed name (rl, eval_rl)."""
+    return name if k == 0 else f"{name}{k}"
 
 
 if __name__ == "__main__":

@@ -40,6 +40,9 @@ from world_models.proprio import ProprioModel, history_at
 
 UNCERTAINTY_MODES = ("off", "report", "truncate", "penalize")
 REWARDS = ("head", "state", "grasp")
+# Rewards that read simulator quantities at RL time: "state" and "grasp" take the object's start from the
+# keyframe's simulator labels, which a real robot does not have. "head" reads only what the world model imagines.
+SIMULATOR_REWARDS = ("state", "grasp")
 
 
 @dataclass

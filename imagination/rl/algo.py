@@ -188,7 +188,8 @@ class Batch:
 def update(policy: Policy, optimizer: torch.optim.Optimizer, batch: Batch, cfg: RLConfig,
            rng: np.random.Generator, anchor: Callable[[], torch.Tensor] | None = None,
            sync: GradientSync | None = None) -> dict[str, float]:
-    """`cfg.epochs` passes of minibatch updates on `batch`; returns the mean of each logged figure.
+    """`cfg.epochs` passes of minibatch updates on `batch`; returns the mean of each logged figure and the count
+    of minibatch updates ("updates").
     `anchor()`, when given, is a loss added to every minibatch's (e.g. behaviour cloning on demonstrations).
     `sync`: this process's batch is its share of a data-parallel run's (envs.data_parallel); each epoch
     takes as many minibatches as the largest share needs at cfg.minibatch_size, and gradients are averaged
@@ -201,6 +202,7 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, batch: Batch, cfg: 
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
     batch = Batch(batch.obs, batch.actions, batch.log_prob, adv, batch.returns, batch.ref_log_prob)
     logs: dict[str, list[float]] = {}
+    updates = 0  # minibatch steps taken: an anchor control (bench/arms.py) applies its anchor as many times
     policy.train()
     device = next(policy.parameters()).device  # rollouts are kept on the CPU; a GPU policy learns on the GPU
     for _ in range(cfg.epochs):
@@ -239,8 +241,9 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, batch: Batch, cfg: 
             stats.update(policy_loss=float(pg_loss.detach()), entropy=float(entropy.detach().mean()))
             for k, v in stats.items():
                 logs.setdefault(k, []).append(v)
+            updates += 1
     policy.eval()
-    return {k: float(np.mean(v)) for k, v in logs.items()}
+    return {**{k: float(np.mean(v)) for k, v in logs.items()}, "updates": float(updates)}
 
 
 __all__ = ["ALGOS", "KL_ESTIMATORS", "Batch", "RLConfig", "clipped_surrogate", "gae", "group_advantages", "kl_k2",

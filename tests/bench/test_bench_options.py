@@ -119,7 +119,7 @@ def _two_arms(tmp_path: Path) -> tuple[Path, list[str]]:
     _finished_eval(out / "eval_bc", str(bc), [False, False, True, False])
     _finished_eval(out / "eval_rl", str(run / "policy.pt"), [True, False, True, True])
     return out, ["--bc", str(bc), "--rl-run", str(run), "--out-dir", str(out), "--tasks", "0", "1",
-                 "--episodes-per-task", "2", "--init-state-offset", "20"]
+                 "--episodes-per-task", "2", "--init-state-offset", "20", "--arms", "start", "recipe"]
 
 
 def test_rl_gain_scores_the_paired_gain_and_needs_its_interval_above_zero(tmp_path, capsys):
@@ -127,10 +127,13 @@ def test_rl_gain_scores_the_paired_gain_and_needs_its_interval_above_zero(tmp_pa
     out, args = _two_arms(tmp_path)
     assert rl_gain.main(args) == 1  # +50 points, but 2 of 4 jobs cannot put the interval above zero
     lines = capsys.readouterr().out.strip().splitlines()
-    assert "reusing" in lines[0] and lines[1].startswith("BC headroom: tasks outside 15-65%: task 0 0%")
+    assert lines[0].startswith("protocol v2: libero_spatial tasks [0, 1]")
+    assert "reusing" in lines[1] and lines[2].startswith("BC headroom: tasks outside 15-65%: task 0 0%")
     bench = lines[-1]
     assert bench.startswith("BENCH rl_gain episodes=4 before=0.250 after=0.750 gain_points=+50.0 gain_ci95=[")
     assert "task0=0/2->1 task1=1/2->2" in bench and "real_env_steps_during_rl=0" in bench and bench.endswith("FAIL")
+    # with the start as the only control, imagination's own gain is the gain over the start; one seed of 3
+    assert "seeds=1 start=0.250 best_control=start own_gain_points=+50.0" in bench
     lo = float(bench.split("gain_ci95=[")[1].split(",")[0])
     assert lo <= 0
     # an evaluation of other jobs is not reused as this arm's: the results were made for offset 20
@@ -170,7 +173,7 @@ def test_rl_gain_builds_a_protocol_variant_under_its_own_root(tmp_path, monkeypa
     _finished_eval(root / "run" / "eval_bc", str(bc), [False, True, True, False])
     _finished_eval(root / "run" / "eval_rl", str(run / "policy.pt"), [True, True, True, False])
     rl_gain.main(["--root", str(root), "--bc-augment-noise", "16", "--bc-task-weights", "0.5", "1", "--bc-steps", "600",
-                  "--rl-run", str(run), "--tasks", "0", "1", "--episodes-per-task", "2"])
+                  "--rl-run", str(run), "--tasks", "0", "1", "--episodes-per-task", "2", "--arms", "start", "recipe"])
     (proto,) = built
     assert proto.root == str(root) and proto.bc_augment_noise == 16.0 and proto.bc_task_weights == (0.5, 1.0)
     assert proto.bc_steps == 600

@@ -226,7 +226,8 @@ def test_extra_datasets_add_their_episodes_by_the_same_rules(square_dataset, tmp
     both, stats = load_episodes(bc_config(square_dataset, tmp_path, extra_data_dirs=[square_dataset]))
     assert len(both) == 2 * len(one) and [e.instruction for e in both[len(one):]] == [e.instruction for e in one]
     np.testing.assert_array_equal(stats["mean"], EpisodeDataset(square_dataset).stats["observation.state"]["mean"])
-    capped, _ = load_episodes(bc_config(square_dataset, tmp_path, extra_data_dirs=[square_dataset], episodes_per_task=1))
+    capped, _ = load_episodes(bc_config(square_dataset, tmp_path, extra_data_dirs=[square_dataset],
+                                        episodes_per_task=1))
     tasks = {e.task_id for e in one}
     assert len(capped) == 2 * len(tasks)  # the per-task cap applies to each dataset
     with pytest.raises(FileNotFoundError, match="nowhere"):

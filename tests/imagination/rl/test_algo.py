@@ -118,6 +118,27 @@ def test_update_skips_a_step_whose_gradient_is_not_finite(estimator):
     assert logs["skipped_fraction"] == 0.0 and np.isfinite(logs["grad_norm"]) and (policy.mean != 0).any()
 
 
+def test_update_counts_its_minibatch_updates():
+    """The count an anchor control (bench/arms.py) repeats: epochs x minibatches per epoch, the last one short."""
+    n, policy = 10, _Gaussian()
+    obs = {"image": np.zeros((n, 1, 4, 4, 3), np.uint8), "state": np.zeros((n, 8), np.float32),
+           "instruction": ["x"] * n}
+    actions = torch.randn(n, 2, 7, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        old = policy.evaluate(obs, actions, per_dim=True)[0]
+    adv = torch.linspace(-1, 1, n)
+    calls: list[int] = []
+
+    def anchor() -> torch.Tensor:
+        calls.append(1)
+        return policy.mean.pow(2).sum()
+
+    cfg = RLConfig(minibatch_size=4, epochs=3)
+    logs = update(policy, torch.optim.Adam(policy.parameters(), lr=0.1),  # type: ignore[arg-type]
+                  Batch(obs, actions, old, adv, adv, old.clone()), cfg, np.random.default_rng(0), anchor)
+    assert logs["updates"] == 9 == len(calls)  # 3 epochs x (4 + 4 + 2)
+
+
 @pytest.mark.parametrize("field,value,match", [("algo", "sac", "rl.algo"), ("clip", 0.0, "rl.clip"),
                                                ("kl_coef", -1.0, "rl.kl_coef"), ("gamma", 1.5, "rl.gamma"),
                                                ("kl_estimator", "k1", "rl.kl_estimator")])

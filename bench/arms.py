@@ -1,0 +1,177 @@
+"""The arms of the imagined-RL benchmark's protocol v2 besides the start and the recipe (bench/rl_gain.py), and
+what every arm consumed.
+
+A gain of imagined RL is imagination's only against what a user gets without it on the same data:
+
+    a  the start            the best BC the demonstrations give (chosen on init states 0-19, bench/protocol.py)
+    b  real-data control    the start fine-tuned, with no world model, on every successful real episode with
+                            camera frames that the recipe consumed (filtered BC / rejection-sampling fine-tuning)
+    c  anchor control       only when the recipe adds a supervised anchor to RL (ImagineRLConfig.bc_coef): the
+                            same anchor updates, as many, with the same optimiser, and no RL
+    d  the recipe           imagined RL from the start, over several seeds
+
+    imagination's own gain = d (job-averaged over its seeds) - max(a, b, c), paired over the benchmark's jobs.
+
+What the recipe consumed is read from its own config (start data, the grasp judge's training data and label
+folders), so the control cannot drift from it. Label-collection folders hold simulator states without camera
+frames: they count in the budget, and no pixel policy can imitate them.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from envs.atomic import atomic_write_text
+from envs.dataset import EpisodeDataset
+from imagination.eval.stats import SeedAverage, seed_average
+from imagination.rl.training import ImagineRLConfig, bc_anchor
+from policies.base import Policy
+from policies.bc import BCConfig, load_episodes, train_bc_on_data
+
+IMITATED_SOURCES = ["expert", "perturbed", "policy"]  # every recorded kind: success_only keeps what imitates well
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Real (simulated) episodes and env steps an arm consumed."""
+
+    episodes: int = 0
+    env_steps: int = 0
+
+    def __add__(self, other: Budget) -> Budget:
+        return Budget(self.episodes + other.episodes, self.env_steps + other.env_steps)
+
+    def __str__(self) -> str:
+        return f"{self.episodes} episodes, {self.env_steps} env steps"
+
+
+def dataset_budget(path: str, success_only: bool = False, per_task: int = 0) -> Budget:
+    """Episodes and steps of a recorded dataset (its successful ones; at most `per_task` of each task)."""
+    metas = [m for m in EpisodeDataset(path, verify=False).meta if m.success or not success_only]
+    if per_task:
+        seen: dict[int, int] = {}
+        metas = [m for m in metas if (seen := {**seen, m.task_id: seen.get(m.task_id, 0) + 1})[m.task_id] <= per_task]
+    return Budget(len(metas), sum(m.length for m in metas))
+
+
+def label_budget(folder: str) -> Budget:
+    """Episodes and steps of a label-collection folder (envs/label_collection.py: one .npz per episode)."""
+    files = sorted(Path(folder).glob("*.npz"))
+    return Budget(len(files), sum(len(np.load(f)["action"]) for f in files))
+
+
+def consumed(rl_cfg: ImagineRLConfig) -> tuple[list[str], list[str]]:
+    """What the recipe reads of the real world: (recorded datasets with camera frames, label-collection folders),
+    each once, in the order its config names them."""
+    image = list(dict.fromkeys([rl_cfg.start_data, *rl_cfg.imagination.grasp_train_data]))
+    labels = list(dict.fromkeys(rl_cfg.imagination.grasp_label_dirs))
+    return image, labels
+
+
+def recipe_budget(rl_cfg: ImagineRLConfig) -> Budget:
+    """Every real episode the recipe consumed: its datasets and label folders. (Replaying a recorded episode
+    for its simulator labels adds no episode and no new state, so replays are not counted again.)"""
+    image, labels = consumed(rl_cfg)
+    total = Budget()
+    for path in image:
+        total = total + dataset_budget(path)
+    for folder in labels:
+        total = total + label_budget(folder)
+    return total
+
+
+def control_config(rl_cfg: ImagineRLConfig, start_bc: BCConfig, out_dir: str) -> BCConfig:
+    """Arm b's BC: the start (rl_cfg.policy) fine-tuned on every successful episode of the recipe's recorded
+    datasets, with the start's own BC settings (steps, lr, batch, augmentation)."""
+    image, _ = consumed(rl_cfg)
+    return replace(start_bc, data_dir=image[0], extra_data_dirs=image[1:], out_dir=out_dir, init_policy=rl_cfg.policy,
+                   sources=list(IMITATED_SOURCES), success_only=True, episodes_per_task=0, max_episodes=0,
+                   task_weights=[])
+
+
+def real_data_control(rl_cfg: ImagineRLConfig, start_bc: BCConfig, out_dir: str) -> dict:
+    """Train (or reuse) arm b; returns {"policy_path", "episodes", "env_steps"} of what it imitated."""
+    cfg = control_config(rl_cfg, start_bc, out_dir)
+    done = Path(out_dir) / "control.json"
+    if done.is_file():
+        return json.loads(done.read_text())
+    episodes, _ = load_episodes(cfg)
+    print(f"[real-data control] the start fine-tuned on {len(episodes)} successful real episodes of "
+          f"{[cfg.data_dir, *cfg.extra_data_dirs]}, {cfg.steps} steps")
+    result = train_bc_on_data(cfg)
+    out = {"policy_path": result["policy_path"], "episodes": len(episodes),
+           "env_steps": int(sum(len(e.action) for e in episodes)), "datasets": [cfg.data_dir, *cfg.extra_data_dirs]}
+    atomic_write_text(done, json.dumps(out, indent=2))
+    return out
+
+
+def anchor_updates(rl_result: dict) -> int:
+    """How many minibatch updates the recipe's RL run applied (each carried one anchor loss)."""
+    counts = [row.get("updates") for row in rl_result["history"]]
+    if not counts or any(c is None for c in counts):
+        raise ValueError("rl run: its history does not count its updates (a run made before they were logged); "
+                         "run the recipe again to give the anchor control its count")
+    return int(sum(counts))
+
+
+def anchor_control(rl_cfg: ImagineRLConfig, rl_result: dict, out_dir: str) -> dict:
+    """Arm c: from the start, the recipe's anchor loss alone (the same draws, optimiser, learning rate and gradient
+    clip), applied as many times as the recipe's run applied it. Returns {"policy_path", "updates"}."""
+    if rl_cfg.bc_coef <= 0:
+        raise ValueError("bc_coef: the recipe adds no supervised anchor, so it has no anchor control")
+    done, path = Path(out_dir) / "control.json", Path(out_dir) / "policy.pt"
+    if done.is_file():
+        return json.loads(done.read_text())
+    n = anchor_updates(rl_result)
+    torch.manual_seed(rl_cfg.seed)
+    policy = Policy.load(rl_cfg.policy)
+    anchor = bc_anchor(rl_cfg, policy, torch.Generator().manual_seed(rl_cfg.seed))
+    optimizer = torch.optim.Adam(policy.parameters(), lr=rl_cfg.rl.lr)
+    print(f"[anchor control] {n} anchor updates from {rl_cfg.policy}, no RL")
+    policy.train()
+    for _ in range(n):
+        loss = anchor()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), rl_cfg.rl.max_grad_norm)
+        if math.isfinite(float(grad_norm)):
+            optimizer.step()
+    policy.eval()
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    policy.save(path)
+    out = {"policy_path": str(path), "updates": n}
+    atomic_write_text(done, json.dumps(out, indent=2))
+    return out
+
+
+def own_gain(controls: dict[str, list[dict]], seeds: list[list[dict]]) -> tuple[str, SeedAverage]:
+    """Imagination's own gain: the recipe's seeds, job-averaged, against the control arm with the most real
+    successes on the same jobs (ties: the first named). Returns (that arm's name, the paired comparison)."""
+    if not controls or not seeds:
+        raise ValueError("own gain: expected at least one control arm and one seed of the recipe")
+    best = max(controls, key=lambda name: sum(bool(r["success"]) for r in controls[name]))
+    return best, seed_average(controls[best], seeds)
+
+
+def scored_recipes(ledger: Path) -> list[dict]:
+    """The recipes scored on the benchmark's jobs so far (the protocol's ledger; [] before the first)."""
+    return json.loads(ledger.read_text())["scored"] if ledger.is_file() else []
+
+
+def record_scored(ledger: Path, entry: dict) -> int:
+    """Add a recipe to the ledger unless it is there already (the same recipe and seeds); returns the count."""
+    scored = scored_recipes(ledger)
+    if entry not in scored:
+        scored.append(entry)
+        atomic_write_text(ledger, json.dumps({"scored": scored}, indent=2))
+    return len(scored)
+
+
+__all__ = ["IMITATED_SOURCES", "Budget", "anchor_control", "anchor_updates", "consumed", "control_config",
+           "dataset_budget", "label_budget", "own_gain", "real_data_control", "recipe_budget", "record_scored",
+           "scored_recipes"]

@@ -1,0 +1,137 @@
+"""Protocol v2's arms (bench/arms.py): the real-data control imitates exactly the recorded real episodes the
+recipe consumed, the anchor control applies the recipe's anchor as many times as the recipe did, the own gain is
+taken against the best control, and the ledger counts recipes scored on the benchmark's jobs."""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from bench import arms
+from bench.arms import (
+    Budget,
+    anchor_control,
+    consumed,
+    control_config,
+    dataset_budget,
+    label_budget,
+    own_gain,
+    recipe_budget,
+    record_scored,
+    scored_recipes,
+)
+from envs.dataset import DatasetConfig, EpisodeDataset, EpisodeWriter
+from imagination.rl.training import ImagineRLConfig
+from policies.base import Policy
+from policies.bc import BCConfig, load_episodes
+from policies.vla import VLAConfig, VLAPolicy
+from tests.episodes import grasping_episode
+
+SIZE, T = 16, 12
+
+
+def _dataset(root: Path, rows: list[tuple[int, bool, str]], seed: int) -> str:
+    """A recorded dataset of (task, success, source) episodes."""
+    rng = np.random.default_rng(seed)
+    with EpisodeWriter(root, DatasetConfig(views=("agentview",), image_size=(SIZE, SIZE), fps=10)) as w:
+        for k, (task, ok, source) in enumerate(rows):
+            ep = grasping_episode(rng, T + k, SIZE, task, ok, source, k, {})
+            w.append(replace(ep, perturbation="early_release") if source == "perturbed" else ep)
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def recipe(tmp_path_factory) -> ImagineRLConfig:
+    """A recipe config over two recorded datasets (the collected data, the start's own rollouts) and one
+    label-collection folder, with a start policy saved beside them."""
+    root = tmp_path_factory.mktemp("arms")
+    data = _dataset(root / "data", [(5, True, "expert"), (5, True, "expert"), (6, True, "expert"),
+                                    (6, False, "perturbed"), (6, True, "perturbed")], 0)
+    own = _dataset(root / "own", [(5, True, "policy"), (5, False, "policy"), (6, True, "policy")], 1)
+    labels = root / "near_miss"
+    labels.mkdir()
+    for k in range(3):
+        np.savez(labels / f"task05_ep{k:04d}.npz", action=np.zeros((7 + k, 7), np.float32))
+    torch.manual_seed(0)
+    policy = VLAPolicy(VLAConfig(views=["agentview"], image_size=SIZE, chunk_len=4, conv_channels=[8, 16],
+                                 image_features=16, language_features=8, state_features=8, hidden=32))
+    policy.set_state_stats(np.zeros(8, np.float32), np.ones(8, np.float32))
+    policy.save(root / "bc.pt")
+    cfg = ImagineRLConfig(policy=str(root / "bc.pt"), start_data=data, bc_coef=1.0, out_dir=str(root / "rl"))
+    cfg.imagination.grasp_train_data = [data, own]  # the start data again: counted once
+    cfg.imagination.grasp_label_dirs = [str(labels)]
+    cfg.rl.minibatch_size = 4
+    return cfg
+
+
+def test_the_real_data_control_imitates_every_successful_episode_the_recipe_consumed(recipe, tmp_path):
+    image, labels = consumed(recipe)
+    assert image == [recipe.start_data, recipe.imagination.grasp_train_data[1]] and labels == \
+        recipe.imagination.grasp_label_dirs
+    start_bc = BCConfig(data_dir=recipe.start_data, episodes_per_task=1, steps=700, lr=5e-4,
+                        policy=VLAConfig(views=["agentview"], image_size=SIZE, chunk_len=4))
+    cfg = control_config(recipe, start_bc, str(tmp_path / "control"))
+    episodes, _ = load_episodes(cfg)
+    successful = [(m.task_id, m.source, m.length) for path in image for m in EpisodeDataset(path).meta if m.success]
+    assert sorted((e.task_id, e.source, len(e.action)) for e in episodes) == sorted(successful)
+    assert len(episodes) == 4 + 2  # every kind of source, not only the experts; no per-task cap
+    assert cfg.init_policy == recipe.policy and (cfg.steps, cfg.lr) == (700, 5e-4)  # the start's own BC settings
+    # its budget is what it imitated; the recipe's is every episode it read, labels included
+    assert dataset_budget(recipe.start_data, success_only=True, per_task=1) == Budget(2, T + T + 2)
+    assert label_budget(labels[0]) == Budget(3, 7 + 8 + 9)
+    everything = sum((m.length for path in image for m in EpisodeDataset(path).meta), 0)
+    assert recipe_budget(recipe) == Budget(5 + 3 + 3, everything + 24)
+
+
+def test_the_anchor_control_repeats_the_recipes_anchor_updates_and_no_rl(recipe, tmp_path, monkeypatch):
+    calls: list[int] = []
+    real = arms.bc_anchor
+
+    def counted(cfg, policy, generator=None):
+        anchor = real(cfg, policy, generator)
+
+        def step() -> torch.Tensor:
+            calls.append(1)
+            return anchor()
+        return step
+
+    monkeypatch.setattr(arms, "bc_anchor", counted)
+    history = [{"iteration": 1, "updates": 6.0}, {"iteration": 2, "updates": 4.0}]
+    out = anchor_control(recipe, {"history": history}, str(tmp_path / "anchor"))
+    assert out["updates"] == 10 == len(calls)
+    start, moved = Policy.load(recipe.policy).state_dict(), Policy.load(out["policy_path"]).state_dict()
+    assert any(not torch.equal(start[k], moved[k]) for k in start if isinstance(start[k], torch.Tensor))
+    assert json.loads((tmp_path / "anchor" / "control.json").read_text()) == out
+    assert anchor_control(recipe, {"history": history}, str(tmp_path / "anchor")) == out and len(calls) == 10  # reused
+    with pytest.raises(ValueError, match="does not count its updates"):
+        anchor_control(recipe, {"history": [{"iteration": 1}]}, str(tmp_path / "old"))
+    with pytest.raises(ValueError, match="bc_coef"):
+        anchor_control(replace(recipe, bc_coef=0.0), {"history": history}, str(tmp_path / "none"))
+
+
+def _episodes(outcomes: list[bool]) -> list[dict]:
+    return [{"task_id": 0, "init_state_id": 20 + j, "seed": j, "success": ok} for j, ok in enumerate(outcomes)]
+
+
+def test_the_own_gain_is_taken_against_the_best_control():
+    start = _episodes([True, False, False, False] * 5)
+    control = _episodes([True, True, False, False] * 5)
+    seeds = [_episodes([True, True, True, False] * 5), _episodes([True, True, False, True] * 5)]
+    best, avg = own_gain({"start": start, "control": control}, seeds)
+    assert best == "control"
+    assert avg.difference.gain_points == pytest.approx(25.0)  # 75% averaged over seeds against the control's 50%
+    with pytest.raises(ValueError, match="control arm"):
+        own_gain({}, seeds)
+
+
+def test_the_ledger_counts_each_recipe_once(tmp_path):
+    ledger = tmp_path / "scored.json"
+    assert scored_recipes(ledger) == []
+    entry = {"protocol": "v2", "recipe": "grasp_floor", "overrides": []}
+    assert record_scored(ledger, entry) == 1 and record_scored(ledger, entry) == 1
+    assert record_scored(ledger, {**entry, "overrides": ["iterations=20"]}) == 2
+    assert scored_recipes(ledger)[1]["overrides"] == ["iterations=20"]
