@@ -50,7 +50,8 @@ class RLGainProtocol:
     gate_init_states: int = 10  # init states 10..19
     bench_episodes_per_task: int = 30  # init states 20..49
     # successful expert episodes per task that BC imitates. 2 gave 40/50 (80%) on the gate jobs, above the
-    # 15-65% headroom the benchmark needs (docs/loop.md): one demonstration, as one-trajectory SFT starts do.
+    # 15-65% headroom the benchmark needs (docs/notebook/loop.md, "The protocol's BC start, measured"): one
+    # demonstration, as one-trajectory SFT starts do.
     bc_demos_per_task: int = 1
     # BC training steps, chosen on init states 0-19 (20 jobs per task, never the benchmark's): 1000 gave 69/100
     # there (and 116/150 on the benchmark: too strong), 500 gave 37/100 with task 2 at 0/20, 750 gave 47/100

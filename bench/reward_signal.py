@@ -39,8 +39,8 @@ figures for that start (not part of the verdict).
 
 Beside the verdict it prints how the calibration check sits against its own noise (10 jobs a task):
 exact_judge_pass_chance, the chance that a judge as likely to succeed as reality would pass it on these jobs,
-and gap_p_value, how often such a judge shows a largest gap as large as the observed one (docs/loop.md, "The
-calibration check's own noise"). Then, job by job, the paired tests (imagination/eval/reward_gate.py:
+and gap_p_value, how often such a judge shows a largest gap as large as the observed one (docs/notebook/loop.md,
+"The calibration check's own noise"). Then, job by job, the paired tests (imagination/eval/reward_gate.py:
 TaskAgreement): per task the exact McNemar test of the jobs imagined a success that really failed against the
 other way round, Holm-corrected over every policy's tasks (shown_miscalibrated=K/M), and the exact joint test of
 all of them together (joint_calibration_p: below 0.05, the judge is shown less calibrated than a real re-run).
@@ -50,8 +50,8 @@ policies on the same jobs (reset seeds): PASS when the judge is not shown worse 
 within-task AUC interval lies above 0.5, the paired interval of its AUC minus a re-run's reaches 0, and the joint
 paired test gives p >= 0.05 (verdict_vs_reality). This is the gate's verdict and exit status (1 on FAIL, 2 when
 an input or reality's repeats are missing, checked before imagining): the fixed thresholds above ask more than one
-real re-run gives on the protocol's jobs, so no judge can be expected to pass them (docs/loop.md, "The gate
-against reality"). --verdict thresholds makes them decide instead (needed on other jobs than the gate's, e.g.
+real re-run gives on the protocol's jobs, so no judge can be expected to pass them (docs/notebook/loop.md,
+"The gate against reality"). --verdict thresholds makes them decide instead (needed on other jobs than the gate's, e.g.
 --init-state-offset 0, which reality's repeats do not cover).
 
 --task-bias fits one logit offset per task (imagination/eval/task_bias.py) on the start policy's jobs of a run on

@@ -10,7 +10,8 @@ Two endings (`ImaginationConfig.grasp_until`):
                 at its last step before the horizon.
 
 Why "release": with "close" nothing judges what follows the grasp, and RL from the 1000-step BC doubled the
-lifted-but-not-placed failures (5 -> 11 of 50 gate jobs) while it halved the never-lifted ones (docs/loop.md).
+lifted-but-not-placed failures (5 -> 11 of 50 gate jobs) while it halved the never-lifted ones
+(docs/notebook/loop.md, "RL on the grasp reward").
 An episode that never closes gets reward 0 either way.
 """
 from __future__ import annotations

@@ -72,7 +72,7 @@ class BCConfig:
     # sampling weight of each task id's training samples (task i -> task_weights[i]; ids past the list: 1.0;
     # empty = every sample equally likely). Why: one demonstration per task leaves some tasks far easier than
     # others; a lower weight trains that task less, so that a BC start has headroom on every task, as the rl_gain
-    # protocol asks (15-65% real success per task, docs/loop.md)
+    # protocol asks (15-65% real success per task, docs/loop.md, "The benchmark's protocol")
     task_weights: list[float] = field(default_factory=list)
     policy: VLAConfig = field(default_factory=VLAConfig)
     steps: int = 2000
@@ -84,9 +84,9 @@ class BCConfig:
     augment_shift: int = 4  # max random image shift in pixels (0 = off)
     # Gaussian pixel noise in training images, its std drawn per sample from U(0, augment_noise) (0-255 units; 0 =
     # off). Why: N(0, 2) noise in the images flips 18% of the real outcomes of the rl_gain protocol's 1-demo BC and
-    # RL policies (docs/loop.md, "The gate's ceiling"): no world model predicts an outcome that turns on single
+    # RL policies (docs/notebook/loop.md, "The gate's ceiling"): no world model predicts an outcome that turns on single
     # intensity steps. With noise up to 16 in training, the world model's judge ranks the start's outcomes at 0.73
-    # within task, against 0.47 (docs/loop.md, "A start trained with pixel noise").
+    # within task, against 0.47 (docs/notebook/loop.md, "A start trained with pixel noise").
     augment_noise: float = 0.0
     checkpoint_every: int = 500
     # also save the policy as it was at these steps: out_dir/policy_step{N}.pt (e.g. to compare training stages)

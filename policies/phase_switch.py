@@ -3,8 +3,9 @@
 Why: the "grasp" reward of imagined RL (imagination/grasp_judge.py) ends each imagined episode at the first
 gripper close, so RL only ever judges the reach and the grasp. What the fine-tuned network does after the
 close is never rewarded, and on the rl_gain protocol it drifted: RL cut the never-lifted failures and added
-lifted-but-not-placed ones (docs/loop.md). Deploying the fine-tuned policy for the phase RL judged, and the
-policy RL started from for the rest, keeps each phase with the policy that was trained for it.
+lifted-but-not-placed ones (docs/notebook/loop.md, "RL on the grasp reward"). Deploying the fine-tuned policy for
+the phase RL judged, and the policy RL started from for the rest, keeps each phase with the policy that was
+trained for it.
 
 The phase is read from the observation, per env and at every chunk, so the policy keeps no episode state:
 

@@ -2,7 +2,8 @@
 
 Why: imagined RL from one start with different seeds ends at different policies, part of each update being
 the seed's own exploitation of the world model. Averaging the weights keeps what the runs share. Measured on
-the rl_gain gate (docs/loop.md), five seeds' soup did not beat the best seed; the tool stays for such checks.
+the rl_gain gate (docs/notebook/loop.md, "After the benchmark"), five seeds' soup did not beat the best seed; the
+tool stays for such checks.
 
     python -m policies.soup --out soup.pt run1/policy.pt run2/policy.pt run3/policy.pt
 

@@ -22,7 +22,8 @@ from the policy's own keyframes sees; no real_results are needed:
         branch_data=data policies=[round1/rl/policy.pt]
 
 Run it before imagined RL: when the within-task AUC is near 0.5, the head rewards the world model's
-idea of success, and RL improves imagined success without improving real success (docs/loop.md).
+idea of success, and RL improves imagined success without improving real success
+(docs/notebook/loop.md, "The closed-loop check").
 Writes out_dir/closed_loop.json (every job, both outcomes) and closed_loop.png (histograms);
 each policy's imagined run is kept in out_dir/<policy name>/ and reused when run again.
 """

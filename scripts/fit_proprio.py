@@ -5,8 +5,8 @@
 
 Without a proprio file, imagination fits one on its start data (the demonstrations). A policy's own
 rollouts move the arm in ways the demonstrations do not, and fitted on both the model drifts less where
-the policy acts (docs/loop.md). Pass the file as `proprio=` to imagine_rl, eval_policy (imagined) and the
-benches. The chunk length must be the world model's.
+the policy acts (docs/notebook/loop.md, "A proprio model that reads the arm's velocity"). Pass the file as
+`proprio=` to imagine_rl, eval_policy (imagined) and the benches. The chunk length must be the world model's.
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Where the gripper first closes, relative to the object: an outcome predictor from robot states alone.
 
-The BC policy's real failures are grasps that close 1-2 cm off the bowl (docs/loop.md). Whether an
+The BC policy's real failures are grasps that close 1-2 cm off the bowl (docs/notebook/loop.md, "How the
+benchmark's failures happen"). Whether an
 episode succeeds is then mostly decided at one moment: the first step the policy commands the gripper
 shut. This module reads that moment from an episode's robot states and actions,
 
@@ -67,7 +68,8 @@ def features_at(state: np.ndarray, t: int, object_start: np.ndarray, target_star
     rel = state[:3] - np.asarray(object_start, np.float64)
     # No orientation: the demonstrations hardly roll or pitch, so a classifier that read the axis-angle would
     # extrapolate there, and imagined RL rolled the gripper to please it (real success fell to 0/8 on the first
-    # jobs). Without it the within-task AUC on recorded states is 0.97 instead of 0.98 (docs/loop.md).
+    # jobs). Without it the within-task AUC on recorded states is 0.97 instead of 0.98 (docs/notebook/loop.md,
+    # "RL on the grasp reward").
     return np.concatenate([rel, [t / HORIZON, np.linalg.norm(rel[:2])],
                            np.asarray(target_start, np.float64) - np.asarray(object_start, np.float64)])
 

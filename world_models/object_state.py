@@ -1,11 +1,11 @@
 """A success judgement grounded in the simulator's own quantities: where the goal's object is.
 
 The video model's success head has to see, at 64 px, whether the fingers closed on a bowl rim one or
-two pixels away (docs/loop.md: within-task AUC 0.25-0.64 on unseen episodes). The simulator knows the
-answer in numbers: whether the object rose with the gripper and where it ended. This module learns
-those numbers from recorded real episodes (per-step labels that `envs.sim_labels` reads by replaying each
-recorded episode in the simulator, kept beside the dataset) so that imagination can use them where no
-simulator runs:
+two pixels away (docs/notebook/loop.md, "How the benchmark's failures happen": within-task AUC 0.25-0.64 on
+unseen episodes). The simulator knows the answer in numbers: whether the object rose with the gripper and where
+it ended. This module learns those numbers from recorded real episodes (per-step labels that `envs.sim_labels`
+reads by replaying each recorded episode in the simulator, kept beside the dataset) so that imagination can use
+them where no simulator runs:
 
     ObjectModel    object position over a chunk, from the robot's: whether the object is held after
                    each step (logits g), and o[t+k] = o[t] + sum_j<=k sigmoid(g_j) (eef[t+j] - eef[t+j-1])

@@ -11,7 +11,8 @@ The state holds no velocity, and under OSC a moving arm keeps moving: the H acti
 in for it (zeros before an episode's first step, when the arm is at rest). On held-out policy episodes of
 the rl_gain protocol, the open-loop end-effector error at the first gripper close was 1.43 cm (median) for
 the model without history fit on the demonstrations; 0.99 cm fit on the policy's own rollouts too; 0.68 cm
-with H = 8 as well (docs/loop.md). H = 0 is the model saved before the history existed.
+with H = 8 as well (docs/notebook/loop.md, "A proprio model that reads the arm's velocity"). H = 0 is the model
+saved before the history existed.
 
 Trained on consecutive rows of real episodes (row t = state before action t).
 """

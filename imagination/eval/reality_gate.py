@@ -3,7 +3,7 @@
 `bench/reward_signal.py`'s verdict holds a judge to fixed thresholds (within-task AUC >= 0.80, every
 per-task |imagined - real| <= 0.15; `imagination.eval.reward_gate.gate_verdict`). On the protocol's policies
 one real re-run of the very same jobs fails both: it ranks the recorded outcomes at 0.72-0.79, and its
-largest per-task gap was 0.20-0.30 on 6 of 6 repeats (docs/loop.md, "The gate's ceiling"). A judge that
+largest per-task gap was 0.20-0.30 on 6 of 6 repeats (docs/notebook/loop.md, "The gate's ceiling"). A judge that
 imagines each job once cannot be expected to do better than reality repeated once, so those thresholds
 ask for more than the world gives. This verdict asks what can be asked: that the judge be *not shown
 worse than one real re-run* (`bench/gate_ceiling.py`'s repeats, reset seeds) on the same jobs:

@@ -3,8 +3,8 @@
 Two policies evaluated on the same (task, init state, seed) jobs are paired data: each job gives a
 difference d_j = after_j - before_j in {-1, 0, +1}. Jobs that both policies solve (or both fail) add
 no variance, so the paired interval is much narrower than the difference of two independent Wilson
-intervals (about +-1.4/sqrt(n) at 50-70% success, docs/loop.md). The interval is Student's t on the
-mean of the d_j, which is what a paired t-test reports; at n >= 150 it is the normal interval.
+intervals (about +-1.4/sqrt(n) at 50-70% success, docs/loop.md, "The benchmark's protocol"). The interval is
+Student's t on the mean of the d_j, which is what a paired t-test reports; at n >= 150 it is the normal interval.
 
     diff = paired_difference(before["episodes"], after["episodes"])   # results.json episode records
     diff.gain_points, diff.ci95_points                                 # e.g. +12.0, (4.1, 19.9)
@@ -94,9 +94,9 @@ class SeedAverage:
 def seed_average(before: list[dict], afters: list[list[dict]], confidence: float = 0.95) -> SeedAverage:
     """Compare a baseline's episode records with those of several seeds of one recipe, all on the same jobs.
 
-    Why: the seed of an imagined-RL run moves its real result by as much as the recipe does (docs/loop.md:
-    35 to 19 of 50 gate jobs over five seeds of one recipe), so a recipe is judged on its seeds' mean. Per job
-    the seeds' mean success minus the baseline's; the interval is Student's t over the jobs, as in
+    Why: the seed of an imagined-RL run moves its real result by as much as the recipe does (docs/notebook/loop.md,
+    "Seeds first": 35 to 19 of 50 gate jobs over five seeds of one recipe), so a recipe is judged on its seeds'
+    mean. Per job the seeds' mean success minus the baseline's; the interval is Student's t over the jobs, as in
     `paired_difference` (it covers the job sample, not the seeds, which the spread reports apart)."""
     if not afters:
         raise ValueError("afters: expected the episode records of at least one seed")

@@ -1,7 +1,8 @@
 """Per-task calibration of a judge's probability: one logit offset per task, fit on real outcomes.
 
 Why: the grasp judge ranks a task's episodes well enough, but its level is off by task. On the 128 px latent
-model it imagined task 1 at 10/10 against 4/10 real and task 4 at 0/10 against 5/10 (docs/loop.md). A GRPO group
+model it imagined task 1 at 10/10 against 4/10 real and task 4 at 0/10 against 5/10 (docs/notebook/loop.md,
+"A BC start trained on the 128 px renders"). A GRPO group
 whose rewards are all 0.95 or all 0.05 has no spread above the group-std floor and teaches nothing, and the
 gate's calibration check fails however well the judge ranks. A logit offset per task changes neither the order
 within a task (the within-task AUC is untouched) nor what the judge reads; it moves each task's level to where

@@ -47,7 +47,8 @@ class LoopConfig:
     imagined_eval: bool = True  # also evaluate every policy in imagination from the same jobs
     wm_eval_steps: int = 64  # open-loop horizon of the world-model fidelity evaluation
     finetune_steps: int = 500  # world-model steps per round on the grown dataset
-    # Clip-sampling weight of the policy's own episodes in the fine-tune. 1.0: measured (docs/loop.md),
+    # Clip-sampling weight of the policy's own episodes in the fine-tune. 1.0: measured (docs/notebook/loop.md,
+    # "Measured: fine-tuning on the policy's own rollouts"):
     # x3 policy episodes with x2 failures made the head stop firing even on replayed expert episodes.
     policy_weight: float = 1.0
     guard_margin: float = 0.25  # imagined - real success above which the guard fires

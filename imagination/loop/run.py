@@ -96,8 +96,8 @@ def _with_task_bias(state: LoopState, name: str, rl_cfg: ImagineRLConfig, rollou
     """The round's RL config judging with per-task logit offsets (imagination/eval/task_bias.py), fit on its start
     policy's recorded real episodes in `rollouts` re-run in imagination through the round's own judge, world model
     and proprio model. Why: the judge ranks a task's grasps well but its level is off by task; with the offsets its
-    per-task rates are no further from the real ones than a real re-run's (docs/loop.md, "The gate against
-    reality"), the verdict the reward gate holds a judge to."""
+    per-task rates are no further from the real ones than a real re-run's (docs/notebook/loop.md, "The gate
+    against reality"), the verdict the reward gate holds a judge to."""
     im = rl_cfg.imagination
     gate = GraspGateConfig(world_model=rl_cfg.world_model, proprio=rl_cfg.proprio, train_data=list(im.grasp_train_data),
                            label_dirs=list(im.grasp_label_dirs), until=im.grasp_until, max_steps=im.max_steps,
@@ -154,7 +154,7 @@ def _evaluate_phase(cfg: LoopConfig, state: LoopState, name: str, label: str, po
                     lambda: {"success_rate": _over_suites(im_cfg, suites, evaluate)["overall"]["success_rate"]})
         imagined_path = str(run / name / "eval_imagined" / "results.json")
         sep = paired_separation(json.loads(real_path.read_text()), json.loads(Path(imagined_path).read_text()))
-        if sep is not None:  # the figure that says whether RL on this model can help (docs/loop.md)
+        if sep is not None:  # the figure saying whether RL on this model can help (docs/loop.md, "Reading the report")
             figure = ("not measurable (no task has both real outcomes)" if math.isnan(sep.auc_within_task)
                       else f"AUC within task {sep.auc_within_task:.2f} (0.5 = imagination does not tell real "
                            "successes from failures)")

@@ -2,7 +2,8 @@
 
 With reward "grasp" every imagined episode ends at the first close of the gripper, so GRPO rewards the
 approach and the grasp only. The network is shared, so everything after the grasp (lift, carry, lower,
-release) drifts with no reward to hold it. Measured from the 1000-step BC start (docs/loop.md): RL
+release) drifts with no reward to hold it. Measured from the 1000-step BC start
+(docs/notebook/loop.md, "RL on the grasp reward"): RL
 halved the never-lifted failures (13 -> 6 of 50 gate jobs) while lifted-not-placed ones doubled (5 -> 11):
 the bowl was carried over the plate and held there until the horizon.
 

@@ -1,7 +1,7 @@
 """Stop imagined RL on a held-out signal and keep the best policy, instead of a fixed iteration count.
 
 Why: imagined RL climbs whatever its world model rewards, and past some point the policy gains in
-imagination by exploiting the model's errors (docs/loop.md: +7.8 real points after 40 GRPO
+imagination by exploiting the model's errors (docs/notebook/loop.md, "On one GPU": +7.8 real points after 40 GRPO
 iterations, -23.5 after 100, imagined success flat at 0.8). The iteration count that is best for the
 real simulator is unknown in advance. A held-out check every `every` iterations scores the policy's
 mean actions from start episodes RL never trains on, optionally in a second world model trained

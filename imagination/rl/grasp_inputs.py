@@ -8,9 +8,10 @@ training init states only (the benchmark's protocol, bench/protocol.py, and the 
                        outcomes on both sides of the boundary where the policy fails
     proprio model      fitted on the demonstrations and the own rollouts, with the world model's chunk length
 
-Why each (docs/loop.md): the grasp-point classifier must see the policy's own misses to score them, and
-the proprio model that rebuilds the end effector at the imagined close drifted 1.4 cm on the policy's
-episodes when fitted on demonstrations alone (0.7 cm with the own rollouts), as much as the grasps miss by.
+Why each (docs/notebook/loop.md, "A proprio model that reads the arm's velocity"): the grasp-point classifier
+must see the policy's own misses to score them, and the proprio model that rebuilds the end effector at the
+imagined close drifted 1.4 cm on the policy's episodes when fitted on demonstrations alone (0.7 cm with the own
+rollouts), as much as the grasps miss by.
 Every piece is made once and reused; an interrupted recording starts over (it is derived data).
 """
 from __future__ import annotations

@@ -81,13 +81,15 @@ class ImagineRLConfig:
     # exploration_data_scale x the dimension's std over the expert start episodes' actions. Why: the experts
     # hardly roll or pitch (std ~0.02-0.05 against ~0.5 for translation), so the world model has never
     # seen what those dimensions do; uniform noise there lets GRPO's updates wander where the model
-    # cannot tell good from bad (measured: gripper rolled over, real success 0.235 -> 0, docs/loop.md).
+    # cannot tell good from bad (measured: gripper rolled over, real success 0.235 -> 0, docs/notebook/loop.md,
+    # "On one GPU").
     # With "data" use rl.kl_estimator=k2: k3's exp overflows once the mean moves a few of those tiny stds.
     exploration: str = "uniform"
     # Weight of a behaviour-cloning loss (MSE of the policy's chunk on the start data's successful expert
     # episodes, bc_episodes_per_task per task) added to every RL minibatch; 0 = off. Why: what imagined episodes
     # never reach is not rewarded, only drifted: with reward "grasp" each episode ends at the grasp, and RL
-    # halved the never-lifted failures while lifted-not-placed ones doubled (docs/loop.md).
+    # halved the never-lifted failures while lifted-not-placed ones doubled (docs/notebook/loop.md, "RL on the grasp
+    # reward").
     bc_coef: float = 0.0
     bc_episodes_per_task: int = 1
     # What the anchor fits (imagination/rl/anchor.py): "demos", or "start_policy": the starting policy's own
@@ -99,9 +101,10 @@ class ImagineRLConfig:
     # Gaussian pixel noise in the imagined images the policy acts on (and is updated on), its std per image from
     # U(0, obs_noise) (0-255 units; 0 = off), as BCConfig.augment_noise does in BC. Why: a start trained with that
     # noise is one whose real outcomes the world model ranks at 0.73 within task against 0.47, but RL on clean
-    # imagined frames made a policy the judge ranks at 0.47 again (docs/loop.md, "A start trained with pixel
-    # noise"). Measured with 16 from that start (docs/loop.md, "Noise in RL too"): real gains of +14.0 and +2.7
-    # points over two seeds, and the judge on the RL policy 0.55: it does not keep the judge, so it stays off.
+    # imagined frames made a policy the judge ranks at 0.47 again (docs/notebook/loop.md, "A start trained with
+    # pixel noise"). Measured with 16 from that start (docs/notebook/loop.md, "Noise in RL too"): real gains of
+    # +14.0 and +2.7 points over two seeds, and the judge on the RL policy 0.55: it does not keep the judge, so it
+    # stays off.
     obs_noise: float = 0.0
     seed: int = 0
     checkpoint_every: int = 5
