@@ -23,9 +23,9 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from envs.collection import CollectConfig, PlanItem, env_config, record_episode
 from envs.dataset import Episode
 from envs.ray_vector_env import MAX_RESTARTS, _EnvActor, join_cluster
+from envs.recording import CollectConfig, PlanItem, env_config, record_episode
 
 log = logging.getLogger(__name__)
 LOOKAHEAD = 2  # plan items started ahead of the oldest unfinished one, per worker: bounds the episodes held back
