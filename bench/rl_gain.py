@@ -13,9 +13,9 @@ recipe over several seeds, all on the same benchmark jobs.
 
 The arms (bench/arms.py): a `start`, the protocol's BC; b `control`, the start fine-tuned on every successful real
 episode the recipe consumed, no world model; c `anchor`, the recipe's supervised anchor alone (only when the recipe
-has one); d `recipe`, imagined RL from the start, once per seed. The jobs (docs/loop.md, "Protocol v2: imagination's own gain"): the
-protocol's tasks, init states 0-9 train (data, world model, BC, RL starts), 0-19 choose (the BC start and every
-recipe choice), 20-49 score: 150 real episodes per arm, the same (task, init state, seed) jobs in every arm.
+has one); d `recipe`, imagined RL from the start, once per seed. The jobs (docs/loop.md, "Protocol v2: imagination's
+own gain"): the protocol's tasks, init states 0-9 train (data, world model, BC, RL starts), 0-19 choose (the BC start
+and every recipe choice), 20-49 score: 150 real episodes per arm, the same (task, init state, seed) jobs in every arm.
 
 Prints each arm's real success per task, each arm against the start with its paired 95% interval
 (imagination/eval/stats.py), every arm's real-data budget (episodes, env steps), how many recipes have been
