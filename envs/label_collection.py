@@ -37,7 +37,7 @@ from envs.experts import PERTURBATION_KINDS, SUITE_PERTURBATIONS, Perturbation, 
 from envs.libero_env import LiberoEnv, LiberoEnvConfig
 from envs.libero_suites import suite_info
 from envs.outcome import outcome, pick_place_objects
-from envs.sim_labels import LABEL_KEYS, read_checked_npz, step_labels
+from envs.sim_labels import LABEL_KEYS, LabelledEpisode, read_checked_npz, step_labels
 
 EXPERT = "expert"  # the clean expert's entry in `kinds`
 ARRAY_KEYS = ("state", "action", "success", *LABEL_KEYS)
@@ -207,10 +207,9 @@ def collect_labels(cfg: LabelCollectConfig, progress: bool = True) -> dict[str, 
     return stats
 
 
-def load_labelled(out_dir: str | os.PathLike) -> tuple[list, list[dict[str, Any]]]:
-    """Every episode in out_dir as `world_models.object_state.LabelledEpisode`, and their infos (file order)."""
-    from world_models.object_state import LabelledEpisode  # torch stays out of the collection's import path
-
+def load_labelled(out_dir: str | os.PathLike) -> tuple[list[LabelledEpisode], list[dict[str, Any]]]:
+    """Every episode in out_dir as a `LabelledEpisode` (envs.sim_labels; what `world_models.object_state` trains
+    on), and their infos (file order)."""
     paths = sorted(p for p in Path(out_dir).glob("*.npz") if _FILE_RE.match(p.name))
     if not paths:
         raise ValueError(f"out_dir: {out_dir} holds no labelled episodes (task??_ep????.npz); "

@@ -222,6 +222,19 @@ def read_sim_labels(data_dir: str | os.PathLike, index: int) -> dict[str, Any] |
 
 
 @dataclass
+class LabelledEpisode:
+    """What the state reward trains on, from one recorded real episode: state [T, S], object_pos and
+    target_pos [T, 3], grasped [T] (per row), success [T] (after each action). It is built here, below the model
+    (envs.label_collection.load_labelled; world_models.object_state.labelled_episodes, which exports it too)."""
+
+    state: np.ndarray
+    object_pos: np.ndarray
+    target_pos: np.ndarray
+    grasped: np.ndarray
+    success: np.ndarray
+
+
+@dataclass
 class LabelEpisodesConfig:
     """scripts/label_episodes.py: which dataset to label with `label_dataset`."""
 
@@ -284,6 +297,6 @@ def label_dataset(data_dir: str | os.PathLike, progress: bool = True, tol: float
     return stats
 
 
-__all__ = ["LABELS_DIR", "LABEL_KEYS", "MAX_STATE_DIFF", "LabelEpisodesConfig", "Replay", "label_dataset", "label_path",
-           "load_labels", "read_checked_npz", "read_sim_labels", "replay_env", "replay_episode", "replay_labels",
-           "scene_processor", "step_labels", "write_labels"]
+__all__ = ["LABELS_DIR", "LABEL_KEYS", "MAX_STATE_DIFF", "LabelEpisodesConfig", "LabelledEpisode", "Replay",
+           "label_dataset", "label_path", "load_labels", "read_checked_npz", "read_sim_labels", "replay_env",
+           "replay_episode", "replay_labels", "scene_processor", "step_labels", "write_labels"]

@@ -33,6 +33,9 @@ from torch.nn import functional as F
 
 from envs.checkpoint import config_from, load_model_file, restore, save_model_file
 
+# LabelledEpisode lives in envs (label collection builds it too) and is exported here under its old name
+from envs.sim_labels import LabelledEpisode, read_sim_labels
+
 _FORMAT = "wm-vla-rl/state_reward"
 SCALE = 10.0  # metres -> decimetres: inputs and targets of order 1
 SIM_KEYS = ("object_pos", "target_pos", "grasped")  # the per-step labels this module reads (envs.sim_labels)
@@ -164,9 +167,8 @@ def labelled_episodes(data_dir: str, indices: list[int] | None = None) -> tuple[
     beside the dataset by `envs.sim_labels.label_dataset`), and their indices; episodes without them
     (tasks with no pick-and-place object, replays that did not reproduce the recording, datasets not
     labelled yet: scripts/label_episodes.py) are skipped."""
-    # The dataset format and the simulator stay out of the model's import path.
+    # The dataset format stays out of the model's import path (envs.sim_labels imports neither it nor the simulator).
     from envs.dataset import EpisodeDataset
-    from envs.sim_labels import read_sim_labels
 
     ds = EpisodeDataset(data_dir, verify=False)
     out, kept = [], []
@@ -184,18 +186,6 @@ def labelled_episodes(data_dir: str, indices: list[int] | None = None) -> tuple[
                                    np.asarray(ep.success, bool)[:rows]))
         kept.append(i)
     return out, kept
-
-
-@dataclass
-class LabelledEpisode:
-    """What the state reward trains on, from one recorded real episode: state [T, S], object_pos and
-    target_pos [T, 3], grasped [T] (per row), success [T] (after each action)."""
-
-    state: np.ndarray
-    object_pos: np.ndarray
-    target_pos: np.ndarray
-    grasped: np.ndarray
-    success: np.ndarray
 
 
 def object_pairs(episodes: list[LabelledEpisode], K: int) -> dict[str, torch.Tensor]:
