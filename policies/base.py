@@ -11,11 +11,18 @@ in (real LIBERO, the imagination env, a robot):
 numpy or torch inputs are accepted. Inference (`predict_action_chunk`, `select_action`, `sample`)
 runs without gradients; `evaluate` keeps them for PPO/GRPO updates. `save` writes the class, config
 and weights atomically; `Policy.load` restores the right subclass with its config.
+
+A policy class of your own package loads too, once allowed explicitly (`_policy_class` says why): name its
+module in the loading config's `policy_modules` (`Policy.load(..., modules=...)` imports them first), or
+declare the class as an entry point of group POLICY_ENTRY_POINTS in your package. docs/policies.md shows it
+end to end, with the contract imagined RL relies on (`Policy`'s docstring; `policies.gaussian` implements it
+for Gaussian chunk heads).
 """
 from __future__ import annotations
 
 import abc
 import importlib
+import importlib.metadata
 import math
 import os
 import sys
@@ -99,7 +106,35 @@ def check_actions(actions: Any, batch: int, chunk_len: int, device: torch.device
 
 
 class Policy(nn.Module, abc.ABC):
-    """Abstract policy. Subclasses set `config_class` and implement the three abstract methods."""
+    """Abstract policy. Subclasses set `config_class` and implement the three abstract methods.
+
+    What imagined RL (imagination/rl: rollout, algo, training) relies on, and nothing else:
+
+    * `sample(obs, generator)` -> (actions [B, K, 7] in [-1, 1], log_prob [B], value [B]), without gradients:
+      the chunks the imagined episodes execute, drawn with `generator` only (a resumed run redraws them);
+    * `evaluate(obs, actions, per_dim)` -> (log_prob, entropy [B], value [B]) with gradients, where
+      log_prob is that of `sample`'s distribution at the current weights: for the actions `sample` returned,
+      `evaluate` gives the same log_prob until the weights change (the first PPO/GRPO ratio is 1). It must
+      be a deterministic function of (obs, actions, weights): the update, the KL reference and
+      ratio "per_dim" evaluate the same samples again. per_dim=True: the log_prob per action dimension
+      [B, K, 7], summing to the [B] one;
+    * `noise_log_std()`: the parameter holding the log-std of `sample`'s Gaussian noise, which RL
+      overwrites at the start of a run (ImagineRLConfig.init_log_std, exploration) and logs as `std`; None
+      when the policy has none (RL then keeps its noise as it is). By default the `log_std` attribute;
+    * `chunk_len` equal to the world model's; `config.views` (the views it reads, by name) and
+      `config.image_size`, read when present; trainable `parameters()`; `train()`/`eval()`.
+
+    The log-probability contract. A chunked Gaussian head (policies.gaussian.GaussianChunkPolicy, the built-in
+    VLA) samples a = clip(mean + exp(log_std) * noise, -1, 1) per dimension and reports the log-density of
+    that clipped Gaussian: N(mean, std) inside (-1, 1), the tail mass at each bound, summed over the K x 7
+    dimensions. A policy with no tractable density of its own (diffusion, flow matching) follows the same
+    contract by treating its deterministic sample (the denoising chain from fixed noise, or the ODE from
+    zero noise, differentiable in its weights) as `mean` and adding Gaussian noise of a learned or fixed
+    log_std around it: `log_prob` is the density of that Gaussian, not of the generative model. This is
+    the contract RL needs (sample and evaluate agree, the ratio of two weights' log_probs is defined); it
+    claims nothing about how well RL works with such a policy.
+    `value` is a critic's estimate (PPO's GAE uses it); a policy without one returns zeros (GRPO ignores it).
+    """
 
     config_class: ClassVar[type[PolicyConfig]] = PolicyConfig
 
@@ -151,6 +186,14 @@ class Policy(nn.Module, abc.ABC):
                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """For rollouts: (actions [B, K, 7] in [-1, 1], log_prob [B], value [B]); `evaluate` gives the same log_prob."""
 
+    def noise_log_std(self) -> torch.Tensor | None:
+        """The parameter holding the log-std of the Gaussian noise `sample` adds (broadcastable to [K, 7]: [K, 7]
+        or [7]), or None for a policy without one. Imagined RL overwrites it in place at the start of a run
+        (ImagineRLConfig.init_log_std and exploration) and logs exp(it).mean() as `std`. Default: the policy's
+        `log_std` attribute when it is a tensor; a policy whose noise lives elsewhere overrides this."""
+        value = getattr(self, "log_std", None)
+        return value if isinstance(value, torch.Tensor) else None
+
     @torch.no_grad()
     def select_action(self, obs: Mapping[str, Any]) -> torch.Tensor:
         """One action per env, float32 [B, 7]: pops a queue refilled with `n_action_steps` of a new chunk."""
@@ -170,8 +213,14 @@ class Policy(nn.Module, abc.ABC):
                         **{"class": f"{type(self).__module__}:{type(self).__qualname__}"})
 
     @classmethod
-    def load(cls, path: str | os.PathLike, map_location: str | torch.device = "cpu") -> Policy:
-        """Restore the policy saved at `path` as its own class (a subclass of `cls`), in eval mode."""
+    def load(cls, path: str | os.PathLike, map_location: str | torch.device = "cpu",
+             modules: Sequence[str] = ()) -> Policy:
+        """Restore the policy saved at `path` as its own class (a subclass of `cls`), in eval mode.
+
+        modules: the caller's allow-list (a config's `policy_modules`): modules of the user's own package that
+        define policy classes, imported first (`import_policy_modules`), so that their classes load. The
+        checkpoint names its class; it never chooses what is imported (`_policy_class`)."""
+        import_policy_modules(modules)
         what = "policy checkpoint (Policy.save)"
         payload = load_model_file(path, what, _FORMAT, _VERSION, map_location, ("class", *MODEL_KEYS))
         return cls._build(str(payload["class"]), payload["config"], payload["state_dict"], path, path, map_location)
@@ -209,9 +258,10 @@ class Policy(nn.Module, abc.ABC):
 
     @classmethod
     def from_pretrained(cls, folder_or_repo_id: str | os.PathLike, map_location: str | torch.device = "cpu",
-                        revision: str | None = None) -> Policy:
+                        revision: str | None = None, modules: Sequence[str] = ()) -> Policy:
         """The policy of a save_pretrained folder, or of a Hub repo id (downloaded), as its own class, in eval
-        mode. The class must be one of this project's (see `_policy_class`), as for `load`."""
+        mode. The class must be one of this project's or allowed (see `_policy_class`; `modules` as for `load`)."""
+        import_policy_modules(modules)
         folder, blob, state = load_folder(folder_or_repo_id, "policy folder (Policy.save_pretrained)", _FORMAT,
                                           _VERSION, keys=("class", "config"), map_location=map_location,
                                           revision=revision)
@@ -220,15 +270,53 @@ class Policy(nn.Module, abc.ABC):
 
 # packages whose modules Policy.load may import to find a checkpoint's class: this project's own
 _OWN_PACKAGES = ("policies", "bench", "imagination", "world_models", "envs", "tests")
+# the entry-point group in which an installed package declares its policy classes (setup.py's name, wm-vla-rl)
+POLICY_ENTRY_POINTS = "wm_vla_rl.policies"
+POLICY_MODULES_FIELD = "policy_modules"  # the configs' allow-list field (EvalConfig, ServeConfig, ImagineRLConfig)
+
+
+def import_policy_modules(modules: Sequence[str], what: str = POLICY_MODULES_FIELD) -> None:
+    """Import `modules`, the user's own modules that define policy classes (a config's `policy_modules`), so that
+    `Policy.load` finds their classes among the modules already imported. The names come from the user's config
+    or code, never from a checkpoint. ValueError naming `what` for a name that is no module name or that
+    cannot be imported (the import's own error quoted)."""
+    if isinstance(modules, str):  # a bare string would be imported letter by letter
+        raise ValueError(f"{what}: expected a list of module names, got the string {modules!r}; "
+                         f"write {what}=[{modules}]")
+    for name in modules:
+        if not isinstance(name, str) or not all(part.isidentifier() for part in name.split(".")):
+            raise ValueError(f"{what}: {name!r} is not a module name (dotted, e.g. my_lab.policies)")
+        try:
+            importlib.import_module(name)
+        except ImportError as err:
+            raise ValueError(f"{what}: cannot import {name!r} ({type(err).__name__}: {err}); is its package "
+                             "installed, or its folder on PYTHONPATH?") from err
+
+
+def _entry_point_allows(module: str, qualname: str) -> bool:
+    """Whether an installed package declares `module:qualname` (or all of `module`, an entry point with no
+    attribute) in group POLICY_ENTRY_POINTS. Reads package metadata only: nothing is imported here."""
+    for ep in importlib.metadata.entry_points(group=POLICY_ENTRY_POINTS):
+        if ep.module == module and (ep.attr is None or ep.attr == qualname):
+            return True
+    return False
 
 
 def _policy_class(name: str, path: str | os.PathLike) -> Any:
     """The object a checkpoint's "module:qualname" names. Why the check: importing a module runs its code,
-    and the name comes from the file; only modules already imported or of this project's packages are used."""
+    and the name comes from the file; only modules already imported, of this project's packages, or declared
+    by an installed package as policy entry points (group POLICY_ENTRY_POINTS) are used. A user's own module
+    is allowed explicitly, by the user: imported beforehand from a config's `policy_modules` (`Policy.load`'s
+    `modules`), or declared as an entry point; never because a file names it."""
     module, _, qualname = name.partition(":")
-    if module not in sys.modules and module.split(".")[0] not in _OWN_PACKAGES:
+    if (module not in sys.modules and module.split(".")[0] not in _OWN_PACKAGES
+            and not _entry_point_allows(module, qualname)):
         raise CheckpointError(f"{path}: names the class {name!r}, outside this project's packages "
-                              f"{list(_OWN_PACKAGES)}; refused (importing it would run its code)")
+                              f"{list(_OWN_PACKAGES)}; refused (importing it would run its code). To allow a "
+                              f"policy class of your own, name its module in the config's {POLICY_MODULES_FIELD} "
+                              f"({POLICY_MODULES_FIELD}=[{module}]; Policy.load(..., modules=[...]) in code), which "
+                              f"imports it before loading, or declare it as an entry point of group "
+                              f"{POLICY_ENTRY_POINTS!r} in your package (docs/policies.md)")
     try:
         obj: Any = importlib.import_module(module)
         for part in qualname.split("."):
@@ -280,5 +368,5 @@ class RandomPolicy(Policy):
         return self._uniform(b, generator), self._log_density(b), torch.zeros(b)
 
 
-__all__ = ["ACTION_DIM", "ObservationError", "Policy", "PolicyConfig", "RandomPolicy", "RandomPolicyConfig",
-           "batch_obs", "check_actions"]
+__all__ = ["ACTION_DIM", "POLICY_ENTRY_POINTS", "POLICY_MODULES_FIELD", "ObservationError", "Policy", "PolicyConfig",
+           "RandomPolicy", "RandomPolicyConfig", "batch_obs", "check_actions", "import_policy_modules"]
