@@ -34,7 +34,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,9 @@ class ServeConfig:
     """Where and how a policy is served."""
 
     checkpoint: str = ""  # a Policy.save file, or "random" (uniform random actions, for tests and demos)
+    # modules of your own package that define the checkpoint's policy class, imported before loading it: the
+    # allow-list for a class outside this project's packages (policies/base.py, docs/policies.md)
+    policy_modules: list[str] = field(default_factory=list)
     host: str = "127.0.0.1"  # IPv4, IPv6 (::1, ::) or a host name; any address other than loopback requires a token
     port: int = 8765  # 0 = a free port (printed at start)
     token: str = ""  # shared secret; empty = the POLICY_SERVER_TOKEN environment variable (keeps it out of `ps`)
@@ -113,7 +116,7 @@ def load_policy(cfg: ServeConfig) -> Policy:
         return RandomPolicy(RandomPolicyConfig(chunk_len=cfg.chunk_len, seed=cfg.seed))
     if not cfg.checkpoint or not Path(cfg.checkpoint).is_file():
         raise FileNotFoundError(f"checkpoint: {cfg.checkpoint!r} is not a file (a Policy.save checkpoint, or 'random')")
-    return Policy.load(cfg.checkpoint).eval()
+    return Policy.load(cfg.checkpoint, modules=cfg.policy_modules).eval()
 
 
 def policy_metadata(policy: Policy, limits: WireLimits) -> dict[str, Any]:

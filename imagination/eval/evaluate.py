@@ -65,7 +65,7 @@ def load_policy(cfg: EvalConfig) -> Policy:
     if not cfg.checkpoint or not Path(cfg.checkpoint).is_file():
         raise FileNotFoundError(f"checkpoint: {cfg.checkpoint!r} is not a file (a Policy.save checkpoint, "
                                 "ws://host:port of a policy server, or 'random')")
-    return Policy.load(cfg.checkpoint)
+    return Policy.load(cfg.checkpoint, modules=cfg.policy_modules)
 
 
 # what a finished evaluation must share with a config to stand for it: the policy, the jobs and what it saw

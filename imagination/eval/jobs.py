@@ -17,6 +17,9 @@ class EvalConfig:
     """What to evaluate, where, and how many episodes."""
 
     checkpoint: str = ""  # a Policy.save file, or "random" for the uniform random baseline
+    # modules of your own package that define the checkpoint's policy class, imported before loading it: the
+    # allow-list for a class outside this project's packages (policies/base.py, docs/policies.md)
+    policy_modules: list[str] = field(default_factory=list)
     env: str = "libero_spatial"  # a LIBERO suite, or "imagination" (needs world_model and start_data)
     tasks: list[int] = field(default_factory=list)  # empty = every task of the env
     episodes_per_task: int = 10  # episodes run per task (the 95% interval of its success rate narrows as 1/sqrt(n))

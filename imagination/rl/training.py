@@ -28,7 +28,7 @@ import math
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import torch
@@ -59,6 +59,9 @@ class ImagineRLConfig:
     """An imagined-RL run: the policy to improve, the world model and its start data, the budget."""
 
     policy: str = "outputs/bc/quick/policy.pt"  # Policy.save checkpoint to start from (also the KL reference)
+    # modules of your own package that define the policy's class, imported before loading it: the allow-list
+    # for a class outside this project's packages (policies/base.py, docs/policies.md), e.g. [my_lab.policies]
+    policy_modules: list[str] = field(default_factory=list)
     world_model: str = "outputs/world_model/quick/world_model.pt"
     start_data: str = "outputs/data/libero_spatial_quick"  # real episodes whose frames start imagined ones
     proprio: str = ""  # a ProprioModel file; empty = fit one on start_data (~15 s) and save it in out_dir
@@ -226,11 +229,6 @@ def _load_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimize
                               f"({type(err).__name__}: {err})") from None
 
 
-def _log_std(policy: Policy) -> torch.Tensor:
-    """The log-std parameter of a policy that has one (Gaussian heads; `Policy` does not declare it)."""
-    return cast(torch.Tensor, policy.log_std)
-
-
 def heldout_env(cfg: ImagineRLConfig, env: ImaginationVectorEnv) -> ImaginationVectorEnv:
     """The env of the held-out check: its start data and world model (default: the run's), the run's proprio
     model and imagination settings, one imagined episode per held-out start episode."""
@@ -296,19 +294,19 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     if not Path(cfg.policy).is_file():
         raise FileNotFoundError(f"policy: {cfg.policy!r} is not a file "
                                 "(a Policy.save checkpoint, e.g. from train_bc.py)")
-    policy = Policy.load(cfg.policy, map_location=device)
+    policy = Policy.load(cfg.policy, map_location=device, modules=cfg.policy_modules)
     if acc and not main:  # the main process fits and caches the proprio model (when none is given) first
         acc.wait_for_everyone()
     env = load_rl_env(cfg, out, policy, groups * cfg.group_size)
     if acc and main:
         acc.wait_for_everyone()
-    if not math.isnan(cfg.init_log_std) and hasattr(policy, "log_std"):
+    log_std = policy.noise_log_std()  # the exploration noise of the policy's sample (Policy's RL contract)
+    if not math.isnan(cfg.init_log_std) and log_std is not None:
         # the spread the demonstrations show: expert episodes only (the perturbed ones add noise on purpose)
         expert = set(start_indices(cfg, "expert"))
         picked = start_indices(cfg)  # env.episodes follow this order
         eps = [ep for i, ep in zip(picked, env.episodes) if i in expert] or env.episodes
         actions = np.concatenate([ep.action for ep in eps])
-        log_std = _log_std(policy)
         with torch.no_grad():
             log_std.copy_(exploration_log_std(cfg, actions).to(log_std).expand_as(log_std))
     # The reference shares the exploration noise, so the KL measures how far the mean has moved.
@@ -345,8 +343,9 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
         logs = update(policy, optimizer, batch, cfg.rl, np.random.default_rng(seed), anchor, sync)
         if acc:  # every process logged the same figures (the keys depend on the config only): their means
             logs = dict(zip(sorted(logs), mean_over_processes(acc, [logs[k] for k in sorted(logs)])))
+        noise = policy.noise_log_std()
         row = {"iteration": it + 1, **imagined_stats(acc, rollouts, env), **logs,
-               "std": float(_log_std(policy).detach().exp().mean()) if hasattr(policy, "log_std") else float("nan")}
+               "std": float(noise.detach().exp().mean()) if noise is not None else float("nan")}
         history.append(row)
         crash_point("rl.iteration")
         for k, v in row.items():
