@@ -35,7 +35,7 @@ from envs.provenance import provenance
 from imagination.eval.calibrate import CalibrateConfig, calibrate_success
 from imagination.eval.jobs import EvalConfig
 from imagination.loop.config import LoopConfig
-from imagination.rl.grasp_inputs import GraspInputPaths, GraspInputsConfig, build_grasp_inputs
+from imagination.loop.grasp_inputs import GraspInputPaths, GraspInputsConfig, build_grasp_inputs
 from imagination.rl.training import ImagineRLConfig
 from policies.bc import BCConfig, train_bc_on_data
 from world_models.training import train_world_model

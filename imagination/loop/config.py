@@ -27,7 +27,7 @@ from envs.atomic import atomic_write_json
 from envs.collection import CollectConfig
 from envs.crash_points import crash_point
 from imagination.eval.jobs import EvalConfig
-from imagination.rl.grasp_inputs import GraspInputsConfig
+from imagination.loop.grasp_inputs import GraspInputsConfig
 from imagination.rl.training import ImagineRLConfig
 from policies.bc import BCConfig
 from world_models.training import TrainWorldModelConfig
@@ -55,7 +55,7 @@ class LoopConfig:
     guard_failure_weight: float = 3.0  # failure weight of the next fine-tune when it fired
     calibrate: bool = True  # set each world model's success threshold on the data's replayed real episodes
     # With rl.imagination.reward=grasp (configs/loop/grasp.yaml): the own rollouts, near-miss grasps and proprio
-    # model the reward reads, made on the collected init states (imagination/rl/grasp_inputs.py)
+    # model the reward reads, made on the collected init states (imagination/loop/grasp_inputs.py)
     grasp_inputs: GraspInputsConfig = field(default_factory=GraspInputsConfig)
     # With reward=grasp: before each round's RL, fit the judge's per-task logit offsets on the start policy's
     # real episodes re-run in imagination (imagination/eval/task_bias.py; a stage `round<r>_task_bias`)

@@ -13,6 +13,8 @@ must see the policy's own misses to score them, and the proprio model that rebui
 imagined close drifted 1.4 cm on the policy's episodes when fitted on demonstrations alone (0.7 cm with the own
 rollouts), as much as the grasps miss by.
 Every piece is made once and reused; an interrupted recording starts over (it is derived data).
+It lives in loop/, not rl/: it records real evaluations (eval/) to make RL's inputs, and loop/ is the layer that
+builds on both eval/ and rl/ (docs/architecture.md).
 """
 from __future__ import annotations
 

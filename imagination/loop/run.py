@@ -28,8 +28,8 @@ from imagination.eval.real_rollouts import evaluate_and_record
 from imagination.eval.suites import merge_results, suite_config, table_markdown
 from imagination.eval.task_bias import task_bias_from_rollouts
 from imagination.loop.config import LoopConfig, LoopState, finetune_config, guard
+from imagination.loop.grasp_inputs import GraspInputPaths, build_grasp_inputs
 from imagination.loop.report import write_report
-from imagination.rl.grasp_inputs import GraspInputPaths, build_grasp_inputs
 from imagination.rl.training import ImagineRLConfig, train_rl
 from policies.base import Policy
 from policies.bc import train_bc_on_data
@@ -74,7 +74,7 @@ def _calibrate(cfg: LoopConfig, state: LoopState, name: str, model_path: str, da
 
 def _grasp_inputs(cfg: LoopConfig, state: LoopState, policy: str, wm_path: str) -> dict[str, str]:
     """Reward "grasp": the start policy's own rollouts, near-miss grasps and proprio model, on the collected
-    tasks and init states (imagination/rl/grasp_inputs.py), under run/grasp_inputs/."""
+    tasks and init states (imagination/loop/grasp_inputs.py), under run/grasp_inputs/."""
     run, c = Path(cfg.out_dir) / "grasp_inputs", cfg.collect
     where = GraspInputPaths(own_rollouts=str(run / "own_rollouts"), near_miss_labels=str(run / "near_miss_labels"),
                             proprio=str(run / "proprio.pt"))

@@ -96,7 +96,7 @@ def test_a_task_weighted_start_is_built_with_its_weights_and_another_is_refused(
 
 @pytest.fixture
 def recipe_recorded(tmp_path, monkeypatch):
-    """build_recipe's stages (imagination/rl/grasp_inputs.py) replaced by recorders (each is tested in its own
+    """build_recipe's stages (imagination/loop/grasp_inputs.py) replaced by recorders (each is tested in its own
     package)."""
     calls: dict[str, list] = {"rollouts": [], "label": [], "near_miss": [], "proprio": []}
 
@@ -112,7 +112,7 @@ def recipe_recorded(tmp_path, monkeypatch):
     class Model:
         chunk_len = 6
 
-    import imagination.rl.grasp_inputs as inputs
+    import imagination.loop.grasp_inputs as inputs
 
     monkeypatch.setattr(inputs, "evaluate_and_record", rollouts)
     monkeypatch.setattr(inputs, "label_dataset", lambda d, progress: calls["label"].append(d))

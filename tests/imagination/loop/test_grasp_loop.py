@@ -1,5 +1,5 @@
 """The loop with the grasp recipe (configs/loop/grasp.yaml): the preset, which jobs the reward's inputs are
-made on (imagination/rl/grasp_inputs.py, replaced here by a recorder: its stages are tested in
+made on (imagination/loop/grasp_inputs.py, replaced here by a recorder: its stages are tested in
 tests/bench/test_protocol.py and their own packages), that the stage is made once, and what each round's RL
 config reads."""
 from dataclasses import replace
