@@ -210,7 +210,7 @@ def _inputs_config(p: RLGainProtocol) -> GraspInputsConfig:
 
 def build_recipe(p: RLGainProtocol, paths: dict[str, str], loop: LoopConfig) -> dict[str, str]:
     """What the default recipe reads besides `build`'s paths (data, world_model, bc), made or reused on the
-    training init states (imagination/rl/grasp_inputs.py): simulator labels of the data, the BC policy's own
+    training init states (imagination/loop/grasp_inputs.py): simulator labels of the data, the BC policy's own
     labelled rollouts, near-miss grasps and the proprio model fitted on both datasets. Returns their paths."""
     where = GraspInputPaths(own_rollouts=p.path("own_rollouts"),
                             near_miss_labels=p.path(f"near_miss_labels_s{round(10 * p.near_miss_strength)}"),
