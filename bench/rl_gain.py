@@ -240,8 +240,7 @@ def main(argv: list[str] | None = None) -> int:
                 steps_before = LiberoEnv.process_steps
                 rls.append(run_rl(cfg))
                 real_steps += LiberoEnv.process_steps - steps_before  # LiberoEnv steps simulated here during RL
-        for k, rl in enumerate(rls):
-            arms[seed_dir("recipe", k)] = score(rl["policy_path"], seed_dir("eval_rl", k), f"recipe seed {seeds[k]}")
+        arms["recipe"] = score(rls[0]["policy_path"], "eval_rl", f"recipe seed {seeds[0]}")
     recipe_cfg = rl_cfgs[0] if rl_cfgs else None
     budgets = {"start": _known(dataset_budget, data, True, proto.bc_demos_per_task)}
     if "control" in args.arms:
@@ -255,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         anchor = anchor_control(recipe_cfg, rls[0], str(out / "anchor"))
         arms["anchor"] = score(anchor["policy_path"], "eval_anchor", "anchor control")
         budgets["anchor"] = budgets["start"]
+    for k, rl in enumerate(rls[1:], start=1):  # the other seeds after the controls: a first look needs one seed
+        arms[seed_dir("recipe", k)] = score(rl["policy_path"], seed_dir("eval_rl", k), f"recipe seed {seeds[k]}")
     if recipe_cfg is not None:
         budgets["recipe"] = _known(recipe_budget, recipe_cfg)
     return report(args, proto, arms, budgets, rls, recipe_cfg, real_steps)
