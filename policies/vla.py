@@ -13,7 +13,6 @@ underlying (unclipped) Gaussian, the usual exploration measure.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -23,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from policies.base import ACTION_DIM, ObservationError, Policy, PolicyConfig, batch_obs, check_actions
+from policies.gaussian import clipped_gaussian_log_prob, gaussian_entropy
 from policies.language import EMBED_DIM, LanguageConfig, shared_encoder
 
 STATE_DIM = 8  # eef pos (3), eef axis-angle (3), gripper qpos (2): the project's proprio layout
@@ -181,31 +181,15 @@ class VLAPolicy(Policy):
     def evaluate(self, obs, actions, per_dim=False):
         out = self(obs)
         a = check_actions(actions, out.mean.shape[0], self.chunk_len, self.device)
-        lp = _clipped_log_prob(out.mean, out.log_std, a, reduce=not per_dim)
-        return lp, _entropy(out.log_std, out.mean.shape[0]), out.value
+        lp = clipped_gaussian_log_prob(out.mean, out.log_std, a, reduce=not per_dim)
+        return lp, gaussian_entropy(out.log_std, out.mean.shape[0], self.config.chunk_len), out.value
 
     @torch.no_grad()
     def sample(self, obs, generator=None):
         out = self(obs)
         noise = torch.randn(out.mean.shape, generator=generator, device=out.mean.device)
         actions = (out.mean + out.log_std.exp() * noise).clamp(-1.0, 1.0)
-        return actions, _clipped_log_prob(out.mean, out.log_std, actions), out.value
-
-
-def _clipped_log_prob(mean: torch.Tensor, log_std: torch.Tensor, a: torch.Tensor, reduce: bool = True) -> torch.Tensor:
-    """log p(a) [B] (or per dimension [B, K, 7] when not reduce) of actions [B, K, 7] under N(mean, std)
-    clipped to [-1, 1] (bounds carry tail mass)."""
-    std = log_std.exp().expand_as(mean)
-    inner = torch.distributions.Normal(mean, std).log_prob(a)
-    upper = torch.special.log_ndtr((mean - 1.0) / std)  # log P(x >= 1)
-    lower = torch.special.log_ndtr((-1.0 - mean) / std)  # log P(x <= -1)
-    lp = torch.where(a >= 1.0, upper, torch.where(a <= -1.0, lower, inner))
-    return lp.sum(dim=(1, 2)) if reduce else lp
-
-
-def _entropy(log_std: torch.Tensor, batch: int) -> torch.Tensor:
-    """Entropy [B] of the unclipped Gaussian: sum over K*7 dims of 0.5 * log(2 pi e) + log std."""
-    return (0.5 * math.log(2 * math.pi * math.e) + log_std).sum().expand(batch)
+        return actions, clipped_gaussian_log_prob(out.mean, out.log_std, actions), out.value
 
 
 __all__ = ["STATE_DIM", "PolicyOutput", "VLAConfig", "VLAPolicy", "axis_angle_to_matrix"]

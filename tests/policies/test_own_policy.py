@@ -26,7 +26,7 @@ from policies.base import POLICY_ENTRY_POINTS, Policy, RandomPolicy, import_poli
 from policies.gaussian import GaussianChunkConfig, GaussianChunkPolicy, clipped_gaussian_log_prob, gaussian_entropy
 from policies.serving import ServeConfig
 from policies.serving import load_policy as serve_load_policy
-from policies.vla import VLAPolicy, _clipped_log_prob, _entropy
+from policies.vla import VLAPolicy
 from tests.imagination.rl.test_training import _config, square_setup  # noqa: F401 (fixture)
 from tests.policies.conftest import make_obs, tiny_config
 from tests.world_models.conftest import SIZE
@@ -170,18 +170,26 @@ def test_an_entry_point_of_an_installed_package_allows_its_class(own_package, tm
     assert _same(Policy.load(tmp_path / "policy.pt"), saved)
 
 
-def test_the_gaussian_base_follows_the_vla_log_probability():
+def test_the_clipped_gaussian_log_probability_and_entropy():
+    """The log-probability both the built-in VLA and the Gaussian base report, against scipy: the density inside
+    (-1, 1), the tail mass on each bound; the entropy of the unclipped Gaussian over K x 7 dimensions."""
+    from scipy import stats
+
     torch.manual_seed(0)
     mean = torch.tanh(torch.randn(5, 4, 7) * 2)
     log_std = torch.randn(4, 7) * 0.5 - 1.0
     actions = (mean + log_std.exp() * torch.randn(5, 4, 7) * 3).clamp(-1, 1)  # many on the bounds
     assert (actions.abs() == 1).any()
-    for reduce in (True, False):
-        torch.testing.assert_close(clipped_gaussian_log_prob(mean, log_std, actions, reduce),
-                                   _clipped_log_prob(mean, log_std, actions, reduce))
-    torch.testing.assert_close(gaussian_entropy(log_std, 5, 4), _entropy(log_std, 5))
+    m, sd, a = mean.double().numpy(), log_std.exp().double().numpy(), actions.double().numpy()
+    want = np.where(a >= 1, stats.norm.logsf(1, m, sd), np.where(a <= -1, stats.norm.logcdf(-1, m, sd),
+                                                                 stats.norm.logpdf(a, m, sd)))
+    got = clipped_gaussian_log_prob(mean, log_std, actions, reduce=False)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(clipped_gaussian_log_prob(mean, log_std, actions), got.sum(dim=(1, 2)))
+    entropy = float(stats.norm.entropy(0, sd).sum())
+    np.testing.assert_allclose(gaussian_entropy(log_std, 5, 4).numpy(), [entropy] * 5, rtol=1e-5)
     # a [7] log_std broadcasts as a [K, 7] one
-    torch.testing.assert_close(gaussian_entropy(log_std[0], 5, 4), _entropy(log_std[0].expand(4, 7), 5))
+    torch.testing.assert_close(gaussian_entropy(log_std[0], 5, 4), gaussian_entropy(log_std[0].expand(4, 7), 5, 4))
 
 
 def test_sample_and_evaluate_agree_and_noise_log_std_is_the_parameter_rl_sets(own_package):
