@@ -210,3 +210,45 @@ def test_rank_takes_extra_policies_files_or_servers(tmp_path):
                      ([f"x={tmp_path / 'missing.pt'}"], "neither a file")):
         with pytest.raises(SystemExit, match=msg):
             extra_candidates(bad, ["bc"])
+
+
+def test_rl_gain_scores_every_arm_and_the_own_gain_against_the_best_control(tmp_path, capsys):
+    """Protocol v2's report: the start, the controls (already trained: their control.json is reused) and three
+    seeds of the recipe, each evaluated on the same jobs; the own gain is taken against the best control, and the
+    judge check fails a reward that reads simulator labels at RL time."""
+    rl_gain = _load("rl_gain")
+    bc = tmp_path / "bc.pt"
+    bc.write_bytes(b"weights")
+    out = tmp_path / "bench"
+    runs = []
+    for k in range(3):
+        (tmp_path / f"s{k}").mkdir()
+        run = _rl_run(tmp_path / f"s{k}", str(bc))
+        (run / "config.yaml").write_text(f"policy: {bc}\nbc_coef: 1.0\nimagination:\n  reward: grasp\n")
+        runs.append(run)
+    for arm in ("control", "anchor"):
+        (out / arm).mkdir(parents=True)
+        (tmp_path / f"{arm}.pt").write_bytes(b"weights")
+        (out / arm / "control.json").write_text(json.dumps({"policy_path": str(tmp_path / f"{arm}.pt"),
+                                                            "episodes": 7, "env_steps": 700, "updates": 6}))
+    per_task = 10
+    start = [j % 2 == 0 for j in range(2 * per_task)]  # 10 of 20
+    _finished_eval(out / "eval_bc", str(bc), start, per_task=per_task)
+    _finished_eval(out / "eval_control", str(tmp_path / "control.pt"), [j % 4 != 3 for j in range(20)],
+                   per_task=per_task)  # 15 of 20: the best control
+    _finished_eval(out / "eval_anchor", str(tmp_path / "anchor.pt"), start, per_task=per_task)
+    failed = [{3, 11}, {3, 12}, {3}]  # 18, 18 and 19 of 20
+    for k, run in enumerate(runs):
+        _finished_eval(out / ("eval_rl" if k == 0 else f"eval_rl{k}"), str(run / "policy.pt"),
+                       [j not in failed[k] for j in range(20)], per_task=per_task)
+    args = ["--bc", str(bc), "--rl-run", *map(str, runs), "--out-dir", str(out), "--tasks", "0", "1",
+            "--episodes-per-task", str(per_task), "--init-state-offset", "20"]
+    assert rl_gain.main(args) == 1  # the grasp judge reads the object's start from simulator labels
+    text = capsys.readouterr().out
+    bench = text.strip().splitlines()[-1]
+    assert "seeds=3 start=0.500 control=0.750 anchor=0.500 best_control=control" in bench
+    own = float(bench.split("own_gain_points=")[1].split()[0])
+    assert own == pytest.approx(100 * ((18 + 18 + 19) / 60 - 0.75), abs=0.05)
+    assert "judge_reads_simulator=yes" in bench and bench.endswith("FAIL")
+    assert "real data of control: 7 episodes, 700 env steps" in text
+    assert "control - start: +25.0 points" in text and "recipe2 - start: +45.0 points" in text
