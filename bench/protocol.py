@@ -136,7 +136,7 @@ class RLGainProtocol:
 # v1 start (tasks 0-4, one demonstration, 750 BC steps) was weakened for headroom: trained properly (2000 steps)
 # it solves 121/150 of v1's benchmark jobs. v2 takes its headroom from the setting instead: LIBERO-Spatial
 # tasks 5-9, one demonstration per task, and the BC steps that give the most real success on init states 0-19
-# (the sweep: docs/results.md, "Protocol v2"). Its arms: bench/arms.py.
+# (the sweep: docs/results.md, "Protocol v2"). Its arms: imagination/loop/arms.py.
 PROTOCOL_V2 = RLGainProtocol(root="outputs/bench/rl_gain_v2", tasks=(5, 6, 7, 8, 9), bc_steps=2000)
 PROTOCOLS = {"v1": RLGainProtocol(), "v2": PROTOCOL_V2}
 

@@ -11,11 +11,12 @@ recipe over several seeds, all on the same benchmark jobs.
     python bench/rl_gain.py --recipe grasp --out-dir outputs/bench/rl_gain_v2/run_grasp   # another configs/rl preset
     python bench/rl_gain.py --bc bc/policy.pt --world-model wm/world_model.pt --data data --arms start recipe
 
-The arms (bench/arms.py): a `start`, the protocol's BC; b `control`, the start fine-tuned on every successful real
-episode the recipe consumed, no world model; c `anchor`, the recipe's supervised anchor alone (only when the recipe
-has one); d `recipe`, imagined RL from the start, once per seed. The jobs (docs/loop.md, "Protocol v2: imagination's
-own gain"): the protocol's tasks, init states 0-9 train (data, world model, BC, RL starts), 0-19 choose (the BC start
-and every recipe choice), 20-49 score: 150 real episodes per arm, the same (task, init state, seed) jobs in every arm.
+The arms (imagination/loop/arms.py): a `start`, the protocol's BC; b `control`, the start fine-tuned on every
+successful real episode the recipe consumed, no world model; c `anchor`, the recipe's supervised anchor alone (only
+when the recipe has one); d `recipe`, imagined RL from the start, once per seed. The jobs (docs/loop.md, "Protocol v2:
+imagination's own gain"): the protocol's tasks, init states 0-9 train (data, world model, BC, RL starts), 0-19
+choose (the BC start and every recipe choice), 20-49 score: 150 real episodes per arm, the same (task, init state,
+seed) jobs in every arm.
 
 Prints each arm's real success per task, each arm against the start with its paired 95% interval
 (imagination/eval/stats.py), every arm's real-data budget (episodes, env steps), how many recipes have been
@@ -41,16 +42,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 from omegaconf import DictConfig, OmegaConf
 
-from bench.arms import (
-    Budget,
-    anchor_control,
-    dataset_budget,
-    own_gain,
-    real_data_control,
-    recipe_budget,
-    record_scored,
-    scored_recipes,
-)
+from bench.ledger import record_scored, scored_recipes
 from bench.protocol import PROTOCOLS, RLGainProtocol, build, build_recipe, recipe_config, start_bc_config
 from envs.cli import load_config, save_config
 from envs.errors import run_main
@@ -58,11 +50,19 @@ from envs.libero_env import LiberoEnv
 from imagination.env import SIMULATOR_REWARDS
 from imagination.eval.evaluate import evaluate_or_reuse
 from imagination.eval.stats import paired_difference, seed_average
+from imagination.loop.arms import (
+    Budget,
+    anchor_control,
+    dataset_budget,
+    own_gain,
+    real_data_control,
+    recipe_budget,
+)
 from imagination.loop.config import LoopConfig
 from imagination.rl.training import ImagineRLConfig, train_rl
 
 HEADROOM = (0.15, 0.65)  # per-task BC success that leaves RL something to gain and something to learn from
-ARMS = ("start", "control", "anchor", "recipe")  # bench/arms.py
+ARMS = ("start", "control", "anchor", "recipe")  # imagination/loop/arms.py
 
 
 def headroom_line(before: dict) -> str:

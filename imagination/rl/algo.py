@@ -202,7 +202,7 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, batch: Batch, cfg: 
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
     batch = Batch(batch.obs, batch.actions, batch.log_prob, adv, batch.returns, batch.ref_log_prob)
     logs: dict[str, list[float]] = {}
-    updates = 0  # minibatch steps taken: an anchor control (bench/arms.py) applies its anchor as many times
+    updates = 0  # minibatch steps taken: an anchor control (imagination/loop/arms.py) applies its anchor as many times
     policy.train()
     device = next(policy.parameters()).device  # rollouts are kept on the CPU; a GPU policy learns on the GPU
     for _ in range(cfg.epochs):

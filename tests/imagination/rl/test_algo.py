@@ -119,7 +119,8 @@ def test_update_skips_a_step_whose_gradient_is_not_finite(estimator):
 
 
 def test_update_counts_its_minibatch_updates():
-    """The count an anchor control (bench/arms.py) repeats: epochs x minibatches per epoch, the last one short."""
+    """The count an anchor control (imagination/loop/arms.py) repeats: epochs x minibatches per epoch, the last one
+    short."""
     n, policy = 10, _Gaussian()
     obs = {"image": np.zeros((n, 1, 4, 4, 3), np.uint8), "state": np.zeros((n, 8), np.float32),
            "instruction": ["x"] * n}

@@ -1,5 +1,5 @@
-"""The arms of the imagined-RL benchmark's protocol v2 besides the start and the recipe (bench/rl_gain.py), and
-what every arm consumed.
+"""The arms that tell imagination's own gain from what a user gets without it (bench/rl_gain.py's protocol v2 and
+the loop's report), besides the start and the recipe, and what every arm consumed.
 
 A gain of imagined RL is imagination's only against what a user gets without it on the same data:
 
@@ -158,20 +158,5 @@ def own_gain(controls: dict[str, list[dict]], seeds: list[list[dict]]) -> tuple[
     return best, seed_average(controls[best], seeds)
 
 
-def scored_recipes(ledger: Path) -> list[dict]:
-    """The recipes scored on the benchmark's jobs so far (the protocol's ledger; [] before the first)."""
-    return json.loads(ledger.read_text())["scored"] if ledger.is_file() else []
-
-
-def record_scored(ledger: Path, entry: dict) -> int:
-    """Add a recipe to the ledger unless it is there already (the same recipe and seeds); returns the count."""
-    scored = scored_recipes(ledger)
-    if entry not in scored:
-        scored.append(entry)
-        atomic_write_text(ledger, json.dumps({"scored": scored}, indent=2))
-    return len(scored)
-
-
 __all__ = ["IMITATED_SOURCES", "Budget", "anchor_control", "anchor_updates", "consumed", "control_config",
-           "dataset_budget", "label_budget", "own_gain", "real_data_control", "recipe_budget", "record_scored",
-           "scored_recipes"]
+           "dataset_budget", "label_budget", "own_gain", "real_data_control", "recipe_budget"]

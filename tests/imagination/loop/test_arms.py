@@ -1,6 +1,6 @@
-"""Protocol v2's arms (bench/arms.py): the real-data control imitates exactly the recorded real episodes the
-recipe consumed, the anchor control applies the recipe's anchor as many times as the recipe did, the own gain is
-taken against the best control, and the ledger counts recipes scored on the benchmark's jobs."""
+"""The arms beside imagined RL (imagination/loop/arms.py): the real-data control imitates exactly the recorded real
+episodes the recipe consumed, the anchor control applies the recipe's anchor as many times as the recipe did, and the
+own gain is taken against the best control."""
 from __future__ import annotations
 
 import json
@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from bench import arms
-from bench.arms import (
+from envs.dataset import DatasetConfig, EpisodeDataset, EpisodeWriter
+from imagination.loop import arms
+from imagination.loop.arms import (
     Budget,
     anchor_control,
     consumed,
@@ -21,10 +22,7 @@ from bench.arms import (
     label_budget,
     own_gain,
     recipe_budget,
-    record_scored,
-    scored_recipes,
 )
-from envs.dataset import DatasetConfig, EpisodeDataset, EpisodeWriter
 from imagination.rl.training import ImagineRLConfig
 from policies.base import Policy
 from policies.bc import BCConfig, load_episodes
@@ -126,12 +124,3 @@ def test_the_own_gain_is_taken_against_the_best_control():
     assert avg.difference.gain_points == pytest.approx(25.0)  # 75% averaged over seeds against the control's 50%
     with pytest.raises(ValueError, match="control arm"):
         own_gain({}, seeds)
-
-
-def test_the_ledger_counts_each_recipe_once(tmp_path):
-    ledger = tmp_path / "scored.json"
-    assert scored_recipes(ledger) == []
-    entry = {"protocol": "v2", "recipe": "grasp_floor", "overrides": []}
-    assert record_scored(ledger, entry) == 1 and record_scored(ledger, entry) == 1
-    assert record_scored(ledger, {**entry, "overrides": ["iterations=20"]}) == 2
-    assert scored_recipes(ledger)[1]["overrides"] == ["iterations=20"]
