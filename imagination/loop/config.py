@@ -60,6 +60,10 @@ class LoopConfig:
     # With reward=grasp: before each round's RL, fit the judge's per-task logit offsets on the start policy's
     # real episodes re-run in imagination (imagination/eval/task_bias.py; a stage `round<r>_task_bias`)
     grasp_task_bias: bool = False
+    # The real-data control (imagination/loop/arms.py): BC fine-tuned, with no world model, on every successful real
+    # episode round 1's RL consumed, evaluated on the same jobs, so that the report can give imagination's own gain
+    # (round 1 against the better of BC and this control) instead of a gain over BC alone
+    control_arm: bool = True
 
     def validate(self) -> None:
         if self.rounds < 0:

@@ -27,12 +27,13 @@ from imagination.eval.jobs import EvalConfig
 from imagination.eval.real_rollouts import evaluate_and_record
 from imagination.eval.suites import merge_results, suite_config, table_markdown
 from imagination.eval.task_bias import task_bias_from_rollouts
+from imagination.loop.arms import real_data_control
 from imagination.loop.config import LoopConfig, LoopState, finetune_config, guard
 from imagination.loop.grasp_inputs import GraspInputPaths, build_grasp_inputs
 from imagination.loop.report import write_report
 from imagination.rl.training import ImagineRLConfig, train_rl
 from policies.base import Policy
-from policies.bc import train_bc_on_data
+from policies.bc import BCConfig, train_bc_on_data
 from world_models.fidelity import EvalWorldModelConfig, evaluate_world_model
 from world_models.training import train_world_model
 
@@ -127,9 +128,9 @@ def _over_suites(cfg: EvalConfig, suites: list[str], run: Callable[[EvalConfig],
 
 
 def _evaluate_phase(cfg: LoopConfig, state: LoopState, name: str, label: str, policy_path: str, wm_path: str,
-                    record_round: int | None, rl_dir: str | None, proprio: str = "") -> dict:
-    """Real evaluation (recorded into the dataset when record_round is set) and imagined evaluation, on each
-    collected suite when the loop collects several."""
+                    record_round: int | None, rl_dir: str | None, proprio: str = "", imagined: bool = True) -> dict:
+    """Real evaluation (recorded into the dataset when record_round is set) and imagined evaluation (unless
+    `imagined` is False), on each collected suite when the loop collects several."""
     run, data = Path(cfg.out_dir), str(Path(cfg.out_dir) / "data")
     real_path = run / name / "eval_real" / "results.json"
     real_cfg = replace(cfg.eval, checkpoint=policy_path, out_dir=str(real_path.parent))
@@ -145,7 +146,7 @@ def _evaluate_phase(cfg: LoopConfig, state: LoopState, name: str, label: str, po
 
     real_result = state.stage(f"{name}_eval_real", real)
     imagined_path = None
-    if cfg.imagined_eval:
+    if cfg.imagined_eval and imagined:
         fitted = Path(rl_dir or run / "round1" / "rl") / "proprio.pt"  # the one RL fitted, when given none
         proprio = proprio or (str(fitted) if fitted.exists() else "")
         im_cfg = replace(cfg.eval, checkpoint=policy_path, env="imagination", world_model=wm_path, start_data=data,
@@ -163,6 +164,21 @@ def _evaluate_phase(cfg: LoopConfig, state: LoopState, name: str, label: str, po
              "imagined": imagined_path, "rl": rl_dir, "world_model": wm_path}
     state.upsert("phases", phase)
     return real_result
+
+
+def _control_arm(cfg: LoopConfig, state: LoopState, rl_cfg: ImagineRLConfig, bc_cfg: BCConfig, wm_path: str) -> None:
+    """The real-data control (imagination/loop/arms.py): BC fine-tuned on every successful real episode round 1's
+    RL consumed, with no world model; evaluated in real LIBERO on the same jobs (not recorded, not imagined)."""
+    out = str(Path(cfg.out_dir) / "control")
+    if not state.done("control"):
+        recorded = select_meta(EpisodeDataset(rl_cfg.start_data, verify=False).meta, source="policy")
+        if recorded:  # a run resumed from before this arm existed: its data holds round 1's recorded evaluation
+            print(f"[loop] real-data control: skipped: {rl_cfg.start_data} already holds {len(recorded)} recorded "
+                  "policy episodes, which round 1's RL did not read; run into a fresh out_dir to measure it")
+            return
+    control = state.stage("control", partial(real_data_control, rl_cfg, bc_cfg, out))
+    _evaluate_phase(cfg, state, "control", "real-data control", control["policy_path"], wm_path, None, None,
+                    imagined=False)
 
 
 def run_loop(cfg: LoopConfig) -> dict:
@@ -216,6 +232,8 @@ def run_loop(cfg: LoopConfig) -> dict:
                 rl_cfg = _with_task_bias(state, name, rl_cfg, grasp["own_rollouts"] if r == 1 else data)
         rl = state.stage(f"{name}_rl", partial(_train_rl, rl_cfg))
         policy = rl["policy_path"]
+        if r == 1 and cfg.control_arm:  # before round 1's evaluation is recorded into the data it reads
+            _control_arm(cfg, state, rl_cfg, bc_cfg, wm_path)
         last = r == cfg.rounds + 1
         real = _evaluate_phase(cfg, state, name, label, policy, wm_path, None if last else r, rl_cfg.out_dir,
                                rl_cfg.proprio)

@@ -101,7 +101,11 @@ def test_tiny_loop_round_end_to_end(tmp_path, capsys):
     assert set(first["held_out"]) <= set(split["held_out"]) and 2 in split["train"] + split["held_out"]
     ft_config = (out / "round1" / "world_model" / "config.yaml").read_text()
     assert str(out / "world_model" / "world_model.pt") in ft_config
-    assert [p["name"] for p in result["phases"]] == ["bc", "round1", "round2"]
+    # the real-data control trained before round 1's evaluation was recorded: on the collected successes only
+    assert [p["name"] for p in result["phases"]] == ["bc", "control", "round1", "round2"]
+    control = json.loads((out / "control" / "control.json").read_text())
+    assert control["episodes"] == sum(m.success for m in ds.meta[:2]) and control["datasets"] == [str(out / "data")]
+    assert next(p for p in result["phases"] if p["name"] == "control")["imagined"] is None
     assert [w["name"] for w in result["world_models"]] == ["wm0", "wm1"]
     assert result["guard"][0]["round"] == 1
     # each world model's success threshold was calibrated on the data of its time (when it had both outcomes)
@@ -120,6 +124,7 @@ def test_tiny_loop_round_end_to_end(tmp_path, capsys):
     assert "bc: reward signal on the real jobs: not measurable" in capsys.readouterr().out
     report = (out / "report.md").read_text()
     assert "Real LIBERO success" in report and (out / "report.html").exists()
+    assert "## Imagination's own gain" in report and "real-data control" in report
     assert "success threshold (balanced acc.)" in report
     # a second run reuses everything: no stage runs again, the dataset does not grow
     again = run_loop(_tiny(out))
