@@ -4,6 +4,7 @@ no world model; imagination/loop/arms.py), paired job by job, and how many jobs 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from imagination.eval.stats import paired_difference
 from imagination.loop.arms import own_gain
@@ -19,7 +20,7 @@ def jobs_to_resolve(n: int, half_width_points: float, target_points: float = RES
     return max(n, math.ceil(n * (half_width_points / target_points) ** 2))
 
 
-def own_gain_lines(phases: list[dict], real: dict[str, dict | None]) -> list[str]:
+def own_gain_lines(phases: list[dict], real: Mapping[str, dict | None]) -> list[str]:
     """Markdown: each arm against BC, and each RL phase's own gain against the better control, with intervals."""
     out = ["## Imagination's own gain", ""]
     ran = {p["name"]: r for p in phases if (r := real.get(p["name"]))}
