@@ -34,7 +34,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -302,10 +302,10 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
     lo, hi = d.ci95_points
     sim = judge_reads_simulator(recipe_cfg.imagination.reward) if recipe_cfg is not None else True
     scored = len(scored_recipes(Path(proto.root) / "scored.json"))
-    if args.init_state_offset in (None, proto.bench_offset) and not args.bc:  # the protocol's own benchmark jobs
-        scored = record_scored(Path(proto.root) / "scored.json",
-                               {"protocol": args.protocol, "recipe": proto.recipe, "overrides": list(args.rl),
-                                "rl_runs": [str(Path(r).resolve()) for r in args.rl_run]})
+    if args.init_state_offset in (None, proto.bench_offset) and not args.bc and recipe_cfg is not None:
+        # the protocol's own benchmark jobs: the recipe is its config, whatever its seed, folder and device
+        scored = record_scored(Path(proto.root) / "scored.json", {"protocol": args.protocol,
+                                                                  "recipe": recipe_identity(recipe_cfg)})
     print(f"imagination's own gain: recipe ({len(seeds)} seeds, job-averaged) - {best} (the best control) = "
           f"{d.gain_points:+.1f} points [{lo:+.1f}, {hi:+.1f}] ({d.improved} jobs gained, {d.worsened} lost); "
           f"recipes scored on these jobs: {scored}")
@@ -324,6 +324,16 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
           f"minutes={minutes:.0f} recipes_scored={scored} threshold_points={args.threshold:+.0f} "
           f"{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
+
+
+def recipe_identity(cfg: ImagineRLConfig) -> dict:
+    """What makes a recipe: its config without the seed, the folders it wrote to and the device it ran on (a recipe
+    run again with more seeds, or on a GPU, is the same recipe scored again, not another)."""
+    ident = json.loads(json.dumps(asdict(cfg)))  # plain JSON types: the ledger compares entries as JSON
+    for key in ("seed", "out_dir", "device", "num_threads", "policy_modules"):
+        ident.pop(key, None)
+    ident["imagination"].pop("device", None)
+    return ident
 
 
 def _rate(result: dict) -> float:

@@ -9,3 +9,20 @@ def test_the_ledger_counts_each_recipe_once(tmp_path):
     assert record_scored(ledger, entry) == 1 and record_scored(ledger, entry) == 1
     assert record_scored(ledger, {**entry, "overrides": ["iterations=20"]}) == 2
     assert scored_recipes(ledger)[1]["overrides"] == ["iterations=20"]
+
+
+def test_a_recipe_is_its_config_whatever_its_seed_folder_or_device(tmp_path):
+    from dataclasses import replace
+
+    from bench.rl_gain import recipe_identity
+    from envs.cli import load_config
+    from imagination.rl.training import ImagineRLConfig
+
+    cfg = load_config(ImagineRLConfig, "grasp_floor", group="rl")
+    again = replace(cfg, seed=2, out_dir="elsewhere", device="cuda",
+                    imagination=replace(cfg.imagination, device="cuda"))
+    assert recipe_identity(again) == recipe_identity(cfg)
+    ledger = tmp_path / "scored.json"
+    assert record_scored(ledger, {"protocol": "v2", "recipe": recipe_identity(cfg)}) == 1
+    assert record_scored(ledger, {"protocol": "v2", "recipe": recipe_identity(again)}) == 1  # the same recipe
+    assert record_scored(ledger, {"protocol": "v2", "recipe": recipe_identity(replace(cfg, iterations=24))}) == 2
