@@ -150,3 +150,16 @@ def test_build_recipe_makes_its_inputs_on_the_training_init_states_only(tmp_path
     assert cfg.imagination.grasp_train_data == [paths["data"], own]
     assert cfg.imagination.grasp_label_dirs == [got["near_miss_labels"]]
     assert cfg.imagination.reward == "grasp" and cfg.rl.group_std_floor == 0.1 and cfg.seed == 3  # the preset's
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_the_protocols_job_split_is_disjoint(version):
+    """What the benchmark scores was never trained or chosen on: its init states lie outside the training and the
+    choosing ones, and the gate's lie inside the choosing ones (every recipe choice is made there)."""
+    from bench.protocol import PROTOCOLS
+
+    jobs = PROTOCOLS[version].job_sets()
+    assert jobs["bench"] and not jobs["bench"] & (jobs["train"] | jobs["choose"] | jobs["gate"])
+    assert jobs["train"] | jobs["gate"] == jobs["choose"] and not jobs["train"] & jobs["gate"]
+    assert max(jobs["bench"]) < 50  # LIBERO's official init states per task
+    assert PROTOCOLS["v2"].tasks == (5, 6, 7, 8, 9) and not set(PROTOCOLS["v2"].tasks) & set(PROTOCOLS["v1"].tasks)
