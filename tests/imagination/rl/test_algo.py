@@ -97,14 +97,20 @@ class _Gaussian(torch.nn.Module):
         return (lp if per_dim else lp.sum(dim=(1, 2))), self.log_std.expand(n), torch.zeros(n)
 
 
-@pytest.mark.parametrize("estimator", ["k3", "k2"])
-def test_update_skips_a_step_whose_gradient_is_not_finite(estimator):
-    n, policy = 8, _Gaussian()
+def _rollout_batch(policy: _Gaussian, n: int) -> tuple[dict, torch.Tensor, torch.Tensor]:
+    """obs, n chunks of actions [n, 2, 7] and their per-dimension log-probabilities under `policy`."""
     obs = {"image": np.zeros((n, 1, 4, 4, 3), np.uint8), "state": np.zeros((n, 8), np.float32),
            "instruction": ["x"] * n}
     actions = torch.randn(n, 2, 7, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         old = policy.evaluate(obs, actions, per_dim=True)[0]
+    return obs, actions, old
+
+
+@pytest.mark.parametrize("estimator", ["k3", "k2"])
+def test_update_skips_a_step_whose_gradient_is_not_finite(estimator):
+    n, policy = 8, _Gaussian()
+    obs, actions, old = _rollout_batch(policy, n)
     cfg = RLConfig(kl_estimator=estimator, minibatch_size=n, epochs=1)
     cfg.validate()
     adv = torch.linspace(-1, 1, n)
@@ -122,11 +128,7 @@ def test_update_counts_its_minibatch_updates():
     """The count an anchor control (imagination/loop/arms.py) repeats: epochs x minibatches per epoch, the last one
     short."""
     n, policy = 10, _Gaussian()
-    obs = {"image": np.zeros((n, 1, 4, 4, 3), np.uint8), "state": np.zeros((n, 8), np.float32),
-           "instruction": ["x"] * n}
-    actions = torch.randn(n, 2, 7, generator=torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        old = policy.evaluate(obs, actions, per_dim=True)[0]
+    obs, actions, old = _rollout_batch(policy, n)
     adv = torch.linspace(-1, 1, n)
     calls: list[int] = []
 
