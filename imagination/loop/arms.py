@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -53,9 +54,13 @@ class Budget:
 def dataset_budget(path: str, success_only: bool = False, per_task: int = 0) -> Budget:
     """Episodes and steps of a recorded dataset (its successful ones; at most `per_task` of each task)."""
     metas = [m for m in EpisodeDataset(path, verify=False).meta if m.success or not success_only]
-    if per_task:
-        seen: dict[int, int] = {}
-        metas = [m for m in metas if (seen := {**seen, m.task_id: seen.get(m.task_id, 0) + 1})[m.task_id] <= per_task]
+    if per_task:  # the first `per_task` of each task, in dataset order (as BC's episodes_per_task picks them)
+        kept, seen = [], Counter[int]()
+        for m in metas:
+            seen[m.task_id] += 1
+            if seen[m.task_id] <= per_task:
+                kept.append(m)
+        metas = kept
     return Budget(len(metas), sum(m.length for m in metas))
 
 
