@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-JobKey = tuple[int, int, int]  # (task_id, init_state_id, seed)
+JobKey = tuple[str, int, int, int]  # (suite, task_id, init_state_id, seed); suite "" in a one-suite evaluation
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,9 @@ class PairedDifference:
 
 def _key(record: dict) -> JobKey:
     try:
-        return int(record["task_id"]), int(record["init_state_id"]), int(record["seed"])
+        # task ids repeat across suites: a loop over several suites tags each record with its suite
+        # (imagination.eval.suites.merge_results), and a job is only the same job within one suite
+        return str(record.get("suite", "")), int(record["task_id"]), int(record["init_state_id"]), int(record["seed"])
     except KeyError as err:
         raise ValueError(f"episode record: expected keys task_id, init_state_id, seed and success, "
                          f"missing {err}") from None
@@ -57,7 +59,8 @@ def paired_difference(before: list[dict], after: list[dict], confidence: float =
     b = {_key(r): bool(r["success"]) for r in before}
     a = {_key(r): bool(r["success"]) for r in after}
     if len(b) != len(before) or len(a) != len(after):
-        raise ValueError("episode records: a (task_id, init_state_id, seed) job appears twice in one evaluation")
+        raise ValueError("episode records: a (task_id, init_state_id, seed) job appears twice in one evaluation "
+                         "(several suites: tag each record with its \"suite\")")
     if set(a) != set(b):
         only_b, only_a = sorted(set(b) - set(a))[:3], sorted(set(a) - set(b))[:3]
         raise ValueError(f"paired evaluations must run the same jobs: before-only {only_b}, after-only {only_a} "

@@ -53,6 +53,16 @@ def test_evaluations_of_different_jobs_are_refused():
         paired_difference([{"task_id": 0, "success": True}], [{"task_id": 0, "success": True}])
 
 
+def test_the_same_job_in_two_suites_is_two_jobs():
+    """A loop over several suites merges their records (task ids repeat across suites), tagged by suite."""
+    before = [{**r, "suite": s} for s in ("libero_spatial", "libero_object") for r in _records([False])]
+    after = [{**before[0], "success": True}, before[1]]
+    d = paired_difference(before, after)
+    assert (d.n, d.improved, d.worsened) == (2, 1, 0)
+    with pytest.raises(ValueError, match="same jobs"):
+        paired_difference(before, [after[0], {**after[1], "suite": "libero_goal"}])
+
+
 def test_seed_average_is_the_job_mean_over_seeds_with_its_spread():
     from imagination.eval.stats import seed_average
 

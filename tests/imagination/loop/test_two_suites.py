@@ -41,7 +41,9 @@ def test_a_loop_over_two_suites(tmp_path, capsys):
     collect(replace(cfg.collect, out_dir=str(data), suite="libero_spatial", suites=[]))
     assert len(EpisodeDataset(data, verify=False)) == len(meta)
 
-    assert [p["name"] for p in result["phases"]] == ["bc", "round1"]
+    assert [p["name"] for p in result["phases"]] == ["bc", "control", "round1"]
+    control = json.loads((out / "control" / "eval_real" / "results.json").read_text())
+    assert {e["suite"] for e in control["episodes"]} == set(SUITES)  # the control is paired over both suites
     for phase in ("bc", "round1"):
         for kind in ("eval_real", "eval_imagined"):
             merged = json.loads((out / phase / kind / "results.json").read_text())
@@ -58,6 +60,7 @@ def test_a_loop_over_two_suites(tmp_path, capsys):
     assert per_task and per_task <= {"imagined_success_libero_spatial_task0", "imagined_success_libero_object_task0"}
     report = (out / "report.md").read_text()
     assert "libero_object/0" in report and "libero_spatial/0" in report
+    assert "## Imagination's own gain" in report and "Not measured" not in report
 
     # the suite filter of imagined RL, and a mixed start dataset without a suite to start from
     wm = result["world_models"][0]["path"]
