@@ -112,16 +112,33 @@ class Replay:
     objects: tuple[str, str] | None = None
 
 
-def replay_episode(env: LiberoEnv, meta: EpisodeMeta, action: np.ndarray, state: np.ndarray, success: np.ndarray,
-                   tol: float = MAX_STATE_DIFF, keep_prefix: bool = False) -> Replay:
-    """Replay a recorded episode in `env` (from `replay_env`) and read the labels of every row.
+@dataclass
+class ReplayRun:
+    """How far `replay_actions` reproduced a recording.
 
-    meta: the episode's dataset metadata (task_id, seed, init_state_id, extra); action float32 [T, 7],
-    state float32 [T, S] and success bool [T] as recorded. Row t's labels are read before action t
-    is stepped, as its state was. A replay that diverges from the recording gives no labels, or with
-    `keep_prefix` the labels of the rows before it diverged (reason still says where): contacts in some
-    scenes (the cabinet drawer of LIBERO-Spatial task 4) do not replay exactly, yet an imagined episode
-    started at frame 0 needs only row 0.
+    rows: recorded rows whose robot state (before their action) the replay matched; steps: actions after which
+    the replay still matched the recording (the next row's state, the success flag); both len(action) when it
+    went all the way. reason: "" then, else why it stopped ("no init state recorded", what `start` returned, or
+    "diverged: ..." naming the row or action)."""
+
+    rows: int
+    steps: int
+    reason: str
+    max_state_diff: float  # largest |replayed - recorded| robot state over the rows matched (nan: none replayed)
+
+
+def replay_actions(env: LiberoEnv, meta: EpisodeMeta, action: np.ndarray, state: np.ndarray, success: np.ndarray,
+                   tol: float = MAX_STATE_DIFF, start: Callable[[], str] | None = None,
+                   before: Callable[[int], None] | None = None,
+                   after: Callable[[int], None] | None = None) -> ReplayRun:
+    """Replay a recorded episode's actions in `env` (from `replay_env`), checking every step against the recording.
+
+    The one replay loop every simulator labeller shares: reset as the recording did, then for each row t check the
+    robot state, call `before(t)`, step action t, call `after(t)`, check the success flag. `start()` runs right after
+    the reset and may refuse the episode by returning a reason (""= go on). The callbacks read `env.raw` /
+    `env.raw_obs`, which then hold the simulator state they label. A replay stops at its first divergence.
+    meta: the episode's dataset metadata (task_id, seed, init_state_id, extra); action float32 [T, 7], state float32
+    [T, S] and success bool [T] as recorded.
     """
     action, state = np.asarray(action, np.float32), np.asarray(state, np.float32)
     success = np.asarray(success, bool)
@@ -133,31 +150,63 @@ def replay_episode(env: LiberoEnv, meta: EpisodeMeta, action: np.ndarray, state:
         raise ValueError("env: expected a replay env (chunk_len=1, terminate_on_success=False, max_steps >= T); "
                          "build it with envs.sim_labels.replay_env")
     if int(meta.init_state_id) < 0:
-        return Replay(None, "no init state recorded", math.nan)
+        return ReplayRun(0, 0, "no init state recorded", math.nan)
     env.set_xml_processor(scene_processor(meta.extra or {}))
     obs, _ = env.reset(seed=int(meta.seed), options={"task_id": int(meta.task_id),
                                                          "init_state_id": int(meta.init_state_id)})
-    objects = pick_place_objects(env.raw, env.raw_obs)
-    if objects is None:
-        return Replay(None, "no pick-and-place object", math.nan)
-    out = {"object_pos": np.zeros((T, 3), np.float32), "target_pos": np.zeros((T, 3), np.float32),
-           "grasped": np.zeros(T, bool)}
+    refused = start() if start is not None else ""
+    if refused:
+        return ReplayRun(0, 0, refused, math.nan)
     worst = 0.0
-
-    def diverged(rows: int, why: str, diff: float) -> Replay:
-        prefix = {k: v[:rows] for k, v in out.items()} if keep_prefix and rows > 0 else None
-        return Replay(prefix, f"diverged: {why}", diff, objects)
-
     for t in range(T):
         diff = float(np.abs(obs["state"] - state[t]).max())
         if diff > tol:
-            return diverged(t, f"robot state differs by {diff:.2e} at row {t}", max(worst, diff))
+            return ReplayRun(t, max(t - 1, 0), f"diverged: robot state differs by {diff:.2e} at row {t}",
+                             max(worst, diff))
         worst = max(worst, diff)
-        out["object_pos"][t], out["target_pos"][t], out["grasped"][t] = step_labels(env.raw, env.raw_obs, objects)
+        if before is not None:
+            before(t)
         obs, _, _, _, info = env.step_single(action[t])
+        if after is not None:
+            after(t)
         if bool(info["success"]) != success[t]:
-            return diverged(t + 1, f"success is {info['success']} after action {t}, recorded {success[t]}", worst)
-    return Replay(out, "", worst, objects)
+            return ReplayRun(t + 1, t, f"diverged: success is {info['success']} after action {t}, recorded "
+                             f"{success[t]}", worst)
+    return ReplayRun(T, T, "", worst)
+
+
+def replay_episode(env: LiberoEnv, meta: EpisodeMeta, action: np.ndarray, state: np.ndarray, success: np.ndarray,
+                   tol: float = MAX_STATE_DIFF, keep_prefix: bool = False) -> Replay:
+    """Replay a recorded episode in `env` (from `replay_env`) and read the labels of every row.
+
+    meta: the episode's dataset metadata (task_id, seed, init_state_id, extra); action float32 [T, 7],
+    state float32 [T, S] and success bool [T] as recorded. Row t's labels are read before action t
+    is stepped, as its state was. A replay that diverges from the recording gives no labels, or with
+    `keep_prefix` the labels of the rows before it diverged (reason still says where): contacts in some
+    scenes (the cabinet drawer of LIBERO-Spatial task 4) do not replay exactly, yet an imagined episode
+    started at frame 0 needs only row 0.
+    """
+    T = len(action)
+    out = {"object_pos": np.zeros((T, 3), np.float32), "target_pos": np.zeros((T, 3), np.float32),
+           "grasped": np.zeros(T, bool)}
+    objects: tuple[str, str] | None = None
+
+    def find_objects() -> str:
+        nonlocal objects
+        objects = pick_place_objects(env.raw, env.raw_obs)
+        return "" if objects is not None else "no pick-and-place object"
+
+    def read_row(t: int) -> None:
+        assert objects is not None
+        out["object_pos"][t], out["target_pos"][t], out["grasped"][t] = step_labels(env.raw, env.raw_obs, objects)
+
+    run = replay_actions(env, meta, action, state, success, tol, start=find_objects, before=read_row)
+    if not run.reason:
+        return Replay(out, "", run.max_state_diff, objects)
+    if objects is None:  # refused before the first step
+        return Replay(None, run.reason, run.max_state_diff)
+    prefix = {k: v[:run.rows] for k, v in out.items()} if keep_prefix and run.rows > 0 else None
+    return Replay(prefix, run.reason, run.max_state_diff, objects)
 
 
 def replay_labels(env: LiberoEnv, episode_meta: EpisodeMeta, actions: np.ndarray, state: np.ndarray,
@@ -298,5 +347,6 @@ def label_dataset(data_dir: str | os.PathLike, progress: bool = True, tol: float
 
 
 __all__ = ["LABELS_DIR", "LABEL_KEYS", "MAX_STATE_DIFF", "LabelEpisodesConfig", "LabelledEpisode", "Replay",
-           "label_dataset", "label_path", "load_labels", "read_checked_npz", "read_sim_labels", "replay_env",
-           "replay_episode", "replay_labels", "scene_processor", "step_labels", "write_labels"]
+           "ReplayRun", "label_dataset", "label_path", "load_labels", "read_checked_npz", "read_sim_labels",
+           "replay_actions", "replay_env", "replay_episode", "replay_labels", "scene_processor", "step_labels",
+           "write_labels"]
