@@ -47,7 +47,7 @@ from bench.protocol import PROTOCOLS, RLGainProtocol, build, build_recipe, recip
 from envs.cli import load_config, save_config
 from envs.errors import run_main
 from envs.libero_env import LiberoEnv
-from imagination.env import SIMULATOR_REWARDS
+from imagination.env import reads_simulator
 from imagination.eval.evaluate import evaluate_or_reuse
 from imagination.eval.stats import paired_difference, seed_average
 from imagination.loop.arms import (
@@ -130,11 +130,6 @@ def arm_lines(arms: dict[str, dict]) -> list[str]:
                           for name, r in arms.items())
         lines.append(f"task {t}: {cells}   {first['per_task'][t]['instruction']}")
     return lines
-
-
-def judge_reads_simulator(reward: str) -> bool:
-    """Whether the imagination env's reward reads simulator quantities at RL time (imagination/env.py)."""
-    return reward in SIMULATOR_REWARDS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -300,7 +295,7 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
     best, own = own_gain(controls, [r["episodes"] for r in seeds])
     d = own.difference
     lo, hi = d.ci95_points
-    sim = judge_reads_simulator(recipe_cfg.imagination.reward) if recipe_cfg is not None else True
+    sim = reads_simulator(recipe_cfg.imagination) if recipe_cfg is not None else True
     scored = len(scored_recipes(Path(proto.root) / "scored.json"))
     if args.init_state_offset in (None, proto.bench_offset) and not args.bc and recipe_cfg is not None:
         # the protocol's own benchmark jobs: the recipe is its config, whatever its seed, folder and device

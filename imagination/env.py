@@ -41,7 +41,9 @@ from world_models.proprio import ProprioModel, history_at
 UNCERTAINTY_MODES = ("off", "report", "truncate", "penalize")
 REWARDS = ("head", "state", "grasp")
 # Rewards that read simulator quantities at RL time: "state" and "grasp" take the object's start from the
-# keyframe's simulator labels, which a real robot does not have. "head" reads only what the world model imagines.
+# keyframe's simulator labels, which a real robot does not have; "grasp" with an object reader
+# (ImaginationConfig.object_reader) reads it from the first frame instead. "head" reads only what the world
+# model imagines.
 SIMULATOR_REWARDS = ("state", "grasp")
 
 
@@ -76,11 +78,20 @@ class ImaginationConfig:
     # grasp and where the carried object is let go (imagination/grasp_judge.py).
     grasp_until: str = "close"
     grasp_point: GraspPointConfig = field(default_factory=GraspPointConfig)  # its classifier (ensemble, pessimism)
+    # Reward "grasp": an object reader checkpoint (scripts/train_object_reader.py) that reads where the object and
+    # its target start from each start episode's first frame; empty: from the start episodes' simulator labels.
+    # Why: a real robot has the image, not the labels (world_models/object_reader.py)
+    object_reader: str = ""
     # which features of a start dataset (start_data) are the views, the state and the action
     # (envs.dataset.ReaderConfig), e.g. imagination.features.cameras={agentview: observation.images.image};
     # the defaults map them automatically
     features: ReaderConfig = field(default_factory=ReaderConfig)
     device: str = "cpu"
+
+
+def reads_simulator(cfg: ImaginationConfig) -> bool:
+    """Whether the reward of cfg reads a simulator quantity while RL runs (the own-gain benchmark's rule)."""
+    return cfg.reward in SIMULATOR_REWARDS and not (cfg.reward == "grasp" and cfg.object_reader)
 
 
 @dataclass
@@ -154,8 +165,13 @@ class ImaginationVectorEnv(VectorEnv):
         self.wm = world_model.to(cfg.device).eval()
         self.state_reward = (_load_state_reward(cfg, world_model.chunk_len, episodes) if cfg.reward == "state"
                              else None)
-        self.grasp = (fit_grasp_judge(cfg.grasp_train_data, cfg.grasp_label_dirs, episodes, num_envs, cfg.grasp_until,
-                                      cfg.max_steps, cfg.grasp_point) if cfg.reward == "grasp" else None)
+        self.grasp, self._object_starts = None, np.zeros((len(episodes), 2, 3))
+        if cfg.reward == "grasp":
+            self.grasp, self._object_starts = fit_grasp_judge(
+                cfg.grasp_train_data, cfg.grasp_label_dirs, episodes, num_envs, cfg.grasp_until, cfg.max_steps,
+                cfg.grasp_point, cfg.object_reader, world_model.cfg.views)
+        elif cfg.object_reader:
+            raise ValueError(f"object_reader: only reward 'grasp' reads it, the reward is {cfg.reward!r}")
         # the head's threshold is calibrated per checkpoint; the other rewards are probabilities trained as ones
         default_threshold = world_model.cfg.head.success_threshold if cfg.reward == "head" else 0.5
         self.success_threshold = default_threshold if cfg.success_threshold is None else cfg.success_threshold
@@ -251,7 +267,8 @@ class ImaginationVectorEnv(VectorEnv):
                 if 0 <= first_close(ep.action) <= kf.t and kf.t > 0:
                     raise ValueError(f"keyframe at frame {kf.t} of start episode {kf.episode}: reward 'grasp' starts "
                                      f"before the recording first closes the gripper (frame {first_close(ep.action)})")
-                self.grasp.start(int(i), ep.sim["object_pos"][0], ep.sim["target_pos"][0], ep.task_id)
+                obj0, target0 = self._object_starts[kf.episode]
+                self.grasp.start(int(i), obj0, target0, ep.task_id)
         self._needs_reset[idx] = False
         self._frozen[idx] = False
 

@@ -13,6 +13,10 @@ Why "release": with "close" nothing judges what follows the grasp, and RL from t
 lifted-but-not-placed failures (5 -> 11 of 50 gate jobs) while it halved the never-lifted ones
 (docs/notebook/loop.md, "RL on the grasp reward").
 An episode that never closes gets reward 0 either way.
+
+Where the object and its target start comes from `object_starts`: the start episodes' simulator labels, or, with
+an object reader (world_models/object_reader.py), the episode's first camera image. With the reader the judge
+reads only what a real robot has: the image, and the robot states the proprio model predicts.
 """
 from __future__ import annotations
 
@@ -86,11 +90,39 @@ class GraspJudge:
         return prob, end
 
 
+def object_starts(episodes: Sequence[Any], reader_path: str = "", views: Sequence[str] = ()) -> np.ndarray:
+    """Where each start episode's object and target start, [E, 2, 3] (m): read by the object reader at
+    `reader_path` from the episode's first frame (StartEpisode.frames [T, V, H, W, 3], views in `views` order),
+    or, without one, taken from its simulator labels (`sim`)."""
+    if not reader_path:
+        unlabelled = [k for k, e in enumerate(episodes) if e.sim is None]
+        if unlabelled:
+            raise ValueError(f"start episodes {unlabelled[:5]}{'...' if len(unlabelled) > 5 else ''} have no "
+                             "simulator labels, which reward 'grasp' reads the object's start from: run "
+                             "scripts/label_episodes.py, or read it from the image (imagination.object_reader)")
+        return np.stack([np.stack([e.sim["object_pos"][0], e.sim["target_pos"][0]]) for e in episodes])
+    from world_models.object_reader import ObjectReader
+
+    reader = ObjectReader.load(reader_path)
+    if reader.cfg.view not in views:
+        raise ValueError(f"object_reader: {reader_path} reads view {reader.cfg.view!r}, which the world model does "
+                         f"not imagine (views {list(views)})")
+    suites = sorted({e.suite for e in episodes if e.suite} - {reader.suite})
+    if suites:
+        raise ValueError(f"object_reader: {reader_path} was trained on {reader.suite}, the start episodes are of "
+                         f"{suites}")
+    v = list(views).index(reader.cfg.view)
+    obj, target = reader.read(np.stack([e.frames[0, v] for e in episodes]), np.array([e.task_id for e in episodes]))
+    return np.stack([obj, target], 1)
+
+
 def fit_grasp_judge(train_data: Sequence[str], label_dirs: Sequence[str], episodes: Sequence[Any], num_envs: int,
-                    until: str = "close", max_steps: int = 220, cfg: GraspPointConfig | None = None) -> GraspJudge:
-    """The judge of reward "grasp" for `num_envs` envs starting from `episodes` (StartEpisode: state [T, S] and
-    simulator labels `sim`, which give the object's and the target's start), its classifier fit on the labelled
-    datasets `train_data` and label-collection folders `label_dirs` (world_models/grasp_point.py)."""
+                    until: str = "close", max_steps: int = 220, cfg: GraspPointConfig | None = None,
+                    reader_path: str = "", views: Sequence[str] = ()) -> tuple[GraspJudge, np.ndarray]:
+    """The judge of reward "grasp" for `num_envs` envs starting from `episodes` (StartEpisode), its classifier fit
+    on the labelled datasets `train_data` and label-collection folders `label_dirs` (world_models/grasp_point.py),
+    and each start episode's object and target start [E, 2, 3] (`object_starts`: the reader at `reader_path`
+    reading the first frame of `views`, or the simulator labels)."""
     from world_models.grasp_point import fit_grasp_point
 
     if until not in ENDINGS:  # before the fit, which reads every training episode
@@ -98,12 +130,9 @@ def fit_grasp_judge(train_data: Sequence[str], label_dirs: Sequence[str], episod
     if not train_data and not label_dirs:
         raise ValueError("grasp_train_data: reward 'grasp' needs labelled episodes to fit its classifier on "
                          "(datasets labelled by scripts/label_episodes.py, or grasp_label_dirs)")
-    unlabelled = [k for k, e in enumerate(episodes) if e.sim is None]
-    if unlabelled:
-        raise ValueError(f"start episodes {unlabelled[:5]}{'...' if len(unlabelled) > 5 else ''} have no simulator "
-                         "labels, which reward 'grasp' reads the object's start from: run scripts/label_episodes.py")
+    starts = object_starts(episodes, reader_path, views)  # before the fit: a missing label fails at once
     classifier = fit_grasp_point(train_data, label_dirs, cfg, place=until == "release")
-    return GraspJudge(classifier, num_envs, episodes[0].state.shape[1], until, max_steps)
+    return GraspJudge(classifier, num_envs, episodes[0].state.shape[1], until, max_steps), starts
 
 
-__all__ = ["ENDINGS", "GraspJudge", "fit_grasp_judge"]
+__all__ = ["ENDINGS", "GraspJudge", "fit_grasp_judge", "object_starts"]

@@ -439,3 +439,37 @@ def test_grasp_reward_carries_the_judges_per_task_offset(models, tmp_path):
         paid.append(float(reward[0]))
     assert paid[1] == pytest.approx(apply_task_bias(np.array([paid[0]]), np.array([task]), bias)[0], rel=1e-4)
     assert paid[1] < paid[0] and 0 < paid[0] < 1
+
+
+def test_grasp_reward_with_an_object_reader_reads_no_simulator_label(models, tmp_path):
+    """imagination.object_reader: the judge takes where the object and the target start from the reader reading each
+    start episode's first frame. Start episodes without simulator labels run; labels that are there are not read."""
+    from imagination.env import reads_simulator
+    from world_models.object_reader import ObjectReaderConfig, fit_object_reader
+
+    wm, prop = models
+    labels = grasp_label_dir(tmp_path / "labels")
+    eps = _episodes()
+    rng = np.random.default_rng(0)
+    reader = fit_object_reader(rng.integers(0, 255, (6, H, H, 3), dtype=np.uint8), np.array([0, 1, 2] * 2),
+                               rng.normal(0, 0.1, (6, 3)), rng.normal(0, 0.1, (6, 3)), "libero_spatial",
+                               ObjectReaderConfig(channels=[8, 8], keypoints=8, steps=3), progress=False)
+    reader.save(tmp_path / "reader.pt")
+    cfg = ImaginationConfig(max_steps=100, reward="grasp", grasp_label_dirs=[labels], keyframes=KeyframeConfig(
+        mode="start"), object_reader=str(tmp_path / "reader.pt"))
+    assert reads_simulator(cfg) is False and reads_simulator(ImaginationConfig(reward="grasp")) is True
+    read_obj, read_tgt = reader.read(np.stack([e.frames[0, 0] for e in eps]), np.array([e.task_id for e in eps]))
+    for starts in (eps, _labelled(eps)):  # no labels; labels the judge must ignore
+        venv = ImaginationVectorEnv(wm, prop, starts, 2, cfg)
+        venv.reset(seed=0, options={"keyframes": [Keyframe(1, 0), Keyframe(2, 0)]})
+        assert venv.grasp is not None
+        np.testing.assert_array_equal(venv.grasp.obj0, read_obj[[1, 2]])
+        np.testing.assert_array_equal(venv.grasp.target0, read_tgt[[1, 2]])
+        close = np.ones((2, 4, 7), np.float32)
+        _, reward, terminated, _, _ = venv.step(close)
+        assert terminated.all() and ((reward >= 0) & (reward <= 1)).all()  # the classifier's P(success)
+    with pytest.raises(ValueError, match="only reward 'grasp' reads it"):
+        ImaginationVectorEnv(wm, prop, eps, 1, ImaginationConfig(object_reader=str(tmp_path / "reader.pt")))
+    other = [StartEpisode(e.frames, e.state, e.action, e.instruction, e.task_id, None, "libero_object") for e in eps]
+    with pytest.raises(ValueError, match="trained on libero_spatial"):
+        ImaginationVectorEnv(wm, prop, other, 1, cfg)
