@@ -1,0 +1,145 @@
+"""The grasp judge without simulator inputs: does an object reader that reads the first camera image stand in
+for the simulator's object positions?
+
+    python bench/object_reader.py                   # protocol v2's tasks: render, train, measure (resumes)
+    python bench/object_reader.py --protocol v1 --per-task 100
+
+On the protocol's tasks (bench/protocol.py), under <root>/object_reader/:
+1. render `--per-task` fresh layouts per task (envs/layouts.py; never an official init state) and the
+   official init states 10-19 (the protocol's choice jobs, held out) with their objects' positions;
+2. train the object reader on the fresh layouts only (world_models/object_reader.py);
+3. its error on the held-out init states: median and 90th percentile, object and target (cm);
+4. the judge: the recipe's grasp classifier (fit on the recipe's training data, as imagined RL fits it) scores
+   every labelled recorded episode of the protocol's training data and the start's own rollouts (init states
+   0-9: layouts the reader never saw) twice, with the simulator's start positions and with the read ones: the
+   share of episodes whose verdict (P >= 0.5) is the same, the mean |P_read - P_sim|, and the within-task AUC of
+   each against the real outcome.
+PASS when the reader's median object error is at most --max-object-cm and the verdicts agree on at least
+--min-agreement of the episodes. Exit 1 on FAIL, 2 when the protocol's inputs are missing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("MUJOCO_GL", "egl")  # before the simulator is imported: headless rendering
+
+import numpy as np  # noqa: E402
+
+from bench.protocol import PROTOCOLS  # noqa: E402
+from envs.errors import run_main  # noqa: E402
+
+
+def judged_episodes(roots: list[str], view: str) -> dict[str, list]:
+    """Per labelled recorded episode of the datasets: first frame of `view`, task, outcome, robot states and
+    actions, and the simulator's start positions."""
+    from envs.dataset import EpisodeDataset
+    from envs.sim_labels import read_sim_labels
+
+    out: dict[str, list] = {k: [] for k in ("image", "task", "success", "state", "action", "object", "target")}
+    for root in roots:
+        ds = EpisodeDataset(root, verify=False)
+        for m in ds.meta:
+            sim = read_sim_labels(root, m.episode_index)
+            if sim is None:
+                continue
+            ep = ds[m.episode_index]
+            for key, value in zip(out, (ep.frames[view][0], m.task_id, m.success, ep.state, ep.action,
+                                        sim["object_pos"][0], sim["target_pos"][0])):
+                out[key].append(value)
+    return out
+
+
+def judge_agreement(reader, classifier, eps: dict[str, list]) -> dict[str, Any]:
+    """The classifier's P(success) of each episode with simulator and with read start positions, compared."""
+    from imagination.eval.reward_gate import within_task_auc_interval
+    from world_models.grasp_point import grasp_features
+
+    obj, target = reader.read(np.stack(eps["image"]), np.array(eps["task"]))
+    task, success = np.array(eps["task"]), np.array(eps["success"], bool)
+    p = {}
+    for name, (o, t) in {"sim": (eps["object"], eps["target"]), "read": (obj, target)}.items():
+        feats = np.stack([grasp_features(s, a, o[k], t[k])
+                          for k, (s, a) in enumerate(zip(eps["state"], eps["action"]))])
+        p[name] = classifier.predict(feats, task)
+    auc = {k: within_task_auc_interval(v, success, task) for k, v in p.items()}
+    return {"episodes": len(task), "verdict_agreement": float(((p["sim"] >= 0.5) == (p["read"] >= 0.5)).mean()),
+            "mean_abs_prob_diff": float(np.abs(p["sim"] - p["read"]).mean()),
+            "auc_sim": auc["sim"].point, "auc_sim_ci95": list(auc["sim"].ci95),
+            "auc_read": auc["read"].point, "auc_read_ci95": list(auc["read"].ci95),
+            "read_start_error_cm_median": float(np.median(np.linalg.norm(obj - np.stack(eps["object"]), axis=1)) * 100)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--protocol", choices=sorted(PROTOCOLS), default="v2")
+    ap.add_argument("--per-task", type=int, default=200, help="fresh layouts rendered per task to train on")
+    ap.add_argument("--steps", type=int, default=4000, help="the reader's training steps")
+    ap.add_argument("--max-object-cm", type=float, default=1.0, help="PASS: the reader's median object error")
+    ap.add_argument("--min-agreement", type=float, default=0.9, help="PASS: share of equal judge verdicts")
+    args = ap.parse_args(argv)
+
+    from envs.layouts import LayoutConfig, render_layouts
+    from world_models.grasp_point import fit_grasp_point
+    from world_models.object_reader import (
+        ObjectReader,
+        ObjectReaderConfig,
+        TrainObjectReaderConfig,
+        train_object_reader,
+    )
+
+    p = PROTOCOLS[args.protocol]
+    data, own = p.path("data"), str(Path(p.path("own_rollouts")) / "data")
+    near_miss = p.path(f"near_miss_labels_s{round(10 * p.near_miss_strength)}")
+    gone = [x for x in (data, own, near_miss) if not Path(x).exists()]
+    if gone:
+        print(f"object_reader: missing {', '.join(gone)}; python bench/rl_gain.py --protocol {args.protocol} builds "
+              "them", file=sys.stderr)
+        return 2
+    out = Path(p.root) / "object_reader"
+    start = time.time()
+    drawn, held = out / f"layouts_drawn_{args.per_task}.npz", out / "layouts_init10-19.npz"
+    from envs.dataset import EpisodeDataset
+
+    size = EpisodeDataset(data, verify=False)[0].frames[p.views[0]].shape[1]  # render as the protocol recorded
+    scene = LayoutConfig(suite=p.suite, tasks=list(p.tasks), views=list(p.views), image_size=int(size))
+    if not drawn.is_file():
+        render_layouts(replace(scene, out=str(drawn), per_task=args.per_task, seed=p.seed))
+    if not held.is_file():
+        ids = list(range(p.gate_offset, p.gate_offset + p.gate_init_states))
+        render_layouts(replace(scene, out=str(held), init_state_ids=ids, seed=p.seed + 1))
+    reader_dir = out / f"reader_{args.per_task}_{args.steps}"
+    if not (reader_dir / "result.json").is_file():
+        train_object_reader(TrainObjectReaderConfig(out_dir=str(reader_dir), layouts=[str(drawn)],
+                                                    val_layouts=[str(held)],
+                                                    reader=ObjectReaderConfig(view=p.views[0], steps=args.steps)))
+    result = json.loads((reader_dir / "result.json").read_text())
+    reader = ObjectReader.load(reader_dir / "reader.pt")
+    classifier = fit_grasp_point([data, own], [near_miss])
+    judge = judge_agreement(reader, classifier, judged_episodes([data, own], p.views[0]))
+    val = result["val"]
+    ok = val["object_cm_median"] <= args.max_object_cm and judge["verdict_agreement"] >= args.min_agreement
+    (out / "bench.json").write_text(json.dumps({"reader": result, "judge": judge}, indent=2))
+    print(f"held-out init states {p.gate_offset}-{p.gate_offset + p.gate_init_states - 1}: object "
+          f"{val['object_cm_median']:.2f} cm median ({val['object_cm_p90']:.2f} p90), target "
+          f"{val['target_cm_median']:.2f} cm ({val['target_cm_p90']:.2f}) over {int(val['n'])} layouts")
+    print(f"judge on {judge['episodes']} recorded episodes: verdicts equal {judge['verdict_agreement']:.3f}, "
+          f"mean |dP| {judge['mean_abs_prob_diff']:.3f}, within-task AUC sim {judge['auc_sim']:.3f} "
+          f"{judge['auc_sim_ci95']} read {judge['auc_read']:.3f} {judge['auc_read_ci95']}")
+    print(f"BENCH object_reader protocol={args.protocol} layouts={result['images']} "
+          f"object_cm_median={val['object_cm_median']:.2f} object_cm_p90={val['object_cm_p90']:.2f} "
+          f"target_cm_median={val['target_cm_median']:.2f} verdict_agreement={judge['verdict_agreement']:.3f} "
+          f"auc_sim={judge['auc_sim']:.3f} auc_read={judge['auc_read']:.3f} "
+          f"minutes={(time.time() - start) / 60:.0f} "
+          f"threshold_cm={args.max_object_cm} threshold_agreement={args.min_agreement} {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (envs/errors.py)
