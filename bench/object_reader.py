@@ -3,6 +3,7 @@ for the simulator's object positions?
 
     python bench/object_reader.py                   # protocol v2's tasks: render, train, measure (resumes)
     python bench/object_reader.py --protocol v1 --per-task 100
+    python bench/object_reader.py --extra-layouts more.npz     # also trained on more layouts
 
 On the protocol's tasks (bench/protocol.py), under <root>/object_reader/:
 1. render `--per-task` fresh layouts per task (envs/layouts.py; never an official init state) and the
@@ -81,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--protocol", choices=sorted(PROTOCOLS), default="v2")
     ap.add_argument("--per-task", type=int, default=200, help="fresh layouts rendered per task to train on")
     ap.add_argument("--steps", type=int, default=4000, help="the reader's training steps")
+    ap.add_argument("--extra-layouts", nargs="+", default=[], metavar="NPZ",
+                    help="more layouts to train on (scripts/render_layouts.py; never the held-out init states)")
     ap.add_argument("--max-object-cm", type=float, default=1.0, help="PASS: the reader's median object error")
     ap.add_argument("--min-agreement", type=float, default=0.9, help="PASS: share of equal judge verdicts")
     args = ap.parse_args(argv)
@@ -114,9 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     if not held.is_file():
         ids = list(range(p.gate_offset, p.gate_offset + p.gate_init_states))
         render_layouts(replace(scene, out=str(held), init_state_ids=ids, seed=p.seed + 1))
-    reader_dir = out / f"reader_{args.per_task}_{args.steps}"
+    extra = "".join(f"+{Path(x).stem}" for x in args.extra_layouts)
+    reader_dir = out / f"reader_{args.per_task}_{args.steps}{extra}"
     if not (reader_dir / "result.json").is_file():
-        train_object_reader(TrainObjectReaderConfig(out_dir=str(reader_dir), layouts=[str(drawn)],
+        train_object_reader(TrainObjectReaderConfig(out_dir=str(reader_dir), layouts=[str(drawn), *args.extra_layouts],
                                                     val_layouts=[str(held)],
                                                     reader=ObjectReaderConfig(view=p.views[0], steps=args.steps)))
     result = json.loads((reader_dir / "result.json").read_text())
