@@ -64,6 +64,10 @@ class LoopConfig:
     # episode round 1's RL consumed, evaluated on the same jobs, so that the report can give imagination's own gain
     # (round 1 against the better of BC and this control) instead of a gain over BC alone
     control_arm: bool = True
+    # A round's policy replaces the kept one only when its real evaluation, paired job by job, is not shown worse by
+    # more than this success-rate difference (imagination/loop/adopt.py); else the next round starts from the kept
+    # one. 1.0 adopts every round. Why: an unchecked round on LIBERO-Object lost 16.7 points and was carried on
+    adopt_margin: float = 0.10
 
     def validate(self) -> None:
         if self.rounds < 0:
@@ -72,6 +76,8 @@ class LoopConfig:
             raise ValueError(f"finetune_steps: expected an integer >= 1, got {self.finetune_steps}")
         if not 0 <= self.guard_margin <= 1:
             raise ValueError(f"guard_margin: expected a success-rate gap in [0, 1], got {self.guard_margin}")
+        if not 0 <= self.adopt_margin <= 1:
+            raise ValueError(f"adopt_margin: expected a success-rate difference in [0, 1], got {self.adopt_margin}")
         for name in ("policy_weight", "guard_failure_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}: expected a number >= 0, got {getattr(self, name)}")
@@ -121,10 +127,11 @@ class LoopState:
         self.run_dir = Path(cfg.out_dir)
         self.path = self.run_dir / "loop.json"
         self.data: dict[str, Any] = {"run_dir": str(self.run_dir), "config": asdict(cfg), "stages": [],
-                                     "phases": [], "world_models": [], "guard": [], "data": {}, "bc_dir": ""}
+                                     "phases": [], "world_models": [], "guard": [], "adoption": [], "data": {},
+                                     "bc_dir": ""}
         if self.path.exists():
             old = json.loads(self.path.read_text())
-            kept = ("stages", "phases", "world_models", "guard", "data", "bc_dir", "provenance")
+            kept = ("stages", "phases", "world_models", "guard", "adoption", "data", "bc_dir", "provenance")
             self.data.update({k: old[k] for k in kept if k in old})
         self.run_dir.mkdir(parents=True, exist_ok=True)
 

@@ -25,6 +25,7 @@ from envs.atomic import atomic_write, atomic_write_text
 from envs.outcome import OUTCOMES
 from envs.provenance import provenance_markdown
 from imagination.eval.closed_loop import paired_separation
+from imagination.loop.adopt import adoption_lines
 from imagination.loop.report_gain import own_gain_lines
 
 NOT_RUN = "not run"
@@ -445,6 +446,7 @@ def write_report(run_dir: str | Path) -> tuple[Path, Path]:
     name = run_dir.resolve().name
     md = ["# Co-evolution loop report", "", f"Run folder: `{name}`", ""]
     md += (_stages(loop) + _real(run, phases, real) + own_gain_lines(phases, real)
+           + adoption_lines(loop.get("adoption") or [])
            + _imagined(loop, phases, real, imagined) + _task_bias(loop)
            + _world_models(run, loop.get("world_models") or []) + _curves(run, loop, [p for p in phases if p.get("rl")])
            + _data(loop) + _videos(run, loop, phases, real) + provenance_markdown(loop.get("provenance")))

@@ -27,6 +27,7 @@ from imagination.eval.jobs import EvalConfig
 from imagination.eval.real_rollouts import evaluate_and_record
 from imagination.eval.suites import merge_results, suite_config, table_markdown
 from imagination.eval.task_bias import task_bias_from_rollouts
+from imagination.loop.adopt import adoption
 from imagination.loop.arms import real_data_control
 from imagination.loop.config import LoopConfig, LoopState, finetune_config, guard
 from imagination.loop.grasp_inputs import GraspInputPaths, build_grasp_inputs
@@ -181,6 +182,11 @@ def _control_arm(cfg: LoopConfig, state: LoopState, rl_cfg: ImagineRLConfig, bc_
                     imagined=False)
 
 
+def _real_episodes(run: Path, phase: str) -> list[dict]:
+    """The episode records of a phase's real evaluation (merged over suites when the loop collects several)."""
+    return json.loads((run / phase / "eval_real" / "results.json").read_text())["episodes"]
+
+
 def run_loop(cfg: LoopConfig) -> dict:
     """Run (or resume) the whole loop under cfg.out_dir; returns loop.json's content."""
     cfg.validate()
@@ -217,7 +223,7 @@ def run_loop(cfg: LoopConfig) -> dict:
     state.data["bc_dir"] = str(run / "bc")
     _evaluate_phase(cfg, state, "bc", "BC", bc["policy_path"], wm_path, None, None)
 
-    policy = bc["policy_path"]
+    kept, policy = "bc", bc["policy_path"]  # the policy the loop keeps (imagination/loop/adopt.py) and its file
     grasp = _grasp_inputs(cfg, state, policy, wm_path) if cfg.rl.imagination.reward == "grasp" else None
     for r in range(1, cfg.rounds + 2):
         name = f"round{r}"
@@ -231,12 +237,17 @@ def run_loop(cfg: LoopConfig) -> dict:
                 # round's policy, whose real evaluation was recorded into the data
                 rl_cfg = _with_task_bias(state, name, rl_cfg, grasp["own_rollouts"] if r == 1 else data)
         rl = state.stage(f"{name}_rl", partial(_train_rl, rl_cfg))
-        policy = rl["policy_path"]
+        candidate = rl["policy_path"]
         if r == 1 and cfg.control_arm:  # before round 1's evaluation is recorded into the data it reads
             _control_arm(cfg, state, rl_cfg, bc_cfg, wm_path)
         last = r == cfg.rounds + 1
-        real = _evaluate_phase(cfg, state, name, label, policy, wm_path, None if last else r, rl_cfg.out_dir,
+        real = _evaluate_phase(cfg, state, name, label, candidate, wm_path, None if last else r, rl_cfg.out_dir,
                                rl_cfg.proprio)
+        decision = adoption(r, name, kept, _real_episodes(run, kept), _real_episodes(run, name), cfg.adopt_margin)
+        state.upsert("adoption", decision, match="round")
+        print(f"[loop] {name}: {'adopted' if decision['adopted'] else 'not adopted'}: {decision['reason']}")
+        if decision["adopted"]:
+            kept, policy = name, candidate
         if last:
             break
         imagined = (_rate(str(run / name / "eval_imagined" / "results.json")) if cfg.imagined_eval

@@ -108,6 +108,11 @@ def test_tiny_loop_round_end_to_end(tmp_path, capsys):
     assert next(p for p in result["phases"] if p["name"] == "control")["imagined"] is None
     assert [w["name"] for w in result["world_models"]] == ["wm0", "wm1"]
     assert result["guard"][0]["round"] == 1
+    # every RL round was decided against the policy the loop kept, and the report says which one it ended with
+    decided = result["adoption"]
+    assert [d["round"] for d in decided] == [1, 2] and decided[0]["kept_before"] == "bc"
+    assert decided[1]["kept_before"] == decided[0]["kept"]
+    assert f"The loop's policy: **{decided[1]['kept']}**" in (out / "report.md").read_text()
     # each world model's success threshold was calibrated on the data of its time (when it had both outcomes)
     for w, n_eps in zip(result["world_models"], (2, 3)):
         outcomes = {bool(m.success) for m in ds.meta[:n_eps]}
