@@ -4,6 +4,7 @@ for the simulator's object positions?
     python bench/object_reader.py                   # protocol v2's tasks: render, train, measure (resumes)
     python bench/object_reader.py --protocol v1 --per-task 100
     python bench/object_reader.py --extra-layouts more.npz     # also trained on more layouts
+    python bench/object_reader.py --reader gpu/reader          # a reader trained elsewhere (on a GPU)
 
 On the protocol's tasks (bench/protocol.py), under <root>/object_reader/:
 1. render `--per-task` fresh layouts per task (envs/layouts.py; never an official init state) and the
@@ -82,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--protocol", choices=sorted(PROTOCOLS), default="v2")
     ap.add_argument("--per-task", type=int, default=200, help="fresh layouts rendered per task to train on")
     ap.add_argument("--steps", type=int, default=4000, help="the reader's training steps")
+    ap.add_argument("--reader", default="", metavar="DIR",
+                    help="a reader trained elsewhere (scripts/train_object_reader.py's out_dir, e.g. on a GPU with "
+                         "object_reader.device=cuda, on the same held-out layouts): measure it instead of training")
     ap.add_argument("--extra-layouts", nargs="+", default=[], metavar="NPZ",
                     help="more layouts to train on (scripts/render_layouts.py; never the held-out init states)")
     ap.add_argument("--max-object-cm", type=float, default=1.0, help="PASS: the reader's median object error")
@@ -118,7 +122,11 @@ def main(argv: list[str] | None = None) -> int:
         ids = list(range(p.gate_offset, p.gate_offset + p.gate_init_states))
         render_layouts(replace(scene, out=str(held), init_state_ids=ids, seed=p.seed + 1))
     extra = "".join(f"+{Path(x).stem}" for x in args.extra_layouts)
-    reader_dir = out / f"reader_{args.per_task}_{args.steps}{extra}"
+    reader_dir = Path(args.reader) if args.reader else out / f"reader_{args.per_task}_{args.steps}{extra}"
+    if args.reader and not (reader_dir / "result.json").is_file():
+        print(f"object_reader: --reader {args.reader} has no result.json (scripts/train_object_reader.py writes one)",
+              file=sys.stderr)
+        return 2
     if not (reader_dir / "result.json").is_file():
         train_object_reader(TrainObjectReaderConfig(out_dir=str(reader_dir), layouts=[str(drawn), *args.extra_layouts],
                                                     val_layouts=[str(held)],
@@ -127,6 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     reader = ObjectReader.load(reader_dir / "reader.pt")
     classifier = fit_grasp_point([data, own], [near_miss])
     judge = judge_agreement(reader, classifier, judged_episodes([data, own], p.views[0]))
+    if "val" not in result:
+        print(f"object_reader: {reader_dir}/result.json has no held-out errors: train it with val_layouts=[{held}]",
+              file=sys.stderr)
+        return 2
     val = result["val"]
     ok = val["object_cm_median"] <= args.max_object_cm and judge["verdict_agreement"] >= args.min_agreement
     (out / "bench.json").write_text(json.dumps({"reader": result, "judge": judge}, indent=2))
@@ -135,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{val['target_cm_median']:.2f} cm ({val['target_cm_p90']:.2f}) over {int(val['n'])} layouts")
     print(f"judge on {judge['episodes']} recorded episodes: verdicts equal {judge['verdict_agreement']:.3f}, "
           f"mean |dP| {judge['mean_abs_prob_diff']:.3f}, within-task AUC sim {judge['auc_sim']:.3f} "
-          f"{judge['auc_sim_ci95']} read {judge['auc_read']:.3f} {judge['auc_read_ci95']}")
+          f"[{judge['auc_sim_ci95'][0]:.2f}, {judge['auc_sim_ci95'][1]:.2f}] read {judge['auc_read']:.3f} "
+          f"[{judge['auc_read_ci95'][0]:.2f}, {judge['auc_read_ci95'][1]:.2f}]")
     print(f"BENCH object_reader protocol={args.protocol} layouts={result['images']} "
           f"object_cm_median={val['object_cm_median']:.2f} object_cm_p90={val['object_cm_p90']:.2f} "
           f"target_cm_median={val['target_cm_median']:.2f} verdict_agreement={judge['verdict_agreement']:.3f} "

@@ -47,6 +47,7 @@ class ObjectReaderConfig:
     # training image, and a reader that keyed on exact colours would break on the first restyled scene
     jitter: float = 0.03
     seed: int = 0
+    device: str = "cpu"  # where it trains ("cuda" on a GPU); it is saved and loaded for the CPU
 
 
 class ObjectReader(nn.Module):
@@ -139,18 +140,20 @@ def fit_object_reader(images: np.ndarray, task_ids: np.ndarray, object_pos: np.n
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     tasks = sorted({int(t) for t in task_ids})
+    dev = torch.device(cfg.device)
     reader = ObjectReader(cfg, suite, tasks, images.shape[1])
     idx = reader.task_index(task_ids)
     y = torch.from_numpy(np.concatenate([object_pos, target_pos], 1).astype(np.float32)) * SCALE  # [N, 6] dm
     for k in range(len(tasks)):
         reader.task_mean[k] = y[idx == k].mean(dim=0)
-    y = y - reader.task_mean[idx]
-    x = _to_input(images)
+    y = (y - reader.task_mean[idx]).to(dev)
+    x, idx = _to_input(images).to(dev), idx.to(dev)
+    reader.to(dev)
     opt = torch.optim.AdamW(reader.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, cfg.lr, total_steps=cfg.steps, pct_start=0.05)
     bar = tqdm(range(cfg.steps), desc="object reader", unit="step", disable=not progress)
     for step in bar:
-        b = torch.from_numpy(rng.integers(0, n, min(cfg.batch_size, n)))
+        b = torch.from_numpy(rng.integers(0, n, min(cfg.batch_size, n))).to(dev)
         xb = x[b] + cfg.jitter * 2 * (torch.rand_like(x[b]) - 0.5)
         loss = F.mse_loss(reader(xb, idx[b]), y[b])
         opt.zero_grad(set_to_none=True)
@@ -159,7 +162,7 @@ def fit_object_reader(images: np.ndarray, task_ids: np.ndarray, object_pos: np.n
         sched.step()
         if step % 50 == 0:
             bar.set_postfix(rms_cm=f"{float(loss.detach().sqrt()) * 100 / SCALE:.2f}")  # per coordinate
-    return reader.eval()
+    return reader.cpu().eval()
 
 
 def reader_errors(reader: ObjectReader, images: np.ndarray, task_ids: np.ndarray, object_pos: np.ndarray,
