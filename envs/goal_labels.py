@@ -39,7 +39,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from envs.atomic import atomic_write
-from envs.sim_labels import MAX_STATE_DIFF, read_checked_npz, replay_actions, replay_env
+from envs.sim_labels import MAX_STATE_DIFF, read_checked_npz, replay_actions, replay_dataset
 
 if TYPE_CHECKING:  # annotations only: reading labels must not pull in the simulator
     from envs.dataset import EpisodeMeta
@@ -259,46 +258,30 @@ def label_goal_dataset(data_dir: str | os.PathLike, episodes: Sequence[int] = ()
     from envs.dataset import EpisodeDataset
 
     ds = EpisodeDataset(data_dir, verify=False)
-    metas = ds.meta
     wanted = list(episodes) or list(range(len(ds)))
     bad = [i for i in wanted if not 0 <= i < len(ds)]
     if bad:
         raise ValueError(f"episodes: {bad} are not episodes of {data_dir} (it holds {len(ds)})")
-    todo = sorted((i for i in wanted if not goal_label_path(data_dir, i).is_file()),
-                  key=lambda i: (metas[i].suite, metas[i].task_id, i))  # one simulator, rebuilt per task (~8 s)
-    stats: dict[str, Any] = {"episodes": len(wanted), "labelled": 0, "already": len(wanted) - len(todo),
-                             "skipped": {}, "skipped_episodes": {}, "partial": 0, "max_state_diff": 0.0}
-    start, env = time.perf_counter(), None
-    bar = tqdm(todo, desc="goal labels", unit="ep", disable=not progress)
+    todo = [i for i in wanted if not goal_label_path(data_dir, i).is_file()]
+    bar = tqdm(total=len(todo), desc="goal labels", unit="ep", disable=not progress)
+
+    def label(env: LiberoEnv, i: int, m: EpisodeMeta, ep: Any) -> tuple[str, float, bool]:
+        r = replay_goal_labels(env, m, ep.action, ep.state, ep.success, tol, keep_prefix)
+        if r.holds is not None:
+            info = {"suite": m.suite, "task_id": int(m.task_id), "seed": int(m.seed),
+                    "init_state_id": int(m.init_state_id), "length": len(ep), "rows": len(r.holds),
+                    "max_state_diff": r.max_state_diff, "diverged": r.reason}
+            write_goal_labels(goal_label_path(data_dir, i), r, info)
+        return r.reason, r.max_state_diff, r.holds is not None
+
+    def line(k: int, todo: list[int], i: int, m: EpisodeMeta, ep: Any, reason: str, diff: float) -> None:
+        bar.update(1)
+        bar.set_postfix_str(f"episode {i}: {reason or 'labelled'}"[:60])
+
     try:
-        for i in bar:
-            m = metas[i]
-            if env is None or env.cfg.suite != m.suite:
-                if env is not None:
-                    env.close()
-                env = replay_env(m.suite, int(m.task_id))
-            ep = ds[i]
-            r = replay_goal_labels(env, m, ep.action, ep.state, ep.success, tol, keep_prefix)
-            if r.holds is None:
-                kind = r.reason.split(":")[0]
-                stats["skipped"][kind] = stats["skipped"].get(kind, 0) + 1
-                stats["skipped_episodes"][i] = r.reason
-            else:
-                info = {"suite": m.suite, "task_id": int(m.task_id), "seed": int(m.seed),
-                        "init_state_id": int(m.init_state_id), "length": len(ep), "rows": len(r.holds),
-                        "max_state_diff": r.max_state_diff, "diverged": r.reason}
-                write_goal_labels(goal_label_path(data_dir, i), r, info)
-                stats["labelled"] += 1
-                stats["partial"] += int(bool(r.reason))
-                stats["max_state_diff"] = max(stats["max_state_diff"], r.max_state_diff)
-            bar.set_postfix_str(f"episode {i}: {r.reason or 'labelled'}"[:60])
+        return replay_dataset(ds, todo, len(wanted), label, line)
     finally:
         bar.close()
-        if env is not None:
-            env.close()
-    stats["seconds"] = time.perf_counter() - start
-    stats["seconds_per_episode"] = stats["seconds"] / max(len(todo), 1)
-    return stats
 
 
 __all__ = ["GOAL_LABELS_DIR", "PREDICATES", "PROGRESS", "GoalReplay", "LabelGoalsConfig", "Predicate",

@@ -305,11 +305,37 @@ def label_dataset(data_dir: str | os.PathLike, progress: bool = True, tol: float
     from envs.dataset import EpisodeDataset
 
     ds = EpisodeDataset(data_dir, verify=False)
-    metas = ds.meta
+
+    def label(env: LiberoEnv, i: int, m: EpisodeMeta, ep: Any) -> tuple[str, float, bool]:
+        r = replay_episode(env, m, ep.action, ep.state, ep.success, tol, keep_prefix)
+        if r.labels is not None:
+            assert r.objects is not None  # a replay that gave labels found the objects
+            info = {"objects": list(r.objects), "task_id": int(m.task_id), "seed": int(m.seed),
+                    "init_state_id": int(m.init_state_id), "length": len(ep), "max_state_diff": r.max_state_diff,
+                    "rows": len(r.labels["grasped"]), "diverged": r.reason}
+            write_labels(label_path(data_dir, i), r.labels, info)
+        return r.reason, r.max_state_diff, r.labels is not None
+
+    def line(k: int, todo: list[int], i: int, m: EpisodeMeta, ep: Any, reason: str, diff: float) -> None:
+        if progress:
+            status = reason or f"labelled (state diff {diff:.1e})"
+            print(f"[{k + 1}/{len(todo)}] episode {i} (task {m.task_id}, {len(ep)} steps): {status}",
+                  file=sys.stderr, flush=True)
+
     todo = [i for i in range(len(ds)) if not label_path(data_dir, i).is_file()]
-    # One simulator, rebuilt only when the task changes (~8 s): episodes in task order.
-    todo.sort(key=lambda i: (metas[i].suite, metas[i].task_id, i))
-    stats: dict[str, Any] = {"episodes": len(ds), "labelled": 0, "already": len(ds) - len(todo), "skipped": {},
+    return replay_dataset(ds, todo, len(ds), label, line)
+
+
+def replay_dataset(ds: Any, todo: list[int], episodes: int,
+                   label: Callable[[LiberoEnv, int, EpisodeMeta, Any], tuple[str, float, bool]],
+                   report: Callable[[int, list[int], int, EpisodeMeta, Any, str, float], None]) -> dict[str, Any]:
+    """The one dataset loop of every replay labeller: episodes `todo` of dataset `ds` (of `episodes` asked for) in
+    task order, one replay simulator rebuilt only when the suite changes (~8 s), `label(env, i, meta, episode)` ->
+    (reason, max_state_diff, written) per episode (reason "" or why; written False: skipped), `report(k, todo, i,
+    meta, episode, reason, diff)` after each. Returns the stats of `label_dataset`."""
+    metas = ds.meta
+    todo = sorted(todo, key=lambda i: (metas[i].suite, metas[i].task_id, i))
+    stats: dict[str, Any] = {"episodes": episodes, "labelled": 0, "already": episodes - len(todo), "skipped": {},
                              "skipped_episodes": {}, "max_state_diff": 0.0, "partial": 0}
     start, env = time.perf_counter(), None
     try:
@@ -320,24 +346,16 @@ def label_dataset(data_dir: str | os.PathLike, progress: bool = True, tol: float
                     env.close()
                 env = replay_env(m.suite, int(m.task_id))
             ep = ds[i]
-            r = replay_episode(env, m, ep.action, ep.state, ep.success, tol, keep_prefix)
-            if r.labels is None:
-                kind = r.reason.split(":")[0]
+            reason, diff, written = label(env, i, m, ep)
+            if not written:
+                kind = reason.split(":")[0]
                 stats["skipped"][kind] = stats["skipped"].get(kind, 0) + 1
-                stats["skipped_episodes"][i] = r.reason
+                stats["skipped_episodes"][i] = reason
             else:
-                assert r.objects is not None  # a replay that gave labels found the objects
-                info = {"objects": list(r.objects), "task_id": int(m.task_id), "seed": int(m.seed),
-                        "init_state_id": int(m.init_state_id), "length": len(ep), "max_state_diff": r.max_state_diff,
-                        "rows": len(r.labels["grasped"]), "diverged": r.reason}
-                write_labels(label_path(data_dir, i), r.labels, info)
                 stats["labelled"] += 1
-                stats["partial"] += int(bool(r.reason))
-                stats["max_state_diff"] = max(stats["max_state_diff"], r.max_state_diff)
-            if progress:
-                status = r.reason or f"labelled (state diff {r.max_state_diff:.1e})"
-                print(f"[{k + 1}/{len(todo)}] episode {i} (task {m.task_id}, {len(ep)} steps): {status}",
-                      file=sys.stderr, flush=True)
+                stats["partial"] += int(bool(reason))
+                stats["max_state_diff"] = max(stats["max_state_diff"], diff)
+            report(k, todo, i, m, ep, reason, diff)
     finally:
         if env is not None:
             env.close()
@@ -348,5 +366,5 @@ def label_dataset(data_dir: str | os.PathLike, progress: bool = True, tol: float
 
 __all__ = ["LABELS_DIR", "LABEL_KEYS", "MAX_STATE_DIFF", "LabelEpisodesConfig", "LabelledEpisode", "Replay",
            "ReplayRun", "label_dataset", "label_path", "load_labels", "read_checked_npz", "read_sim_labels",
-           "replay_actions", "replay_env", "replay_episode", "replay_labels", "scene_processor", "step_labels",
-           "write_labels"]
+           "replay_actions", "replay_dataset", "replay_env", "replay_episode", "replay_labels", "scene_processor",
+           "step_labels", "write_labels"]
