@@ -326,6 +326,15 @@ def label_dataset(data_dir: str | os.PathLike, progress: bool = True, tol: float
     return replay_dataset(ds, todo, len(ds), label, line)
 
 
+def stats_lines(stats: dict[str, Any], what: str) -> list[str]:
+    """What a labelling script prints of `replay_dataset`'s stats: a summary, each skipped episode, and the JSON."""
+    lines = [f"{what}: {stats['labelled']} episodes labelled ({stats['partial']} up to a divergence), "
+             f"{stats['already']} already, skipped {stats['skipped'] or 0} "
+             f"(max state diff {stats['max_state_diff']:.1e}, {stats['seconds_per_episode']:.2f} s/episode)"]
+    lines += [f"  episode {i}: {reason}" for i, reason in stats["skipped_episodes"].items()]
+    return lines + [json.dumps({k: v for k, v in stats.items() if k != "skipped_episodes"})]
+
+
 def replay_dataset(ds: Any, todo: list[int], episodes: int,
                    label: Callable[[LiberoEnv, int, EpisodeMeta, Any], tuple[str, float, bool]],
                    report: Callable[[int, list[int], int, EpisodeMeta, Any, str, float], None]) -> dict[str, Any]:
@@ -367,4 +376,4 @@ def replay_dataset(ds: Any, todo: list[int], episodes: int,
 __all__ = ["LABELS_DIR", "LABEL_KEYS", "MAX_STATE_DIFF", "LabelEpisodesConfig", "LabelledEpisode", "Replay",
            "ReplayRun", "label_dataset", "label_path", "load_labels", "read_checked_npz", "read_sim_labels",
            "replay_actions", "replay_dataset", "replay_env", "replay_episode", "replay_labels", "scene_processor",
-           "step_labels", "write_labels"]
+           "stats_lines", "step_labels", "write_labels"]

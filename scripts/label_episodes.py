@@ -8,25 +8,20 @@ read. An episode whose replay does not reproduce its recorded robot states is sk
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # before the simulator is imported: headless rendering
 
 from envs.cli import run_script  # noqa: E402
-from envs.sim_labels import LabelEpisodesConfig, label_dataset  # noqa: E402
+from envs.sim_labels import LabelEpisodesConfig, label_dataset, stats_lines  # noqa: E402
 
 
 def main(cfg: LabelEpisodesConfig) -> dict:
     if not (Path(cfg.data_dir) / "meta" / "info.json").is_file():
         raise SystemExit(f"data_dir: {cfg.data_dir} is not an episode dataset (no meta/info.json)")
     stats = label_dataset(cfg.data_dir, progress=cfg.progress, tol=cfg.tol)
-    print(f"labels: {stats['labelled']} episodes labelled, {stats['already']} already, skipped {stats['skipped'] or 0} "
-          f"(max state diff {stats['max_state_diff']:.1e}, {stats['seconds_per_episode']:.2f} s/episode)")
-    for i, reason in stats["skipped_episodes"].items():
-        print(f"  episode {i}: {reason}")
-    print(json.dumps({k: v for k, v in stats.items() if k != "skipped_episodes"}))
+    print("\n".join(stats_lines(stats, "labels")))
     return stats
 
 

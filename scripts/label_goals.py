@@ -11,7 +11,6 @@ predicate with no evaluator stops the script with one line naming it.
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -19,6 +18,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # before the simulator is imported: h
 
 from envs.cli import run_script  # noqa: E402
 from envs.goal_labels import LabelGoalsConfig, label_goal_dataset  # noqa: E402
+from envs.sim_labels import stats_lines  # noqa: E402
 
 
 def main(cfg: LabelGoalsConfig) -> dict:
@@ -26,12 +26,7 @@ def main(cfg: LabelGoalsConfig) -> dict:
         raise SystemExit(f"data_dir: {cfg.data_dir} is not an episode dataset (no meta/info.json)")
     stats = label_goal_dataset(cfg.data_dir, cfg.episodes, progress=cfg.progress, tol=cfg.tol,
                                keep_prefix=cfg.keep_prefix)
-    print(f"goal labels: {stats['labelled']} episodes labelled ({stats['partial']} up to a divergence), "
-          f"{stats['already']} already, skipped {stats['skipped'] or 0} "
-          f"(max state diff {stats['max_state_diff']:.1e}, {stats['seconds_per_episode']:.2f} s/episode)")
-    for i, reason in stats["skipped_episodes"].items():
-        print(f"  episode {i}: {reason}")
-    print(json.dumps({k: v for k, v in stats.items() if k != "skipped_episodes"}))
+    print("\n".join(stats_lines(stats, "goal labels")))
     return stats
 
 
