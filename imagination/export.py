@@ -29,6 +29,8 @@ class ExportHubConfig:
     data: str = ""  # the training data named on the card; "" = read from the files next to the checkpoint
     # more results files the card quotes (e.g. a real LIBERO evaluation of this policy, run elsewhere)
     results: list[str] = field(default_factory=list)
+    # modules of your own package that define the policy's class, imported before it loads (docs/policies.md)
+    policy_modules: list[str] = field(default_factory=list)
 
 
 def checkpoint_kind(path: str | Path) -> str:
@@ -66,7 +68,7 @@ def export_checkpoint(cfg: ExportHubConfig) -> Path:
     else:
         from policies.base import Policy
 
-        Policy.load(cfg.checkpoint).save_pretrained(out, facts)
+        Policy.load(cfg.checkpoint, modules=cfg.policy_modules).save_pretrained(out, facts)
     print(f"{kind} {cfg.checkpoint} -> {out} ({len(facts.figures)} measured figures on the card)")
     if cfg.push:
         url = push_folder(out, cfg.push, private=cfg.private, message=f"Upload {kind} from {Path(cfg.checkpoint).name}")

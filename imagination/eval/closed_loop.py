@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +61,8 @@ class ClosedLoopConfig:
     reward: str = "head"  # what judges success in imagination: the world model's head, or "state" (ImaginationConfig)
     state_reward: str = ""  # StateReward checkpoint for reward "state"
     device: str = "cpu"
+    # modules of your own package that define the policy's class, imported before it loads (docs/policies.md)
+    policy_modules: list[str] = field(default_factory=list)
 
 
 def real_jobs_config(real_results: dict, policy_path: str, cfg: ClosedLoopConfig, out_dir: str) -> EvalConfig:
@@ -78,7 +80,7 @@ def real_jobs_config(real_results: dict, policy_path: str, cfg: ClosedLoopConfig
         deterministic=bool(rc["deterministic"]), max_steps=cfg.max_steps or int(rc["max_steps"]), videos=0,
         out_dir=out_dir, num_envs=cfg.num_envs, num_threads=cfg.num_threads, world_model=cfg.world_model,
         start_data=cfg.start_data, proprio=cfg.proprio, success_threshold=math.inf, reward=cfg.reward,
-        state_reward=cfg.state_reward, device=cfg.device)
+        state_reward=cfg.state_reward, device=cfg.device, policy_modules=list(cfg.policy_modules))
 
 
 def closed_loop_records(real_results: dict, policy_path: str, cfg: ClosedLoopConfig, out_dir: str,
@@ -132,7 +134,7 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
     episodes = load_start_episodes(data_dir, list(wm.cfg.views))
     # fitted (proprio "") before the policy is built: the fit starts from torch's global random state
     proprio = open_proprio(wm, cfg.proprio, episodes)
-    policy = Policy.load(policy_path, map_location=cfg.device)
+    policy = Policy.load(policy_path, map_location=cfg.device, modules=cfg.policy_modules)
     horizon = cfg.max_steps or libero_suites.suite_info(mine[0].suite).max_steps
     n = min(cfg.num_envs, len(mine))
     venv = open_imagination(wm, episodes, proprio, n, ImaginationConfig(

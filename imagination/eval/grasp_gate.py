@@ -54,6 +54,8 @@ class GraspGateConfig:
     # only where every run agrees (pessimism). One run per episode is the policy's single imagined future.
     samples: int = 1
     combine: str = "mean"
+    # modules of your own package that define the policy's class, imported before it loads (docs/policies.md)
+    policy_modules: list[str] = field(default_factory=list)
     grasp_point: GraspPointConfig = field(default_factory=GraspPointConfig)  # the classifier (task_bias, ...)
 
 
@@ -122,7 +124,7 @@ def grasp_gate_records(gate_data: str, policy_path: str, cfg: GraspGateConfig,
     imagined = [s for s in stages if s != "recorded"]
     if not imagined:
         return out
-    policy = Policy.load(policy_path)
+    policy = Policy.load(policy_path, modules=cfg.policy_modules)
     policy.eval()
     # the success threshold is out of reach: nothing ends an episode before the horizon, as in the gate
     env = open_imagination(cfg.world_model, gate_data, cfg.proprio, num_envs=cfg.num_envs,

@@ -141,6 +141,17 @@ def test_the_allow_list_loads_it_in_code_evaluation_and_serving(own_package, tmp
     with pytest.raises(CheckpointError, match="policy_modules"):
         Policy.from_pretrained(tmp_path / "hub")
     assert _same(Policy.from_pretrained(tmp_path / "hub", modules=[MODULE]), saved)
+    # the Hub export of it (scripts/export_hub.py) takes the same allow-list
+    from imagination.export import ExportHubConfig, export_checkpoint
+
+    _forget_package()
+    with pytest.raises(CheckpointError, match="policy_modules"):
+        export_checkpoint(ExportHubConfig(checkpoint=str(tmp_path / "policy.pt"), out=str(tmp_path / "exported")))
+    _forget_package()
+    export_checkpoint(ExportHubConfig(checkpoint=str(tmp_path / "policy.pt"), out=str(tmp_path / "exported"),
+                                      policy_modules=[MODULE]))
+    _forget_package()
+    assert _same(Policy.from_pretrained(tmp_path / "exported", modules=[MODULE]), saved)
 
 
 def test_a_bad_allow_list_is_named(own_package):
