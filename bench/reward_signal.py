@@ -175,8 +175,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="what decides PASS and the exit status: reality (default) = the judge is not shown "
                         "worse than one real re-run of the same jobs (imagination/eval/reality_gate.py; needs "
                         "bench/gate_ceiling.py's repeats of these policies on the gate's jobs); thresholds = the fixed "
-                        "AUC >= 0.80 and per-task gap <= 0.15, which a real re-run fails too (docs/loop.md, \"The gate "
-                        "against reality\")")
+                        "AUC >= 0.80 and per-task gap <= 0.15, which a real re-run fails too "
+                        "(docs/notebook/loop.md, \"The gate against reality\")")
     args = p.parse_args(argv)
     if args.reward == "grasp" and args.branch:
         print("reward_signal: --branch: the branch check runs with --reward head or state", file=sys.stderr)
