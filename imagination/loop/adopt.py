@@ -4,10 +4,10 @@ least as good, within a margin, on the same jobs.
 Why: on LIBERO-Object the demo's recipe went from BC's 25/30 to 20/30 after one loop round, -16.7 [-30.8, -2.5]
 points, and the loop carried the worse policy on (docs/suites.md, "The demo's recipe (the grasp reward) on
 LIBERO-Object"). A round now has to earn its place: paired job by job against the policy the loop keeps
-(imagination/eval/stats.py), it is adopted when the lower end of the 95% interval of (round - kept) is at least -margin, i.e. it is shown no worse
-than the kept policy by more than the margin (a non-inferiority test). Otherwise the loop keeps the policy it had,
-and the next round's RL starts from that one. The jobs are the loop's own real evaluation (`LoopConfig.eval`), which
-the rl_gain benchmark does not score.
+(imagination/eval/stats.py), it is adopted when the lower end of the 95% interval of (round - kept) is at least
+-margin, i.e. it is shown no worse than the kept policy by more than the margin (a non-inferiority test).
+Otherwise the loop keeps the policy it had, and the next round's RL starts from that one. The jobs are the loop's
+own real evaluation (`LoopConfig.eval`), which the rl_gain benchmark does not score.
 
     decision = adoption(round_=1, candidate="round1", kept="bc", kept_episodes=..., candidate_episodes=...,
                         margin=0.10)
