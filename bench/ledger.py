@@ -4,6 +4,7 @@ number of looks that produced it."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from envs.atomic import atomic_write_text
@@ -14,11 +15,16 @@ def scored_recipes(ledger: Path) -> list[dict]:
     return json.loads(ledger.read_text())["scored"] if ledger.is_file() else []
 
 
-def record_scored(ledger: Path, entry: dict) -> int:
-    """Add a recipe to the ledger unless it is there already (the same recipe and seeds); returns the count."""
-    scored = scored_recipes(ledger)
-    if entry not in scored:
-        scored.append(entry)
+def record_scored(ledger: Path, entry: dict, canonical: Callable[[dict], dict] = lambda e: e) -> int:
+    """Add a recipe to the ledger unless it is there already; returns the number of distinct recipes.
+
+    canonical: an entry as the current code would write it. Why: a config field added since an entry was written
+    (at its default) must not make the same recipe count twice; entries that become equal are merged."""
+    scored: list[dict] = []
+    for e in [*scored_recipes(ledger), entry]:
+        if canonical(e) not in [canonical(s) for s in scored]:
+            scored.append(e)
+    if scored != scored_recipes(ledger):
         atomic_write_text(ledger, json.dumps({"scored": scored}, indent=2))
     return len(scored)
 

@@ -300,7 +300,8 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
     if args.init_state_offset in (None, proto.bench_offset) and not args.bc and recipe_cfg is not None:
         # the protocol's own benchmark jobs: the recipe is its config, whatever its seed, folder and device
         scored = record_scored(Path(proto.root) / "scored.json", {"protocol": args.protocol,
-                                                                  "recipe": recipe_identity(recipe_cfg)})
+                                                                  "recipe": recipe_identity(recipe_cfg)},
+                               canonical=canonical_entry)
     print(f"imagination's own gain: recipe ({len(seeds)} seeds, job-averaged) - {best} (the best control) = "
           f"{d.gain_points:+.1f} points [{lo:+.1f}, {hi:+.1f}] ({d.improved} jobs gained, {d.worsened} lost); "
           f"recipes scored on these jobs: {scored}")
@@ -329,6 +330,20 @@ def recipe_identity(cfg: ImagineRLConfig) -> dict:
         ident.pop(key, None)
     ident["imagination"].pop("device", None)
     return ident
+
+
+def canonical_entry(entry: dict) -> dict:
+    """A ledger entry with its recipe read back through today's ImagineRLConfig: fields added since it was written
+    take their defaults (an entry the config can no longer read stays as it is, a recipe of its own)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ImagineRLConfig), entry["recipe"]))
+    except (OmegaConfBaseException, TypeError, ValueError):
+        return entry
+    assert isinstance(cfg, ImagineRLConfig)
+    return {**entry, "recipe": recipe_identity(cfg)}
 
 
 def _rate(result: dict) -> float:

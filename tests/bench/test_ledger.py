@@ -1,4 +1,6 @@
 """The ledger of recipes scored on a benchmark's jobs (bench/ledger.py)."""
+import json
+
 from bench.ledger import record_scored, scored_recipes
 
 
@@ -26,3 +28,27 @@ def test_a_recipe_is_its_config_whatever_its_seed_folder_or_device(tmp_path):
     assert record_scored(ledger, {"protocol": "v2", "recipe": recipe_identity(cfg)}) == 1
     assert record_scored(ledger, {"protocol": "v2", "recipe": recipe_identity(again)}) == 1  # the same recipe
     assert record_scored(ledger, {"protocol": "v2", "recipe": recipe_identity(replace(cfg, iterations=24))}) == 2
+
+
+def test_a_field_added_since_an_entry_was_written_does_not_count_the_recipe_twice(tmp_path):
+    """An entry written before `imagination.object_reader` existed is the same recipe as one with it at its default;
+    a recipe that sets it is another one."""
+    from dataclasses import replace
+
+    from bench.rl_gain import canonical_entry, recipe_identity
+    from envs.cli import load_config
+    from imagination.rl.training import ImagineRLConfig
+
+    cfg = load_config(ImagineRLConfig, "grasp_floor", group="rl")
+    recipe = recipe_identity(cfg)
+    recipe["imagination"].pop("object_reader")
+    old = {"protocol": "v2", "recipe": recipe}
+    ledger = tmp_path / "scored.json"
+    assert record_scored(ledger, old, canonical_entry) == 1
+    now = {"protocol": "v2", "recipe": recipe_identity(cfg)}
+    assert record_scored(ledger, now, canonical_entry) == 1
+    reader = replace(cfg, imagination=replace(cfg.imagination, object_reader="reader.pt"))
+    assert record_scored(ledger, {"protocol": "v2", "recipe": recipe_identity(reader)}, canonical_entry) == 2
+    # a ledger that already counted both forms merges them
+    ledger.write_text(json.dumps({"scored": [old, now]}))
+    assert record_scored(ledger, now, canonical_entry) == 1 and len(scored_recipes(ledger)) == 1
