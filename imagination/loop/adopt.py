@@ -1,8 +1,8 @@
 """Which policy the loop keeps: a round's policy replaces the kept one only when its real evaluation shows it at
 least as good, within a margin, on the same jobs.
 
-Why: on LIBERO-Object the demo's recipe went from BC's 25/30 to 20/30 after one loop round, -16.7 [-30.8, -2.5]
-points, and the loop carried the worse policy on (docs/suites.md, "The demo's recipe (the grasp reward) on
+Why: on LIBERO-Object one loop round of the demo's recipe made the policy worse than BC, shown on its paired jobs,
+and the loop carried the worse policy on (docs/suites.md, "The demo's recipe (the grasp reward) on
 LIBERO-Object"). A round now has to earn its place: paired job by job against the policy the loop keeps
 (imagination/eval/stats.py), it is adopted when the lower end of the 95% interval of (round - kept) is at least
 -margin, i.e. it is shown no worse than the kept policy by more than the margin (a non-inferiority test).

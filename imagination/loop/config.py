@@ -66,7 +66,8 @@ class LoopConfig:
     control_arm: bool = True
     # A round's policy replaces the kept one only when its real evaluation, paired job by job, is not shown worse by
     # more than this success-rate difference (imagination/loop/adopt.py); else the next round starts from the kept
-    # one. 1.0 adopts every round. Why: an unchecked round on LIBERO-Object lost 16.7 points and was carried on
+    # one. 1.0 adopts every round. Why: an unchecked round on LIBERO-Object made the policy worse and was carried on
+    # (docs/suites.md, "The demo's recipe (the grasp reward) on LIBERO-Object")
     adopt_margin: float = 0.10
 
     def validate(self) -> None:

@@ -182,6 +182,13 @@ def _control_arm(cfg: LoopConfig, state: LoopState, rl_cfg: ImagineRLConfig, bc_
                     imagined=False)
 
 
+def _bias_rollouts(kept: str, own_rollouts: str, data: str) -> str:
+    """Where the kept policy's recorded real episodes are, which its round's judge offsets are fit on: BC's are its
+    own rollouts (BC's evaluation is not recorded), a round's are its evaluation, recorded into the data. Why by the
+    kept policy and not the round number: a round that was not adopted leaves the next one starting from BC."""
+    return own_rollouts if kept == "bc" else data
+
+
 def _real_episodes(run: Path, phase: str) -> list[dict]:
     """The episode records of a phase's real evaluation (merged over suites when the loop collects several)."""
     return json.loads((run / phase / "eval_real" / "results.json").read_text())["episodes"]
@@ -233,9 +240,8 @@ def run_loop(cfg: LoopConfig) -> dict:
                          sources=sources, seed=cfg.rl.seed + r)
         if grasp is not None:
             rl_cfg = _with_grasp_inputs(rl_cfg, grasp)
-            if cfg.grasp_task_bias:  # round 1 starts from BC (its own rollouts); later rounds from the last
-                # round's policy, whose real evaluation was recorded into the data
-                rl_cfg = _with_task_bias(state, name, rl_cfg, grasp["own_rollouts"] if r == 1 else data)
+            if cfg.grasp_task_bias:
+                rl_cfg = _with_task_bias(state, name, rl_cfg, _bias_rollouts(kept, grasp["own_rollouts"], data))
         rl = state.stage(f"{name}_rl", partial(_train_rl, rl_cfg))
         candidate = rl["policy_path"]
         if r == 1 and cfg.control_arm:  # before round 1's evaluation is recorded into the data it reads

@@ -86,6 +86,13 @@ def test_each_round_judges_with_offsets_fit_on_its_start_policys_real_episodes(t
     assert again.imagination.grasp_point.task_bias == judged.imagination.grasp_point.task_bias and len(calls) == 1
 
 
+def test_offsets_are_fit_where_the_kept_policys_real_episodes_are():
+    """BC's real episodes are its own rollouts; an adopted round's are its evaluation in the data. A round that was
+    not adopted leaves BC kept, and the next round's offsets come from BC's own rollouts again."""
+    assert loop_run._bias_rollouts("bc", "own/data", "data") == "own/data"
+    assert loop_run._bias_rollouts("round1", "own/data", "data") == "data"
+
+
 def test_offsets_need_the_grasp_reward():
     cfg = load_config(LoopConfig, "quick", ["grasp_task_bias=true"], group="loop")
     with pytest.raises(ValueError, match="grasp_task_bias: offsets are for the grasp judge"):
