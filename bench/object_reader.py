@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=4000, help="the reader's training steps")
     ap.add_argument("--reader", default="", metavar="DIR",
                     help="a reader trained elsewhere (scripts/train_object_reader.py's out_dir, e.g. on a GPU with "
-                         "object_reader.device=cuda, on the same held-out layouts): measure it instead of training")
+                         "reader.device=cuda, on the same held-out layouts): measure it instead of training")
     ap.add_argument("--extra-layouts", nargs="+", default=[], metavar="NPZ",
                     help="more layouts to train on (scripts/render_layouts.py; never the held-out init states)")
     ap.add_argument("--max-object-cm", type=float, default=1.0, help="PASS: the reader's median object error")
