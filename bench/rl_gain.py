@@ -44,6 +44,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from bench.ledger import record_scored, scored_recipes
 from bench.protocol import PROTOCOLS, RLGainProtocol, build, build_recipe, recipe_config, start_bc_config
+from bench.task_gate import decision_lines, gate_config, gate_seed, merge_tasks
 from envs.cli import load_config, save_config
 from envs.errors import run_main
 from envs.libero_env import LiberoEnv
@@ -176,6 +177,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="render every arm at this size, which the policy resizes to its own (0: the policy's size)")
     p.add_argument("--out-dir", default="", help="where RL and every evaluation go (default <root>/run)")
     p.add_argument("--threshold", type=float, default=10.0, help="minimum own gain in percentage points")
+    p.add_argument("--gate", choices=("none", "task"), default="none",
+                   help="task: each seed's policy acts only on the tasks where its real evaluation on the choose jobs "
+                        "(init states 0-19) shows it no worse than the start by --gate-margin (bench/task_gate.py); "
+                        "a recipe of its own on the ledger")
+    p.add_argument("--gate-margin", type=float, default=LoopConfig.adopt_margin,
+                   help="success-rate margin of the per-task gate (imagination/loop/adopt.py)")
     args = p.parse_args(argv)
     loop = load_config(LoopConfig, args.preset, group="loop")
     base_proto = PROTOCOLS[args.protocol]
@@ -217,9 +224,20 @@ def main(argv: list[str] | None = None) -> int:
     def score(policy: str, folder: str, label: str) -> dict:
         return evaluate_or_reuse(replace(evalcfg, checkpoint=policy, out_dir=str(out / folder)), label)
 
+    def score_gated(gate: dict, name: str) -> dict:
+        """The routed policy on its routed tasks; the start's own episodes on the others (bench/task_gate.py)."""
+        routed = gate["routed_tasks"]
+        print(f"recipe {name}, gated: routed to RL on tasks {routed or 'none'}; the start's own episodes elsewhere")
+        if not routed:
+            return merge_tasks(arms["start"], None, [])
+        res = evaluate_or_reuse(replace(evalcfg, tasks=routed, checkpoint=gate["policy_path"],
+                                        out_dir=str(out / f"eval_routed_{name}")), f"recipe {name}, gated")
+        return merge_tasks(arms["start"], res, routed)
+
     arms: dict[str, dict] = {"start": score(bc, "eval_bc", "start (BC)")}
     print(headroom_line(arms["start"]))
     rls: list[dict] = []
+    gates: list[dict] = []
     real_steps = 0
     if "recipe" in args.arms:
         if args.rl_run:
@@ -235,7 +253,13 @@ def main(argv: list[str] | None = None) -> int:
                 steps_before = LiberoEnv.process_steps
                 rls.append(run_rl(cfg))
                 real_steps += LiberoEnv.process_steps - steps_before  # LiberoEnv steps simulated here during RL
-        arms["recipe"] = score(rls[0]["policy_path"], "eval_rl", f"recipe seed {seeds[0]}")
+        if args.gate == "task":
+            choose = gate_config(evalcfg, proto.bench_offset)
+            gates = [gate_seed(bc, r["policy_path"], _run_name(args.rl_run, k), choose, out, args.gate_margin)
+                     for k, r in enumerate(rls)]
+            arms["recipe"] = score_gated(gates[0], _run_name(args.rl_run, 0))
+        else:
+            arms["recipe"] = score(rls[0]["policy_path"], "eval_rl", f"recipe seed {seeds[0]}")
     recipe_cfg = rl_cfgs[0] if rl_cfgs else None
     budgets = {"start": _known(dataset_budget, data, True, proto.bc_demos_per_task)}
     if "control" in args.arms:
@@ -250,10 +274,21 @@ def main(argv: list[str] | None = None) -> int:
         arms["anchor"] = score(anchor["policy_path"], "eval_anchor", "anchor control")
         budgets["anchor"] = budgets["start"]
     for k, rl in enumerate(rls[1:], start=1):  # the other seeds after the controls: a first look needs one seed
-        arms[seed_dir("recipe", k)] = score(rl["policy_path"], seed_dir("eval_rl", k), f"recipe seed {seeds[k]}")
+        arms[seed_dir("recipe", k)] = (score_gated(gates[k], _run_name(args.rl_run, k)) if gates else
+                                       score(rl["policy_path"], seed_dir("eval_rl", k), f"recipe seed {seeds[k]}"))
     if recipe_cfg is not None:
         budgets["recipe"] = _known(recipe_budget, recipe_cfg)
+    for k, g in enumerate(gates):
+        print("\n".join(decision_lines(_run_name(args.rl_run, k), g["decisions"])))
+    if gates:  # the start's choose-job episodes once, and each seed's own
+        gate_eps = gates[0]["kept_episodes"] + [r for g in gates for r in g["candidate_episodes"]]
+        budgets["gate (start and every seed, choose jobs)"] = Budget(len(gate_eps), sum(r["steps"] for r in gate_eps))
     return report(args, proto, arms, budgets, rls, recipe_cfg, real_steps)
+
+
+def _run_name(rl_runs: list[str], k: int) -> str:
+    """The k-th seed's name in gate folders: its --rl-run folder's name, or rl, rl1, ... for runs made here."""
+    return Path(rl_runs[k]).name if rl_runs else seed_dir("rl", k)
 
 
 def _known(count: Callable[..., Budget], *inputs: Any) -> Budget | None:
@@ -299,8 +334,10 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
     scored = len(scored_recipes(Path(proto.root) / "scored.json"))
     if args.init_state_offset in (None, proto.bench_offset) and not args.bc and recipe_cfg is not None:
         # the protocol's own benchmark jobs: the recipe is its config, whatever its seed, folder and device
+        # a gated recipe is another recipe: the gate decides which policy acts on each task
+        gate = {"gate": f"task, margin {args.gate_margin:g}"} if args.gate == "task" else {}
         scored = record_scored(Path(proto.root) / "scored.json", {"protocol": args.protocol,
-                                                                  "recipe": recipe_identity(recipe_cfg)},
+                                                                  "recipe": recipe_identity(recipe_cfg), **gate},
                                canonical=canonical_entry)
     print(f"imagination's own gain: recipe ({len(seeds)} seeds, job-averaged) - {best} (the best control) = "
           f"{d.gain_points:+.1f} points [{lo:+.1f}, {hi:+.1f}] ({d.improved} jobs gained, {d.worsened} lost); "
@@ -316,7 +353,7 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
           f"gain_points={gain.gain_points:+.1f} gain_ci95=[{g_lo:+.1f},{g_hi:+.1f}] {tasks} protocol={args.protocol} "
           f"seeds={len(seeds)} "
           f"{arms_rates} best_control={best} own_gain_points={d.gain_points:+.1f} own_gain_ci95=[{lo:+.1f},{hi:+.1f}] "
-          f"judge_reads_simulator={'yes' if sim else 'no'} real_env_steps_during_rl={real_steps} "
+          f"judge_reads_simulator={'yes' if sim else 'no'} real_env_steps_during_rl={real_steps} gate={args.gate} "
           f"minutes={minutes:.0f} recipes_scored={scored} threshold_points={args.threshold:+.0f} "
           f"{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1

@@ -37,6 +37,22 @@ def adoption(round_: int, candidate: str, kept: str, kept_episodes: list[dict], 
             "jobs": d.n, "margin": margin, "reason": reason}
 
 
+def task_adoption(kept: str, candidate: str, kept_episodes: list[dict], candidate_episodes: list[dict],
+                  margin: float) -> dict[int, dict]:
+    """`adoption` task by task: {task_id: record}, each decided on that task's paired jobs alone.
+
+    Why per task: one RL run fine-tunes every task, and its judge is sound on some tasks and blind on others; a
+    whole-policy decision then either keeps a collapse on one task or throws away a gain on another (docs/results.md,
+    "Imagination's own gain"). policies/task_switch.py deploys the decisions as one checkpoint."""
+    tasks = sorted({int(r["task_id"]) for r in kept_episodes})
+    out = {}
+    for t in tasks:
+        mine = [r for r in kept_episodes if int(r["task_id"]) == t]
+        theirs = [r for r in candidate_episodes if int(r["task_id"]) == t]
+        out[t] = adoption(0, candidate, kept, mine, theirs, margin) | {"task": t}
+    return out
+
+
 def adoption_lines(records: list[dict]) -> list[str]:
     """Markdown for the report: each round's decision and the policy the loop ended with."""
     out = ["## Which policy the loop kept", ""]
@@ -54,4 +70,4 @@ def adoption_lines(records: list[dict]) -> list[str]:
     return out + ["", f"The loop's policy: **{last['kept']}**. Why: {last['reason']}.", ""]
 
 
-__all__ = ["adoption", "adoption_lines"]
+__all__ = ["adoption", "adoption_lines", "task_adoption"]

@@ -2,7 +2,7 @@
 the kept policy by more than the margin, paired job by job, and the report says which one the loop kept and why."""
 import pytest
 
-from imagination.loop.adopt import adoption, adoption_lines
+from imagination.loop.adopt import adoption, adoption_lines, task_adoption
 
 
 def _episodes(successes):
@@ -37,3 +37,17 @@ def test_the_report_names_the_policy_the_loop_kept_and_why():
     assert "| 1 | round1 | bc |" in md and "| 2 | round2 | round1 |" in md
     assert "The loop's policy: **round1**" in md and "keeps round1" in md
     assert "No round was decided" in "\n".join(adoption_lines([]))
+
+
+def test_each_task_is_decided_on_its_own_jobs():
+    def tasks(per_task):  # {task: successes of 20 jobs}
+        return [{"task_id": t, "init_state_id": j, "seed": 0, "success": j < n} for t, n in per_task.items()
+                for j in range(20)]
+    start = tasks({5: 12, 7: 10, 8: 16})
+    tuned = tasks({5: 4, 7: 18, 8: 16})  # task 5 collapses, task 7 gains, task 8 is unchanged
+    d = task_adoption("start", "rl", start, tuned, margin=0.10)
+    assert sorted(d) == [5, 7, 8]
+    assert not d[5]["adopted"] and d[5]["jobs"] == 20 and d[5]["diff_points"] == pytest.approx(-40.0)
+    assert d[7]["adopted"] and d[7]["kept"] == "rl" and d[8]["adopted"] and d[8]["task"] == 8
+    # the whole-policy decision on the same jobs throws task 7's gain away with task 5's loss
+    assert adoption(1, "rl", "start", start, tuned, 0.10)["adopted"] is False

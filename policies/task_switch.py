@@ -1,0 +1,155 @@
+"""A policy per task: each env's instruction picks which of several policies acts for it.
+
+Why: one imagined-RL run fine-tunes a single network on every task, but its judge is not equally sound on every
+task. On protocol v2 the recipe gained on the task its judge separates (task 7: 12 -> 21/19/22 of 30 over three
+seeds) and collapsed on one it does not (task 5: 20 -> 19/9/6; docs/results.md, "Imagination's own gain"). A
+per-task gate (imagination/loop/adopt.py `task_adoption`) keeps the fine-tuned policy only on the tasks where its
+real evaluation, on jobs the benchmark does not score, shows it no worse than the start, and keeps the start on
+the others. This class deploys that decision as one checkpoint, so evaluation, serving and the robot load it like
+any policy.
+
+The route is read from obs["instruction"], per env and at every chunk, so the policy keeps no episode state;
+an instruction with no route goes to policy 0 (the default, usually the start):
+
+    switch = TaskSwitchPolicy.from_policies([bc, rl], {"pick up the black bowl ... on the plate": 1})
+    switch.save("routed/policy.pt")        # Policy.load restores it with every network
+
+    python -m policies.task_switch --default bc/policy.pt --routed rl/policy.pt --suite libero_spatial \
+        --tasks 7 8 --out routed/policy.pt
+"""
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from envs.checkpoint import config_from
+from policies.base import Policy, PolicyConfig, _policy_class, batch_obs, check_actions
+
+
+@dataclass
+class TaskSwitchConfig(PolicyConfig):
+    # every sub-policy as {"class": "module:Class", "config": {...}}; policies[0] acts for unrouted instructions
+    policies: list[dict[str, Any]] = field(default_factory=list)
+    routes: dict[str, int] = field(default_factory=dict)  # instruction -> index into `policies`
+    # what the envs must render for it (evaluation reads these off a policy's config); every sub-policy's own
+    views: list[str] = field(default_factory=lambda: ["agentview", "wrist"])
+    image_size: int = 64
+
+
+def _build(spec: dict[str, Any], name: str) -> Policy:
+    if set(spec) != {"class", "config"}:
+        raise ValueError(f"{name}: expected {{'class': 'module:Class', 'config': {{...}}}}, got keys {sorted(spec)}")
+    cls = _policy_class(str(spec["class"]), name)
+    if not (isinstance(cls, type) and issubclass(cls, Policy)):
+        raise ValueError(f"{name}: {spec['class']!r} is not a Policy")
+    return cls(config_from(cls.config_class, spec["config"], name, "policy"))
+
+
+def _rows(value: Any, rows: torch.Tensor) -> Any:
+    """The entries `rows` of one batched observation value (a tensor, an array or a list of strings)."""
+    if isinstance(value, torch.Tensor):
+        return value[rows.to(value.device)]
+    if isinstance(value, (list, tuple)):
+        return [value[r] for r in rows.tolist()]
+    return value[rows.cpu().numpy()]
+
+
+class TaskSwitchPolicy(Policy):
+    """policies[routes.get(instruction, 0)] acts for each env."""
+
+    config_class = TaskSwitchConfig
+    config: TaskSwitchConfig
+
+    def __init__(self, config: TaskSwitchConfig):
+        super().__init__(config)
+        if not config.policies:
+            raise ValueError("TaskSwitchConfig.policies: expected at least one policy spec, got none")
+        self.subs = torch.nn.ModuleList(_build(s, f"TaskSwitchConfig.policies[{i}]")
+                                        for i, s in enumerate(config.policies))
+        for text, i in config.routes.items():
+            if not 0 <= int(i) < len(self.subs):
+                raise ValueError(f"TaskSwitchConfig.routes[{text!r}]: expected an index in [0, {len(self.subs)}), "
+                                 f"got {i}")
+        for i, sub in enumerate(self.subs):
+            wanted: dict[str, Any] = {"chunk_len": config.chunk_len, "views": list(config.views),
+                                      "image_size": config.image_size}
+            for key, want in wanted.items():
+                got: Any = getattr(sub.config, key, want)
+                if (list(got) if key == "views" else got) != want:
+                    raise ValueError(f"TaskSwitchConfig.policies[{i}]: {key} {got!r} differs from the switch's "
+                                     f"{want!r}; every policy must read the same inputs and predict the same chunks")
+
+    @classmethod
+    def from_policies(cls, policies: list[Policy], routes: Mapping[str, int]) -> TaskSwitchPolicy:
+        """A switch holding copies of every policy's weights; policies[0] is the default."""
+        first = policies[0]
+        cfg = TaskSwitchConfig(chunk_len=first.chunk_len, n_action_steps=first.config.n_action_steps,
+                               policies=[{"class": f"{type(p).__module__}:{type(p).__qualname__}",
+                                          "config": asdict(p.config)} for p in policies],
+                               routes={str(k): int(v) for k, v in routes.items()},
+                               views=list(getattr(first.config, "views", ["agentview", "wrist"])),
+                               image_size=int(getattr(first.config, "image_size", 64)))
+        switch = cls(cfg)
+        for mine, theirs in zip(switch.subs, policies):
+            mine.load_state_dict(theirs.state_dict())
+        return switch.to(first.device).eval()
+
+    def route(self, obs: Mapping[str, Any]) -> torch.Tensor:
+        """long [B]: the index of the policy that acts for each env."""
+        text = batch_obs(obs, self.device)["instruction"]
+        return torch.tensor([int(self.config.routes.get(t, 0)) for t in text], device=self.device)
+
+    def _merge(self, obs: Mapping[str, Any], call: Any) -> tuple[torch.Tensor, ...]:
+        """Each sub-policy's outputs on the envs routed to it, put back in batch order. `call(sub, sub_obs, rows)`
+        returns a tensor or a tuple of tensors with the batch first; rows: long [b], the envs it acts for."""
+        idx = self.route(obs)
+        out: list[torch.Tensor] | None = None
+        for i in idx.unique().tolist():
+            rows = (idx == i).nonzero().flatten()
+            part = {k: _rows(v, rows) for k, v in obs.items()}
+            res = call(self.subs[i], part, rows)
+            res = res if isinstance(res, tuple) else (res,)
+            if out is None:
+                out = [torch.zeros((idx.shape[0], *r.shape[1:]), dtype=r.dtype, device=r.device) for r in res]
+            for o, r in zip(out, res):
+                o[rows.to(o.device)] = r
+        assert out is not None  # the batch has at least one env
+        return tuple(out)
+
+    @torch.no_grad()
+    def predict_action_chunk(self, obs: Mapping[str, Any]) -> torch.Tensor:
+        return self._merge(obs, lambda sub, o, rows: sub.predict_action_chunk(o))[0]
+
+    def evaluate(self, obs, actions, per_dim=False):
+        a = check_actions(actions, len(batch_obs(obs)["instruction"]), self.chunk_len, self.device)
+        return self._merge(obs, lambda sub, o, rows: sub.evaluate(o, a[rows], per_dim))
+
+    @torch.no_grad()
+    def sample(self, obs, generator=None):
+        return self._merge(obs, lambda sub, o, rows: sub.sample(o, generator))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--default", required=True, help="policy checkpoint that acts for every other task")
+    parser.add_argument("--routed", required=True, help="policy checkpoint that acts for --tasks")
+    parser.add_argument("--suite", required=True, help="the LIBERO suite whose task ids --tasks names")
+    parser.add_argument("--tasks", type=int, nargs="+", required=True, help="task ids routed to --routed")
+    parser.add_argument("--out", required=True, help="where to write the switch's checkpoint")
+    args = parser.parse_args(argv)
+    from envs.libero_suites import get_task
+
+    # the class by its package path: run as `python -m`, this module is __main__, a name Policy.load refuses
+    from policies.task_switch import TaskSwitchPolicy as Switch
+    routes = {get_task(args.suite, t).language: 1 for t in args.tasks}
+    Switch.from_policies([Policy.load(args.default), Policy.load(args.routed)], routes).save(args.out)
+    print(f"wrote {args.out}: {args.routed} for {args.suite} tasks {args.tasks}, {args.default} for the others")
+
+
+if __name__ == "__main__":
+    main()
