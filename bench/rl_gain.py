@@ -7,6 +7,8 @@ recipe over several seeds, all on the same benchmark jobs.
                                                  # outputs/bench/rl_gain_v2, runs every arm, scores them paired
     python bench/rl_gain.py --seeds 0            # one seed of the recipe (a milestone; PASS needs --min-seeds)
     python bench/rl_gain.py --rl-run gpu/rl_s0 gpu/rl_s1 gpu/rl_s2    # the recipe's seeds already run (on a GPU)
+    python bench/rl_gain.py --gate task --rl-run gpu/rl_s0 gpu/rl_s1 gpu/rl_s2   # each seed acts only on the tasks
+                                                 # its choose-job evaluation holds; the controls are gated alike
     python bench/rl_gain.py --protocol v1 --arms start recipe --seeds 0   # the recorded v1 benchmark (start -> RL)
     python bench/rl_gain.py --recipe grasp --out-dir outputs/bench/rl_gain_v2/run_grasp   # another configs/rl preset
     python bench/rl_gain.py --bc bc/policy.pt --world-model wm/world_model.pt --data data --arms start recipe
@@ -224,6 +226,12 @@ def main(argv: list[str] | None = None) -> int:
     def score(policy: str, folder: str, label: str) -> dict:
         return evaluate_or_reuse(replace(evalcfg, checkpoint=policy, out_dir=str(out / folder)), label)
 
+    gated: dict[str, dict] = {}  # every arm the gate decided, by name: the controls are gated as the recipe is
+
+    def gate_arm(policy: str, name: str) -> dict:
+        gated[name] = gate_seed(bc, policy, name, gate_config(evalcfg, proto.bench_offset), out, args.gate_margin)
+        return gated[name]
+
     def score_gated(gate: dict, name: str) -> dict:
         """The routed policy on its routed tasks; the start's own episodes on the others (bench/task_gate.py)."""
         routed = gate["routed_tasks"]
@@ -254,9 +262,7 @@ def main(argv: list[str] | None = None) -> int:
                 rls.append(run_rl(cfg))
                 real_steps += LiberoEnv.process_steps - steps_before  # LiberoEnv steps simulated here during RL
         if args.gate == "task":
-            choose = gate_config(evalcfg, proto.bench_offset)
-            gates = [gate_seed(bc, r["policy_path"], _run_name(args.rl_run, k), choose, out, args.gate_margin)
-                     for k, r in enumerate(rls)]
+            gates = [gate_arm(r["policy_path"], _run_name(args.rl_run, k)) for k, r in enumerate(rls)]
             arms["recipe"] = score_gated(gates[0], _run_name(args.rl_run, 0))
         else:
             arms["recipe"] = score(rls[0]["policy_path"], "eval_rl", f"recipe seed {seeds[0]}")
@@ -267,22 +273,26 @@ def main(argv: list[str] | None = None) -> int:
             p.error("--arms control: the real-data control trains on what the recipe consumed; run the recipe arm too")
         control = real_data_control(recipe_cfg, replace(start_bc_config(proto, loop), data_dir=data),
                                     str(out / "control"))
-        arms["control"] = score(control["policy_path"], "eval_control", "real-data control")
+        arms["control"] = (score(control["policy_path"], "eval_control", "real-data control") if not gates else
+                           score_gated(gate_arm(control["policy_path"], "control"), "control"))
         budgets["control"] = Budget(control["episodes"], control["env_steps"])
     if "anchor" in args.arms and recipe_cfg is not None and recipe_cfg.bc_coef > 0:
         anchor = anchor_control(recipe_cfg, rls[0], str(out / "anchor"))
-        arms["anchor"] = score(anchor["policy_path"], "eval_anchor", "anchor control")
+        arms["anchor"] = (score(anchor["policy_path"], "eval_anchor", "anchor control") if not gates else
+                          score_gated(gate_arm(anchor["policy_path"], "anchor"), "anchor"))
         budgets["anchor"] = budgets["start"]
     for k, rl in enumerate(rls[1:], start=1):  # the other seeds after the controls: a first look needs one seed
         arms[seed_dir("recipe", k)] = (score_gated(gates[k], _run_name(args.rl_run, k)) if gates else
                                        score(rl["policy_path"], seed_dir("eval_rl", k), f"recipe seed {seeds[k]}"))
     if recipe_cfg is not None:
         budgets["recipe"] = _known(recipe_budget, recipe_cfg)
-    for k, g in enumerate(gates):
-        print("\n".join(decision_lines(_run_name(args.rl_run, k), g["decisions"])))
-    if gates:  # the start's choose-job episodes once, and each seed's own
-        gate_eps = gates[0]["kept_episodes"] + [r for g in gates for r in g["candidate_episodes"]]
-        budgets["gate (start and every seed, choose jobs)"] = Budget(len(gate_eps), sum(r["steps"] for r in gate_eps))
+    for name, g in gated.items():
+        print("\n".join(decision_lines(name, g["decisions"])))
+        budgets[f"gate of {name} (choose jobs)"] = Budget(len(g["candidate_episodes"]),
+                                                          sum(r["steps"] for r in g["candidate_episodes"]))
+    if gated:  # the start's own choose-job episodes, which every gate compares with
+        kept = next(iter(gated.values()))["kept_episodes"]
+        budgets["gate of the start (choose jobs)"] = Budget(len(kept), sum(r["steps"] for r in kept))
     return report(args, proto, arms, budgets, rls, recipe_cfg, real_steps)
 
 
