@@ -26,7 +26,8 @@ import torch
 from bench.inputs import demo_path, is_dataset, report_missing
 from envs.cli import load_config
 from envs.errors import run_main
-from imagination.env import ImaginationConfig, load_start_episodes
+from imagination.env import ImaginationConfig
+from imagination.episodes import load_start_episodes
 from imagination.imagine import open_imagination
 from policies.vla import VLAConfig, VLAPolicy
 from world_models.model import WorldModel

@@ -55,7 +55,7 @@ from envs.cli import load_config
 from envs.dataset import EpisodeDataset
 from envs.errors import run_main
 from envs.provenance import provenance
-from imagination.env import load_start_episodes
+from imagination.episodes import load_start_episodes
 from imagination.eval.calibrate import replay_success_prob
 from imagination.eval.evaluate import evaluate, make_eval_env
 from imagination.eval.jobs import EnvSpec, EvalConfig, EvalEnv

@@ -50,7 +50,6 @@ from bench.task_gate import decision_lines, gate_config, gate_seed, merge_tasks
 from envs.cli import load_config, save_config
 from envs.errors import run_main
 from envs.libero_env import LiberoEnv
-from imagination.env import reads_simulator
 from imagination.eval.evaluate import evaluate_or_reuse
 from imagination.eval.stats import paired_difference, seed_average
 from imagination.loop.arms import (
@@ -62,6 +61,7 @@ from imagination.loop.arms import (
     recipe_budget,
 )
 from imagination.loop.config import LoopConfig
+from imagination.rewards.base import reads_simulator
 from imagination.rl.training import ImagineRLConfig, train_rl
 
 HEADROOM = (0.15, 0.65)  # per-task BC success that leaves RL something to gain and something to learn from

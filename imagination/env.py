@@ -19,7 +19,6 @@ Autoreset: next-step (an env that ended is reset by the following `step`, which 
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,22 +28,17 @@ import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from envs.dataset import Episode, EpisodeDataset, ReaderConfig
-from envs.frames import channels_to_views, stack_views, tile_views, to_model_frames, to_uint8, views_to_channels
+from envs.dataset import ReaderConfig
+from envs.frames import channels_to_views, tile_views, to_model_frames, to_uint8, views_to_channels
 from envs.spaces import BatchObservation, Info, Observation, action_space, check_action_chunk, observation_space
-from imagination.grasp_judge import fit_grasp_judge
+from imagination.episodes import StartEpisode, task_keys
 from imagination.keyframes import KeyframeConfig, KeyframeSampler
-from world_models.grasp_point import GraspPointConfig, first_close
+from imagination.rewards.base import Reward, build_reward
+from world_models.grasp_point import GraspPointConfig
 from world_models.model import WorldModel
 from world_models.proprio import ProprioModel, history_at
 
 UNCERTAINTY_MODES = ("off", "report", "truncate", "penalize")
-REWARDS = ("head", "state", "grasp")
-# Rewards that read simulator quantities at RL time: "state" and "grasp" take the object's start from the
-# keyframe's simulator labels, which a real robot does not have; "grasp" with an object reader
-# (ImaginationConfig.object_reader) reads it from the first frame instead. "head" reads only what the world
-# model imagines.
-SIMULATOR_REWARDS = ("state", "grasp")
 
 
 @dataclass
@@ -60,11 +54,10 @@ class ImaginationConfig:
     # model can imagine a view the policy does not read (the wrist camera, where a grasp that misses by
     # 2 cm is plain to see) so that its success head judges from both, while the policy stays as trained.
     policy_views: list[str] = field(default_factory=list)
-    # Where success comes from. "head": the world model's success head on the imagined frames. "state": a
-    # state reward (world_models/object_state.py) that carries the goal's object along the proprio model's
-    # robot states from the keyframe's simulator labels and judges the object-target geometry. Why: a grasp
-    # that misses the rim by 2 cm is 1-2 px at 64 px, invisible to the head, but plain in numbers. "grasp":
-    # below. The head and the state reward give 1.0 on success; "grasp" gives its probability.
+    # Where success comes from, one judge per module of imagination/rewards/: "head", the world model's success
+    # head on the imagined frames; "state", a state reward that carries the goal's object along the proprio
+    # model's robot states from the keyframe's simulator labels; "grasp", below. The head and the state reward
+    # give 1.0 on success; "grasp" gives its probability.
     reward: str = "head"
     state_reward: str = ""  # StateReward checkpoint (scripts/train_state_reward.py); needed for reward "state"
     # Reward "grasp": the episode ends at the first chunk that commands the gripper shut, with reward P(success)
@@ -75,7 +68,7 @@ class ImaginationConfig:
     grasp_train_data: list[str] = field(default_factory=list)
     grasp_label_dirs: list[str] = field(default_factory=list)
     # "close": end at the grasp, as above. "release": hold on to the first open command after it and judge the
-    # grasp and where the carried object is let go (imagination/grasp_judge.py).
+    # grasp and where the carried object is let go (imagination/rewards/grasp.py).
     grasp_until: str = "close"
     grasp_point: GraspPointConfig = field(default_factory=GraspPointConfig)  # its classifier (ensemble, pessimism)
     # Reward "grasp": an object reader checkpoint (scripts/train_object_reader.py) that reads where the object and
@@ -89,57 +82,6 @@ class ImaginationConfig:
     device: str = "cpu"
 
 
-def reads_simulator(cfg: ImaginationConfig) -> bool:
-    """Whether the reward of cfg reads a simulator quantity while RL runs (the own-gain benchmark's rule)."""
-    return cfg.reward in SIMULATOR_REWARDS and not (cfg.reward == "grasp" and cfg.object_reader)
-
-
-@dataclass
-class StartEpisode:
-    """A real episode to start imagined ones from: frames uint8 [T, V, H, W, 3], state [T, S], action [T, 7];
-    sim: the simulator's per-row labels when recorded (object_pos, target_pos [T, 3], grasped [T]), else None.
-
-    The parts of an `envs.dataset.Episode` the env reads (`from_episode`), with the world model's views
-    stacked in the observation layout, so a start frame is handed to the policy as it is."""
-
-    frames: np.ndarray
-    state: np.ndarray
-    action: np.ndarray
-    instruction: str
-    task_id: int
-    sim: dict[str, np.ndarray] | None = None
-    suite: str = ""  # the LIBERO suite it was recorded in ("" = unknown): task ids repeat across suites
-
-    @classmethod
-    def from_episode(cls, ep: Episode, views: Sequence[str],
-                     sim: dict[str, np.ndarray] | None = None) -> StartEpisode:
-        """`ep` with `views` stacked (envs.frames.stack_views); state and action are ep's arrays, not copies."""
-        return cls(stack_views(ep.frames, views), ep.state, ep.action, ep.instruction, ep.task_id, sim, ep.suite)
-
-
-def task_keys(episodes: Sequence[StartEpisode]) -> tuple[list[int], dict[int, str]]:
-    """One int per episode naming its task (the task id; suite index x 1000 + task id when the episodes span
-    several suites, whose task ids repeat), and each key's name: "task3", or "libero_object_task3" when mixed."""
-    suites = sorted({e.suite for e in episodes})
-    if len(suites) <= 1:
-        keys = [e.task_id for e in episodes]
-        return keys, {k: f"task{k}" for k in keys}
-    keys = [1000 * suites.index(e.suite) + e.task_id for e in episodes]
-    return keys, {k: f"{suites[k // 1000]}_task{k % 1000}" for k in keys}
-
-
-def load_start_episodes(root: str, views: list[str], indices: list[int] | None = None,
-                        features: ReaderConfig | None = None) -> list[StartEpisode]:
-    """Real episodes (all, or `indices`) of the dataset at `root` with the world model's views; `features`
-    maps its cameras, state and action (default: automatically)."""
-    from envs.sim_labels import read_sim_labels  # the labels' sidecar files, written by scripts/label_episodes.py
-
-    ds = EpisodeDataset(root, verify=False, features=features)
-    ds.require_views(views)
-    return [StartEpisode.from_episode(ds[i], views, read_sim_labels(root, i))
-            for i in (range(len(ds)) if indices is None else indices)]
-
-
 class ImaginationVectorEnv(VectorEnv):
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["rgb_array"], "render_fps": 20}
 
@@ -150,7 +92,10 @@ class ImaginationVectorEnv(VectorEnv):
         episodes: list[StartEpisode],
         num_envs: int = 1,
         config: ImaginationConfig | None = None,
+        reward: Reward | None = None,
     ):
+        """reward: a judge of your own (imagination/rewards/base.py `Reward`) instead of the one config.reward
+        names."""
         self.cfg = cfg = config or ImaginationConfig()
         if cfg.uncertainty not in UNCERTAINTY_MODES:
             hint = " (YAML read outside envs/cli turns a bare off into false: quote it, 'off')" \
@@ -160,21 +105,11 @@ class ImaginationVectorEnv(VectorEnv):
             raise ValueError(f"num_envs: expected an integer >= 1, got {num_envs}")
         if not episodes:
             raise ValueError("episodes: need at least one real episode to start imagined episodes from")
-        if cfg.reward not in REWARDS:
-            raise ValueError(f"reward: expected one of {list(REWARDS)}, got {cfg.reward!r}")
         self.wm = world_model.to(cfg.device).eval()
-        self.state_reward = (_load_state_reward(cfg, world_model.chunk_len, episodes) if cfg.reward == "state"
-                             else None)
-        self.grasp, self._object_starts = None, np.zeros((len(episodes), 2, 3))
-        if cfg.reward == "grasp":
-            self.grasp, self._object_starts = fit_grasp_judge(
-                cfg.grasp_train_data, cfg.grasp_label_dirs, episodes, num_envs, cfg.grasp_until, cfg.max_steps,
-                cfg.grasp_point, cfg.object_reader, world_model.cfg.views)
-        elif cfg.object_reader:
-            raise ValueError(f"object_reader: only reward 'grasp' reads it, the reward is {cfg.reward!r}")
-        # the head's threshold is calibrated per checkpoint; the other rewards are probabilities trained as ones
-        default_threshold = world_model.cfg.head.success_threshold if cfg.reward == "head" else 0.5
-        self.success_threshold = default_threshold if cfg.success_threshold is None else cfg.success_threshold
+        # the judge (imagination/rewards/)
+        self.reward = reward if reward is not None else build_reward(cfg, world_model, episodes, num_envs)
+        t = self.reward.default_threshold
+        self.success_threshold = t if cfg.success_threshold is None else cfg.success_threshold
         self.proprio = proprio.to(cfg.device).eval()
         if proprio.cfg.chunk_len != world_model.chunk_len:
             raise ValueError(f"proprio chunk_len {proprio.cfg.chunk_len} != world model chunk_len "
@@ -194,13 +129,9 @@ class ImaginationVectorEnv(VectorEnv):
                              f"imagines {wm_views}: expected distinct views among those (train the policy on them)")
         self._pick = [wm_views.index(v) for v in shown]  # indices into the world model's views
         self.episodes = episodes
-        # only starts that leave something to do before the horizon (real episodes may run past it), and with
-        # the state reward only rows its labels cover (a replay that diverged labels the rows before it only)
-        ends = [min(cfg.max_steps, len(e.sim["grasped"]) if cfg.reward != "head" and e.sim else cfg.max_steps)
-                for e in episodes]
-        if self.grasp is not None:  # reward "grasp" judges the first close: start before the recording's own
-            ends = [min(end, first_close(e.action)) if first_close(e.action) > 0 else end
-                    for e, end in zip(episodes, ends)]
+        # only starts that leave something to do before the horizon (real episodes may run past it), and where
+        # the judge can judge them
+        ends = [self.reward.start_limit(e, cfg.max_steps) for e in episodes]
         self.keyframes = KeyframeSampler([e.action[:end] for e, end in zip(episodes, ends)], cfg.keyframes,
                                          task_keys(episodes)[0])
         self.num_envs = num_envs
@@ -227,9 +158,6 @@ class ImaginationVectorEnv(VectorEnv):
         self._instruction = [""] * B
         self._t = np.zeros(B, np.int64)
         self._start = np.zeros((B, 2), np.int64)  # (episode, t) of each env's keyframe
-        # the goal's object as the state reward carries it (reward "state"): position, target, start height, held
-        self._obj, self._target = torch.zeros(B, 3, device=self.device), torch.zeros(B, 3, device=self.device)
-        self._z0, self._held = torch.zeros(B, device=self.device), torch.zeros(B, device=self.device)
         self._needs_reset = np.zeros(B, bool)
         self._frozen = np.zeros(B, bool)
 
@@ -254,21 +182,7 @@ class ImaginationVectorEnv(VectorEnv):
             self._instruction[i] = ep.instruction
             self._t[i] = kf.t
             self._start[i] = (kf.episode, kf.t)
-            if self.state_reward is not None:  # labels checked in _load_state_reward
-                sim = ep.sim
-                if kf.t >= len(sim["grasped"]):  # only a keyframe asked for in reset: drawn ones stay inside
-                    raise ValueError(f"keyframe at frame {kf.t} of start episode {kf.episode}: its simulator labels "
-                                     f"cover frames 0-{len(sim['grasped']) - 1} only (its replay diverged there)")
-                self._obj[i] = torch.as_tensor(sim["object_pos"][kf.t], device=self.device)
-                self._target[i] = torch.as_tensor(sim["target_pos"][kf.t], device=self.device)
-                self._z0[i] = float(sim["object_pos"][0, 2])
-                self._held[i] = float(sim["grasped"][kf.t])
-            if self.grasp is not None:
-                if 0 <= first_close(ep.action) <= kf.t and kf.t > 0:
-                    raise ValueError(f"keyframe at frame {kf.t} of start episode {kf.episode}: reward 'grasp' starts "
-                                     f"before the recording first closes the gripper (frame {first_close(ep.action)})")
-                obj0, target0 = self._object_starts[kf.episode]
-                self.grasp.start(int(i), obj0, target0, ep.task_id)
+            self.reward.start(int(i), kf.episode, ep, kf.t)
         self._needs_reset[idx] = False
         self._frozen[idx] = False
 
@@ -319,7 +233,7 @@ class ImaginationVectorEnv(VectorEnv):
         B = self.num_envs
         reward = np.zeros(B, np.float32)
         terminated, truncated, success = np.zeros(B, bool), np.zeros(B, bool), np.zeros(B, bool)
-        ended = np.zeros(B, bool)  # reward "grasp": episodes its judge ended in this chunk
+        ended = np.zeros(B, bool)  # episodes the judge ended in this chunk (reward "grasp" at its close)
         uncertainty, success_prob, executed = np.zeros(B, np.float32), np.zeros(B, np.float32), np.zeros(B, np.int64)
         frozen = self._frozen.copy()
         resetting = self._needs_reset & ~frozen
@@ -341,20 +255,14 @@ class ImaginationVectorEnv(VectorEnv):
                 frames = self.wm.decode(x)
                 disagreement = (frames - self.wm.decode(again)).abs().mean(dim=(2, 3, 4))  # [b, K]
             last = np.zeros(len(active), np.int64)  # per active env, the index of the frame it stops on
-            if self.state_reward is not None:
-                obj_path, held_path, state_prob = self._object_path(a, states)
-                prob = state_prob.cpu().numpy()  # [b, K]
-            elif self.grasp is not None:
-                prob, closed = self.grasp.chunk(active, self._t[active], self._state[a].cpu().numpy(),
-                                                acts.cpu().numpy(), states.cpu().numpy())
-            else:
-                prob = torch.sigmoid(s_logits).cpu().numpy()  # [b, K]
+            # P(success) after each action [b, K], and where the judge ends each episode [b] (-1: it goes on)
+            prob, end = self.reward.chunk(active, self._t[active], self._state[a], acts, states, s_logits)
             for j, i in enumerate(active):
                 hit = np.flatnonzero(prob[j] >= self.success_threshold)
                 n = min(self.K, self.cfg.max_steps - int(self._t[i]))
-                if self.grasp is not None and 0 <= closed[j] < n:  # the judge decides: the episode ends there
-                    n, ended[i] = int(closed[j]) + 1, True
-                    success[i] = bool(prob[j, closed[j]] >= self.success_threshold)
+                if 0 <= end[j] < n:  # the judge decides: the episode ends there
+                    n, ended[i] = int(end[j]) + 1, True
+                    success[i] = bool(prob[j, end[j]] >= self.success_threshold)
                 elif len(hit) and hit[0] < n:
                     n, success[i] = int(hit[0]) + 1, True
                 executed[i], success_prob[i] = n, prob[j, :n].max()
@@ -362,8 +270,7 @@ class ImaginationVectorEnv(VectorEnv):
                 last[j] = n - 1
                 self._state[i] = states[j, n - 1]
                 self._history[i] = self.proprio.next_history(self._history[i][None], acts[j, :n][None])[0]
-                if self.state_reward is not None:
-                    self._obj[i], self._held[i] = obj_path[j, n - 1], held_path[j, n - 1]
+                self.reward.advance(j, int(i), n)
                 self._t[i] += n
                 if self.cfg.uncertainty != "off":
                     uncertainty[i] = float(disagreement[j, :n].mean())
@@ -373,9 +280,8 @@ class ImaginationVectorEnv(VectorEnv):
             for j, i in enumerate(active):
                 self._image[i] = channels_to_views(to_uint8(shown[j]), self.V)
             terminated[active] = success[active] | ended[active]
-            # reward "grasp": the classifier's probability where its judge ended the episode (the close, or the
-            # release), a graded outcome for GRPO's groups
-            reward[active] = (success_prob if self.grasp is not None else success)[active].astype(np.float32)
+            # a graded judge: its probability where the episode ended (reward "grasp": the close, or the release)
+            reward[active] = (success_prob if self.reward.graded else success)[active].astype(np.float32)
             truncated[active] = ~success[active] & ~ended[active] & (self._t[active] >= self.cfg.max_steps)
             uncertain = uncertainty > self.cfg.uncertainty_threshold
             if self.cfg.uncertainty == "truncate":
@@ -386,35 +292,9 @@ class ImaginationVectorEnv(VectorEnv):
         info = self._info(success, steps=executed, success_prob=success_prob, uncertainty=uncertainty, reset=resetting)
         return self._obs(), reward, terminated, truncated, info
 
-    def _object_path(self, a: torch.Tensor, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The state reward along one chunk of the envs `a` [b], robot states [b, K, S] predicted after each
-        action (the envs' own states are still those before the chunk): object positions [b, K, 3], held
-        [b, K] (0/1) and success probabilities [b, K]: `StateReward.carry`, as `track` does on records."""
-        assert self.state_reward is not None  # step() calls this only with a state reward
-        target = self._target[a][:, None].expand(-1, states.shape[1], -1)
-        return self.state_reward.carry(self._obj[a], self._z0[a], self._held[a], self._state[a], states, target)
-
     def render(self) -> np.ndarray:  # type: ignore[override]  # one array for all envs, not a tuple of frames
         """uint8 [B, H, V*W, 3]: every env's current views side by side."""
         return tile_views(self._image)
-
-
-def _load_state_reward(cfg: ImaginationConfig, chunk_len: int, episodes: list[StartEpisode]):
-    """The StateReward of cfg.state_reward, checked against the world model's chunk length and the start
-    episodes' simulator labels (the object's position at a keyframe is where it starts)."""
-    from world_models.object_state import StateReward
-
-    if not cfg.state_reward:
-        raise ValueError("state_reward: reward 'state' needs a StateReward checkpoint (scripts/train_state_reward.py)")
-    model = StateReward.load(cfg.state_reward).to(cfg.device)
-    if model.cfg.chunk_len != chunk_len:
-        raise ValueError(f"state_reward: chunk_len {model.cfg.chunk_len} differs from the world model's {chunk_len}")
-    unlabelled = [k for k, e in enumerate(episodes) if e.sim is None]
-    if unlabelled:
-        raise ValueError(f"start episodes {unlabelled[:5]}{'...' if len(unlabelled) > 5 else ''} have no simulator "
-                         "labels, which reward 'state' starts the object from: run scripts/label_episodes.py on "
-                         "their dataset (tasks without a pick-and-place object cannot use it)")
-    return model
 
 
 class ImaginationEnv(gym.Env):

@@ -23,7 +23,8 @@ import numpy as np
 import torch
 
 from envs.dataset import EpisodeDataset, ReaderConfig
-from imagination.env import ImaginationConfig, ImaginationVectorEnv, StartEpisode, load_start_episodes
+from imagination.env import ImaginationConfig, ImaginationVectorEnv
+from imagination.episodes import StartEpisode, load_start_episodes
 from imagination.keyframes import Keyframe
 from policies.base import Policy
 from world_models.model import WorldModel

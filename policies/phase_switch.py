@@ -1,6 +1,6 @@
 """A policy in two phases: one policy reaches and grasps, another carries and places once the gripper closes.
 
-Why: the "grasp" reward of imagined RL (imagination/grasp_judge.py) ends each imagined episode at the first
+Why: the "grasp" reward of imagined RL (imagination/rewards/grasp.py) ends each imagined episode at the first
 gripper close, so RL only ever judges the reach and the grasp. What the fine-tuned network does after the
 close is never rewarded, and on the rl_gain protocol it drifted: RL cut the never-lifted failures and added
 lifted-but-not-placed ones (docs/notebook/loop.md, "RL on the grasp reward"). Deploying the fine-tuned policy for

@@ -1,6 +1,6 @@
 """Where the goal's object and its target start, read from the episode's first camera image.
 
-The grasp judge (imagination/grasp_judge.py) scores where the gripper closes relative to the object's start
+The grasp judge (imagination/rewards/grasp.py) scores where the gripper closes relative to the object's start
 position. Taken from the simulator's labels, that position is something a real robot does not have, so a
 reward built on it would not run outside simulation. This module reads it from pixels instead:
 

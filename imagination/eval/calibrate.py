@@ -29,7 +29,8 @@ from envs.atomic import atomic_write_json
 from envs.crash_points import crash_point
 from envs.dataset import EpisodeDataset
 from envs.provenance import provenance
-from imagination.env import ImaginationConfig, StartEpisode
+from imagination.env import ImaginationConfig
+from imagination.episodes import StartEpisode
 from imagination.imagine import imagine, open_imagination, recorded_actions, recorded_ends
 from imagination.keyframes import Keyframe, KeyframeConfig
 from world_models.model import WorldModel

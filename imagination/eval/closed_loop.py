@@ -38,7 +38,8 @@ from tqdm.auto import tqdm
 
 from envs import libero_suites
 from envs.dataset import EpisodeDataset, select_meta
-from imagination.env import ImaginationConfig, load_start_episodes
+from imagination.env import ImaginationConfig
+from imagination.episodes import load_start_episodes
 from imagination.eval.calibrate import ThresholdChoice, pick_threshold
 from imagination.eval.evaluate import evaluate
 from imagination.eval.jobs import EvalConfig

@@ -4,7 +4,7 @@ episodes, read at three stages, one record per episode.
     recorded     the robot states the simulator recorded: how much of the outcome the grasp point holds
     predicted    the recorded actions through imagination's proprio model (open loop): what its drift costs
     closed_loop  the policy acting on imagined frames from the episode's first frame (world model + proprio):
-                 what imagined RL with reward "grasp" scores (imagination/grasp_judge.py)
+                 what imagined RL with reward "grasp" scores (imagination/rewards/grasp.py)
 
 bench/reward_ceiling.py prints all three; bench/reward_signal.py --reward grasp scores the closed loop with
 the gate's AUC and calibration (imagination/eval/reward_gate.py). The classifier is fit on training-side

@@ -43,7 +43,7 @@ def task_adoption(kept: str, candidate: str, kept_episodes: list[dict], candidat
 
     Why per task: one RL run fine-tunes every task, and its judge is sound on some tasks and blind on others; a
     whole-policy decision then either keeps a collapse on one task or throws away a gain on another (docs/results.md,
-    "Imagination's own gain"). policies/task_switch.py deploys the decisions as one checkpoint."""
+    "Protocol v2: imagination's own gain"). policies/task_switch.py deploys the decisions as one checkpoint."""
     tasks = sorted({int(r["task_id"]) for r in kept_episodes})
     out = {}
     for t in tasks:

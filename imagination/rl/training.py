@@ -44,7 +44,8 @@ from envs.dataset import EpisodeDataset, encode_preview, select_meta
 from envs.frames import tile_views
 from envs.libero_env import LiberoEnv
 from envs.provenance import provenance
-from imagination.env import ImaginationConfig, ImaginationVectorEnv, task_keys
+from imagination.env import ImaginationConfig, ImaginationVectorEnv
+from imagination.episodes import task_keys
 from imagination.imagine import open_imagination
 from imagination.keyframes import KeyframeConfig
 from imagination.rl.algo import RLConfig, update

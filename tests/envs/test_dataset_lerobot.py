@@ -114,7 +114,7 @@ def test_a_wrong_from_timestamp_names_the_file(tmp_path: Path) -> None:
 
 
 def test_clips_bc_and_imagination_starts_load_from_it(foreign: Path) -> None:
-    from imagination.env import load_start_episodes
+    from imagination.episodes import load_start_episodes
     from policies.bc import BCConfig
     from policies.bc import load_episodes as bc_episodes
     from policies.vla import VLAConfig
@@ -131,7 +131,7 @@ def test_clips_bc_and_imagination_starts_load_from_it(foreign: Path) -> None:
 
 
 def test_frames_resized_on_read_for_every_stage(foreign: Path) -> None:
-    from imagination.env import load_start_episodes
+    from imagination.episodes import load_start_episodes
     from world_models.clips import load_episodes
 
     small = ReaderConfig(image_size=16)

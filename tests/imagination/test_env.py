@@ -6,36 +6,16 @@ import torch
 from gymnasium import spaces
 from gymnasium.utils.env_checker import check_env
 
-from imagination.env import ImaginationConfig, ImaginationEnv, ImaginationVectorEnv, StartEpisode
+from imagination.env import ImaginationConfig, ImaginationEnv, ImaginationVectorEnv
+from imagination.episodes import StartEpisode
 from imagination.keyframes import Keyframe, KeyframeConfig, KeyframeSampler, step_weights
+from imagination.rewards.grasp import GraspJudge
 from tests.episodes import grasp_label_dir
+from tests.imagination.conftest import H
+from tests.imagination.conftest import start_episodes as _episodes
 from world_models.denoiser import DenoiserConfig
 from world_models.model import WorldModel, WorldModelConfig
 from world_models.proprio import ProprioConfig, ProprioModel, fit_proprio
-
-H = 16
-
-
-def _episodes(n=3, T=30, seed=0):
-    rng = np.random.default_rng(seed)
-    eps = []
-    for e in range(n):
-        frames = rng.integers(0, 255, (T, 1, H, H, 3), dtype=np.uint8)
-        action = rng.uniform(-1, 1, (T, 7)).astype(np.float32)
-        action[:, 6] = np.where(np.arange(T) < T // 2, -1.0, 1.0)  # one grasp event at T/2
-        state = np.cumsum(rng.normal(0, 0.01, (T, 8)), 0).astype(np.float32)
-        eps.append(StartEpisode(frames, state, action, f"pick up bowl {e}", e))
-    return eps
-
-
-@pytest.fixture(scope="module")
-def models():
-    torch.manual_seed(0)
-    d = DenoiserConfig(image_size=H, channels=3, context_frames=2, chunk_len=4, block_out_channels=[8, 16],
-                       norm_num_groups=4)
-    wm = WorldModel(WorldModelConfig(views=["agentview"], denoiser=d))
-    prop = ProprioModel(ProprioConfig(chunk_len=4, hidden=32, layers=1))
-    return wm, prop
 
 
 def _bias_success(wm, value: float):
@@ -292,15 +272,15 @@ def test_grasp_reward_ends_the_episode_at_the_first_close_with_the_classifier_pr
         after = prop.predict(torch.as_tensor(before)[None], torch.as_tensor(close_chunk))[0].numpy()
     _, reward, terminated, truncated, info = venv.step(close_chunk)
     sim = eps[1].sim
-    assert venv.grasp is not None
-    expected = venv.grasp.classifier.predict(
+    assert isinstance(venv.reward, GraspJudge)
+    expected = venv.reward.classifier.predict(
         features_at(after[1], 4 + 2, sim["object_pos"][0], sim["target_pos"][0])[None], np.array([1]))[0]
     assert terminated[0] and not truncated[0] and info["steps"][0] == 3
     assert reward[0] == pytest.approx(expected, rel=1e-5) and info["success"][0] == (expected >= 0.5)
     # the classifier learned the rule: a close on the object beats one 4 cm away
     near, far = (features_at(np.r_[sim["object_pos"][0] + d, np.zeros(5)], 6, sim["object_pos"][0],
                              sim["target_pos"][0]) for d in ([0.0, 0.0, 0.02], [0.04, 0.0, 0.02]))
-    p = venv.grasp.classifier.predict(np.stack([near, far]), np.array([1, 1]))
+    p = venv.reward.classifier.predict(np.stack([near, far]), np.array([1, 1]))
     assert p[0] > 0.5 > p[1]
     # the one loop counts an episode a success by the classifier's verdict, not by its ending
     from imagination.imagine import imagine
@@ -336,8 +316,8 @@ def test_grasp_until_release_holds_on_and_judges_where_the_carried_object_is_let
     with torch.no_grad():
         after = prop.predict(torch.as_tensor(before)[None], torch.as_tensor(held))[0].numpy()
     _, reward, terminated, truncated, info = venv.step(held)
-    assert venv.grasp is not None
-    expected = venv.grasp.classifier.predict(release_features_at(
+    assert isinstance(venv.reward, GraspJudge)
+    expected = venv.reward.classifier.predict(release_features_at(
         close_state, 2, after[0], 5, sim["object_pos"][0], sim["target_pos"][0])[None], np.array([1]))[0]
     assert terminated[0] and info["steps"][0] == 2 and reward[0] == pytest.approx(expected, rel=1e-5)
     # held shut to the horizon (16 steps): the last chunk's last action is read as the release
@@ -444,7 +424,7 @@ def test_grasp_reward_carries_the_judges_per_task_offset(models, tmp_path):
 def test_grasp_reward_with_an_object_reader_reads_no_simulator_label(models, tmp_path):
     """imagination.object_reader: the judge takes where the object and the target start from the reader reading each
     start episode's first frame. Start episodes without simulator labels run; labels that are there are not read."""
-    from imagination.env import reads_simulator
+    from imagination.rewards.base import reads_simulator
     from world_models.object_reader import ObjectReaderConfig, fit_object_reader
 
     wm, prop = models
@@ -462,9 +442,9 @@ def test_grasp_reward_with_an_object_reader_reads_no_simulator_label(models, tmp
     for starts in (eps, _labelled(eps)):  # no labels; labels the judge must ignore
         venv = ImaginationVectorEnv(wm, prop, starts, 2, cfg)
         venv.reset(seed=0, options={"keyframes": [Keyframe(1, 0), Keyframe(2, 0)]})
-        assert venv.grasp is not None
-        np.testing.assert_array_equal(venv.grasp.obj0, read_obj[[1, 2]])
-        np.testing.assert_array_equal(venv.grasp.target0, read_tgt[[1, 2]])
+        assert isinstance(venv.reward, GraspJudge)
+        np.testing.assert_array_equal(venv.reward.obj0, read_obj[[1, 2]])
+        np.testing.assert_array_equal(venv.reward.target0, read_tgt[[1, 2]])
         close = np.ones((2, 4, 7), np.float32)
         _, reward, terminated, _, _ = venv.step(close)
         assert terminated.all() and ((reward >= 0) & (reward <= 1)).all()  # the classifier's P(success)

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from envs.dataset import DatasetConfig, Episode, EpisodeWriter
-from imagination.env import ImaginationConfig, ImaginationVectorEnv, StartEpisode
+from imagination.env import ImaginationConfig, ImaginationVectorEnv
+from imagination.episodes import StartEpisode
 from imagination.eval.calibrate import replay_success_prob
 from imagination.imagine import imagine, open_imagination, open_proprio, policy_mean, recorded_actions, recorded_ends
 from imagination.keyframes import Keyframe, KeyframeConfig

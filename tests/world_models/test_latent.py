@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from envs.frames import to_uint8
-from imagination.env import ImaginationConfig, ImaginationVectorEnv, StartEpisode
+from imagination.env import ImaginationConfig, ImaginationVectorEnv
+from imagination.episodes import StartEpisode
 from tests.world_models.conftest import SIZE, tiny_model_config, tiny_train_config
 from world_models.autoencoder import Autoencoder, AutoencoderConfig
 from world_models.autoencoder_training import TrainAutoencoderConfig, train_autoencoder

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from envs.dataset import DatasetConfig, Episode, EpisodeWriter
-from imagination.env import ImaginationConfig, ImaginationVectorEnv, StartEpisode
+from imagination.env import ImaginationConfig, ImaginationVectorEnv
+from imagination.episodes import StartEpisode
 from imagination.eval.calibrate import balanced_accuracy, pick_threshold, replay_success_prob
 from world_models.denoiser import DenoiserConfig
 from world_models.model import WorldModel, WorldModelConfig

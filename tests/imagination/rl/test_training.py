@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from envs.dataset import EpisodeDataset
-from imagination.env import ImaginationConfig, ImaginationVectorEnv, StartEpisode, load_start_episodes
+from imagination.env import ImaginationConfig, ImaginationVectorEnv
+from imagination.episodes import StartEpisode, load_start_episodes
 from imagination.keyframes import KeyframeConfig
 from imagination.rl.algo import RLConfig
 from imagination.rl.rollout import collect_rollouts

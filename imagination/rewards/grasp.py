@@ -21,9 +21,10 @@ reads only what a real robot has: the image, and the robot states the proprio mo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 
 from world_models.grasp_point import (
     GraspPointClassifier,
@@ -33,27 +34,53 @@ from world_models.grasp_point import (
     release_features_at,
 )
 
+if TYPE_CHECKING:
+    from imagination.episodes import StartEpisode
+
 ENDINGS = ("close", "release")
 
 
 class GraspJudge:
-    """Per-env bookkeeping of reward "grasp" for a batch of `num_envs` imagined episodes."""
+    """`Reward` (imagination/rewards/base.py) "grasp": per-env bookkeeping for a batch of `num_envs` imagined
+    episodes, whose start episodes' objects and targets start at `starts` [E, 2, 3] (`object_starts`)."""
+
+    default_threshold = 0.5  # a probability trained as one
+    graded = True  # the classifier's probability where the judge ended the episode: a graded outcome for GRPO
 
     def __init__(self, classifier: GraspPointClassifier, num_envs: int, state_dim: int, until: str = "close",
-                 max_steps: int = 220):
+                 max_steps: int = 220, starts: np.ndarray | None = None):
         if until not in ENDINGS:
             raise ValueError(f"grasp_until: expected one of {list(ENDINGS)}, got {until!r}")
         self.classifier, self.until, self.max_steps = classifier, until, max_steps
+        self.starts = np.zeros((0, 2, 3)) if starts is None else starts
         self.obj0, self.target0 = np.zeros((num_envs, 3)), np.zeros((num_envs, 3))
         self.task = np.zeros(num_envs, np.int64)
         self.t_close = np.full(num_envs, -1, np.int64)  # "release": the close's control step, -1 before it
         self.close_state = np.zeros((num_envs, state_dim))
 
-    def start(self, i: int, object_start: np.ndarray, target_start: np.ndarray, task: int) -> None:
-        """Env i starts an episode whose object and target start at these positions [3]."""
-        self.obj0[i], self.target0[i], self.task[i], self.t_close[i] = object_start, target_start, task, -1
+    def start_limit(self, episode: StartEpisode, max_steps: int) -> int:
+        """Before the recording's own first close (the judge judges the first close), and where labels exist, the
+        rows they cover."""
+        end = min(max_steps, len(episode.sim["grasped"])) if episode.sim else max_steps
+        c = first_close(episode.action)
+        return min(end, c) if c > 0 else end
 
-    def chunk(self, envs: np.ndarray, t: np.ndarray, before: np.ndarray, acts: np.ndarray,
+    def start(self, i: int, episode_index: int, episode: StartEpisode, t: int) -> None:
+        c = first_close(episode.action)
+        if 0 <= c <= t and t > 0:
+            raise ValueError(f"keyframe at frame {t} of start episode {episode_index}: reward 'grasp' starts "
+                             f"before the recording first closes the gripper (frame {c})")
+        obj0, target0 = self.starts[episode_index]
+        self.obj0[i], self.target0[i], self.task[i], self.t_close[i] = obj0, target0, episode.task_id, -1
+
+    def chunk(self, envs: np.ndarray, t: np.ndarray, before: torch.Tensor, acts: torch.Tensor, states: torch.Tensor,
+              success_logits: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        return self.judge(envs, t, before.cpu().numpy(), acts.cpu().numpy(), states.cpu().numpy())
+
+    def advance(self, j: int, i: int, n: int) -> None:
+        pass  # `judge` keeps the close's state itself
+
+    def judge(self, envs: np.ndarray, t: np.ndarray, before: np.ndarray, acts: np.ndarray,
               states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """One chunk of the envs `envs` [b], at control steps t [b], robot states before the chunk [b, S],
         actions [b, K, 7] and the proprio model's states after each action [b, K, S] -> P(success) [b, K]
@@ -118,10 +145,10 @@ def object_starts(episodes: Sequence[Any], reader_path: str = "", views: Sequenc
 
 def fit_grasp_judge(train_data: Sequence[str], label_dirs: Sequence[str], episodes: Sequence[Any], num_envs: int,
                     until: str = "close", max_steps: int = 220, cfg: GraspPointConfig | None = None,
-                    reader_path: str = "", views: Sequence[str] = ()) -> tuple[GraspJudge, np.ndarray]:
+                    reader_path: str = "", views: Sequence[str] = ()) -> GraspJudge:
     """The judge of reward "grasp" for `num_envs` envs starting from `episodes` (StartEpisode), its classifier fit
     on the labelled datasets `train_data` and label-collection folders `label_dirs` (world_models/grasp_point.py),
-    and each start episode's object and target start [E, 2, 3] (`object_starts`: the reader at `reader_path`
+    with each start episode's object and target start [E, 2, 3] (`object_starts`: the reader at `reader_path`
     reading the first frame of `views`, or the simulator labels)."""
     from world_models.grasp_point import fit_grasp_point
 
@@ -132,7 +159,7 @@ def fit_grasp_judge(train_data: Sequence[str], label_dirs: Sequence[str], episod
                          "(datasets labelled by scripts/label_episodes.py, or grasp_label_dirs)")
     starts = object_starts(episodes, reader_path, views)  # before the fit: a missing label fails at once
     classifier = fit_grasp_point(train_data, label_dirs, cfg, place=until == "release")
-    return GraspJudge(classifier, num_envs, episodes[0].state.shape[1], until, max_steps), starts
+    return GraspJudge(classifier, num_envs, episodes[0].state.shape[1], until, max_steps, starts)
 
 
 __all__ = ["ENDINGS", "GraspJudge", "fit_grasp_judge", "object_starts"]
