@@ -235,11 +235,11 @@ def main(argv: list[str] | None = None) -> int:
     def score_gated(gate: dict, name: str) -> dict:
         """The routed policy on its routed tasks; the start's own episodes on the others (bench/task_gate.py)."""
         routed = gate["routed_tasks"]
-        print(f"recipe {name}, gated: routed to RL on tasks {routed or 'none'}; the start's own episodes elsewhere")
+        print(f"{name}, gated: acts on tasks {routed or 'none'}; the start's own episodes elsewhere")
         if not routed:
             return merge_tasks(arms["start"], None, [])
         res = evaluate_or_reuse(replace(evalcfg, tasks=routed, checkpoint=gate["policy_path"],
-                                        out_dir=str(out / f"eval_routed_{name}")), f"recipe {name}, gated")
+                                        out_dir=str(out / f"eval_routed_{name}")), f"{name}, gated")
         return merge_tasks(arms["start"], res, routed)
 
     arms: dict[str, dict] = {"start": score(bc, "eval_bc", "start (BC)")}

@@ -72,7 +72,7 @@ def merge_tasks(start: dict, routed: dict | None, routed_tasks: list[int]) -> di
 
 def decision_lines(name: str, decisions: dict[int, dict]) -> list[str]:
     """One line per task: the gate's decision for one seed, with its figure on the choose jobs."""
-    return [f"gate {name} task {t}: {'routed to RL' if d['adopted'] else 'kept the start'} ({d['reason']})"
+    return [f"gate {name} task {t}: {'acts' if d['adopted'] else 'the start acts'} ({d['reason']})"
             for t, d in sorted(decisions.items())]
 
 

@@ -54,7 +54,7 @@ def test_the_gate_routes_the_tasks_the_candidate_holds_and_keeps_the_start_elsew
     torch.testing.assert_close(out[0], start.predict_action_chunk(obs)[0])
     torch.testing.assert_close(out[1], tuned.predict_action_chunk(obs)[1])
     lines = decision_lines("s0", g["decisions"])
-    assert lines[0].startswith("gate s0 task 5: kept the start") and "routed to RL" in lines[1]
+    assert lines[0].startswith("gate s0 task 5: the start acts") and lines[1].startswith("gate s0 task 7: acts")
     # a second gate with the same decisions leaves the checkpoint as it was (its evaluation stays reusable)
     mtime = (tmp_path / "out" / "routed_s0" / "policy.pt").stat().st_mtime_ns
     gate_seed(str(tmp_path / "bc.pt"), str(tmp_path / "rl.pt"), "s0", choose, tmp_path / "out", 0.10)
