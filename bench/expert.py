@@ -27,8 +27,8 @@ import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from envs import libero_suites  # noqa: E402
-from envs.errors import run_main
 from envs.experts import EXPERTS, UnsupportedGoal, make_expert, run_expert_episode  # noqa: E402
+from infra.errors import run_main
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -115,4 +115,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main))  # input errors as one line, exit 2 (envs/errors.py)
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (infra/errors.py)

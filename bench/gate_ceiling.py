@@ -36,7 +36,7 @@ from pathlib import Path
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from bench.protocol import RLGainProtocol  # noqa: E402  (after MUJOCO_GL is set above)
-from envs.errors import run_main  # noqa: E402
+from infra.errors import run_main  # noqa: E402
 
 
 def _report(name: str, figs: dict) -> list[str]:
@@ -108,11 +108,11 @@ def main(argv: list[str] | None = None) -> int:
               "`python bench/reward_signal.py` records the gate's evaluations", file=sys.stderr)
         return 2
 
-    from envs.atomic import atomic_write_json
     from imagination.eval.evaluate import evaluate_or_reuse
     from imagination.eval.reality_gate import judge_probs, pool_jobs
     from imagination.eval.repeatability import judge_gap, repeat_figures
     from imagination.eval.reward_gate import THRESHOLD_AUC, THRESHOLD_GAP
+    from infra.atomic import atomic_write_json
 
     folder = args.perturb if args.perturb == "seed" else f"noise{args.noise_std:g}"  # one folder per noise level
     out = Path(args.out_dir or Path(proto.path("gate_ceiling")) / folder)

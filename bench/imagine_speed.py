@@ -24,11 +24,11 @@ import numpy as np
 import torch
 
 from bench.inputs import demo_path, is_dataset, report_missing
-from envs.cli import load_config
-from envs.errors import run_main
 from imagination.env import ImaginationConfig
 from imagination.episodes import load_start_episodes
 from imagination.imagine import open_imagination
+from infra.cli import load_config
+from infra.errors import run_main
 from policies.vla import VLAConfig, VLAPolicy
 from world_models.model import WorldModel
 from world_models.proprio import ProprioConfig, ProprioModel
@@ -102,4 +102,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main))  # input errors as one line, exit 2 (envs/errors.py)
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (infra/errors.py)

@@ -28,13 +28,13 @@ def demo_dir() -> Path:
     world-model score on a machine without the robot client's packages) does not import the whole loop."""
     import yaml
 
-    from envs.cli import CONFIGS
+    from infra.cli import CONFIGS
 
     out_dir = (yaml.safe_load((CONFIGS / "loop" / f"{DEMO_PRESET}.yaml").read_text()) or {}).get("out_dir")
     if out_dir:
         return Path(out_dir)
-    from envs.cli import load_config  # the preset leaves out_dir to LoopConfig's default
     from imagination.loop.config import LoopConfig
+    from infra.cli import load_config  # the preset leaves out_dir to LoopConfig's default
 
     return Path(load_config(LoopConfig, DEMO_PRESET, group="loop").out_dir)
 

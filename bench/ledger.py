@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from envs.atomic import atomic_write_text
+from infra.atomic import atomic_write_text
 
 
 def scored_recipes(ledger: Path) -> list[dict]:

@@ -35,7 +35,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # before the simulator is imported: h
 import numpy as np  # noqa: E402
 
 from bench.protocol import PROTOCOLS  # noqa: E402
-from envs.errors import run_main  # noqa: E402
+from infra.errors import run_main  # noqa: E402
 
 
 def judged_episodes(roots: list[str], view: str) -> dict[str, list]:
@@ -159,4 +159,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main))  # input errors as one line, exit 2 (envs/errors.py)
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (infra/errors.py)

@@ -28,15 +28,15 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from envs.cli import load_config
 from envs.collection import collect_dataset
 from envs.dataset import EpisodeDataset
-from envs.provenance import provenance
 from imagination.eval.calibrate import CalibrateConfig, calibrate_success
 from imagination.eval.jobs import EvalConfig
 from imagination.loop.config import LoopConfig
 from imagination.loop.grasp_inputs import GraspInputPaths, GraspInputsConfig, build_grasp_inputs
 from imagination.rl.training import ImagineRLConfig
+from infra.cli import load_config
+from infra.provenance import provenance
 from policies.bc import BCConfig, train_bc_on_data
 from world_models.training import train_world_model
 

@@ -51,15 +51,15 @@ import torch
 from scipy.stats import spearmanr
 
 from bench.inputs import demo_path, is_dataset, report_missing
-from envs.cli import load_config
 from envs.dataset import EpisodeDataset
-from envs.errors import run_main
-from envs.provenance import provenance
 from imagination.episodes import load_start_episodes
 from imagination.eval.calibrate import replay_success_prob
 from imagination.eval.evaluate import evaluate, make_eval_env
 from imagination.eval.jobs import EnvSpec, EvalConfig, EvalEnv
 from imagination.imagine import open_proprio
+from infra.cli import load_config
+from infra.errors import run_main
+from infra.provenance import provenance
 from policies.base import Policy, RandomPolicy, RandomPolicyConfig
 from policies.bc import BCConfig, train_bc
 from policies.remote import is_remote
@@ -430,4 +430,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main))  # input errors as one line, exit 2 (envs/errors.py)
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (infra/errors.py)

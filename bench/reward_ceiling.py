@@ -32,9 +32,9 @@ import numpy as np
 import torch
 
 from bench.protocol import RLGainProtocol
-from envs.errors import run_main
 from imagination.eval.grasp_gate import STAGES, GraspGateConfig, grasp_gate_records
 from imagination.eval.reward_gate import THRESHOLD_AUC, within_task_auc_interval
+from infra.errors import run_main
 
 
 def stage_line(name: str, records: list[dict]) -> tuple[str, float]:
@@ -107,4 +107,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main))  # input errors as one line, exit 2 (envs/errors.py)
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (infra/errors.py)

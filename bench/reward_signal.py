@@ -72,7 +72,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 from bench import gate_side  # noqa: E402  (after MUJOCO_GL is set above)
 from bench.protocol import RLGainProtocol  # noqa: E402
-from envs.errors import run_main
+from infra.errors import run_main
 
 LEAD_STEPS = 8
 
@@ -245,9 +245,7 @@ def main(argv: list[str] | None = None) -> int:
                   "--policies) re-runs the gate's jobs, or give --verdict thresholds", file=sys.stderr)
             return 2
 
-    from envs.atomic import atomic_write_json
     from envs.dataset import EpisodeDataset, EpisodeWriter
-    from envs.provenance import provenance
     from imagination.eval.closed_loop import ClosedLoopConfig, branch_records, closed_loop_records
     from imagination.eval.grasp_gate import GraspGateConfig, fit_gate_classifier, grasp_gate_records
     from imagination.eval.reality_gate import against_reality, reality_fields, reality_line
@@ -258,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
         gate_figures,
         gate_verdict,
     )
+    from infra.atomic import atomic_write_json
+    from infra.provenance import provenance
     from world_models.grasp_point import GraspPointConfig
     from world_models.model import WorldModel
 
@@ -397,4 +397,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main))  # input errors as one line, exit 2 (envs/errors.py)
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (infra/errors.py)

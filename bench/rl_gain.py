@@ -47,8 +47,6 @@ from omegaconf import DictConfig, OmegaConf
 from bench.ledger import record_scored, scored_recipes
 from bench.protocol import PROTOCOLS, RLGainProtocol, build, build_recipe, recipe_config, start_bc_config
 from bench.task_gate import decision_lines, gate_config, gate_seed, merge_tasks
-from envs.cli import load_config, save_config
-from envs.errors import run_main
 from envs.libero_env import LiberoEnv
 from imagination.eval.evaluate import evaluate_or_reuse
 from imagination.eval.stats import paired_difference, seed_average
@@ -63,6 +61,8 @@ from imagination.loop.arms import (
 from imagination.loop.config import LoopConfig
 from imagination.rewards.base import reads_simulator
 from imagination.rl.training import ImagineRLConfig, train_rl
+from infra.cli import load_config, save_config
+from infra.errors import run_main
 
 HEADROOM = (0.15, 0.65)  # per-task BC success that leaves RL something to gain and something to learn from
 ARMS = ("start", "control", "anchor", "recipe")  # imagination/loop/arms.py
@@ -403,4 +403,4 @@ def seed_dir(name: str, k: int) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main))  # input errors as one line, exit 2 (envs/errors.py)
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (infra/errors.py)

@@ -40,7 +40,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np
 
 from bench.inputs import is_dataset, report_missing
-from envs.errors import run_main
+from infra.errors import run_main
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = "outputs/bench/scale/data"
@@ -117,7 +117,7 @@ def imagined_inputs(data: str, folder: Path) -> list[str]:
     """An untrained quick-preset world model, proprio model and VLA in `folder`, as imagine_rl.py arguments."""
     import torch
 
-    from envs.cli import load_config
+    from infra.cli import load_config
     from policies.vla import VLAConfig, VLAPolicy
     from world_models.model import WorldModel
     from world_models.proprio import ProprioConfig, ProprioModel
@@ -217,4 +217,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main))  # input errors as one line, exit 2 (envs/errors.py)
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (infra/errors.py)

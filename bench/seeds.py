@@ -15,8 +15,8 @@ import json
 import sys
 from pathlib import Path
 
-from envs.errors import run_main
 from imagination.eval.stats import seed_average
+from infra.errors import run_main
 
 
 def _episodes(path: str) -> list[dict]:

@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from bench.inputs import report_missing
-from envs.errors import run_main
 from envs.robot.client import PolicyClient
+from infra.errors import run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -100,4 +100,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main))  # input errors as one line, exit 2 (envs/errors.py)
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (infra/errors.py)

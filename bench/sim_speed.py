@@ -18,9 +18,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 
-from envs.errors import run_main
 from envs.libero_env import LiberoEnv, LiberoEnvConfig
 from envs.vector_env import LiberoVectorEnv
+from infra.errors import run_main
 
 
 def _actions(rng: np.random.Generator, n: int, batch: int | None = None) -> np.ndarray:
@@ -89,4 +89,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main))  # input errors as one line, exit 2 (envs/errors.py)
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (infra/errors.py)

@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 from bench.inputs import demo_path, is_dataset, report_missing
-from envs.errors import run_main
+from infra.errors import run_main
 
 MIN_MOVING_GAIN_DB = 4.0  # moving-region PSNR over the still frame's; the goal is 8 dB
 MIN_EPISODES = 12  # fewer cannot tell one model from another (3 episodes gave intervals wider than the gaps)
@@ -117,4 +117,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main))  # input errors as one line, exit 2 (envs/errors.py)
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (infra/errors.py)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from envs.errors import run_main
+from infra.errors import run_main
 from world_models.region import bootstrap_interval
 
 

@@ -25,8 +25,8 @@ import numpy as np
 import torch
 
 from bench.inputs import report_missing
-from envs.cli import load_config
-from envs.errors import run_main
+from infra.cli import load_config
+from infra.errors import run_main
 from world_models.model import WorldModel
 from world_models.training import TrainWorldModelConfig, model_config_for_data
 
@@ -121,4 +121,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main))  # input errors as one line, exit 2 (envs/errors.py)
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (infra/errors.py)

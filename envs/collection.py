@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from envs.cli import save_config
 from envs.dataset import DatasetConfig, Episode, EpisodeDataset, EpisodeWriter, encode_preview
 from envs.experts import (
     EXPERTS,
@@ -29,6 +28,7 @@ from envs.frames import stack_views, tile_views
 from envs.libero_env import LiberoEnv
 from envs.libero_suites import suite_info
 from envs.recording import CollectConfig, PlanItem, env_config, record_episode
+from infra.cli import save_config
 
 log = logging.getLogger(__name__)
 SCRIPTED_SUITES = tuple(EXPERTS)  # suites with a scripted expert

@@ -46,8 +46,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from envs.atomic import atomic_write
 from envs.sim_labels import MAX_STATE_DIFF, read_checked_npz, replay_actions, replay_dataset
+from infra.atomic import atomic_write
 
 if TYPE_CHECKING:  # annotations only: reading labels must not pull in the simulator
     from envs.dataset import EpisodeMeta

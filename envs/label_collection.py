@@ -31,13 +31,13 @@ from typing import Any
 
 import numpy as np
 
-from envs.atomic import atomic_write
 from envs.collection import PERTURBED_SUITES, check_expert_plan
 from envs.experts import PERTURBATION_KINDS, SUITE_PERTURBATIONS, Perturbation, make_expert, make_perturbed_expert
 from envs.libero_env import LiberoEnv, LiberoEnvConfig
 from envs.libero_suites import suite_info
 from envs.outcome import outcome, pick_place_objects
 from envs.sim_labels import LABEL_KEYS, LabelledEpisode, read_checked_npz, step_labels
+from infra.atomic import atomic_write
 
 EXPERT = "expert"  # the clean expert's entry in `kinds`
 ARRAY_KEYS = ("state", "action", "success", *LABEL_KEYS)

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.atomic import atomic_write_bytes
+from infra.atomic import atomic_write_bytes
 
 LAYOUT_KEYS = ("images", "object_pos", "target_pos", "task_id", "init_state_id")
 

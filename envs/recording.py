@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from envs.crash_points import crash_point
 from envs.dataset import Episode
 from envs.experts import Perturbation, make_expert, make_perturbed_expert
 from envs.frames import split_views
 from envs.libero_env import LiberoEnv, LiberoEnvConfig
 from envs.style import style_processor
+from infra.crash_points import crash_point
 
 
 @dataclass

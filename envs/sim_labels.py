@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from envs.atomic import atomic_write
 from envs.outcome import pick_place_objects
+from infra.atomic import atomic_write
 
 if TYPE_CHECKING:  # for the annotations only: label_dataset imports the dataset where it reads one, and reading
     # labels (read_sim_labels, used by fidelity and reward code) must not pull in the simulator's gymnasium env

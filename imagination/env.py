@@ -98,7 +98,7 @@ class ImaginationVectorEnv(VectorEnv):
         names."""
         self.cfg = cfg = config or ImaginationConfig()
         if cfg.uncertainty not in UNCERTAINTY_MODES:
-            hint = " (YAML read outside envs/cli turns a bare off into false: quote it, 'off')" \
+            hint = " (YAML read outside infra/cli turns a bare off into false: quote it, 'off')" \
                 if str(cfg.uncertainty).lower() == "false" else ""
             raise ValueError(f"uncertainty: expected one of {list(UNCERTAINTY_MODES)}, got {cfg.uncertainty!r}{hint}")
         if num_envs < 1:

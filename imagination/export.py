@@ -1,8 +1,8 @@
 """Export a saved checkpoint to the Hugging Face Hub layout (scripts/export_hub.py): a world model, a proprio
 model or a policy, the kind read from the file, with a model card from the files next to it.
 
-Here rather than in envs/ (which holds the layout itself, envs.hub, and the card, envs.model_card) because
-this is the package that sees both world models and policies; envs sits below them.
+Here rather than in infra/ (which holds the layout itself, infra.hub, and the card, infra.model_card) because
+this is the package that sees both world models and policies; infra sits below them.
 """
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envs.checkpoint import CheckpointError, load_torch
-from envs.hub import push_folder
-from envs.model_card import gather_facts
+from infra.checkpoint import CheckpointError, load_torch
+from infra.hub import push_folder
+from infra.model_card import gather_facts
 
 # the "format" tag of each kind of .pt checkpoint -> what loads it
 KINDS = {"wm-vla-rl/world_model": "world model", "wm-vla-rl/proprio_model": "proprio model",

@@ -36,10 +36,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from envs.checkpoint import MODEL_KEYS, CheckpointError, config_from, load_model_file, restore, save_model_file
-from envs.hub import CONFIG, WEIGHTS, load_folder, save_folder
-from envs.model_card import CardFacts, render_card
-from envs.provenance import versions
+from infra.checkpoint import MODEL_KEYS, CheckpointError, config_from, load_model_file, restore, save_model_file
+from infra.hub import CONFIG, WEIGHTS, load_folder, save_folder
+from infra.model_card import CardFacts, render_card
+from infra.provenance import versions
 
 ACTION_DIM = 7
 _FORMAT = "wm-vla-rl/policy"
@@ -208,7 +208,7 @@ class Policy(nn.Module, abc.ABC):
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> None:
-        """Write class, config and weights to `path` atomically (envs.atomic)."""
+        """Write class, config and weights to `path` atomically (infra.atomic)."""
         save_model_file(path, _FORMAT, asdict(self.config), self.state_dict(), _VERSION,
                         **{"class": f"{type(self).__module__}:{type(self).__qualname__}"})
 
@@ -269,7 +269,7 @@ class Policy(nn.Module, abc.ABC):
 
 
 # packages whose modules Policy.load may import to find a checkpoint's class: this project's own
-_OWN_PACKAGES = ("policies", "bench", "imagination", "world_models", "envs", "tests")
+_OWN_PACKAGES = ("policies", "bench", "imagination", "world_models", "envs", "infra", "tests")
 # the entry-point group in which an installed package declares its policy classes (setup.py's name, wm-vla-rl)
 POLICY_ENTRY_POINTS = "wm_vla_rl.policies"
 POLICY_MODULES_FIELD = "policy_modules"  # the configs' allow-list field (EvalConfig, ServeConfig, ImagineRLConfig)

@@ -8,7 +8,7 @@ padding, DrQ-style), the usual cure for a conv encoder overfitting a few demonst
 Checkpoints (`out_dir/checkpoint.pt`, atomic) hold model, optimizer, LR schedule, RNG states and step,
 so a stopped run resumed with the same config continues bit for bit.
 
-Under `accelerate launch --num_processes N` the update is data-parallel (envs.data_parallel): each
+Under `accelerate launch --num_processes N` the update is data-parallel (infra.data_parallel): each
 process draws the same global batch of `batch_size` samples, trains on its 1/N slice, and gradients are
 averaged; the main process alone writes the files. A checkpoint is the same file either way, so a run
 resumes exactly with the same N (with another N the batches are the same, the float sums not quite).
@@ -33,14 +33,14 @@ import torch.nn.functional as F
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from envs.atomic import atomic_torch_save
-from envs.checkpoint import CheckpointError, expect_format, load_torch, restore
-from envs.cli import save_config
-from envs.crash_points import crash_point
-from envs.data_parallel import check_replicas, data_parallel, mean_over_processes, shard
 from envs.dataset import Episode, EpisodeDataset, ReaderConfig
 from envs.frames import stack_views
-from envs.provenance import provenance
+from infra.atomic import atomic_torch_save
+from infra.checkpoint import CheckpointError, expect_format, load_torch, restore
+from infra.cli import save_config
+from infra.crash_points import crash_point
+from infra.data_parallel import check_replicas, data_parallel, mean_over_processes, shard
+from infra.provenance import provenance
 from policies.base import Policy
 from policies.vla import VLAConfig, VLAPolicy
 
@@ -293,7 +293,7 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
 
     def checkpoint() -> None:
         check_replicas(acc, policy)
-        if main:  # every process holds the same state (see envs.data_parallel): one file is enough
+        if main:  # every process holds the same state (see infra.data_parallel): one file is enough
             atomic_torch_save(ckpt_path, {"policy": policy.state_dict(), "policy_config": asdict(cfg.policy),
                                           "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
                                           "generator": gen.get_state(), "torch_rng": torch.get_rng_state(),

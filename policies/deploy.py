@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from envs.cli import save_config
 from envs.frames import tile_views
 from envs.robot.base import RobotArm
 from envs.robot.client import PolicyClient
 from envs.robot.control import ControlConfig, EpisodeResult, run_episode
 from envs.robot.safety import EmergencyStop, SafetyLimits, check_limits
 from envs.robot.sim_arm import SimArmConfig
+from infra.cli import save_config
 
 ROBOTS = ("sim", "lerobot")
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from envs.atomic import atomic_write
+from infra.atomic import atomic_write
 
 EMBED_DIM = 384
 MODEL_NAME = "all-MiniLM-L6-v2"

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from envs.checkpoint import config_from
+from infra.checkpoint import config_from
 from policies.base import Policy, PolicyConfig, _policy_class, batch_obs, check_actions
 
 GRIPPER_DIMS = (6, 7)  # obs["state"] columns of the two finger joints (policies/base.py's layout)

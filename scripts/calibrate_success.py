@@ -14,8 +14,8 @@ calibration.json, the record, comes after the checkpoint, and an earlier run's r
 """
 from __future__ import annotations
 
-from envs.cli import run_script
 from imagination.eval.calibrate import CalibrateConfig, calibrate_success
+from infra.cli import run_script
 
 
 def main(cfg: CalibrateConfig) -> dict:

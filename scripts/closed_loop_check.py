@@ -29,8 +29,8 @@ each policy's imagined run is kept in out_dir/<policy name>/ and reused when run
 """
 from __future__ import annotations
 
-from envs.cli import run_script
 from imagination.eval.closed_loop_check import CheckConfig, check_closed_loop
+from infra.cli import run_script
 
 
 def main(cfg: CheckConfig) -> dict:

@@ -9,8 +9,8 @@ side-by-side preview videos in out_dir/previews/. Re-running the same command re
 """
 from __future__ import annotations
 
-from envs.cli import run_script
 from envs.collection import CollectConfig, collect_dataset
+from infra.cli import run_script
 
 
 def main(cfg: CollectConfig) -> dict:

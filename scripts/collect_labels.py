@@ -13,8 +13,8 @@ import os
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # before the simulator is imported: headless rendering
 
-from envs.cli import run_script  # noqa: E402
 from envs.label_collection import LabelCollectConfig, collect_labels, validate  # noqa: E402
+from infra.cli import run_script  # noqa: E402
 
 
 def main(cfg: LabelCollectConfig) -> dict:

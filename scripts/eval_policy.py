@@ -32,9 +32,9 @@ Other envs: pass your own factory to imagination.eval.evaluate.evaluate(..., env
 """
 from __future__ import annotations
 
-from envs.cli import run_script
 from imagination.eval.real_rollouts import EvalPolicyConfig, evaluate_policy
 from imagination.eval.suites import evaluate_suites
+from infra.cli import run_script
 
 
 def main(cfg: EvalPolicyConfig) -> dict:

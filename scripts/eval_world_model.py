@@ -17,7 +17,7 @@ figures), psnr_vs_horizon.png, and videos/ep*.mp4 (real | imagined | abs diff x2
 """
 from __future__ import annotations
 
-from envs.cli import run_script
+from infra.cli import run_script
 from world_models.fidelity import EvalWorldModelConfig, evaluate_world_model
 
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from envs.cli import run_script
 from imagination.export import ExportHubConfig, export_checkpoint
+from infra.cli import run_script
 
 
 def main(cfg: ExportHubConfig) -> Path:

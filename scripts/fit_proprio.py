@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from envs.cli import run_script
+from infra.cli import run_script
 from world_models.proprio import FitProprioConfig, fit_proprio_on_data
 
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from envs.cli import run_script, save_config
 from imagination.rl.training import ImagineRLConfig, train_rl
+from infra.cli import run_script, save_config
 
 
 def main(cfg: ImagineRLConfig) -> dict:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # before the simulator is imported: headless rendering
 
-from envs.cli import run_script  # noqa: E402
 from envs.sim_labels import LabelEpisodesConfig, label_dataset, stats_lines  # noqa: E402
+from infra.cli import run_script  # noqa: E402
 
 
 def main(cfg: LabelEpisodesConfig) -> dict:

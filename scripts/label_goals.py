@@ -16,9 +16,9 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # before the simulator is imported: headless rendering
 
-from envs.cli import run_script  # noqa: E402
 from envs.goal_labels import LabelGoalsConfig, label_goal_dataset  # noqa: E402
 from envs.sim_labels import stats_lines  # noqa: E402
+from infra.cli import run_script  # noqa: E402
 
 
 def main(cfg: LabelGoalsConfig) -> dict:

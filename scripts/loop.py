@@ -12,9 +12,9 @@ same command reuses every finished stage and resumes the unfinished one. See ima
 """
 from __future__ import annotations
 
-from envs.cli import run_script
 from imagination.loop.config import LoopConfig
 from imagination.loop.run import run_loop
+from infra.cli import run_script
 
 
 def main(cfg: LoopConfig) -> dict:

@@ -15,8 +15,8 @@ import os
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # before the simulator is imported: headless rendering
 
-from envs.cli import run_script  # noqa: E402
 from envs.layouts import LayoutConfig, render_layouts  # noqa: E402
+from infra.cli import run_script  # noqa: E402
 
 
 def main(cfg: LayoutConfig) -> dict:

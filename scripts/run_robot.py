@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 
-from envs.cli import run_script
+from infra.cli import run_script
 from policies.deploy import RunRobotConfig, run_robot
 
 

@@ -12,7 +12,7 @@ a fresh `reset()` (policies/lerobot_server.py). Loopback only: this server check
 """
 from __future__ import annotations
 
-from envs.cli import run_script
+from infra.cli import run_script
 from policies.lerobot_server import LeRobotServeConfig, serve_lerobot
 
 

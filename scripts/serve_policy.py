@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 
-from envs.cli import run_script
+from infra.cli import run_script
 from policies.serving import PolicyServer, ServeConfig, load_policy
 
 

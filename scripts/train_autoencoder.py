@@ -10,7 +10,7 @@ model.autoencoder_from=...) and result.json (held-out reconstruction PSNR / SSIM
 """
 from __future__ import annotations
 
-from envs.cli import run_script
+from infra.cli import run_script
 from world_models.autoencoder_training import TrainAutoencoderConfig, train_autoencoder
 
 

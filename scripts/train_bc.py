@@ -12,7 +12,7 @@ scripts/eval_policy.py checkpoint=out_dir/policy.pt.
 """
 from __future__ import annotations
 
-from envs.cli import run_script
+from infra.cli import run_script
 from policies.bc import BCConfig, train_bc_on_data
 
 

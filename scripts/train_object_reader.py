@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from envs.cli import run_script
+from infra.cli import run_script
 from world_models.object_reader import TrainObjectReaderConfig, train_object_reader
 
 

@@ -14,8 +14,8 @@ episode's real outcome (AUC within task). Writes the model and <out>.json with t
 """
 from __future__ import annotations
 
-from envs.cli import run_script
 from imagination.eval.state_reward import TrainStateRewardConfig, train_state_reward
+from infra.cli import run_script
 
 
 def main(cfg: TrainStateRewardConfig) -> dict:

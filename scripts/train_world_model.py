@@ -15,7 +15,7 @@ model.denoiser.block_out_channels=[32,64,64].
 """
 from __future__ import annotations
 
-from envs.cli import run_script
+from infra.cli import run_script
 from world_models.training import TrainWorldModelConfig, train_world_model
 
 

@@ -15,7 +15,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from envs.crash_points import ENV as CRASH_ENV
+from infra.crash_points import ENV as CRASH_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 class Launch:
     """One `accelerate launch` of `script` (relative to the repository) with `args`.
 
-    crash: a VLA_CRASH_AT point (envs/crash_points.py) where every process SIGKILLs itself, as a stopped
+    crash: a VLA_CRASH_AT point (infra/crash_points.py) where every process SIGKILLs itself, as a stopped
     job would die; the launch must then end that way."""
 
     script: str

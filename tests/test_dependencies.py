@@ -1,6 +1,6 @@
 """setup.py declares what the code imports, and nothing it does not.
 
-Every third-party module imported anywhere in the installed packages (envs, world_models, policies,
+Every third-party module imported anywhere in the installed packages (infra, envs, world_models, policies,
 imagination, scripts, bench), at the top of a file or inside a function, must come from a distribution in
 install_requires or a runtime extra; the tests may also use the dev extra. And every declared
 distribution must be imported somewhere, except the tools listed below, which are run rather than
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("envs", "world_models", "policies", "imagination", "scripts", "bench")
+PACKAGES = ("envs", "infra", "world_models", "policies", "imagination", "scripts", "bench")
 FIRST_PARTY = {*PACKAGES, "tests"}
 TEST_ONLY_EXTRAS = ("dev",)  # extras the installed packages must not need
 # module -> distributions that provide it, for modules not installed here or provided by several wheels
@@ -125,7 +125,7 @@ def test_the_scan_sees_imports_inside_functions(tmp_path, monkeypatch):
     # lazy imports (inside a function, as the optional ones are written) count like top-level ones
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "m.py").write_text("import os\nfrom . import x\n\ndef f():\n    import cv2.data\n"
-                                           "    from PIL import Image\n    from envs import hub\n")
+                                           "    from PIL import Image\n    from infra import hub\n")
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
     assert imports("pkg") == {"cv2": {"pkg/m.py"}, "PIL": {"pkg/m.py"}}
     assert distributions("PIL", {}) == {"pillow", "pil"}

@@ -1,6 +1,6 @@
 """The layering of docs/architecture.md ("Packages and what lives where"), checked on the source.
 
-Every .py file of the four library packages is parsed with `ast` (nothing is imported, so this runs in well
+Every .py file of the five library packages is parsed with `ast` (nothing is imported, so this runs in well
 under a second); every `import`/`from ... import` of a project module counts, at the top of a file or inside a
 function, `if TYPE_CHECKING:` blocks included. From them the module import graph is built, and two things are
 asserted of it:
@@ -9,8 +9,8 @@ asserted of it:
   moves the failure from import time to call time, and it hides which module is the lower one);
 - no import from a lower layer to a higher one, by the layer map below.
 
-Why `TYPE_CHECKING` imports are not exempt: the doc says "Imports go one way" and that `envs` and
-`world_models` "never import" `imagination` or `policies`, with no exception for annotations, and a type-only
+Why `TYPE_CHECKING` imports are not exempt: the doc says "Imports go one way" and that `infra`, `envs`
+and `world_models` "never import" `imagination` or `policies`, with no exception for annotations, and a type-only
 import still ties the lower module's interface to the higher one's (mypy follows it). Imports of a name given
 as a string (`importlib.import_module`: policies/base.py loads a policy class by its dotted name) are not seen.
 `from a.b import c` is an arrow to the module a.b.c if there is one, else to a.b; the package a, whose __init__
@@ -23,23 +23,25 @@ import functools
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-LIBRARY = ("envs", "world_models", "policies", "imagination")  # the packages parsed (setup.py's four)
+LIBRARY = ("infra", "envs", "world_models", "policies", "imagination")  # the packages parsed (setup.py's five)
 TOP = ("scripts", "bench")  # parsed only as targets: library code never imports them
 SUBPACKAGES = ("imagination.eval", "imagination.rl", "imagination.loop")  # layers of their own inside imagination
 
 # The layer map, from docs/architecture.md, "Packages and what lives where":
-#   "`world_models` and `policies` build on `envs` (not on each other), `imagination` on all three,
-#   `scripts` and `bench` on everything. `envs` and `world_models` never import `imagination` or `policies`.
+#   "`envs` builds on `infra`, which imports no other package of the project; `world_models` and `policies`
+#   build on `envs` (not on each other), `imagination` on all of these, `scripts` and `bench` on everything.
+#   `infra`, `envs` and `world_models` never import `imagination` or `policies`.
 #   Inside `imagination`, `eval/` and `rl/` build on the package's core, the modules directly in `imagination/`
 #   (...), and not on each other; the core imports none of the three subpackages; `loop/` builds on both. Library
 #   code never imports `scripts` or `bench`."
 # A layer is a package, or one of imagination's subpackages ("imagination" is the package's core). A module may
 # import its own layer and the layers listed here; nothing else. Within a layer only cycles are checked.
-_BELOW_IMAGINATION = {"envs", "world_models", "policies"}
+_BELOW_IMAGINATION = {"infra", "envs", "world_models", "policies"}
 ALLOWED: dict[str, set[str]] = {
-    "envs": set(),
-    "world_models": {"envs"},
-    "policies": {"envs"},
+    "infra": set(),
+    "envs": {"infra"},
+    "world_models": {"infra", "envs"},
+    "policies": {"infra", "envs"},
     "imagination": _BELOW_IMAGINATION,
     "imagination.eval": _BELOW_IMAGINATION | {"imagination"},
     "imagination.rl": _BELOW_IMAGINATION | {"imagination"},

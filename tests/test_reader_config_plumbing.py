@@ -1,6 +1,6 @@
 """A dataset whose cameras and state go by names of its own (not ours, not LeRobot's LIBERO ones) trains the
 world model and BC and starts imagined RL once the command line names them: clips.features / features /
-imagination.features, an envs.dataset.ReaderConfig each (envs.cli parses them like any nested config)."""
+imagination.features, an envs.dataset.ReaderConfig each (infra.cli parses them like any nested config)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from envs.cli import load_config
+from infra.cli import load_config
 from tests.envs.lerobot_layout import write_lerobot_dataset
 from tests.envs.test_dataset import make_episode
 

@@ -21,7 +21,7 @@ import torch
 from diffusers import AutoencoderKL
 from torch import nn
 
-from envs.checkpoint import CheckpointError, load_model_file, restore, save_model_file
+from infra.checkpoint import CheckpointError, load_model_file, restore, save_model_file
 
 _FORMAT = "wm-vla-rl/autoencoder"
 _VERSION = 1
@@ -127,7 +127,7 @@ class Autoencoder(nn.Module):
 
     # ---------------------------------------------------------------- persistence
     def save(self, path: str | os.PathLike) -> None:
-        """Config + weights, written atomically (envs.atomic)."""
+        """Config + weights, written atomically (infra.atomic)."""
         state = {k: v.detach().cpu() for k, v in self.state_dict().items()}
         save_model_file(path, _FORMAT, asdict(self.cfg), state, _VERSION)
 

@@ -5,7 +5,7 @@
     #   context [B, C, ch, H, W], anchor [B, ch, H, W] float in [-1, 1]; actions [B, K, 7] in [-1, 1]
     #   -> frames [B, K, ch, H, W] in [-1, 1] (the observations after each action), logits [B, K]
     wm.save("wm.pt"); wm = WorldModel.load("wm.pt")
-    wm.save_pretrained("folder"); wm = WorldModel.from_pretrained("folder" or "owner/repo")   # Hub layout (envs.hub)
+    wm.save_pretrained("folder"); wm = WorldModel.from_pretrained("folder" or "owner/repo")   # Hub layout (infra.hub)
 
 ch = 3 x views (agentview only by default). Frame k of the output is what the camera shows after
 action k, i.e. the observation the policy sees before choosing action k+1.
@@ -27,10 +27,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from envs.checkpoint import CheckpointError, load_model_file, restore, save_model_file
-from envs.hub import CONFIG, WEIGHTS, load_folder, save_folder
-from envs.model_card import CardFacts, render_card
-from envs.provenance import versions
+from infra.checkpoint import CheckpointError, load_model_file, restore, save_model_file
+from infra.hub import CONFIG, WEIGHTS, load_folder, save_folder
+from infra.model_card import CardFacts, render_card
+from infra.provenance import versions
 from world_models.autoencoder import Autoencoder, AutoencoderConfig
 from world_models.denoiser import Denoiser, DenoiserConfig
 from world_models.heads import HeadConfig, SuccessDoneHead
@@ -203,7 +203,7 @@ class WorldModel(nn.Module):
 
     # ---------------------------------------------------------------- persistence
     def save(self, path: str | os.PathLike) -> None:
-        """Write config + weights atomically (envs.atomic)."""
+        """Write config + weights atomically (infra.atomic)."""
         state = {k: v.detach().cpu() for k, v in self.state_dict().items()}
         save_model_file(path, _FORMAT, asdict(self.cfg), state, _VERSION)
 

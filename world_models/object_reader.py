@@ -28,7 +28,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from envs.checkpoint import config_from, load_model_file, restore, save_model_file
+from infra.checkpoint import config_from, load_model_file, restore, save_model_file
 
 _FORMAT = "wm-vla-rl/object_reader"
 SCALE = 10.0  # metres -> decimetres: targets of order 1
@@ -219,8 +219,8 @@ def first_frames(data_dirs: list[str], view: str) -> tuple[dict[str, np.ndarray]
 
 def train_object_reader(cfg: TrainObjectReaderConfig, progress: bool = True) -> dict:
     """Fit a reader on cfg's layouts and labelled datasets, save it and its held-out errors (result.json)."""
-    from envs.atomic import atomic_write_json
     from envs.layouts import read_layouts
+    from infra.atomic import atomic_write_json
 
     cfg.validate()
     parts, suites = [], set()

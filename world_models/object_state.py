@@ -31,10 +31,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from envs.checkpoint import config_from, load_model_file, restore, save_model_file
-
 # LabelledEpisode lives in envs (label collection builds it too) and is exported here under its old name
 from envs.sim_labels import LabelledEpisode, read_sim_labels
+from infra.checkpoint import config_from, load_model_file, restore, save_model_file
 
 _FORMAT = "wm-vla-rl/state_reward"
 SCALE = 10.0  # metres -> decimetres: inputs and targets of order 1

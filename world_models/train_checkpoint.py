@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from envs.atomic import atomic_torch_save
-from envs.checkpoint import CheckpointError, check_safetensors, expect_format, load_torch
+from infra.atomic import atomic_torch_save
+from infra.checkpoint import CheckpointError, check_safetensors, expect_format, load_torch
 
 FORMAT = "wm-vla-rl/train_state"
 WHAT = "world-model training checkpoint"

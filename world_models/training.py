@@ -61,12 +61,12 @@ from accelerate.utils import set_seed
 from diffusers.optimization import get_scheduler
 from tqdm import tqdm
 
-from envs.atomic import atomic_write_json, fsync_dir, fsync_file
-from envs.checkpoint import CheckpointError
-from envs.cli import save_config
-from envs.crash_points import crash_point
 from envs.dataset import encode_preview
 from envs.frames import channels_to_views, tile_views, to_model_frames, to_uint8
+from infra.atomic import atomic_write_json, fsync_dir, fsync_file
+from infra.checkpoint import CheckpointError
+from infra.cli import save_config
+from infra.crash_points import crash_point
 from world_models.augment import StyleAugConfig, augment_clip
 from world_models.autoencoder import Autoencoder
 from world_models.clips import (
@@ -276,7 +276,7 @@ class Trainer:
         if cfg.num_threads > 0:
             torch.set_num_threads(cfg.num_threads)
         if accelerator is None and cfg.mixed_precision not in MIXED_PRECISION:
-            # YAML 1.1 reads a bare `no` as false; envs.cli keeps the word in presets and overrides,
+            # YAML 1.1 reads a bare `no` as false; infra.cli keeps the word in presets and overrides,
             # a YAML read elsewhere (one's own OmegaConf.load) still turns it into "False"
             hint = " (YAML reads a bare no as false: quote it, mixed_precision: 'no')" \
                 if str(cfg.mixed_precision).lower() == "false" else ""

@@ -1,7 +1,7 @@
 """The files EpisodeWriter writes, as bytes and atomic writes, and the guards it opens a dataset with.
 
 The meta files are built as bytes first, so their sha256 can enter meta/seal.sha256 before they are
-written (envs.dataset.seal); every write is atomic (envs.atomic), so a kill leaves the old file or the new.
+written (envs.dataset.seal); every write is atomic (infra.atomic), so a kill leaves the old file or the new.
 """
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from envs.atomic import atomic_write_bytes
 from envs.dataset.episode import Episode
 from envs.dataset.integrity import bytes_digest
 from envs.dataset.layout import INFO_PATH, STATS_PATH, TASKS_PATH
+from infra.atomic import atomic_write_bytes
 
 try:  # advisory lock against two writers appending at once; POSIX only
     import fcntl

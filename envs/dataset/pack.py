@@ -16,10 +16,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from envs.atomic import atomic_write_bytes
 from envs.dataset.integrity import bytes_digest, file_digest
 from envs.dataset.layout import DATA_PATH, EPISODES_PATH, VIDEO_PATH, DatasetConfig
 from envs.dataset.video import VideoAppender
+from infra.atomic import atomic_write_bytes
 
 _MB = 1 << 20
 

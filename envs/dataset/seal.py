@@ -29,11 +29,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from envs.atomic import atomic_write_bytes
 from envs.dataset.errors import DatasetCorruptError
 from envs.dataset.integrity import bytes_digest as digest
 from envs.dataset.layout import INFO_PATH, STATS_PATH, TASKS_PATH, read_info
 from envs.dataset.rows import episodes_files, read_rows
+from infra.atomic import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""MP4 encode/decode of uint8 RGB frame stacks with PyAV (videos are written atomically: envs.atomic).
+"""MP4 encode/decode of uint8 RGB frame stacks with PyAV (videos are written atomically: infra.atomic).
 
 Two encoders are supported:
 
@@ -25,7 +25,7 @@ import av
 import numpy as np
 from av.video.frame import PictureType
 
-from envs.atomic import FILE_MODE, atomic_file, fsync_dir, fsync_file
+from infra.atomic import FILE_MODE, atomic_file, fsync_dir, fsync_file
 
 # config name -> (PyAV encoder name, encoder input pix_fmt, pix_fmt a decoder reports for the stream)
 VIDEO_CODECS: dict[str, tuple[str, str, str]] = {

@@ -23,8 +23,6 @@ from typing import IO, Any
 import numpy as np
 import pyarrow as pa
 
-from envs.atomic import atomic_write_bytes
-from envs.crash_points import crash_point
 from envs.dataset.episode import Episode
 from envs.dataset.files import (
     acquire_lock,
@@ -64,6 +62,8 @@ from envs.dataset.stats import (
     stats_to_json,
 )
 from envs.dataset.video import encode_video
+from infra.atomic import atomic_write_bytes
+from infra.crash_points import crash_point
 
 logger = logging.getLogger(__name__)
 

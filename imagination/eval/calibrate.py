@@ -25,14 +25,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from envs.atomic import atomic_write_json
-from envs.crash_points import crash_point
 from envs.dataset import EpisodeDataset
-from envs.provenance import provenance
 from imagination.env import ImaginationConfig
 from imagination.episodes import StartEpisode
 from imagination.imagine import imagine, open_imagination, recorded_actions, recorded_ends
 from imagination.keyframes import Keyframe, KeyframeConfig
+from infra.atomic import atomic_write_json
+from infra.crash_points import crash_point
+from infra.provenance import provenance
 from world_models.model import WorldModel
 from world_models.proprio import ProprioModel
 

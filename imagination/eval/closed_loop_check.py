@@ -11,9 +11,6 @@ from pathlib import Path
 
 import numpy as np
 
-from envs.atomic import atomic_write_json
-from envs.cli import save_config
-from envs.provenance import provenance
 from imagination.eval.calibrate import plot_outcome_histogram
 from imagination.eval.closed_loop import (
     ClosedLoopConfig,
@@ -22,6 +19,9 @@ from imagination.eval.closed_loop import (
     closed_loop_records,
     outcome_separation,
 )
+from infra.atomic import atomic_write_json
+from infra.cli import save_config
+from infra.provenance import provenance
 from world_models.model import WorldModel
 
 

@@ -23,13 +23,13 @@ from scipy.stats import binomtest
 from tqdm import tqdm
 
 from envs import libero_suites
-from envs.atomic import atomic_write_json
 from envs.dataset import encode_preview
 from envs.frames import tile_views
 from envs.outcome import FIGURES, failure_counts, outcome
-from envs.provenance import provenance
 from imagination.eval.jobs import EnvFactory, EnvSpec, EvalConfig, EvalEnv, Job
 from imagination.eval.libero import LiberoEvalEnv
+from infra.atomic import atomic_write_json
+from infra.provenance import provenance
 from policies.base import Policy, RandomPolicy, RandomPolicyConfig
 from policies.remote import RemotePolicy, RemotePolicyConfig, is_remote
 

@@ -23,8 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from envs.atomic import atomic_write_json
-from envs.cli import save_config
 from envs.dataset import Episode, EpisodeDataset, EpisodeWriter
 from envs.dataset.layout import INFO_PATH
 from envs.frames import split_views
@@ -32,6 +30,8 @@ from envs.outcome import outcome
 from imagination.eval.evaluate import evaluate, load_policy
 from imagination.eval.jobs import EnvSpec, EvalConfig, Job
 from imagination.eval.libero import LiberoEvalEnv
+from infra.atomic import atomic_write_json
+from infra.cli import save_config
 from policies.base import Policy
 
 

@@ -15,10 +15,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from envs.atomic import atomic_write_json, atomic_write_text
 from imagination.eval.evaluate import wilson_interval
 from imagination.eval.jobs import EvalConfig
 from imagination.eval.real_rollouts import EvalPolicyConfig, evaluate_policy
+from infra.atomic import atomic_write_json, atomic_write_text
 
 C = TypeVar("C", bound=EvalConfig)
 

@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from envs.atomic import atomic_write_text
 from envs.dataset import EpisodeDataset
 from imagination.eval.stats import SeedAverage, seed_average
 from imagination.rl.training import ImagineRLConfig, bc_anchor
+from infra.atomic import atomic_write_text
 from policies.base import Policy
 from policies.bc import BCConfig, load_episodes, train_bc_on_data
 

@@ -23,12 +23,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from envs.atomic import atomic_write_json
 from envs.collection import CollectConfig
-from envs.crash_points import crash_point
 from imagination.eval.jobs import EvalConfig
 from imagination.loop.grasp_inputs import GraspInputsConfig
 from imagination.rl.training import ImagineRLConfig
+from infra.atomic import atomic_write_json
+from infra.crash_points import crash_point
 from policies.bc import BCConfig
 from world_models.training import TrainWorldModelConfig
 

@@ -23,12 +23,12 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from envs.atomic import atomic_write_text
 from envs.dataset import EpisodeDataset, EpisodeWriter
 from envs.label_collection import LabelCollectConfig, collect_labels
 from envs.sim_labels import label_dataset
 from imagination.eval.jobs import EvalConfig
 from imagination.eval.real_rollouts import evaluate_and_record
+from infra.atomic import atomic_write_text
 from policies.base import Policy
 from world_models.model import WorldModel
 from world_models.proprio import FitProprioConfig, ProprioConfig, fit_proprio_on_data

@@ -21,12 +21,12 @@ from urllib.parse import quote
 import numpy as np
 from matplotlib.figure import Figure
 
-from envs.atomic import atomic_write, atomic_write_text
 from envs.outcome import OUTCOMES
-from envs.provenance import provenance_markdown
 from imagination.eval.closed_loop import paired_separation
 from imagination.loop.adopt import adoption_lines
 from imagination.loop.report_gain import own_gain_lines
+from infra.atomic import atomic_write, atomic_write_text
+from infra.provenance import provenance_markdown
 
 NOT_RUN = "not run"
 ASSETS = "report_assets"

@@ -13,11 +13,8 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from envs.atomic import atomic_write_json, atomic_write_text
-from envs.cli import save_config
 from envs.collection import collect_dataset
 from envs.dataset import EpisodeDataset, select_meta
-from envs.provenance import provenance
 from envs.sim_labels import label_dataset
 from imagination.eval.calibrate import CalibrateConfig, calibrate_success
 from imagination.eval.closed_loop import paired_separation
@@ -33,6 +30,9 @@ from imagination.loop.config import LoopConfig, LoopState, finetune_config, guar
 from imagination.loop.grasp_inputs import GraspInputPaths, build_grasp_inputs
 from imagination.loop.report import write_report
 from imagination.rl.training import ImagineRLConfig, train_rl
+from infra.atomic import atomic_write_json, atomic_write_text
+from infra.cli import save_config
+from infra.provenance import provenance
 from policies.base import Policy
 from policies.bc import BCConfig, train_bc_on_data
 from world_models.fidelity import EvalWorldModelConfig, evaluate_world_model

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 if TYPE_CHECKING:
-    from envs.data_parallel import GradientSync
+    from infra.data_parallel import GradientSync
     from policies.base import Policy
 
 ALGOS = ("grpo", "ppo")
@@ -191,7 +191,7 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, batch: Batch, cfg: 
     """`cfg.epochs` passes of minibatch updates on `batch`; returns the mean of each logged figure and the count
     of minibatch updates ("updates").
     `anchor()`, when given, is a loss added to every minibatch's (e.g. behaviour cloning on demonstrations).
-    `sync`: this process's batch is its share of a data-parallel run's (envs.data_parallel); each epoch
+    `sync`: this process's batch is its share of a data-parallel run's (infra.data_parallel); each epoch
     takes as many minibatches as the largest share needs at cfg.minibatch_size, and gradients are averaged
     over the processes before clipping, so every replica takes the same step.
 

@@ -11,7 +11,7 @@ optimizer, iteration, history; atomic), metrics.csv and logs/ (tensorboard), pro
 model, fitted on start_data with the world model's chunk length when none is given), videos/ (imagined
 episodes, one frame per chunk), result.json.
 
-Under `accelerate launch --num_processes N` (envs.data_parallel) each process imagines num_groups / N
+Under `accelerate launch --num_processes N` (infra.data_parallel) each process imagines num_groups / N
 keyframe groups with its own seed (from seed, iteration and process index), and the update is
 data-parallel: gradients are averaged over the processes after every minibatch, so the replicas stay
 equal. GRPO's advantages are computed within a group, so they do not depend on N; PPO's batch
@@ -36,14 +36,9 @@ from accelerate import Accelerator
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from envs.atomic import atomic_torch_save, atomic_write, atomic_write_json
-from envs.checkpoint import CheckpointError, expect_format, load_torch, restore
-from envs.crash_points import crash_point
-from envs.data_parallel import GradientSync, check_replicas, data_parallel, mean_over_processes
 from envs.dataset import EpisodeDataset, encode_preview, select_meta
 from envs.frames import tile_views
 from envs.libero_env import LiberoEnv
-from envs.provenance import provenance
 from imagination.env import ImaginationConfig, ImaginationVectorEnv
 from imagination.episodes import task_keys
 from imagination.imagine import open_imagination
@@ -52,6 +47,11 @@ from imagination.rl.algo import RLConfig, update
 from imagination.rl.anchor import AnchorConfig, make_anchor
 from imagination.rl.early_stop import EarlyStopper, HeldoutConfig, heldout_success
 from imagination.rl.rollout import Rollouts, collect_rollouts, to_batch
+from infra.atomic import atomic_torch_save, atomic_write, atomic_write_json
+from infra.checkpoint import CheckpointError, expect_format, load_torch, restore
+from infra.crash_points import crash_point
+from infra.data_parallel import GradientSync, check_replicas, data_parallel, mean_over_processes
+from infra.provenance import provenance
 from policies.base import Policy
 
 

@@ -22,8 +22,8 @@ def test_the_defaults_are_where_the_demo_loop_writes():
     assert "scripts/loop.py --config grasp" in (ROOT / "Makefile").read_text()
     out_dir = yaml.safe_load((ROOT / "configs" / "loop" / "grasp.yaml").read_text())["out_dir"]
     assert demo_dir() == Path(out_dir) == Path("outputs/demo")
-    from envs.cli import load_config
     from imagination.loop.config import LoopConfig
+    from infra.cli import load_config
 
     assert demo_dir() == Path(load_config(LoopConfig, "grasp", group="loop").out_dir)  # what the loop writes
     assert demo_path("data") == "outputs/demo/data"
@@ -116,8 +116,8 @@ def test_scale_names_its_missing_start_data_and_a_collect_command_that_parses(tm
     import shlex
 
     from bench.scale import MAKE_DATA
-    from envs.cli import load_config
     from envs.collection import CollectConfig, validate
+    from infra.cli import load_config
 
     assert _main("scale")(["--data", str(tmp_path / "data")]) == 2
     out, err = capsys.readouterr()

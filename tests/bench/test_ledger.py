@@ -17,8 +17,8 @@ def test_a_recipe_is_its_config_whatever_its_seed_folder_or_device(tmp_path):
     from dataclasses import replace
 
     from bench.rl_gain import recipe_identity
-    from envs.cli import load_config
     from imagination.rl.training import ImagineRLConfig
+    from infra.cli import load_config
 
     cfg = load_config(ImagineRLConfig, "grasp_floor", group="rl")
     again = replace(cfg, seed=2, out_dir="elsewhere", device="cuda",
@@ -36,8 +36,8 @@ def test_a_field_added_since_an_entry_was_written_does_not_count_the_recipe_twic
     from dataclasses import replace
 
     from bench.rl_gain import canonical_entry, recipe_identity
-    from envs.cli import load_config
     from imagination.rl.training import ImagineRLConfig
+    from infra.cli import load_config
 
     cfg = load_config(ImagineRLConfig, "grasp_floor", group="rl")
     recipe = recipe_identity(cfg)

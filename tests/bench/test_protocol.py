@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import bench.protocol as protocol
-from envs.cli import load_config
 from imagination.loop.config import LoopConfig
+from infra.cli import load_config
 
 
 @pytest.fixture

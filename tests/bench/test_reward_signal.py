@@ -94,9 +94,9 @@ def protocol_root(tmp_path_factory):
 
 def _finished_gate_eval(root: Path, successes) -> None:
     """The BC policy's gate evaluation as if run in LIBERO (outcomes given) and its recorded episodes."""
-    from envs.cli import load_config
     from imagination.eval.evaluate import plan_jobs
     from imagination.loop.config import LoopConfig
+    from infra.cli import load_config
 
     bc = str(root / "bc" / "policy.pt")
     gate = root / "gate"

@@ -30,8 +30,8 @@ def dataset(root: str, n: str) -> None:
 
 
 def loop_stage(out: str, bc_json: str) -> None:
-    from envs.cli import load_config
     from imagination.loop.config import LoopConfig, LoopState
+    from infra.cli import load_config
     from policies.bc import BCConfig, train_bc_on_data
 
     bc_cfg = load_config(BCConfig, None, json.loads(Path(bc_json).read_text()), group="bc")

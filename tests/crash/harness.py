@@ -1,4 +1,4 @@
-"""Run a project script or a driver in a real subprocess, SIGKILLed at a named point (envs/crash_points.py).
+"""Run a project script or a driver in a real subprocess, SIGKILLed at a named point (infra/crash_points.py).
 
     proc = run_script("scripts/train_bc.py", [...], crash="bc.checkpoint_saved:2")   # asserts it was killed
     proc = run_script("scripts/train_bc.py", [...])                                  # asserts it exited 0

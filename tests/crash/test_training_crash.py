@@ -1,5 +1,5 @@
 """World-model training, BC, RL and a loop stage, SIGKILLed in real subprocesses at named points
-(envs/crash_points.py), resumed, and compared with an uninterrupted run.
+(infra/crash_points.py), resumed, and compared with an uninterrupted run.
 
 Each test runs one chain: killed at point A, re-run and killed at point B, ..., re-run to the end. The
 outputs must equal the uninterrupted run's bit for bit where the docs promise an exact resume:

@@ -4,9 +4,9 @@ import re
 import shlex
 from pathlib import Path
 
-from envs.cli import load_config
 from envs.recording import CollectConfig
 from imagination.rl.training import ImagineRLConfig
+from infra.cli import load_config
 from policies.bc import BCConfig
 from world_models.training import TrainWorldModelConfig
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from envs.cli import load_config
 from envs.libero_suites import suite_info
 from imagination.eval.real_rollouts import EvalPolicyConfig
+from infra.cli import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "docs" / "slurm" / "ray_eval.sbatch"

@@ -85,8 +85,8 @@ def test_style_variants_extend_the_plan():
 @pytest.mark.parametrize("preset, suite", [("quick_object", "libero_object"), ("quick_goal", "libero_goal"),
                                            ("quick_10", "libero_10")])
 def test_quick_preset_per_suite_is_valid(preset, suite):
-    from envs.cli import load_config
     from envs.collection import plan_size
+    from infra.cli import load_config
 
     cfg = load_config(CollectConfig, preset, group="collect")
     validate(cfg)  # the suite has an expert; clean episodes only where it has no perturbed ones
@@ -94,8 +94,8 @@ def test_quick_preset_per_suite_is_valid(preset, suite):
 
 
 def test_several_suites_are_planned_and_validated_one_after_another():
-    from envs.cli import load_config
     from envs.collection import per_suite, plan_size
+    from infra.cli import load_config
 
     cfg = load_config(CollectConfig, "quick_mixed", group="collect")
     validate(cfg)

@@ -11,10 +11,10 @@ import pytest
 import torch
 import yaml
 
-from envs.atomic import atomic_torch_save
-from envs.checkpoint import CheckpointError
-from envs.hub import CARD
 from imagination.export import ExportHubConfig, checkpoint_kind, export_checkpoint
+from infra.atomic import atomic_torch_save
+from infra.checkpoint import CheckpointError
+from infra.hub import CARD
 from policies.base import Policy
 from policies.vla import VLAPolicy
 from tests.policies.conftest import make_obs, tiny_config

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from envs.data_parallel import shard
+from infra.data_parallel import shard
 from policies.base import Policy
 from policies.language import InstructionEncoder, LanguageConfig
 from tests.distributed import Launch, accelerate_launch

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 import torch
 
-from envs.checkpoint import CheckpointError
 from imagination.eval.evaluate import load_policy as eval_load_policy
 from imagination.eval.jobs import EvalConfig
 from imagination.rl.training import train_rl
+from infra.checkpoint import CheckpointError
 from policies.base import POLICY_ENTRY_POINTS, Policy, RandomPolicy, import_policy_modules
 from policies.gaussian import GaussianChunkConfig, GaussianChunkPolicy, clipped_gaussian_log_prob, gaussian_entropy
 from policies.serving import ServeConfig

@@ -17,8 +17,8 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from envs.cli import load_config
 from envs.robot.client import PolicyClient, ServerUnavailable
+from infra.cli import load_config
 from policies.base import RandomPolicy, RandomPolicyConfig
 from policies.server_limits import FailureWindow, parse_host
 from policies.serving import PolicyServer, ServeConfig, resolve_token

@@ -1,6 +1,6 @@
 """Every exit path keeps its own status under load: a script that has read parquet and mp4, run many times at
 once while other processes hold both cores, exits 2 on its input error and 0 on success every time, and a
-benchmark's FAIL exits 1 every time, never -6 (SIGABRT from pyarrow's teardown race, envs/errors.py
+benchmark's FAIL exits 1 every time, never -6 (SIGABRT from pyarrow's teardown race, infra/errors.py
 `exit_after_cleanup`)."""
 from __future__ import annotations
 

@@ -76,7 +76,7 @@ def test_the_full_trace_on_request(tmp_path, how):
 
 
 ENTRY_POINTS = sorted(p for d in ("scripts", "bench") for p in (REPO / d).glob("*.py") if p.name != "__init__.py")
-WRAPPERS = {"run_script": "envs.cli", "run_main": "envs.errors"}
+WRAPPERS = {"run_script": "infra.cli", "run_main": "infra.errors"}
 
 
 def _is_main_guard(node: ast.stmt) -> TypeGuard[ast.If]:

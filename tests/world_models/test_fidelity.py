@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from envs.cli import build_parser, load_config
+from infra.cli import build_parser, load_config
 from tests.world_models.conftest import tiny_model_config, tiny_train_config
 
 pytestmark = pytest.mark.slow

@@ -2,7 +2,7 @@
 hold out the same episodes as the CPU models they are compared with."""
 import pytest
 
-from envs.cli import CONFIGS, load_config
+from infra.cli import CONFIGS, load_config
 from world_models.training import TrainWorldModelConfig
 
 PRESETS = sorted(p.stem for p in (CONFIGS / "world_model").glob("*.yaml"))

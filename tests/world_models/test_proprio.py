@@ -3,7 +3,7 @@ files saved before it existed."""
 import numpy as np
 import torch
 
-from envs.checkpoint import load_model_file, save_model_file
+from infra.checkpoint import load_model_file, save_model_file
 from world_models.proprio import ProprioConfig, ProprioModel, chunk_pairs, fit_proprio, history_at
 from world_models.tracks import proprio_track
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from envs.checkpoint import CheckpointError
+from infra.checkpoint import CheckpointError
 from tests.world_models.conftest import tiny_checkpoint_config
 from world_models.training import Trainer, train
 

@@ -106,7 +106,7 @@ def test_training_step_bootstraps_when_enabled(square_data, tmp_path):
 
 
 def test_mixed_precision_is_checked_with_a_hint(tmp_path):
-    # what `mixed_precision: no` becomes in YAML read outside envs/cli
+    # what `mixed_precision: no` becomes in YAML read outside infra/cli
     with pytest.raises(ValueError, match="quote it"):
         Trainer(TrainWorldModelConfig(out_dir=str(tmp_path), mixed_precision="False"))
     with pytest.raises(ValueError, match=r"expected one of \['no', 'fp16', 'bf16'\], got 'fp64'"):

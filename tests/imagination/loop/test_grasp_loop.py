@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import imagination.loop.run as loop_run
-from envs.cli import load_config
 from imagination.loop.config import LoopConfig, LoopState
+from infra.cli import load_config
 
 
 def test_the_demo_is_the_quick_loop_with_the_grasp_floor_recipe():

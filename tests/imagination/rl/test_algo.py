@@ -169,8 +169,8 @@ def test_batch_subset_moves_tensors_to_the_policy_device_and_keeps_obs_on_the_ho
 
 
 def test_rl_presets_load_and_the_gpu_one_runs_on_cuda():
-    from envs.cli import load_config
     from imagination.rl.training import ImagineRLConfig
+    from infra.cli import load_config
 
     for preset in ("quick", "full", "gpu64"):
         cfg = load_config(ImagineRLConfig, preset, ["iterations=3"], group="rl")

@@ -1,8 +1,8 @@
 """Every imagined-RL preset in configs/rl/ loads into ImagineRLConfig and passes its checks."""
 import pytest
 
-from envs.cli import CONFIGS, load_config
 from imagination.rl.training import ImagineRLConfig
+from infra.cli import CONFIGS, load_config
 
 PRESETS = sorted(p.stem for p in (CONFIGS / "rl").glob("*.yaml"))
 

@@ -1,4 +1,4 @@
-"""Atomic writes (envs/atomic.py): the target is replaced whole or not at all, and no temporary file is left."""
+"""Atomic writes (infra/atomic.py): the target is replaced whole or not at all, and no temporary file is left."""
 import json
 import os
 import stat
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from envs.atomic import (
+from infra.atomic import (
     atomic_file,
     atomic_torch_save,
     atomic_write,

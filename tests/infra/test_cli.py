@@ -3,7 +3,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from envs.cli import load_config, parse_config
+from infra.cli import load_config, parse_config
 
 
 @dataclass
@@ -96,7 +96,7 @@ class _Outer(_Base):
 
 
 def test_field_docs_come_from_comments_above_and_after_each_field():
-    from envs.cli import field_docs
+    from infra.cli import field_docs
 
     assert field_docs(_Inner) == {"rate": "how often to blink (two comment lines above a field)", "mode": "a | b"}
     docs = field_docs(_Outer)  # inherited fields included; the subclass's comment wins

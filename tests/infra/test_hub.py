@@ -1,4 +1,4 @@
-"""The Hub layout (envs.hub): save_pretrained / from_pretrained of the world model (with its calibrated
+"""The Hub layout (infra.hub): save_pretrained / from_pretrained of the world model (with its calibrated
 success threshold), the proprio model and policies, to and from a local folder only (no network).
 
 Round trips compare outputs, not only weights: a model that loads its weights into the wrong places, or
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from envs.checkpoint import CheckpointError
-from envs.hub import CARD, CONFIG, WEIGHTS
-from envs.model_card import CardFacts
+from infra.checkpoint import CheckpointError
+from infra.hub import CARD, CONFIG, WEIGHTS
+from infra.model_card import CardFacts
 from policies.base import Policy, RandomPolicy, RandomPolicyConfig
 from policies.vla import VLAPolicy
 from tests.policies.conftest import INSTRUCTIONS, make_obs, tiny_config

@@ -6,7 +6,7 @@
 
 Why this layout: it is what the Hub's file viewer, model cards and `huggingface_hub` downloads expect, and
 what users of other VLA-RL projects ask for (released reward / world models). The weights are safetensors,
-which hold tensors only: loading one runs no code, the same guarantee `envs.checkpoint.load_torch` gives
+which hold tensors only: loading one runs no code, the same guarantee `infra.checkpoint.load_torch` gives
 our .pt files. config.json carries the same "format"/"version" tags and config dict as our .pt
 checkpoints, and is checked by the same `expect_format`, so a wrong or damaged folder gets one error
 naming the file and the field, as the .pt loaders do.
@@ -26,9 +26,9 @@ from typing import Any
 
 import torch
 
-from envs.atomic import atomic_write, atomic_write_json, atomic_write_text
-from envs.checkpoint import CheckpointError, check_safetensors, expect_format
-from envs.provenance import versions
+from infra.atomic import atomic_write, atomic_write_json, atomic_write_text
+from infra.checkpoint import CheckpointError, check_safetensors, expect_format
+from infra.provenance import versions
 
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
@@ -60,7 +60,7 @@ def save_folder(folder: str | os.PathLike, *, fmt: str, version: int | None, con
     atomic_write(folder / WEIGHTS, lambda tmp: save_file(tensors, str(tmp), metadata={"format": "pt"}))
     blob = {"format": fmt, **({"version": version} if version is not None else {}), **(extra or {}),
             "config": config, **({"state_extras": extras} if extras else {}),
-            "exported_with": versions()}  # what wrote it (envs.provenance); loading does not depend on it
+            "exported_with": versions()}  # what wrote it (infra.provenance); loading does not depend on it
     atomic_write_json(folder / CONFIG, blob, indent=2)
     atomic_write_text(folder / CARD, card)
     return folder

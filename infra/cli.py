@@ -11,7 +11,7 @@ nested config dataclasses are listed field by field under their dotted names.
 Every script's entry point is `run_script(main, Config, __doc__, group)`: it parses the command line,
 builds the config and runs `main(cfg)`, and an input error on the way (a bad value, a missing file, a
 damaged dataset or checkpoint) is printed as one line naming the field or path, exit status 2
-(envs.errors). `--traceback`, or VLA_TRACEBACK=1, prints the full trace instead.
+(infra.errors). `--traceback`, or VLA_TRACEBACK=1, prints the full trace instead.
 """
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from envs.atomic import atomic_write_text
-from envs.errors import TRACEBACK_ENV, TRACEBACK_FLAG, end_process, one_line_errors, traceback_wanted
+from infra.atomic import atomic_write_text
+from infra.errors import TRACEBACK_ENV, TRACEBACK_FLAG, end_process, one_line_errors, traceback_wanted
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = REPO_ROOT / "configs"

@@ -18,8 +18,8 @@ from typing import Any, cast
 import pytest
 import torch
 
-from envs.checkpoint import CheckpointError, load_torch
 from imagination.rl.training import _load_checkpoint as load_rl_checkpoint
+from infra.checkpoint import CheckpointError, load_torch
 from policies.base import Policy, RandomPolicy, RandomPolicyConfig
 from policies.bc import _resume as resume_bc
 from world_models.autoencoder import Autoencoder, AutoencoderConfig

@@ -8,7 +8,7 @@ The project reports bad input with its own errors, each message starting with th
 path at fault: ValueError (a bad config value; DatasetCorruptError and CheckpointError are ValueErrors
 too), FileNotFoundError (a missing input) and SystemExit with a message. A traceback under such a
 message tells the user nothing more and hides the one line that matters, so these print that line
-alone. Any other exception is a bug and keeps its traceback. `--traceback` (envs.cli.run_script,
+alone. Any other exception is a bug and keeps its traceback. `--traceback` (infra.cli.run_script,
 run_main) or VLA_TRACEBACK=1 prints the full trace of input errors too.
 
 Every entry point run from the command line ends through `end_process`, on every path: 0 on success, 2 on

@@ -1,4 +1,4 @@
-"""envs.errors: an input error becomes one line and exit status 2; a bug keeps its traceback."""
+"""infra.errors: an input error becomes one line and exit status 2; a bug keeps its traceback."""
 from __future__ import annotations
 
 import os
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from envs.checkpoint import CheckpointError
 from envs.dataset import DatasetCorruptError
-from envs.errors import _status, one_line_errors, run_main, traceback_wanted
+from infra.checkpoint import CheckpointError
+from infra.errors import _status, one_line_errors, run_main, traceback_wanted
 
 
 @pytest.mark.parametrize("err", [ValueError("steps: expected >= 1, got 0"), FileNotFoundError("data_dir: x not found"),
@@ -72,7 +72,7 @@ CHILD = """
 import atexit, sys, threading, time
 from pathlib import Path
 import pyarrow as pa, pyarrow.parquet as pq
-from envs.errors import run_main
+from infra.errors import run_main
 out = Path(sys.argv[1])
 pq.write_table(pa.table({"x": [1, 2]}), out / "t.parquet")
 

@@ -1,4 +1,4 @@
-"""envs.provenance: the versions record every results file carries, in and outside a git checkout."""
+"""infra.provenance: the versions record every results file carries, in and outside a git checkout."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from envs import provenance as prov
+from infra import provenance as prov
 
 
 def test_versions_name_the_simulator_stack_and_the_project():
@@ -26,7 +26,7 @@ def test_versions_name_the_simulator_stack_and_the_project():
 
 def test_versions_read_metadata_without_importing_the_simulator():
     # importing mujoco loads its renderer; a results file must not cost that (or fail where GL is absent)
-    code = "import sys; from envs.provenance import versions; versions(); print('mujoco' in sys.modules)"
+    code = "import sys; from infra.provenance import versions; versions(); print('mujoco' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=prov.REPO_ROOT)
     assert out.stdout.strip() == "False"

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from envs.atomic import atomic_torch_save
+from infra.atomic import atomic_torch_save
 
 T = TypeVar("T")
 
@@ -104,7 +104,7 @@ MODEL_KEYS = ("config", "state_dict")
 def save_model_file(path: str | os.PathLike, fmt: str, config: dict, state_dict: Any, version: int | None = None,
                     **extra: Any) -> None:
     """The one layout of a model file: {"format", "version" (when given), "config", "state_dict", **extra},
-    written atomically (envs.atomic). `load_model_file` reads it back with the matching checks."""
+    written atomically (infra.atomic). `load_model_file` reads it back with the matching checks."""
     blob: dict[str, Any] = {"format": fmt}
     if version is not None:
         blob["version"] = version

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from envs.provenance import versions_line
+from infra.provenance import versions_line
 
 # (file next to the checkpoint, {figure name: dotted key in that file}); figures missing from a file are skipped
 _FIGURES: tuple[tuple[str, dict[str, str]], ...] = (
