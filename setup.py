@@ -8,8 +8,8 @@ setup(
     python_requires=">=3.10",
     # scripts and bench are installed too: run as files (python scripts/loop.py) or modules (python -m
     # scripts.loop), they import the packages, and each other, through the install alone.
-    packages=find_packages(include=["world_models*", "policies*", "envs*", "infra*", "imagination*", "scripts",
-                                    "bench"]),
+    packages=find_packages(include=["world_models*", "policies*", "envs*", "infra*", "robot_data*", "imagination*",
+                                    "scripts", "bench"]),
     install_requires=[
         # torch is installed first by the Makefile as torch==2.13.0 (CPU build on disk); a looser
         # spec here would let pip pull a multi-GB CUDA build on a fresh machine.
@@ -21,7 +21,7 @@ setup(
         "tqdm>=4.60",
         "pyarrow>=14",
         "av>=12",  # PyAV: mp4 encode/decode for the LeRobot v3 dataset layout
-        "Pillow>=9",  # image features of datasets (envs/dataset/images.py), style variants (envs/style.py)
+        "Pillow>=9",  # image features of datasets (robot_data/dataset/images.py), style variants (envs/style.py)
         "diffusers>=0.30",  # world model: UNet2DModel denoiser, EDM Euler / flow-match Euler schedulers
         "accelerate>=0.30",  # world-model training on CPU, one or many GPUs; checkpoint state
         "tensorboard>=2.14",  # world-model training logs

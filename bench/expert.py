@@ -27,8 +27,8 @@ import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from envs import libero_suites  # noqa: E402
-from envs.experts import EXPERTS, UnsupportedGoal, make_expert, run_expert_episode  # noqa: E402
 from infra.errors import run_main
+from robot_data.experts import EXPERTS, UnsupportedGoal, make_expert, run_expert_episode  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

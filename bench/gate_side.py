@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 def gate_proprio(path: Path, train_data: str, chunk_len: int) -> str:
     """A proprio model fitted on the training data with the world model's chunk length, cached at `path`
     (refitted when the data or the chunk length differ from what path.json says it was fitted on)."""
-    from envs.dataset import EpisodeDataset
+    from robot_data.dataset import EpisodeDataset
     from world_models.proprio import ProprioConfig, fit_proprio
 
     ds = EpisodeDataset(train_data, verify=False)
@@ -35,9 +35,9 @@ def gate_proprio(path: Path, train_data: str, chunk_len: int) -> str:
 def real_gate_eval(cfg: EvalConfig, gate_data: Path, label: str) -> dict:
     """The policy's real evaluation on the gate jobs: reused when finished for the same checkpoint and
     jobs, else run and recorded into gate_data (unless episodes of this checkpoint are there already)."""
-    from envs.dataset import EpisodeDataset, select_meta
     from imagination.eval.evaluate import evaluate, finished_results, load_policy
     from imagination.eval.real_rollouts import evaluate_and_record
+    from robot_data.dataset import EpisodeDataset, select_meta
 
     path = Path(cfg.out_dir) / "results.json"
     if (old := finished_results(cfg)) is not None:
@@ -60,9 +60,9 @@ def render_size(gate_data: Path, checkpoint: str) -> int:
     """The size the real gate episodes are rendered at: the gate data's frame size, so that a world model of
     another size than the policy (a 128 px latent model, a 64 px policy) starts from frames of its own size;
     0 (the policy's own size) when the two agree. The policy resizes what it reads to its size (area)."""
-    from envs.dataset import EpisodeDataset
     from imagination.eval.evaluate import load_policy
     from imagination.eval.jobs import EvalConfig
+    from robot_data.dataset import EpisodeDataset
 
     size = int(EpisodeDataset(gate_data, verify=False).config.image_size[0])
     own = int(getattr(load_policy(EvalConfig(checkpoint=checkpoint)).config, "image_size", 64))
@@ -118,7 +118,7 @@ def other_jobs(gate_data: Path, first: int, last: int) -> str | None:
     checkpoint, so episodes of another job set in the same folder would be scored as this one's."""
     if not (gate_data / "meta" / "info.json").is_file():
         return None
-    from envs.dataset import EpisodeDataset, select_meta
+    from robot_data.dataset import EpisodeDataset, select_meta
 
     held = sorted({int(m.init_state_id) for m in select_meta(EpisodeDataset(gate_data, verify=False).meta,
                                                                source="policy")})

@@ -7,7 +7,7 @@ for the simulator's object positions?
     python bench/object_reader.py --reader gpu/reader          # a reader trained elsewhere (on a GPU)
 
 On the protocol's tasks (bench/protocol.py), under <root>/object_reader/:
-1. render `--per-task` fresh layouts per task (envs/layouts.py; never an official init state) and the
+1. render `--per-task` fresh layouts per task (robot_data/layouts.py; never an official init state) and the
    official init states 10-19 (the protocol's choice jobs, held out) with their objects' positions;
 2. train the object reader on the fresh layouts only (world_models/object_reader.py);
 3. its error on the held-out init states: median and 90th percentile, object and target (cm);
@@ -41,8 +41,8 @@ from infra.errors import run_main  # noqa: E402
 def judged_episodes(roots: list[str], view: str) -> dict[str, list]:
     """Per labelled recorded episode of the datasets: first frame of `view`, task, outcome, robot states and
     actions, and the simulator's start positions."""
-    from envs.dataset import EpisodeDataset
-    from envs.sim_labels import read_sim_labels
+    from robot_data.dataset import EpisodeDataset
+    from robot_data.sim_labels import read_sim_labels
 
     out: dict[str, list] = {k: [] for k in ("image", "task", "success", "state", "action", "object", "target")}
     for root in roots:
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-agreement", type=float, default=0.9, help="PASS: share of equal judge verdicts")
     args = ap.parse_args(argv)
 
-    from envs.layouts import LayoutConfig, render_layouts
+    from robot_data.layouts import LayoutConfig, render_layouts
     from world_models.grasp_point import fit_grasp_point
     from world_models.object_reader import (
         ObjectReader,
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(p.root) / "object_reader"
     start = time.time()
     drawn, held = out / f"layouts_drawn_{args.per_task}.npz", out / "layouts_init10-19.npz"
-    from envs.dataset import EpisodeDataset
+    from robot_data.dataset import EpisodeDataset
 
     size = EpisodeDataset(data, verify=False)[0].frames[p.views[0]].shape[1]  # render as the protocol recorded
     scene = LayoutConfig(suite=p.suite, tasks=list(p.tasks), views=list(p.views), image_size=int(size))

@@ -28,8 +28,6 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from envs.collection import collect_dataset
-from envs.dataset import EpisodeDataset
 from imagination.eval.calibrate import CalibrateConfig, calibrate_success
 from imagination.eval.jobs import EvalConfig
 from imagination.loop.config import LoopConfig
@@ -38,6 +36,8 @@ from imagination.rl.training import ImagineRLConfig
 from infra.cli import load_config
 from infra.provenance import provenance
 from policies.bc import BCConfig, train_bc_on_data
+from robot_data.collection import collect_dataset
+from robot_data.dataset import EpisodeDataset
 from world_models.training import train_world_model
 
 

@@ -245,7 +245,6 @@ def main(argv: list[str] | None = None) -> int:
                   "--policies) re-runs the gate's jobs, or give --verdict thresholds", file=sys.stderr)
             return 2
 
-    from envs.dataset import EpisodeDataset, EpisodeWriter
     from imagination.eval.closed_loop import ClosedLoopConfig, branch_records, closed_loop_records
     from imagination.eval.grasp_gate import GraspGateConfig, fit_gate_classifier, grasp_gate_records
     from imagination.eval.reality_gate import against_reality, reality_fields, reality_line
@@ -258,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     from infra.atomic import atomic_write_json
     from infra.provenance import provenance
+    from robot_data.dataset import EpisodeDataset, EpisodeWriter
     from world_models.grasp_point import GraspPointConfig
     from world_models.model import WorldModel
 
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         eval_cfg = proto.gate_eval_config(ckpt, str(gate / f"eval_{name}"), size, offset)
         real = gate_side.real_gate_eval(eval_cfg, gate_data, name)
         if args.reward != "head":  # imagined jobs start the object where the simulator had it
-            from envs.sim_labels import label_dataset
+            from robot_data.sim_labels import label_dataset
             label_dataset(str(gate_data))
         if args.reward == "grasp":
             gcfg = GraspGateConfig(world_model=wm_path, proprio=proprio, train_data=grasp_data,

@@ -28,12 +28,12 @@ import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from envs.dataset import ReaderConfig
 from envs.frames import channels_to_views, tile_views, to_model_frames, to_uint8, views_to_channels
 from envs.spaces import BatchObservation, Info, Observation, action_space, check_action_chunk, observation_space
 from imagination.episodes import StartEpisode, task_keys
 from imagination.keyframes import KeyframeConfig, KeyframeSampler
 from imagination.rewards.base import Reward, build_reward
+from robot_data.dataset import ReaderConfig
 from world_models.grasp_point import GraspPointConfig
 from world_models.model import WorldModel
 from world_models.proprio import ProprioModel, history_at
@@ -76,7 +76,7 @@ class ImaginationConfig:
     # Why: a real robot has the image, not the labels (world_models/object_reader.py)
     object_reader: str = ""
     # which features of a start dataset (start_data) are the views, the state and the action
-    # (envs.dataset.ReaderConfig), e.g. imagination.features.cameras={agentview: observation.images.image};
+    # (robot_data.dataset.ReaderConfig), e.g. imagination.features.cameras={agentview: observation.images.image};
     # the defaults map them automatically
     features: ReaderConfig = field(default_factory=ReaderConfig)
     device: str = "cpu"

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envs.dataset import Episode, EpisodeDataset, ReaderConfig
 from envs.frames import stack_views
+from robot_data.dataset import Episode, EpisodeDataset, ReaderConfig
 
 
 @dataclass
@@ -16,7 +16,7 @@ class StartEpisode:
     """A real episode to start imagined ones from: frames uint8 [T, V, H, W, 3], state [T, S], action [T, 7];
     sim: the simulator's per-row labels when recorded (object_pos, target_pos [T, 3], grasped [T]), else None.
 
-    The parts of an `envs.dataset.Episode` the env reads (`from_episode`), with the world model's views
+    The parts of an `robot_data.dataset.Episode` the env reads (`from_episode`), with the world model's views
     stacked in the observation layout, so a start frame is handed to the policy as it is."""
 
     frames: np.ndarray
@@ -49,7 +49,7 @@ def load_start_episodes(root: str, views: list[str], indices: list[int] | None =
                         features: ReaderConfig | None = None) -> list[StartEpisode]:
     """Real episodes (all, or `indices`) of the dataset at `root` with the world model's views; `features`
     maps its cameras, state and action (default: automatically)."""
-    from envs.sim_labels import read_sim_labels  # the labels' sidecar files, written by scripts/label_episodes.py
+    from robot_data.sim_labels import read_sim_labels  # the labels' sidecar files, written by scripts/label_episodes.py
 
     ds = EpisodeDataset(root, verify=False, features=features)
     ds.require_views(views)

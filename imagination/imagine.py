@@ -22,11 +22,11 @@ from typing import Protocol, cast
 import numpy as np
 import torch
 
-from envs.dataset import EpisodeDataset, ReaderConfig
 from imagination.env import ImaginationConfig, ImaginationVectorEnv
 from imagination.episodes import StartEpisode, load_start_episodes
 from imagination.keyframes import Keyframe
 from policies.base import Policy
+from robot_data.dataset import EpisodeDataset, ReaderConfig
 from world_models.model import WorldModel
 from world_models.proprio import ProprioConfig, ProprioModel, fit_proprio
 

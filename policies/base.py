@@ -269,7 +269,7 @@ class Policy(nn.Module, abc.ABC):
 
 
 # packages whose modules Policy.load may import to find a checkpoint's class: this project's own
-_OWN_PACKAGES = ("policies", "bench", "imagination", "world_models", "envs", "infra", "tests")
+_OWN_PACKAGES = ("policies", "bench", "imagination", "world_models", "envs", "infra", "robot_data", "tests")
 # the entry-point group in which an installed package declares its policy classes (setup.py's name, wm-vla-rl)
 POLICY_ENTRY_POINTS = "wm_vla_rl.policies"
 POLICY_MODULES_FIELD = "policy_modules"  # the configs' allow-list field (EvalConfig, ServeConfig, ImagineRLConfig)

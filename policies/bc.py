@@ -33,7 +33,6 @@ import torch.nn.functional as F
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from envs.dataset import Episode, EpisodeDataset, ReaderConfig
 from envs.frames import stack_views
 from infra.atomic import atomic_torch_save
 from infra.checkpoint import CheckpointError, expect_format, load_torch, restore
@@ -43,6 +42,7 @@ from infra.data_parallel import check_replicas, data_parallel, mean_over_process
 from infra.provenance import provenance
 from policies.base import Policy
 from policies.vla import VLAConfig, VLAPolicy
+from robot_data.dataset import Episode, EpisodeDataset, ReaderConfig
 
 
 @dataclass
@@ -58,7 +58,7 @@ class BCConfig:
     # start from this Policy.save checkpoint (a VLA) instead of fresh weights: a fine-tune. Its architecture and
     # proprio stats are kept; `policy` must describe the same network (views, image size, chunk length)
     init_policy: str = ""
-    # which of data_dir's features are the views, the state and the action (envs.dataset.ReaderConfig), e.g.
+    # which of data_dir's features are the views, the state and the action (robot_data.dataset.ReaderConfig), e.g.
     # features.cameras={agentview: observation.images.image}; the defaults map them automatically
     features: ReaderConfig = field(default_factory=ReaderConfig)
     out_dir: str = "outputs/bc/quick"
@@ -254,7 +254,7 @@ def train_bc(cfg: BCConfig, episodes: Sequence[Any], state_stats: dict | None = 
     """Train (or resume) a VLA by BC on `episodes`; returns {"policy_path", "steps", "final_loss", ...}.
 
     episodes: objects with frames {view: uint8 [T, H, W, 3]}, state float32 [T, 8], action float32
-    [T, 7] and instruction str (e.g. `envs.dataset.Episode`; selecting them is the caller's job, see
+    [T, 7] and instruction str (e.g. `robot_data.dataset.Episode`; selecting them is the caller's job, see
     scripts/train_bc.py). state_stats: {"mean": [8], "std": [8]} (default: over these episodes).
     """
     bad = [n for n in cfg.snapshot_steps if not 1 <= n <= cfg.steps]

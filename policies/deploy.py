@@ -72,7 +72,7 @@ def make_arm(cfg: RunRobotConfig, metadata: dict[str, Any]) -> RobotArm:
 
 def write_video(path: Path, result: EpisodeResult, fps: float) -> str:
     """Frames [T, V, H, W, 3] -> one mp4 with the views side by side, upscaled 2x (64 px is small)."""
-    from envs.dataset import encode_preview
+    from robot_data.dataset import encode_preview
 
     encode_preview(path, tile_views(np.stack(result.frames), scale=2), fps=fps)
     return str(path)

@@ -9,8 +9,8 @@ side-by-side preview videos in out_dir/previews/. Re-running the same command re
 """
 from __future__ import annotations
 
-from envs.collection import CollectConfig, collect_dataset
 from infra.cli import run_script
+from robot_data.collection import CollectConfig, collect_dataset
 
 
 def main(cfg: CollectConfig) -> dict:

@@ -1,9 +1,9 @@
-"""Simulate labelled expert and near-miss episodes without rendering (envs/label_collection.py).
+"""Simulate labelled expert and near-miss episodes without rendering (robot_data/label_collection.py).
 
     python scripts/collect_labels.py tasks=[0,1] episodes_per_task=40 kinds=[near_miss,near_miss,near_miss,expert]
 
 Writes one .npz per episode (robot state, action, success, object/target positions, grasped) under
-out_dir, resuming where a stopped run left off; `envs.label_collection.load_labelled(out_dir)` gives
+out_dir, resuming where a stopped run left off; `robot_data.label_collection.load_labelled(out_dir)` gives
 them as `world_models.object_state.LabelledEpisode`s for `fit_state_reward`.
 """
 from __future__ import annotations
@@ -13,8 +13,8 @@ import os
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # before the simulator is imported: headless rendering
 
-from envs.label_collection import LabelCollectConfig, collect_labels, validate  # noqa: E402
 from infra.cli import run_script  # noqa: E402
+from robot_data.label_collection import LabelCollectConfig, collect_labels, validate  # noqa: E402
 
 
 def main(cfg: LabelCollectConfig) -> dict:

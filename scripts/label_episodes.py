@@ -1,4 +1,4 @@
-"""Label a recorded dataset with per-step simulator quantities by replaying its episodes (envs/sim_labels.py).
+"""Label a recorded dataset with per-step simulator quantities by replaying its episodes (robot_data/sim_labels.py).
 
     python scripts/label_episodes.py data_dir=outputs/bench/rl_gain/data
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # before the simulator is imported: headless rendering
 
-from envs.sim_labels import LabelEpisodesConfig, label_dataset, stats_lines  # noqa: E402
 from infra.cli import run_script  # noqa: E402
+from robot_data.sim_labels import LabelEpisodesConfig, label_dataset, stats_lines  # noqa: E402
 
 
 def main(cfg: LabelEpisodesConfig) -> dict:

@@ -1,4 +1,5 @@
-"""Label a recorded dataset with its goal predicates at every step, by replaying its episodes (envs/goal_labels.py).
+"""Label a recorded dataset with its goal predicates at every step, by replaying its episodes
+(robot_data/goal_labels.py).
 
     python scripts/label_goals.py data_dir=outputs/data/libero_10
     python scripts/label_goals.py data_dir=outputs/data/libero_10 episodes=[0,1,2]
@@ -16,9 +17,9 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # before the simulator is imported: headless rendering
 
-from envs.goal_labels import LabelGoalsConfig, label_goal_dataset  # noqa: E402
-from envs.sim_labels import stats_lines  # noqa: E402
 from infra.cli import run_script  # noqa: E402
+from robot_data.goal_labels import LabelGoalsConfig, label_goal_dataset  # noqa: E402
+from robot_data.sim_labels import stats_lines  # noqa: E402
 
 
 def main(cfg: LabelGoalsConfig) -> dict:

@@ -1,4 +1,4 @@
-r"""Render scene layouts of LIBERO tasks with their objects' positions (envs/layouts.py): what an image-only
+r"""Render scene layouts of LIBERO tasks with their objects' positions (robot_data/layouts.py): what an image-only
 object reader (scripts/train_object_reader.py) trains on.
 
     python scripts/render_layouts.py suite=libero_spatial "tasks=[5,6,7,8,9]" per_task=200 out=outputs/layouts/s5-9.npz
@@ -15,8 +15,8 @@ import os
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # before the simulator is imported: headless rendering
 
-from envs.layouts import LayoutConfig, render_layouts  # noqa: E402
 from infra.cli import run_script  # noqa: E402
+from robot_data.layouts import LayoutConfig, render_layouts  # noqa: E402
 
 
 def main(cfg: LayoutConfig) -> dict:

@@ -1,4 +1,5 @@
-"""Shared test set-up: headless MuJoCo rendering before anything imports mujoco."""
+"""Shared test set-up: headless MuJoCo rendering before anything imports mujoco; the fixtures of more than one
+test folder (a local Ray cluster, real LIBERO)."""
 import os
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -14,3 +15,13 @@ def cluster():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def libero():
+    """envs.libero_suites, after skipping the test when real LIBERO (the [libero] extra) is not installed
+    (the experts' and labels' tests, tests/robot_data/)."""
+    pytest.importorskip("libero.libero")
+    from envs import libero_suites
+
+    return libero_suites

@@ -1,7 +1,7 @@
 """Hand-made recorded episodes for tests that need a dataset of a policy's real rollouts."""
 import numpy as np
 
-from envs.dataset import Episode
+from robot_data.dataset import Episode
 
 
 def grasping_episode(rng: np.random.Generator, T: int, size: int, task: int, ok: bool, source: str, init: int,
@@ -21,7 +21,7 @@ def grasping_episode(rng: np.random.Generator, T: int, size: int, task: int, ok:
 def grasp_label_dir(root, n=60, seed=0) -> str:
     """Label-collection files whose outcome follows a rule the grasp classifier can learn: success when the
     gripper is commanded shut within 2 cm (in the plane) of the object's start."""
-    from envs.label_collection import _write
+    from robot_data.label_collection import _write
 
     rng = np.random.default_rng(seed)
     root.mkdir()

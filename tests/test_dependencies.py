@@ -1,6 +1,6 @@
 """setup.py declares what the code imports, and nothing it does not.
 
-Every third-party module imported anywhere in the installed packages (infra, envs, world_models, policies,
+Every third-party module imported anywhere in the installed packages (infra, envs, robot_data, world_models, policies,
 imagination, scripts, bench), at the top of a file or inside a function, must come from a distribution in
 install_requires or a runtime extra; the tests may also use the dev extra. And every declared
 distribution must be imported somewhere, except the tools listed below, which are run rather than
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("envs", "infra", "world_models", "policies", "imagination", "scripts", "bench")
+PACKAGES = ("envs", "infra", "robot_data", "world_models", "policies", "imagination", "scripts", "bench")
 FIRST_PARTY = {*PACKAGES, "tests"}
 TEST_ONLY_EXTRAS = ("dev",)  # extras the installed packages must not need
 # module -> distributions that provide it, for modules not installed here or provided by several wheels

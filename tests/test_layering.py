@@ -1,6 +1,6 @@
 """The layering of docs/architecture.md ("Packages and what lives where"), checked on the source.
 
-Every .py file of the five library packages is parsed with `ast` (nothing is imported, so this runs in well
+Every .py file of the six library packages is parsed with `ast` (nothing is imported, so this runs in well
 under a second); every `import`/`from ... import` of a project module counts, at the top of a file or inside a
 function, `if TYPE_CHECKING:` blocks included. From them the module import graph is built, and two things are
 asserted of it:
@@ -9,10 +9,11 @@ asserted of it:
   moves the failure from import time to call time, and it hides which module is the lower one);
 - no import from a lower layer to a higher one, by the layer map below.
 
-Why `TYPE_CHECKING` imports are not exempt: the doc says "Imports go one way" and that `infra`, `envs`
-and `world_models` "never import" `imagination` or `policies`, with no exception for annotations, and a type-only
-import still ties the lower module's interface to the higher one's (mypy follows it). Imports of a name given
-as a string (`importlib.import_module`: policies/base.py loads a policy class by its dotted name) are not seen.
+Why `TYPE_CHECKING` imports are not exempt: the doc says "Imports go one way" and that `infra`, `envs`,
+`robot_data` and `world_models` "never import" `imagination` or `policies` (and `envs` never `robot_data`),
+with no exception for annotations, and a type-only import still ties the lower module's interface to the
+higher one's (mypy follows it). Imports of a name given as a string (`importlib.import_module`: policies/base.py
+loads a policy class by its dotted name) are not seen.
 `from a.b import c` is an arrow to the module a.b.c if there is one, else to a.b; the package a, whose __init__
 Python runs first, is not counted (else every package whose __init__ imports its own modules would be a circle).
 """
@@ -23,25 +24,28 @@ import functools
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-LIBRARY = ("infra", "envs", "world_models", "policies", "imagination")  # the packages parsed (setup.py's five)
+LIBRARY = ("infra", "envs", "robot_data", "world_models", "policies", "imagination")  # parsed: setup.py's six packages
 TOP = ("scripts", "bench")  # parsed only as targets: library code never imports them
 SUBPACKAGES = ("imagination.eval", "imagination.rl", "imagination.loop")  # layers of their own inside imagination
 
 # The layer map, from docs/architecture.md, "Packages and what lives where":
-#   "`envs` builds on `infra`, which imports no other package of the project; `world_models` and `policies`
-#   build on `envs` (not on each other), `imagination` on all of these, `scripts` and `bench` on everything.
-#   `infra`, `envs` and `world_models` never import `imagination` or `policies`.
+#   "`envs` builds on `infra`, which imports no other package of the project; `robot_data` on `envs`;
+#   `world_models` and `policies` build on `robot_data` and `envs` (not on each other), `imagination` on all of
+#   these, `scripts` and `bench` on everything. `infra`, `envs`, `robot_data` and `world_models` never import
+#   `imagination` or `policies`, and `envs` never imports `robot_data` (an environment does not know what is
+#   recorded from it).
 #   Inside `imagination`, `eval/` and `rl/` build on the package's core, the modules directly in `imagination/`
 #   (...), and not on each other; the core imports none of the three subpackages; `loop/` builds on both. Library
 #   code never imports `scripts` or `bench`."
 # A layer is a package, or one of imagination's subpackages ("imagination" is the package's core). A module may
 # import its own layer and the layers listed here; nothing else. Within a layer only cycles are checked.
-_BELOW_IMAGINATION = {"infra", "envs", "world_models", "policies"}
+_BELOW_IMAGINATION = {"infra", "envs", "robot_data", "world_models", "policies"}
 ALLOWED: dict[str, set[str]] = {
     "infra": set(),
     "envs": {"infra"},
-    "world_models": {"infra", "envs"},
-    "policies": {"infra", "envs"},
+    "robot_data": {"infra", "envs"},
+    "world_models": {"infra", "envs", "robot_data"},
+    "policies": {"infra", "envs", "robot_data"},
     "imagination": _BELOW_IMAGINATION,
     "imagination.eval": _BELOW_IMAGINATION | {"imagination"},
     "imagination.rl": _BELOW_IMAGINATION | {"imagination"},
@@ -80,8 +84,9 @@ def _imported(module: str, path: Path, node: ast.Import | ast.ImportFrom) -> lis
 
 
 def _resolve(name: str, known: set[str]) -> str | None:
-    """The project module `name` refers to: the longest known prefix (`envs.dataset.Episode` -> `envs.dataset`);
-    a scripts/bench name maps to its package. None for a third-party or standard-library name."""
+    """The project module `name` refers to: the longest known prefix (`robot_data.dataset.Episode` ->
+    `robot_data.dataset`); a scripts/bench name maps to its package. None for a third-party or standard-library
+    name."""
     if name.split(".")[0] in TOP:
         return name.split(".")[0]
     while name and name not in known:
@@ -170,10 +175,11 @@ def test_the_graph_is_read():
     """The parse finds the modules and their imports (else the checks below would pass on nothing)."""
     graph = import_graph()
     assert len(graph) > 100
-    assert {"envs.collection", "world_models.model", "policies.base", "imagination.imagine", "imagination.eval.jobs",
-            "imagination.rl.training", "imagination.loop.run"} <= set(graph)
+    assert {"envs.libero_env", "robot_data.collection", "world_models.model", "policies.base", "imagination.imagine",
+            "imagination.eval.jobs", "imagination.rl.training", "imagination.loop.run"} <= set(graph)
     assert "imagination.env" in graph["imagination.imagine"]  # a top-level import
-    assert "envs.dataset" in graph["world_models.object_state"]  # a function-level one: from envs.dataset import ...
+    # a function-level one: from robot_data.dataset import ...
+    assert "robot_data.dataset" in graph["world_models.object_state"]
     assert {layer(m) for m in graph} == set(ALLOWED)
 
 

@@ -1,6 +1,6 @@
 """A dataset whose cameras and state go by names of its own (not ours, not LeRobot's LIBERO ones) trains the
 world model and BC and starts imagined RL once the command line names them: clips.features / features /
-imagination.features, an envs.dataset.ReaderConfig each (infra.cli parses them like any nested config)."""
+imagination.features, an robot_data.dataset.ReaderConfig each (infra.cli parses them like any nested config)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from infra.cli import load_config
-from tests.envs.lerobot_layout import write_lerobot_dataset
-from tests.envs.test_dataset import make_episode
+from tests.robot_data.lerobot_layout import write_lerobot_dataset
+from tests.robot_data.test_dataset import make_episode
 
 CAMERAS = {"agentview": "observation.images.cam_high", "wrist": "observation.images.cam_left_wrist"}
 MAPPING = "{agentview: observation.images.cam_high, wrist: observation.images.cam_left_wrist}"
@@ -28,10 +28,10 @@ def odd_keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list]:
 
 
 def test_odd_keys_train_and_start_through_the_configured_mapping(odd_keys, tmp_path: Path) -> None:
-    from envs.dataset import EpisodeDataset
     from imagination.imagine import _fit_arrays
     from imagination.rl.training import ImagineRLConfig, load_rl_env
     from policies.bc import BCConfig, train_bc_on_data
+    from robot_data.dataset import EpisodeDataset
     from tests.policies.conftest import tiny_config
     from tests.world_models.conftest import tiny_model_config
     from world_models.model import WorldModel

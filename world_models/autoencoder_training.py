@@ -29,11 +29,11 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from envs.dataset import ReaderConfig
 from envs.frames import to_model_frames
 from infra.atomic import atomic_torch_save, atomic_write_json
 from infra.checkpoint import CheckpointError, expect_format, load_torch
 from infra.cli import save_config
+from robot_data.dataset import ReaderConfig
 from world_models.autoencoder import Autoencoder, AutoencoderConfig
 from world_models.clips import load_episodes, split_episodes
 from world_models.metrics import psnr_per_frame, ssim_per_frame

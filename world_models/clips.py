@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from envs.dataset import SOURCES, Episode, EpisodeDataset, ReaderConfig
 from envs.frames import stack_views, to_model_frames, to_uint8, views_to_channels
+from robot_data.dataset import SOURCES, Episode, EpisodeDataset, ReaderConfig
 
 # to_model_frames / to_uint8 live with the other frame layouts (envs.frames); re-exported here, where the
 # world model code has always imported them
@@ -54,11 +54,11 @@ class ClipConfig:
     holdout_min: int = 1  # at least this many held-out episodes when the dataset has 2 or more
     split_seed: int = 0
     max_episodes: int = 0  # 0 = all; a cap for quick experiments
-    # episode weights for clip sampling, by episode source (envs.dataset.SOURCES), e.g. {"policy": 3.0};
+    # episode weights for clip sampling, by episode source (robot_data.dataset.SOURCES), e.g. {"policy": 3.0};
     # sources not listed weigh 1. Empty = every (episode, step) equally likely.
     source_weights: dict[str, float] = field(default_factory=dict)
     failure_weight: float = 1.0  # multiplies the weight of episodes that never succeed (dataset meta `success`)
-    # which of data_dir's features are the views, the state and the action (envs.dataset.ReaderConfig), e.g.
+    # which of data_dir's features are the views, the state and the action (robot_data.dataset.ReaderConfig), e.g.
     # clips.features.cameras={agentview: observation.images.image}; the defaults map them automatically
     features: ReaderConfig = field(default_factory=ReaderConfig)
 
@@ -106,7 +106,7 @@ class EpisodeArrays:
     """One episode in memory for clip sampling: frames uint8 [T, H, W, ch] (views stacked as channels,
     ch = 3V), actions float32 [T, 7].
 
-    Built from an `envs.dataset.Episode` by `from_episode`. Why the channel layout here, unlike the
+    Built from an `robot_data.dataset.Episode` by `from_episode`. Why the channel layout here, unlike the
     [T, V, H, W, 3] one outside world_models: it is the denoiser's, so a clip is a slice of it that
     `to_model_frames` converts as it is; views would need a `views_to_channels` copy per clip drawn."""
 
@@ -116,7 +116,7 @@ class EpisodeArrays:
     index: int
     task_id: int
     instruction: str
-    source: str = "expert"  # envs.dataset.SOURCES
+    source: str = "expert"  # robot_data.dataset.SOURCES
     episode_success: bool | None = None  # the dataset's episode-level flag; None = any(success)
 
     def __post_init__(self) -> None:

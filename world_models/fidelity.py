@@ -28,11 +28,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from envs.dataset import EpisodeDataset, encode_preview
-from envs.sim_labels import read_sim_labels
 from infra.atomic import atomic_write_json
 from infra.cli import save_config
 from infra.provenance import provenance
+from robot_data.dataset import EpisodeDataset, encode_preview
+from robot_data.sim_labels import read_sim_labels
 from world_models.clips import to_model_frames, to_uint8
 from world_models.metrics import f1, psnr_per_frame, ssim_per_frame
 from world_models.model import WorldModel

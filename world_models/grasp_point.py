@@ -10,7 +10,7 @@ shut. This module reads that moment from an episode's robot states and actions,
 
 and fits a classifier (scikit-learn: standardize, quadratic terms, logistic regression, plus the task's
 one-hot) of the episode's real outcome on labelled episodes (recorded datasets labelled by
-`envs.sim_labels`, near-miss episodes of `envs.label_collection`). Only the object's and the target's
+`robot_data.sim_labels`, near-miss episodes of `robot_data.label_collection`). Only the object's and the target's
 start positions come from the simulator; the rest are the robot's own states, which imagination
 predicts with the proprio model. `bench/reward_ceiling.py` uses it to measure how much of the real
 outcome survives each stage of imagination (recorded states, predicted states, the policy acting on
@@ -204,8 +204,8 @@ def dataset_features(root: str, policy: str = "", place: bool = False
     """Grasp features (with place=True grasp-and-release ones), task ids and real outcomes of every episode of
     a recorded dataset that has simulator labels (`scripts/label_episodes.py`; of `policy` only, when given),
     and their episode indices."""
-    from envs.dataset import EpisodeDataset  # the dataset format stays out of the classifier's import path
-    from envs.sim_labels import read_sim_labels
+    from robot_data.dataset import EpisodeDataset  # the dataset format stays out of the classifier's import path
+    from robot_data.sim_labels import read_sim_labels
 
     ds = EpisodeDataset(root, verify=False)
     feats, tasks, outcomes, kept = [], [], [], []
@@ -227,7 +227,7 @@ def dataset_features(root: str, policy: str = "", place: bool = False
 def label_dir_features(root: str, place: bool = False) -> tuple[list[np.ndarray], list[int], list[bool]]:
     """Grasp (place=True: grasp-and-release) features, task ids and outcomes of the episodes
     `scripts/collect_labels.py` wrote."""
-    from envs.label_collection import read_episode
+    from robot_data.label_collection import read_episode
 
     feats, tasks, outcomes = [], [], []
     for p in sorted(Path(root).glob("task*_ep*.npz")):

@@ -12,7 +12,7 @@ keypoints: a position regressed through flattened features is limited by the pix
 expectation moves smoothly below one pixel, and at 64 px one pixel is about a centimetre on the table. One
 linear head per task maps the keypoints to the offset (dm) from that task's mean positions.
 
-It trains on simulator labels (envs/layouts.py renders fresh layouts of each task with their positions, and
+It trains on simulator labels (robot_data/layouts.py renders fresh layouts of each task with their positions, and
 labelled recorded episodes add their first frames): simulator quantities supervise it, and at RL time it
 reads only the image. `scripts/train_object_reader.py` fits it and reports its error on held-out layouts.
 """
@@ -196,8 +196,8 @@ class TrainObjectReaderConfig:
 def first_frames(data_dirs: list[str], view: str) -> tuple[dict[str, np.ndarray], str]:
     """The first frame (uint8 [N, H, W, 3] of `view`), task id and labelled start positions of every episode
     with simulator labels in the datasets, and their suite."""
-    from envs.dataset import EpisodeDataset
-    from envs.sim_labels import read_sim_labels
+    from robot_data.dataset import EpisodeDataset
+    from robot_data.sim_labels import read_sim_labels
 
     rows: dict[str, list] = {"images": [], "task_id": [], "object_pos": [], "target_pos": []}
     suites = set()
@@ -219,8 +219,8 @@ def first_frames(data_dirs: list[str], view: str) -> tuple[dict[str, np.ndarray]
 
 def train_object_reader(cfg: TrainObjectReaderConfig, progress: bool = True) -> dict:
     """Fit a reader on cfg's layouts and labelled datasets, save it and its held-out errors (result.json)."""
-    from envs.layouts import read_layouts
     from infra.atomic import atomic_write_json
+    from robot_data.layouts import read_layouts
 
     cfg.validate()
     parts, suites = [], set()

@@ -3,7 +3,7 @@
 The video model's success head has to see, at 64 px, whether the fingers closed on a bowl rim one or
 two pixels away (docs/notebook/loop.md, "How the benchmark's failures happen": within-task AUC 0.25-0.64 on
 unseen episodes). The simulator knows the answer in numbers: whether the object rose with the gripper and where
-it ended. This module learns those numbers from recorded real episodes (per-step labels that `envs.sim_labels`
+it ended. This module learns those numbers from recorded real episodes (per-step labels that `robot_data.sim_labels`
 reads by replaying each recorded episode in the simulator, kept beside the dataset) so that imagination can use
 them where no simulator runs:
 
@@ -18,7 +18,7 @@ the recorded robot states (teacher forcing); in imagination the robot states com
 model (`world_models.proprio`) and the object is carried forward chunk by chunk from the keyframe's
 recorded position. On a real robot only the trained models and the object's start position are needed.
 
-Row convention (envs.dataset.Episode): row t is the observation before action t; success[t] is the
+Row convention (robot_data.dataset.Episode): row t is the observation before action t; success[t] is the
 simulator's flag after action t, i.e. it describes row t + 1.
 """
 from __future__ import annotations
@@ -31,13 +31,14 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-# LabelledEpisode lives in envs (label collection builds it too) and is exported here under its old name
-from envs.sim_labels import LabelledEpisode, read_sim_labels
 from infra.checkpoint import config_from, load_model_file, restore, save_model_file
+
+# LabelledEpisode lives in robot_data (label collection builds it too) and is exported here under its old name
+from robot_data.sim_labels import LabelledEpisode, read_sim_labels
 
 _FORMAT = "wm-vla-rl/state_reward"
 SCALE = 10.0  # metres -> decimetres: inputs and targets of order 1
-SIM_KEYS = ("object_pos", "target_pos", "grasped")  # the per-step labels this module reads (envs.sim_labels)
+SIM_KEYS = ("object_pos", "target_pos", "grasped")  # the per-step labels this module reads (robot_data.sim_labels)
 
 
 @dataclass
@@ -163,11 +164,12 @@ def track(model: StateReward, ep: LabelledEpisode, t0: int = 0) -> tuple[np.ndar
 
 def labelled_episodes(data_dir: str, indices: list[int] | None = None) -> tuple[list[LabelledEpisode], list[int]]:
     """The episodes of a dataset (all, or `indices`) that have per-step simulator labels (SIM_KEYS, written
-    beside the dataset by `envs.sim_labels.label_dataset`), and their indices; episodes without them
+    beside the dataset by `robot_data.sim_labels.label_dataset`), and their indices; episodes without them
     (tasks with no pick-and-place object, replays that did not reproduce the recording, datasets not
     labelled yet: scripts/label_episodes.py) are skipped."""
-    # The dataset format stays out of the model's import path (envs.sim_labels imports neither it nor the simulator).
-    from envs.dataset import EpisodeDataset
+    # The dataset format stays out of the model's import path (robot_data.sim_labels imports neither it nor the
+    # simulator).
+    from robot_data.dataset import EpisodeDataset
 
     ds = EpisodeDataset(data_dir, verify=False)
     out, kept = [], []

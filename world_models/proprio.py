@@ -27,12 +27,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from envs.dataset import EpisodeDataset
 from infra.atomic import atomic_write_text
 from infra.checkpoint import config_from, load_model_file, restore, save_model_file
 from infra.hub import CONFIG, WEIGHTS, load_folder, save_folder
 from infra.model_card import CardFacts, render_card
 from infra.provenance import versions
+from robot_data.dataset import EpisodeDataset
 
 _FORMAT = "wm-vla-rl/proprio_model"
 

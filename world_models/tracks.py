@@ -3,7 +3,7 @@
 
 Both are replayed open loop exactly as `ImaginationVectorEnv.step` does it: chunk by chunk from the
 episode's first recorded state (and, for the object, its first simulator label), each chunk starting
-where the previous one's prediction ended, never from a real row. Row convention (envs.dataset): row t
+where the previous one's prediction ended, never from a real row. Row convention (robot_data.dataset): row t
 is the observation before action t, so the prediction after action t is compared with row t + 1.
 
 Errors are Euclidean distances in metres per step; the bench prints them in centimetres.
@@ -47,7 +47,7 @@ def object_track(model: StateReward, state0: np.ndarray, states: np.ndarray, sim
     """The goal object's positions after each action [A, 3], carried from its label at row 0 along the
     robot states state0 [S] then states [A, S] (predicted), as imagination carries it.
 
-    sim: the episode's simulator labels (envs.sim_labels.read_sim_labels): object_pos/target_pos [T, 3],
+    sim: the episode's simulator labels (robot_data.sim_labels.read_sim_labels): object_pos/target_pos [T, 3],
     grasped [T]. The target does not move in LIBERO-Spatial; its row-0 position stands for every step."""
     K = model.cfg.chunk_len
     obj = torch.tensor(sim["object_pos"][0], dtype=torch.float32)[None]
@@ -99,7 +99,7 @@ def fit_track_models(data_dir: str, train: list[int], chunk_len: int, proprio: s
     proprio / state_reward: a checkpoint file, "none" (left out), or "" = fitted here on the training
     episodes `train` of data_dir (the world model's, so that no scored episode was fitted on). The state
     reward is fitted only when those episodes carry simulator labels (scripts/label_episodes.py)."""
-    from envs.dataset import EpisodeDataset  # the dataset format stays out of the models' import path
+    from robot_data.dataset import EpisodeDataset  # the dataset format stays out of the models' import path
 
     notes = []
     pm: ProprioModel | None = None

@@ -61,12 +61,12 @@ from accelerate.utils import set_seed
 from diffusers.optimization import get_scheduler
 from tqdm import tqdm
 
-from envs.dataset import encode_preview
 from envs.frames import channels_to_views, tile_views, to_model_frames, to_uint8
 from infra.atomic import atomic_write_json, fsync_dir, fsync_file
 from infra.checkpoint import CheckpointError
 from infra.cli import save_config
 from infra.crash_points import crash_point
+from robot_data.dataset import encode_preview
 from world_models.augment import StyleAugConfig, augment_clip
 from world_models.autoencoder import Autoencoder
 from world_models.clips import (

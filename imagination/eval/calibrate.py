@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from envs.dataset import EpisodeDataset
 from imagination.env import ImaginationConfig
 from imagination.episodes import StartEpisode
 from imagination.imagine import imagine, open_imagination, recorded_actions, recorded_ends
@@ -33,6 +32,7 @@ from imagination.keyframes import Keyframe, KeyframeConfig
 from infra.atomic import atomic_write_json
 from infra.crash_points import crash_point
 from infra.provenance import provenance
+from robot_data.dataset import EpisodeDataset
 from world_models.model import WorldModel
 from world_models.proprio import ProprioModel
 

@@ -37,7 +37,6 @@ from scipy.stats import mannwhitneyu
 from tqdm.auto import tqdm
 
 from envs import libero_suites
-from envs.dataset import EpisodeDataset, select_meta
 from imagination.env import ImaginationConfig
 from imagination.episodes import load_start_episodes
 from imagination.eval.calibrate import ThresholdChoice, pick_threshold
@@ -46,6 +45,7 @@ from imagination.eval.jobs import EvalConfig
 from imagination.imagine import imagine, open_imagination, open_proprio, policy_mean
 from imagination.keyframes import Keyframe, KeyframeConfig
 from policies.base import Policy
+from robot_data.dataset import EpisodeDataset, select_meta
 from world_models.model import WorldModel
 
 

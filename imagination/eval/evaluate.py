@@ -23,7 +23,6 @@ from scipy.stats import binomtest
 from tqdm import tqdm
 
 from envs import libero_suites
-from envs.dataset import encode_preview
 from envs.frames import tile_views
 from envs.outcome import FIGURES, failure_counts, outcome
 from imagination.eval.jobs import EnvFactory, EnvSpec, EvalConfig, EvalEnv, Job
@@ -32,6 +31,7 @@ from infra.atomic import atomic_write_json
 from infra.provenance import provenance
 from policies.base import Policy, RandomPolicy, RandomPolicyConfig
 from policies.remote import RemotePolicy, RemotePolicyConfig, is_remote
+from robot_data.dataset import encode_preview
 
 IMAGINATION = "imagination"
 

@@ -19,11 +19,11 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from envs.sim_labels import read_sim_labels
 from imagination.env import ImaginationConfig
 from imagination.imagine import ImaginedEpisodes, imagine, open_imagination, policy_mean, recorded_actions
 from imagination.keyframes import Keyframe
 from policies.base import Policy
+from robot_data.sim_labels import read_sim_labels
 from world_models.grasp_point import (
     GraspPointClassifier,
     GraspPointConfig,
@@ -110,7 +110,7 @@ def grasp_gate_records(gate_data: str, policy_path: str, cfg: GraspGateConfig,
     clf = classifier or fit_gate_classifier(cfg)
     task_arr = np.array(tasks)
     sims = cast(list[dict[str, Any]], [read_sim_labels(gate_data, i) for i in idx])  # labelled: none is None
-    from envs.dataset import EpisodeDataset
+    from robot_data.dataset import EpisodeDataset
 
     meta = {m.episode_index: m for m in EpisodeDataset(gate_data, verify=False).meta}
 

@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 
 from envs import libero_suites
-from envs.dataset import EpisodeDataset, select_meta
 from imagination.env import ImaginationConfig
 from imagination.eval.jobs import EnvSpec, EvalConfig, Job
 from imagination.imagine import open_imagination
 from imagination.keyframes import Keyframe, KeyframeConfig
+from robot_data.dataset import EpisodeDataset, select_meta
 from world_models.model import WorldModel
 
 

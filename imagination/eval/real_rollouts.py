@@ -23,8 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from envs.dataset import Episode, EpisodeDataset, EpisodeWriter
-from envs.dataset.layout import INFO_PATH
 from envs.frames import split_views
 from envs.outcome import outcome
 from imagination.eval.evaluate import evaluate, load_policy
@@ -33,6 +31,8 @@ from imagination.eval.libero import LiberoEvalEnv
 from infra.atomic import atomic_write_json
 from infra.cli import save_config
 from policies.base import Policy
+from robot_data.dataset import Episode, EpisodeDataset, EpisodeWriter
+from robot_data.dataset.layout import INFO_PATH
 
 
 def near_success(episode_success: bool, state: np.ndarray) -> bool:

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from envs.dataset import EpisodeDataset
-from envs.label_collection import load_labelled
 from imagination.eval.closed_loop import outcome_separation
+from robot_data.dataset import EpisodeDataset
+from robot_data.label_collection import load_labelled
 from world_models.object_state import StateRewardConfig, fit_state_reward, labelled_episodes, track
 
 

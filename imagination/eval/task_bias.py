@@ -76,8 +76,8 @@ def task_bias_from_rollouts(rollouts: str, policy: str, gate: GraspGateConfig) -
     offsets (any in gate.grasp_point are ignored). Returns {"bias": [NUM_TASKS] offsets, "jobs": N, "tasks": per
     task id {"jobs", "real_successes", "imagined_before", "imagined_after"}}: the mean P(success) before and after
     the offsets next to the real successes they were fit to."""
-    from envs.sim_labels import label_dataset
     from imagination.eval.grasp_gate import grasp_gate_records
+    from robot_data.sim_labels import label_dataset
 
     label_dataset(rollouts, progress=False)  # replays only episodes not labelled yet
     plain = replace(gate, grasp_point=replace(gate.grasp_point, task_bias=[]))

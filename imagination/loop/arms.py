@@ -27,12 +27,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from envs.dataset import EpisodeDataset
 from imagination.eval.stats import SeedAverage, seed_average
 from imagination.rl.training import ImagineRLConfig, bc_anchor
 from infra.atomic import atomic_write_text
 from policies.base import Policy
 from policies.bc import BCConfig, load_episodes, train_bc_on_data
+from robot_data.dataset import EpisodeDataset
 
 IMITATED_SOURCES = ["expert", "perturbed", "policy"]  # every recorded kind: success_only keeps what imitates well
 
@@ -65,7 +65,7 @@ def dataset_budget(path: str, success_only: bool = False, per_task: int = 0) -> 
 
 
 def label_budget(folder: str) -> Budget:
-    """Episodes and steps of a label-collection folder (envs/label_collection.py: one .npz per episode)."""
+    """Episodes and steps of a label-collection folder (robot_data/label_collection.py: one .npz per episode)."""
     files = sorted(Path(folder).glob("*.npz"))
     return Budget(len(files), sum(len(np.load(f)["action"]) for f in files))
 

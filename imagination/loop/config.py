@@ -23,13 +23,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from envs.collection import CollectConfig
 from imagination.eval.jobs import EvalConfig
 from imagination.loop.grasp_inputs import GraspInputsConfig
 from imagination.rl.training import ImagineRLConfig
 from infra.atomic import atomic_write_json
 from infra.crash_points import crash_point
 from policies.bc import BCConfig
+from robot_data.collection import CollectConfig
 from world_models.training import TrainWorldModelConfig
 
 

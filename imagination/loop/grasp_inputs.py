@@ -1,10 +1,10 @@
 """What imagined RL with reward "grasp" reads besides the world model and the start data, built on the
 training init states only (the benchmark's protocol, bench/protocol.py, and the loop, imagination/loop/run.py):
 
-    simulator labels   the start data's per-step object and target positions (envs.sim_labels, replayed)
+    simulator labels   the start data's per-step object and target positions (robot_data.sim_labels, replayed)
     own rollouts       the start policy's real episodes on the training init states, recorded and labelled
                        (source "policy"): the grasps the policy really makes, with their outcomes
-    near-miss grasps   scripted grasps that close 0-8 cm from the grasp point (envs.label_collection):
+    near-miss grasps   scripted grasps that close 0-8 cm from the grasp point (robot_data.label_collection):
                        outcomes on both sides of the boundary where the policy fails
     proprio model      fitted on the demonstrations and the own rollouts, with the world model's chunk length
 
@@ -23,13 +23,13 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from envs.dataset import EpisodeDataset, EpisodeWriter
-from envs.label_collection import LabelCollectConfig, collect_labels
-from envs.sim_labels import label_dataset
 from imagination.eval.jobs import EvalConfig
 from imagination.eval.real_rollouts import evaluate_and_record
 from infra.atomic import atomic_write_text
 from policies.base import Policy
+from robot_data.dataset import EpisodeDataset, EpisodeWriter
+from robot_data.label_collection import LabelCollectConfig, collect_labels
+from robot_data.sim_labels import label_dataset
 from world_models.model import WorldModel
 from world_models.proprio import FitProprioConfig, ProprioConfig, fit_proprio_on_data
 

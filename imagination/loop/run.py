@@ -13,9 +13,6 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from envs.collection import collect_dataset
-from envs.dataset import EpisodeDataset, select_meta
-from envs.sim_labels import label_dataset
 from imagination.eval.calibrate import CalibrateConfig, calibrate_success
 from imagination.eval.closed_loop import paired_separation
 from imagination.eval.evaluate import evaluate, finished_results
@@ -35,6 +32,9 @@ from infra.cli import save_config
 from infra.provenance import provenance
 from policies.base import Policy
 from policies.bc import BCConfig, train_bc_on_data
+from robot_data.collection import collect_dataset
+from robot_data.dataset import EpisodeDataset, select_meta
+from robot_data.sim_labels import label_dataset
 from world_models.fidelity import EvalWorldModelConfig, evaluate_world_model
 from world_models.training import train_world_model
 

@@ -26,8 +26,8 @@ from typing import cast
 
 import torch
 
-from envs.dataset import EpisodeDataset, ReaderConfig
 from policies.base import Policy
+from robot_data.dataset import EpisodeDataset, ReaderConfig
 from world_models.grasp_point import first_close
 
 TARGETS = ("demos", "start_policy")

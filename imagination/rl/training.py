@@ -36,7 +36,6 @@ from accelerate import Accelerator
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from envs.dataset import EpisodeDataset, encode_preview, select_meta
 from envs.frames import tile_views
 from envs.libero_env import LiberoEnv
 from imagination.env import ImaginationConfig, ImaginationVectorEnv
@@ -53,6 +52,7 @@ from infra.crash_points import crash_point
 from infra.data_parallel import GradientSync, check_replicas, data_parallel, mean_over_processes
 from infra.provenance import provenance
 from policies.base import Policy
+from robot_data.dataset import EpisodeDataset, encode_preview, select_meta
 
 
 @dataclass
@@ -146,7 +146,7 @@ def labelled_starts(data: str, picked: list[int], icfg: ImaginationConfig) -> li
     where the simulator had it), saying how many are left out (a replay that diverged has none)."""
     if icfg.reward == "head":
         return picked
-    from envs.sim_labels import label_path
+    from robot_data.sim_labels import label_path
 
     kept = [i for i in picked if label_path(data, i).is_file()]
     if len(kept) < len(picked):

@@ -116,8 +116,8 @@ def test_scale_names_its_missing_start_data_and_a_collect_command_that_parses(tm
     import shlex
 
     from bench.scale import MAKE_DATA
-    from envs.collection import CollectConfig, validate
     from infra.cli import load_config
+    from robot_data.collection import CollectConfig, validate
 
     assert _main("scale")(["--data", str(tmp_path / "data")]) == 2
     out, err = capsys.readouterr()

@@ -124,7 +124,7 @@ def recipe_recorded(tmp_path, monkeypatch):
 
 
 def test_build_recipe_makes_its_inputs_on_the_training_init_states_only(tmp_path, recipe_recorded):
-    from envs.dataset import DatasetConfig, EpisodeWriter
+    from robot_data.dataset import DatasetConfig, EpisodeWriter
 
     p = protocol.RLGainProtocol(root=str(tmp_path / "rl_gain"))
     loop = load_config(LoopConfig, "quick", [], group="loop")

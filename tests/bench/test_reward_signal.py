@@ -58,7 +58,7 @@ def test_missing_given_files_are_named(tmp_path, capsys):
 
 def _episodes(root: Path, source: str, policy: str, outcomes: dict[int, bool], init: int) -> None:
     """One short episode per task of outcomes (task -> real success), the gripper closing at step 6."""
-    from envs.dataset import DatasetConfig, EpisodeWriter
+    from robot_data.dataset import DatasetConfig, EpisodeWriter
     from tests.episodes import grasping_episode
 
     rng = np.random.default_rng(init)

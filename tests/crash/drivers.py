@@ -15,14 +15,14 @@ import numpy as np
 
 def synthetic_episode(i: int):
     """Episode i of the synthetic dataset: a pure function of i (two 32 px views, noise frames)."""
-    from tests.envs.test_dataset import make_episode
+    from tests.robot_data.test_dataset import make_episode
 
     return make_episode(np.random.default_rng(1000 + i), T=8 + i, task_id=i % 3, instruction=f"task {i % 3}",
                         extra={"plan_index": i})
 
 
 def dataset(root: str, n: str) -> None:
-    from envs.dataset import DatasetConfig, EpisodeWriter
+    from robot_data.dataset import DatasetConfig, EpisodeWriter
 
     with EpisodeWriter(Path(root), DatasetConfig(image_size=(32, 32))) as writer:
         for i in range(len(writer), int(n)):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from envs.dataset import EpisodeDataset
+from robot_data.dataset import EpisodeDataset
 from tests.crash.harness import run_script
 from tests.crash.test_dataset_crash import files
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from envs.dataset import EpisodeDataset
-from envs.dataset.seal import SEAL_PATH
+from robot_data.dataset import EpisodeDataset
+from robot_data.dataset.seal import SEAL_PATH
 from tests.crash.drivers import synthetic_episode
 from tests.crash.harness import run_driver
-from tests.envs.test_dataset import assert_episode_equal
+from tests.robot_data.test_dataset import assert_episode_equal
 
 N = 4
 

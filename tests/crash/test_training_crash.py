@@ -124,8 +124,8 @@ def test_bc_killed_mid_run_after_a_checkpoint_and_before_the_policy_resumes_bit_
 def rl_inputs(squares: Path, tmp_path_factory) -> dict[str, str]:
     """An untrained tiny world model, a tiny VLA and a small proprio model of the square world: RL on them
     learns nothing useful, but runs every part of an iteration and its checkpoint."""
-    from envs.dataset import EpisodeDataset
     from policies.vla import VLAConfig, VLAPolicy
+    from robot_data.dataset import EpisodeDataset
     from tests.world_models.conftest import tiny_model_config
     from world_models.proprio import ProprioConfig, fit_proprio
 

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-FOLDERS = ("envs", "infra", "world_models", "policies", "imagination", "scripts", "bench", "configs")
+FOLDERS = ("envs", "infra", "robot_data", "world_models", "policies", "imagination", "scripts", "bench", "configs")
 # docs/<page>.md, "<Section>" -- also when the pointer runs over comment lines or joined string literals
 POINTER = re.compile(r'(docs/[\w/.-]+\.md),\s*\\?"((?:[^"\\]|\\.)+?)\\?"')
 

@@ -4,10 +4,10 @@ import re
 import shlex
 from pathlib import Path
 
-from envs.recording import CollectConfig
 from imagination.rl.training import ImagineRLConfig
 from infra.cli import load_config
 from policies.bc import BCConfig
+from robot_data.recording import CollectConfig
 from world_models.training import TrainWorldModelConfig
 
 REPO = Path(__file__).resolve().parents[2]

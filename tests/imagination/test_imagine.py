@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from envs.dataset import DatasetConfig, Episode, EpisodeWriter
 from imagination.env import ImaginationConfig, ImaginationVectorEnv
 from imagination.episodes import StartEpisode
 from imagination.eval.calibrate import replay_success_prob
 from imagination.imagine import imagine, open_imagination, open_proprio, policy_mean, recorded_actions, recorded_ends
 from imagination.keyframes import Keyframe, KeyframeConfig
 from policies.vla import VLAConfig, VLAPolicy
+from robot_data.dataset import DatasetConfig, Episode, EpisodeWriter
 from world_models.denoiser import DenoiserConfig
 from world_models.model import WorldModel, WorldModelConfig
 from world_models.proprio import ProprioConfig, ProprioModel

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from envs.dataset import DatasetCorruptError
 from infra.checkpoint import CheckpointError
 from infra.errors import _status, one_line_errors, run_main, traceback_wanted
+from robot_data.dataset import DatasetCorruptError
 
 
 @pytest.mark.parametrize("err", [ValueError("steps: expected >= 1, got 0"), FileNotFoundError("data_dir: x not found"),

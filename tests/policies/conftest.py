@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from envs.dataset import DatasetConfig, Episode, EpisodeWriter
 from policies.vla import VLAConfig
+from robot_data.dataset import DatasetConfig, Episode, EpisodeWriter
 
 INSTRUCTIONS = ("put the black bowl on the plate", "open the top drawer of the cabinet")
 SIZE = 32

@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 import torch
 
-from envs.collection import CollectConfig, collect
-from envs.dataset import EpisodeDataset
 from imagination.eval.evaluate import evaluate
 from imagination.eval.jobs import EvalConfig
 from policies.base import Policy
 from policies.bc import BCConfig, ChunkData, load_episodes, pixel_noise, random_shift, train_bc, train_bc_on_data
 from policies.vla import VLAConfig, VLAPolicy
+from robot_data.collection import CollectConfig, collect
+from robot_data.dataset import EpisodeDataset
 from tests.policies.conftest import square_episode, tiny_config
 
 REPO = Path(__file__).resolve().parents[2]

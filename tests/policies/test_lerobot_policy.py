@@ -124,8 +124,8 @@ def test_served_act_runs_in_imagination(act_server, tmp_path):
     """The same served ACT policy in a world model: a tiny untrained one imagining its two cameras at 32 px."""
     import torch
 
-    from envs.dataset import DatasetConfig, Episode, EpisodeWriter
     from imagination.eval.evaluate import evaluate
+    from robot_data.dataset import DatasetConfig, Episode, EpisodeWriter
     from world_models.denoiser import DenoiserConfig
     from world_models.model import WorldModel, WorldModelConfig
     from world_models.proprio import ProprioConfig, ProprioModel

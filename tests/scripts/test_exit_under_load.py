@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.envs.test_dataset import make_episodes, write
+from tests.robot_data.test_dataset import make_episodes, write
 
 REPO = Path(__file__).resolve().parents[2]
 RUNS = 6  # per path; three at a time, beside one CPU burner per core

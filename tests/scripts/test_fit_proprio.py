@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from envs.dataset import DatasetConfig, EpisodeWriter
+from robot_data.dataset import DatasetConfig, EpisodeWriter
 from scripts.fit_proprio import main
 from tests.episodes import grasping_episode
 from world_models.proprio import FitProprioConfig, ProprioConfig, ProprioModel

@@ -12,7 +12,7 @@ from typing import TypeGuard
 
 import pytest
 
-from tests.envs.test_dataset import make_episodes, write
+from tests.robot_data.test_dataset import make_episodes, write
 
 REPO = Path(__file__).resolve().parents[2]
 

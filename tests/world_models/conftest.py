@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from envs.dataset import DatasetConfig, Episode, EpisodeWriter
+from robot_data.dataset import DatasetConfig, Episode, EpisodeWriter
 from world_models.denoiser import DenoiserConfig
 from world_models.heads import HeadConfig
 from world_models.model import WorldModelConfig

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from envs.dataset import DatasetConfig, Episode, EpisodeWriter
 from envs.frames import to_model_frames
 from infra.checkpoint import CheckpointError
+from robot_data.dataset import DatasetConfig, Episode, EpisodeWriter
 from scripts.train_autoencoder import main
 from world_models.autoencoder import Autoencoder, AutoencoderConfig
 from world_models.autoencoder_training import AutoencoderTrainer, TrainAutoencoderConfig

@@ -64,7 +64,7 @@ def test_sampler_batch_shapes_range_and_resume(square_data):
 
 
 def test_views_stack_as_channels(tmp_path):
-    from envs.dataset import DatasetConfig, EpisodeWriter
+    from robot_data.dataset import DatasetConfig, EpisodeWriter
     from tests.world_models.conftest import square_episode
 
     ep = square_episode(np.random.default_rng(0), 10)

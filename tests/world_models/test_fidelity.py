@@ -68,7 +68,7 @@ def test_cli_presets_and_help():
 def test_extra_training_data_keeps_the_held_out_split(square_data, tmp_path):
     """clips.extra_train_dirs: every episode there trains, data_dir's split is unchanged, and the fidelity bench
     refuses to score the extra data as unseen."""
-    from envs.dataset import DatasetConfig, EpisodeWriter
+    from robot_data.dataset import DatasetConfig, EpisodeWriter
     from tests.world_models.conftest import square_episode, write_square_dataset
     from world_models.fidelity import EvalWorldModelConfig, evaluate_world_model
     from world_models.training import Trainer

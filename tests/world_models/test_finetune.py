@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from envs.dataset import DatasetConfig, EpisodeWriter
 from infra.cli import load_config, parse_config
+from robot_data.dataset import DatasetConfig, EpisodeWriter
 from tests.world_models.conftest import SIZE, square_episode, tiny_model_config, tiny_train_config
 from world_models.clips import ClipConfig, ClipSampler, EpisodeArrays, episode_weights, load_episodes
 from world_models.model import WorldModel

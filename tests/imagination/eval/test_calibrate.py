@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from envs.dataset import DatasetConfig, Episode, EpisodeWriter
 from imagination.env import ImaginationConfig, ImaginationVectorEnv
 from imagination.episodes import StartEpisode
 from imagination.eval.calibrate import balanced_accuracy, pick_threshold, replay_success_prob
+from robot_data.dataset import DatasetConfig, Episode, EpisodeWriter
 from world_models.denoiser import DenoiserConfig
 from world_models.model import WorldModel, WorldModelConfig
 from world_models.proprio import ProprioConfig, ProprioModel

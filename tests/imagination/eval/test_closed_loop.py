@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-from envs.dataset import DatasetConfig, Episode, EpisodeWriter
 from imagination.eval.closed_loop import (
     ClosedLoopConfig,
     branch_records,
@@ -19,6 +18,7 @@ from imagination.eval.closed_loop import (
 )
 from imagination.eval.evaluate import evaluate
 from imagination.eval.jobs import EvalConfig
+from robot_data.dataset import DatasetConfig, Episode, EpisodeWriter
 from tests.episodes import grasping_episode
 from world_models.denoiser import DenoiserConfig
 from world_models.model import WorldModel, WorldModelConfig

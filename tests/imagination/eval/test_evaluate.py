@@ -9,10 +9,10 @@ import pytest
 import torch
 
 import imagination.eval.evaluate as ev
-from envs.dataset import decode_video
 from imagination.eval.evaluate import evaluate, plan_jobs, wilson_interval
 from imagination.eval.jobs import EvalConfig
 from policies.base import Policy, PolicyConfig, batch_obs
+from robot_data.dataset import decode_video
 
 
 class SignPolicy(Policy):

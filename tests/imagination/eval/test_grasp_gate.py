@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from envs.dataset import DatasetConfig, Episode, EpisodeWriter
-from envs.sim_labels import label_path, write_labels
 from imagination.eval.grasp_gate import STAGES, GraspGateConfig, grasp_gate_records
 from imagination.eval.reward_gate import gate_figures
+from robot_data.dataset import DatasetConfig, Episode, EpisodeWriter
+from robot_data.sim_labels import label_path, write_labels
 from tests.episodes import grasp_label_dir
 
 H, K, T = 16, 4, 12

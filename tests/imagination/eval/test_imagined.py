@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from envs.dataset import DatasetConfig, Episode, EpisodeDataset, EpisodeWriter
 from imagination.eval.evaluate import evaluate
 from imagination.eval.jobs import EnvSpec, EvalConfig, Job
+from robot_data.dataset import DatasetConfig, Episode, EpisodeDataset, EpisodeWriter
 from world_models.denoiser import DenoiserConfig
 from world_models.model import WorldModel, WorldModelConfig
 from world_models.proprio import ProprioConfig, ProprioModel

@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from envs.dataset import DatasetConfig, Episode, EpisodeDataset, EpisodeWriter
 from imagination.eval.real_rollouts import EvalPolicyConfig, evaluate_policy
+from robot_data.dataset import DatasetConfig, Episode, EpisodeDataset, EpisodeWriter
 
 
 def _dataset(root):

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import torch
 
-from envs.dataset import DatasetConfig, EpisodeDataset, EpisodeWriter
 from imagination.loop import arms
 from imagination.loop.arms import (
     Budget,
@@ -27,6 +26,7 @@ from imagination.rl.training import ImagineRLConfig
 from policies.base import Policy
 from policies.bc import BCConfig, load_episodes
 from policies.vla import VLAConfig, VLAPolicy
+from robot_data.dataset import DatasetConfig, EpisodeDataset, EpisodeWriter
 from tests.episodes import grasping_episode
 
 SIZE, T = 16, 12

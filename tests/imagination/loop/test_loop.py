@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from envs.dataset import EpisodeDataset
 from imagination.loop.config import LoopConfig, LoopState, finetune_config, guard
 from infra.cli import load_config
+from robot_data.dataset import EpisodeDataset
 from world_models.model import WorldModel
 
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from envs.collection import collect
-from envs.dataset import EpisodeDataset
 from imagination.eval.evaluate import evaluate
+from robot_data.collection import collect
+from robot_data.dataset import EpisodeDataset
 from tests.imagination.loop.test_loop import _tiny
 
 pytest.importorskip("ray", reason="the [cluster] extra (ray) is not installed: pip install -e '.[cluster]'")

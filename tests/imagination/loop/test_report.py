@@ -14,10 +14,10 @@ import pytest
 import torch
 from torch.utils.tensorboard import SummaryWriter
 
-from envs.dataset import encode_video
 from imagination.eval.evaluate import summarize, wilson_interval
 from imagination.loop.report import write_report
 from infra.provenance import provenance
+from robot_data.dataset import encode_video
 
 INSTRUCTIONS = {0: "pick up the black bowl between the plate and the ramekin and place it on the plate",
                 1: "pick up the black bowl | next to the cookie box and place it on the plate"}

@@ -9,11 +9,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from envs.collection import collect
-from envs.dataset import EpisodeDataset
 from imagination.eval.evaluate import evaluate
 from imagination.eval.jobs import EvalConfig
 from imagination.rl.training import ImagineRLConfig, load_rl_env
+from robot_data.collection import collect
+from robot_data.dataset import EpisodeDataset
 from tests.imagination.loop.test_loop import _tiny
 
 pytestmark = [pytest.mark.libero, pytest.mark.slow]

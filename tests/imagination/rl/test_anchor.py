@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from envs.dataset import DatasetConfig, EpisodeWriter
 from imagination.rl.anchor import AnchorConfig, make_anchor
 from policies.vla import VLAConfig, VLAPolicy
+from robot_data.dataset import DatasetConfig, EpisodeWriter
 from tests.episodes import grasping_episode
 
 SIZE, T, CLOSE = 16, 12, 6  # grasping_episode closes the gripper at step 6

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from envs.dataset import EpisodeDataset
 from policies.base import Policy
 from policies.vla import VLAConfig, VLAPolicy
+from robot_data.dataset import EpisodeDataset
 from tests.distributed import Launch, accelerate_launch
 from tests.world_models.conftest import SIZE, tiny_model_config, write_square_dataset
 from world_models.model import WorldModel

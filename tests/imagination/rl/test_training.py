@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 
-from envs.dataset import EpisodeDataset
 from imagination.env import ImaginationConfig, ImaginationVectorEnv
 from imagination.episodes import StartEpisode, load_start_episodes
 from imagination.keyframes import KeyframeConfig
@@ -17,6 +16,7 @@ from imagination.rl.rollout import collect_rollouts
 from imagination.rl.training import ImagineRLConfig, exploration_log_std, per_task_success, train_rl
 from policies.base import Policy
 from policies.vla import VLAConfig, VLAPolicy
+from robot_data.dataset import EpisodeDataset
 from tests.world_models.conftest import SIZE, tiny_train_config, write_square_dataset
 from world_models.model import WorldModel
 from world_models.proprio import ProprioConfig, ProprioModel, fit_proprio
@@ -169,9 +169,9 @@ def test_data_exploration_sets_the_starting_policy_noise(square_setup, tmp_path)
 
 
 def test_state_reward_runs_start_only_from_labelled_episodes(tmp_path, capsys):
-    from envs.sim_labels import label_path
     from imagination.env import ImaginationConfig
     from imagination.rl.training import labelled_starts
+    from robot_data.sim_labels import label_path
 
     label_path(tmp_path, 1).parent.mkdir(parents=True)
     label_path(tmp_path, 1).write_bytes(b"")
