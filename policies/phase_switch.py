@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from infra.checkpoint import config_from
-from policies.base import Policy, PolicyConfig, _policy_class, batch_obs, check_actions
+from policies.base import Policy, PolicyConfig, batch_obs, check_actions
+from policies.composite import build_sub_policy, check_same_inputs, policy_spec
 
 GRIPPER_DIMS = (6, 7)  # obs["state"] columns of the two finger joints (policies/base.py's layout)
 
@@ -43,16 +43,6 @@ class PhaseSwitchConfig(PolicyConfig):
     image_size: int = 64
 
 
-def _build(spec: dict[str, Any], name: str) -> Policy:
-    if set(spec) != {"class", "config"}:
-        raise ValueError(f"PhaseSwitchConfig.{name}: expected {{'class': 'module:Class', 'config': {{...}}}}, "
-                         f"got keys {sorted(spec)}")
-    cls = _policy_class(str(spec["class"]), f"PhaseSwitchConfig.{name}")
-    if not (isinstance(cls, type) and issubclass(cls, Policy)):
-        raise ValueError(f"PhaseSwitchConfig.{name}: {spec['class']!r} is not a Policy")
-    return cls(config_from(cls.config_class, spec["config"], f"PhaseSwitchConfig.{name}", "policy"))
-
-
 class PhaseSwitchPolicy(Policy):
     """`approach` while the gripper is open, `hold` once it closes (per env, from obs["state"])."""
 
@@ -61,23 +51,16 @@ class PhaseSwitchPolicy(Policy):
 
     def __init__(self, config: PhaseSwitchConfig):
         super().__init__(config)
-        self.approach, self.hold = _build(config.approach, "approach"), _build(config.hold, "hold")
+        self.approach = build_sub_policy(config.approach, "PhaseSwitchConfig.approach")
+        self.hold = build_sub_policy(config.hold, "PhaseSwitchConfig.hold")
         for name, sub in (("approach", self.approach), ("hold", self.hold)):
-            wanted: dict[str, Any] = {"chunk_len": config.chunk_len, "views": list(config.views),
-                                      "image_size": config.image_size}
-            for key, want in wanted.items():
-                got: Any = getattr(sub.config, key, want)
-                if (list(got) if key == "views" else got) != want:
-                    raise ValueError(f"PhaseSwitchConfig.{name}: {key} {got!r} differs from the switch's "
-                                     f"{want!r}; both policies must read the same inputs and predict the same chunks")
+            check_same_inputs(sub, config.chunk_len, config.views, config.image_size, f"PhaseSwitchConfig.{name}")
 
     @classmethod
     def from_policies(cls, approach: Policy, hold: Policy, open_gap: float = 0.06) -> PhaseSwitchPolicy:
         """A switch holding copies of both policies' weights."""
-        def spec(p: Policy) -> dict[str, Any]:
-            return {"class": f"{type(p).__module__}:{type(p).__qualname__}", "config": asdict(p.config)}
         cfg = PhaseSwitchConfig(chunk_len=approach.chunk_len, n_action_steps=approach.config.n_action_steps,
-                                approach=spec(approach), hold=spec(hold), open_gap=open_gap,
+                                approach=policy_spec(approach), hold=policy_spec(hold), open_gap=open_gap,
                                 views=list(getattr(approach.config, "views", ["agentview", "wrist"])),
                                 image_size=int(getattr(approach.config, "image_size", 64)))
         switch = cls(cfg)

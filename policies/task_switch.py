@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from infra.checkpoint import config_from
-from policies.base import Policy, PolicyConfig, _policy_class, batch_obs, check_actions
+from policies.base import Policy, PolicyConfig, batch_obs, check_actions
+from policies.composite import build_sub_policy, check_same_inputs, policy_spec
 
 
 @dataclass
@@ -38,15 +38,6 @@ class TaskSwitchConfig(PolicyConfig):
     # what the envs must render for it (evaluation reads these off a policy's config); every sub-policy's own
     views: list[str] = field(default_factory=lambda: ["agentview", "wrist"])
     image_size: int = 64
-
-
-def _build(spec: dict[str, Any], name: str) -> Policy:
-    if set(spec) != {"class", "config"}:
-        raise ValueError(f"{name}: expected {{'class': 'module:Class', 'config': {{...}}}}, got keys {sorted(spec)}")
-    cls = _policy_class(str(spec["class"]), name)
-    if not (isinstance(cls, type) and issubclass(cls, Policy)):
-        raise ValueError(f"{name}: {spec['class']!r} is not a Policy")
-    return cls(config_from(cls.config_class, spec["config"], name, "policy"))
 
 
 def _rows(value: Any, rows: torch.Tensor) -> Any:
@@ -68,28 +59,20 @@ class TaskSwitchPolicy(Policy):
         super().__init__(config)
         if not config.policies:
             raise ValueError("TaskSwitchConfig.policies: expected at least one policy spec, got none")
-        self.subs = torch.nn.ModuleList(_build(s, f"TaskSwitchConfig.policies[{i}]")
-                                        for i, s in enumerate(config.policies))
+        subs = [build_sub_policy(s, f"TaskSwitchConfig.policies[{i}]") for i, s in enumerate(config.policies)]
         for text, i in config.routes.items():
-            if not 0 <= int(i) < len(self.subs):
-                raise ValueError(f"TaskSwitchConfig.routes[{text!r}]: expected an index in [0, {len(self.subs)}), "
-                                 f"got {i}")
-        for i, sub in enumerate(self.subs):
-            wanted: dict[str, Any] = {"chunk_len": config.chunk_len, "views": list(config.views),
-                                      "image_size": config.image_size}
-            for key, want in wanted.items():
-                got: Any = getattr(sub.config, key, want)
-                if (list(got) if key == "views" else got) != want:
-                    raise ValueError(f"TaskSwitchConfig.policies[{i}]: {key} {got!r} differs from the switch's "
-                                     f"{want!r}; every policy must read the same inputs and predict the same chunks")
+            if not 0 <= int(i) < len(subs):
+                raise ValueError(f"TaskSwitchConfig.routes[{text!r}]: expected an index in [0, {len(subs)}), got {i}")
+        for i, sub in enumerate(subs):
+            check_same_inputs(sub, config.chunk_len, config.views, config.image_size, f"TaskSwitchConfig.policies[{i}]")
+        self.subs = torch.nn.ModuleList(subs)
 
     @classmethod
     def from_policies(cls, policies: list[Policy], routes: Mapping[str, int]) -> TaskSwitchPolicy:
         """A switch holding copies of every policy's weights; policies[0] is the default."""
         first = policies[0]
         cfg = TaskSwitchConfig(chunk_len=first.chunk_len, n_action_steps=first.config.n_action_steps,
-                               policies=[{"class": f"{type(p).__module__}:{type(p).__qualname__}",
-                                          "config": asdict(p.config)} for p in policies],
+                               policies=[policy_spec(p) for p in policies],
                                routes={str(k): int(v) for k, v in routes.items()},
                                views=list(getattr(first.config, "views", ["agentview", "wrist"])),
                                image_size=int(getattr(first.config, "image_size", 64)))

@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
-from policies.vla import VLAConfig
+from policies.vla import VLAConfig, VLAPolicy
 from robot_data.dataset import DatasetConfig, Episode, EpisodeWriter
 
 INSTRUCTIONS = ("put the black bowl on the plate", "open the top drawer of the cabinet")
@@ -69,3 +70,12 @@ def square_dataset(tmp_path_factory) -> str:
         for i in range(8):
             w.append(square_episode(rng, instruction=INSTRUCTIONS[i % 2]))
     return str(root)
+
+
+def two_policies() -> tuple[VLAPolicy, VLAPolicy]:
+    """Two tiny VLAs with different weights (seeds 0 and 1) and visible action noise, in eval mode."""
+    torch.manual_seed(0)
+    a = VLAPolicy(tiny_config(init_log_std=-0.5)).eval()
+    torch.manual_seed(1)
+    b = VLAPolicy(tiny_config(init_log_std=-0.5)).eval()
+    return a, b

@@ -9,15 +9,7 @@ import torch
 from policies.base import Policy
 from policies.phase_switch import PhaseSwitchConfig, PhaseSwitchPolicy, main
 from policies.vla import VLAPolicy
-from tests.policies.conftest import make_obs, tiny_config
-
-
-def _pair() -> tuple[VLAPolicy, VLAPolicy]:
-    torch.manual_seed(0)
-    a = VLAPolicy(tiny_config(init_log_std=-0.5)).eval()
-    torch.manual_seed(1)
-    b = VLAPolicy(tiny_config(init_log_std=-0.5)).eval()
-    return a, b
+from tests.policies.conftest import make_obs, tiny_config, two_policies
 
 
 def _obs_with_gaps(gaps: list[float]) -> dict:
@@ -28,7 +20,7 @@ def _obs_with_gaps(gaps: list[float]) -> dict:
 
 
 def test_rows_follow_the_gripper_phase():
-    approach, hold = _pair()
+    approach, hold = two_policies()
     switch = PhaseSwitchPolicy.from_policies(approach, hold, open_gap=0.06)
     obs = _obs_with_gaps([0.078, 0.01, 0.07, 0.0])  # open, closed, open, closed
     assert switch.holding(obs).tolist() == [False, True, False, True]
@@ -43,7 +35,7 @@ def test_rows_follow_the_gripper_phase():
 
 
 def test_save_load_round_trip(tmp_path):
-    approach, hold = _pair()
+    approach, hold = two_policies()
     a_path, h_path, out = tmp_path / "a.pt", tmp_path / "h.pt", tmp_path / "switch.pt"
     approach.save(a_path)
     hold.save(h_path)
@@ -58,7 +50,7 @@ def test_save_load_round_trip(tmp_path):
 
 
 def test_refuses_sub_policies_that_differ():
-    approach, _ = _pair()
+    approach, _ = two_policies()
     other = VLAPolicy(tiny_config(chunk_len=6))
     with pytest.raises(ValueError, match="chunk_len"):
         PhaseSwitchPolicy.from_policies(approach, other)

@@ -8,19 +8,11 @@ import torch
 from policies.base import Policy
 from policies.task_switch import TaskSwitchConfig, TaskSwitchPolicy
 from policies.vla import VLAPolicy
-from tests.policies.conftest import INSTRUCTIONS, make_obs, tiny_config
-
-
-def _pair() -> tuple[VLAPolicy, VLAPolicy]:
-    torch.manual_seed(0)
-    a = VLAPolicy(tiny_config(init_log_std=-0.5)).eval()
-    torch.manual_seed(1)
-    b = VLAPolicy(tiny_config(init_log_std=-0.5)).eval()
-    return a, b
+from tests.policies.conftest import INSTRUCTIONS, make_obs, tiny_config, two_policies
 
 
 def test_rows_follow_the_instruction():
-    start, tuned = _pair()
+    start, tuned = two_policies()
     switch = TaskSwitchPolicy.from_policies([start, tuned], {INSTRUCTIONS[1]: 1})
     obs = make_obs(batch=4)  # instructions 0, 1, 0, 1
     assert switch.route(obs).tolist() == [0, 1, 0, 1]
@@ -38,7 +30,7 @@ def test_rows_follow_the_instruction():
 
 
 def test_an_unrouted_instruction_goes_to_the_default():
-    start, tuned = _pair()
+    start, tuned = two_policies()
     switch = TaskSwitchPolicy.from_policies([start, tuned], {"an instruction no env has": 1})
     obs = make_obs(batch=3)
     assert switch.route(obs).tolist() == [0, 0, 0]
@@ -46,7 +38,7 @@ def test_an_unrouted_instruction_goes_to_the_default():
 
 
 def test_save_load_round_trip(tmp_path):
-    start, tuned = _pair()
+    start, tuned = two_policies()
     switch = TaskSwitchPolicy.from_policies([start, tuned], {INSTRUCTIONS[0]: 1})
     switch.save(tmp_path / "switch.pt")
     loaded = Policy.load(tmp_path / "switch.pt")
@@ -56,7 +48,7 @@ def test_save_load_round_trip(tmp_path):
 
 
 def test_refusals():
-    start, _ = _pair()
+    start, _ = two_policies()
     with pytest.raises(ValueError, match="chunk_len"):
         TaskSwitchPolicy.from_policies([start, VLAPolicy(tiny_config(chunk_len=6))], {})
     spec = TaskSwitchPolicy.from_policies([start], {}).config.policies
@@ -70,7 +62,7 @@ def test_the_command_routes_suite_tasks_by_their_instruction(tmp_path):
     from envs.libero_suites import get_task
     from policies.task_switch import main
 
-    start, tuned = _pair()
+    start, tuned = two_policies()
     start.save(tmp_path / "bc.pt")
     tuned.save(tmp_path / "rl.pt")
     main(["--default", str(tmp_path / "bc.pt"), "--routed", str(tmp_path / "rl.pt"), "--suite", "libero_spatial",
