@@ -1,12 +1,12 @@
 """A policy per task: each env's instruction picks which of several policies acts for it.
 
 Why: one imagined-RL run fine-tunes a single network on every task, but its judge is not equally sound on every
-task. On protocol v2 the recipe gained on the task its judge separates (task 7: 12 -> 21/19/22 of 30 over three
-seeds) and collapsed on one it does not (task 5: 20 -> 19/9/6; docs/results.md, "Protocol v2: imagination's own
-gain"). A per-task gate (imagination/loop/adopt.py `task_adoption`) keeps the fine-tuned policy only on the tasks
-where its real evaluation, on jobs the benchmark does not score, shows it no worse than the start, and keeps the
-start on the others. This class deploys that decision as one checkpoint, so evaluation, serving and the robot load
-it like any policy.
+task. On protocol v2 the recipe gained on the task its judge separates and collapsed on one it does not, in two
+seeds of three (docs/results.md, "Protocol v2: imagination's own gain"). A per-task gate
+(imagination/loop/adopt.py `task_adoption`) keeps the fine-tuned policy only on the tasks where its real
+evaluation, on jobs the benchmark does not score, shows it no worse than the start, and keeps the start on the
+others. This class deploys that decision as one checkpoint, so evaluation, serving and the robot load it like any
+policy.
 
 The route is read from obs["instruction"], per env and at every chunk, so the policy keeps no episode state;
 an instruction with no route goes to policy 0 (the default, usually the start):
