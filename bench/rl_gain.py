@@ -46,7 +46,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from bench.ledger import record_scored, scored_recipes
 from bench.protocol import PROTOCOLS, RLGainProtocol, build, build_recipe, recipe_config, start_bc_config
-from bench.task_gate import decision_lines, gate_config, gate_seed, merge_tasks
+from bench.task_gate import decision_lines, gate_config, gate_seed, gate_start, merge_tasks
 from envs.libero_env import LiberoEnv
 from imagination.eval.evaluate import evaluate_or_reuse
 from imagination.eval.stats import paired_difference, seed_average
@@ -227,9 +227,13 @@ def main(argv: list[str] | None = None) -> int:
         return evaluate_or_reuse(replace(evalcfg, checkpoint=policy, out_dir=str(out / folder)), label)
 
     gated: dict[str, dict] = {}  # every arm the gate decided, by name: the controls are gated as the recipe is
+    choose = gate_config(evalcfg, proto.bench_offset)
+    kept: dict = {}  # the start's choose-job evaluation, made by the first gate
 
     def gate_arm(policy: str, name: str) -> dict:
-        gated[name] = gate_seed(bc, policy, name, gate_config(evalcfg, proto.bench_offset), out, args.gate_margin)
+        if not kept:
+            kept.update(gate_start(bc, choose, out))
+        gated[name] = gate_seed(bc, kept, policy, name, choose, out, args.gate_margin)
         return gated[name]
 
     def score_gated(gate: dict, name: str) -> dict:
@@ -290,9 +294,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(decision_lines(name, g["decisions"])))
         budgets[f"gate of {name} (choose jobs)"] = Budget(len(g["candidate_episodes"]),
                                                           sum(r["steps"] for r in g["candidate_episodes"]))
-    if gated:  # the start's own choose-job episodes, which every gate compares with
-        kept = next(iter(gated.values()))["kept_episodes"]
-        budgets["gate of the start (choose jobs)"] = Budget(len(kept), sum(r["steps"] for r in kept))
+    if kept:  # the start's own choose-job episodes, which every gate compares with
+        budgets["gate of the start (choose jobs)"] = Budget(len(kept["episodes"]),
+                                                            sum(r["steps"] for r in kept["episodes"]))
     return report(args, proto, arms, budgets, rls, recipe_cfg, real_steps)
 
 

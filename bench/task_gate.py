@@ -10,7 +10,8 @@ A routed policy (policies/task_switch.py) is its start on every task it does not
 same jobs. Its benchmark evaluation therefore runs only the routed tasks and takes the start arm's own episodes for
 the others (`merge_tasks`), which the report says.
 
-    gated = gate_seed(bc, rl_policy, "rl_gpu_s0", gate_cfg, out, margin=0.10)
+    kept = gate_start(bc, gate_cfg, out)
+    gated = gate_seed(bc, kept, rl_policy, "rl_gpu_s0", gate_cfg, out, margin=0.10)
     gated["routed_tasks"], gated["decisions"]
 """
 from __future__ import annotations
@@ -30,12 +31,18 @@ def gate_config(evalcfg: EvalConfig, choose_episodes: int) -> EvalConfig:
     return replace(evalcfg, init_state_offset=0, episodes_per_task=choose_episodes, videos=0)
 
 
-def gate_seed(start: str, candidate: str, name: str, gate_cfg: EvalConfig, out: Path, margin: float) -> dict:
-    """Decide one RL seed's tasks on the choose jobs and write its routed policy.
+def gate_start(start: str, gate_cfg: EvalConfig, out: Path) -> dict:
+    """The start's evaluation on the choose jobs, which every gate compares with (made once, reused after)."""
+    return evaluate_or_reuse(replace(gate_cfg, checkpoint=start, out_dir=str(out / "gate_bc")), "gate: start")
+
+
+def gate_seed(start: str, kept: dict, candidate: str, name: str, gate_cfg: EvalConfig, out: Path,
+              margin: float) -> dict:
+    """Decide one policy's tasks on the choose jobs against the start's evaluation there (`kept`, `gate_start`) and
+    write its routed policy.
 
     Returns {"decisions": {task: adoption record}, "routed_tasks": [...], "policy_path": the routed checkpoint,
-    "kept_episodes", "candidate_episodes": the start's and the candidate's choose-job records}."""
-    kept = evaluate_or_reuse(replace(gate_cfg, checkpoint=start, out_dir=str(out / "gate_bc")), "gate: start")
+    "candidate_episodes": the candidate's choose-job records}."""
     cand = evaluate_or_reuse(replace(gate_cfg, checkpoint=candidate, out_dir=str(out / f"gate_{name}")),
                              f"gate: {name}")
     decisions = task_adoption("start", name, kept["episodes"], cand["episodes"], margin)
@@ -43,14 +50,16 @@ def gate_seed(start: str, candidate: str, name: str, gate_cfg: EvalConfig, out: 
     instructions = {int(t): r["instruction"] for t, r in cand["per_task"].items()}
     path = out / f"routed_{name}" / "policy.pt"
     routes = {instructions[t]: 1 for t in routed}
-    if not _same_routes(path, routes):  # rewriting an unchanged switch would make its evaluation look stale
+    # an unchanged switch is not rewritten: its evaluation would look stale to evaluate_or_reuse
+    if not _up_to_date(path, routes, (start, candidate)):
         TaskSwitchPolicy.from_policies([Policy.load(start), Policy.load(candidate)], routes).save(path)
     return {"decisions": decisions, "routed_tasks": routed, "policy_path": str(path),
-            "kept_episodes": kept["episodes"], "candidate_episodes": cand["episodes"]}
+            "candidate_episodes": cand["episodes"]}
 
 
-def _same_routes(path: Path, routes: dict[str, int]) -> bool:
-    if not path.is_file():
+def _up_to_date(path: Path, routes: dict[str, int], sources: tuple[str, ...]) -> bool:
+    """The switch at `path` exists, is newer than the checkpoints it copies, and routes as `routes` does."""
+    if not path.is_file() or any(Path(s).stat().st_mtime > path.stat().st_mtime for s in sources):
         return False
     old = Policy.load(path)
     return isinstance(old, TaskSwitchPolicy) and dict(old.config.routes) == routes
@@ -76,4 +85,4 @@ def decision_lines(name: str, decisions: dict[int, dict]) -> list[str]:
             for t, d in sorted(decisions.items())]
 
 
-__all__ = ["decision_lines", "gate_config", "gate_seed", "merge_tasks"]
+__all__ = ["decision_lines", "gate_config", "gate_seed", "gate_start", "merge_tasks"]

@@ -3,12 +3,13 @@ that is the start on every task it does not route, and the start's own episodes 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
 
-from bench.task_gate import decision_lines, gate_config, gate_seed, merge_tasks
+from bench.task_gate import decision_lines, gate_config, gate_seed, gate_start, merge_tasks
 from imagination.eval.evaluate import summarize
 from imagination.eval.jobs import EvalConfig
 from policies.base import Policy
@@ -44,9 +45,10 @@ def test_the_gate_routes_the_tasks_the_candidate_holds_and_keeps_the_start_elsew
            _result({5: 12, 7: 10}, 20))
     _write(replace(choose, checkpoint=str(tmp_path / "rl.pt"), out_dir=str(tmp_path / "out" / "gate_s0")),
            _result({5: 3, 7: 18}, 20))
-    g = gate_seed(str(tmp_path / "bc.pt"), str(tmp_path / "rl.pt"), "s0", choose, tmp_path / "out", 0.10)
+    kept = gate_start(str(tmp_path / "bc.pt"), choose, tmp_path / "out")
+    g = gate_seed(str(tmp_path / "bc.pt"), kept, str(tmp_path / "rl.pt"), "s0", choose, tmp_path / "out", 0.10)
     assert g["routed_tasks"] == [7] and not g["decisions"][5]["adopted"]
-    assert len(g["kept_episodes"]) == len(g["candidate_episodes"]) == 40
+    assert len(kept["episodes"]) == len(g["candidate_episodes"]) == 40
     switch = Policy.load(g["policy_path"])
     assert isinstance(switch, TaskSwitchPolicy) and switch.config.routes == {INSTR[7]: 1}
     obs = make_obs(batch=2)  # env 0 has task 5's instruction, env 1 task 7's
@@ -56,9 +58,15 @@ def test_the_gate_routes_the_tasks_the_candidate_holds_and_keeps_the_start_elsew
     lines = decision_lines("s0", g["decisions"])
     assert lines[0].startswith("gate s0 task 5: the start acts") and lines[1].startswith("gate s0 task 7: acts")
     # a second gate with the same decisions leaves the checkpoint as it was (its evaluation stays reusable)
-    mtime = (tmp_path / "out" / "routed_s0" / "policy.pt").stat().st_mtime_ns
-    gate_seed(str(tmp_path / "bc.pt"), str(tmp_path / "rl.pt"), "s0", choose, tmp_path / "out", 0.10)
-    assert (tmp_path / "out" / "routed_s0" / "policy.pt").stat().st_mtime_ns == mtime
+    routed = tmp_path / "out" / "routed_s0" / "policy.pt"
+    mtime = routed.stat().st_mtime_ns
+    gate_seed(str(tmp_path / "bc.pt"), kept, str(tmp_path / "rl.pt"), "s0", choose, tmp_path / "out", 0.10)
+    assert routed.stat().st_mtime_ns == mtime
+    # a switch older than a checkpoint it copies (RL run again after it was made) is made again
+    past = (tmp_path / "rl.pt").stat().st_mtime_ns - 10**10
+    os.utime(routed, ns=(past, past))
+    gate_seed(str(tmp_path / "bc.pt"), kept, str(tmp_path / "rl.pt"), "s0", choose, tmp_path / "out", 0.10)
+    assert routed.stat().st_mtime_ns > past
 
 
 def test_merge_takes_the_routed_tasks_from_the_routed_run_and_the_rest_from_the_start():
