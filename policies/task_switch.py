@@ -86,10 +86,11 @@ class TaskSwitchPolicy(Policy):
         text = batch_obs(obs, self.device)["instruction"]
         return torch.tensor([int(self.config.routes.get(t, 0)) for t in text], device=self.device)
 
-    def _merge(self, obs: Mapping[str, Any], call: Any) -> tuple[torch.Tensor, ...]:
+    def _merge(self, obs: Mapping[str, Any], call: Any, idx: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
         """Each sub-policy's outputs on the envs routed to it, put back in batch order. `call(sub, sub_obs, rows)`
-        returns a tensor or a tuple of tensors with the batch first; rows: long [b], the envs it acts for."""
-        idx = self.route(obs)
+        returns a tensor or a tuple of tensors with the batch first; rows: long [b], the envs it acts for. idx: the
+        route, when the caller has it already."""
+        idx = self.route(obs) if idx is None else idx
         out: list[torch.Tensor] | None = None
         for i in idx.unique().tolist():
             rows = (idx == i).nonzero().flatten()
@@ -108,8 +109,9 @@ class TaskSwitchPolicy(Policy):
         return self._merge(obs, lambda sub, o, rows: sub.predict_action_chunk(o))[0]
 
     def evaluate(self, obs, actions, per_dim=False):
-        a = check_actions(actions, len(batch_obs(obs)["instruction"]), self.chunk_len, self.device)
-        return self._merge(obs, lambda sub, o, rows: sub.evaluate(o, a[rows], per_dim))
+        idx = self.route(obs)
+        a = check_actions(actions, len(idx), self.chunk_len, self.device)
+        return self._merge(obs, lambda sub, o, rows: sub.evaluate(o, a[rows], per_dim), idx)
 
     @torch.no_grad()
     def sample(self, obs, generator=None):

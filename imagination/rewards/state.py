@@ -24,8 +24,8 @@ class StateJudge:
     default_threshold = 0.5  # a probability trained as one
     graded = False
 
-    def __init__(self, model: StateReward, episodes: Sequence[StartEpisode], num_envs: int, device: str = "cpu"):
-        self.model, self.episodes, self.device = model, episodes, torch.device(device)
+    def __init__(self, model: StateReward, num_envs: int, device: str = "cpu"):
+        self.model, self.device = model, torch.device(device)
         # the goal's object as the env carries it: position, target, start height, held (0/1)
         self.obj, self.target = (torch.zeros(num_envs, 3, device=self.device) for _ in range(2))
         self.z0, self.held = (torch.zeros(num_envs, device=self.device) for _ in range(2))
@@ -51,7 +51,7 @@ class StateJudge:
                              "simulator labels, which reward 'state' starts the object from: run "
                              "scripts/label_episodes.py on their dataset (tasks without a pick-and-place object "
                              "cannot use it)")
-        return cls(model, episodes, num_envs, device)
+        return cls(model, num_envs, device)
 
     def start_limit(self, episode: StartEpisode, max_steps: int) -> int:
         # only rows the labels cover (a replay that diverged labels the rows before it only)
