@@ -65,6 +65,10 @@ class ImaginationConfig:
     # the object's start, at that step) fit on these labelled recorded datasets and label-collection folders.
     # Why: on recorded robot states it ranks the BC policy's real outcomes at a within-task AUC of 0.97
     # (bench/reward_ceiling.py); the head and the state reward reach 0.36-0.66.
+    # The judge is a trained artifact loaded by path: `grasp_judge`, a file of scripts/fit_grasp_judge.py. An RL run
+    # given `grasp_train_data` and `grasp_label_dirs` instead fits that file into its out_dir first, its own step
+    # (imagination/rewards/grasp.py `judge_for_run`); the env itself never fits.
+    grasp_judge: str = ""
     grasp_train_data: list[str] = field(default_factory=list)
     grasp_label_dirs: list[str] = field(default_factory=list)
     # "close": end at the grasp, as above. "release": hold on to the first open command after it and judge the

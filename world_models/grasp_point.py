@@ -18,20 +18,25 @@ imagined frames).
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from scipy.special import expit, logit
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import PolynomialFeatures, StandardScaler
 
+from infra.checkpoint import config_from, load_model_file, save_model_file
+
 GRIPPER = 6  # action dimension of the gripper command: > 0 closes (LIBERO / robosuite convention)
 HORIZON = 220  # the close step is scaled by LIBERO-Spatial's episode horizon
 NUM_TASKS = 10  # one-hot width: the tasks of one suite
+_FORMAT = "wm-vla-rl/grasp_point"
 _EPS = 1e-6  # probabilities are clipped to [eps, 1 - eps] before a logit: a judge's 0 or 1 stays finite
 
 
@@ -178,6 +183,45 @@ class GraspPointClassifier:
             p = self.model.predict_proba(x)[:, 1]
         return apply_task_bias(p, task_ids, list(self.cfg.task_bias))
 
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The fitted numbers of the model and its members, as tensors: a file of them loads with
+        `torch.load(weights_only=True)`, where a pickled scikit-learn object would run code on load."""
+        out = {}
+        for k, pipe in enumerate([self.model, *self.members]):
+            scaler, lr = pipe.steps[0][1], pipe.steps[2][1]
+            for name, value in (("mean", scaler.mean_), ("scale", scaler.scale_), ("coef", lr.coef_),
+                                ("intercept", lr.intercept_)):
+                out[f"{k}.{name}"] = torch.as_tensor(np.asarray(value, np.float64))
+        return out
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> GraspPointClassifier:
+        """The model and members of `state_dict`, rebuilt as fitted pipelines (they predict as the saved ones)."""
+        pipes = []
+        for k in range(len({key.split(".")[0] for key in state})):
+            mean, scale = (state[f"{k}.{n}"].numpy() for n in ("mean", "scale"))
+            pipe = self._pipeline()
+            scaler, poly, lr = (step for _, step in pipe.steps)
+            scaler.mean_, scaler.scale_, scaler.var_ = mean, scale, scale ** 2
+            scaler.n_features_in_, scaler.n_samples_seen_ = len(mean), 1
+            poly.fit(np.zeros((1, len(mean))))  # its powers depend on the input width only
+            lr.coef_, lr.intercept_ = state[f"{k}.coef"].numpy(), state[f"{k}.intercept"].numpy()
+            lr.classes_, lr.n_features_in_ = np.array([False, True]), lr.coef_.shape[1]
+            pipes.append(pipe)
+        self.model, self.members = pipes[0], pipes[1:]
+        return self
+
+    def save(self, path: str | os.PathLike, **extra: Any) -> None:
+        """The fitted classifier, its config, and `extra` (what it was fit on, how well) in one file."""
+        save_model_file(path, _FORMAT, asdict(self.cfg), self.state_dict(), **extra)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> tuple[GraspPointClassifier, dict]:
+        """The classifier `save` wrote, and the file's other entries (what it was fit on, how well)."""
+        blob = load_model_file(path, "grasp-point classifier", _FORMAT)
+        clf = cls(config_from(GraspPointConfig, blob["config"], path, "grasp-point classifier"))
+        extra = {k: v for k, v in blob.items() if k not in ("format", "config", "state_dict")}
+        return clf.load_state_dict(blob["state_dict"]), extra
+
 
 def prob_logits(probs: Any) -> np.ndarray:
     """logit(probs) as float64, probabilities clipped to [1e-6, 1 - 1e-6] first."""
@@ -239,10 +283,11 @@ def label_dir_features(root: str, place: bool = False) -> tuple[list[np.ndarray]
     return feats, tasks, outcomes
 
 
-def fit_grasp_point(train_data: Sequence[str], label_dirs: Sequence[str] = (),
-                    cfg: GraspPointConfig | None = None, place: bool = False) -> GraspPointClassifier:
-    """The classifier fit on labelled recorded datasets and label-collection folders (training side only), on
-    grasp features, or with place=True on grasp-and-release ones."""
+def training_set(train_data: Sequence[str], label_dirs: Sequence[str] = (), place: bool = False
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Features [N, F], task ids [N] and real outcomes [N] of every labelled episode of the recorded datasets
+    `train_data` and label-collection folders `label_dirs` (grasp features, or with place=True grasp-and-release
+    ones)."""
     feats: list[np.ndarray] = []
     tasks: list[int] = []
     outcomes: list[bool] = []
@@ -259,9 +304,16 @@ def fit_grasp_point(train_data: Sequence[str], label_dirs: Sequence[str] = (),
     if not feats:
         raise ValueError(f"grasp_train_data: no labelled episode in {list(train_data) + list(label_dirs)}; "
                          "label datasets with scripts/label_episodes.py")
-    return GraspPointClassifier(cfg).fit(np.array(feats), np.array(tasks), np.array(outcomes))
+    return np.array(feats), np.array(tasks), np.array(outcomes)
+
+
+def fit_grasp_point(train_data: Sequence[str], label_dirs: Sequence[str] = (),
+                    cfg: GraspPointConfig | None = None, place: bool = False) -> GraspPointClassifier:
+    """The classifier fit on labelled recorded datasets and label-collection folders (training side only), on
+    grasp features, or with place=True on grasp-and-release ones."""
+    return GraspPointClassifier(cfg).fit(*training_set(train_data, label_dirs, place))
 
 
 __all__ = ["GraspPointClassifier", "GraspPointConfig", "apply_task_bias", "dataset_features", "features_at",
            "first_close", "fit_grasp_point", "grasp_features", "label_dir_features", "place_features", "prob_logits",
-           "release_after", "release_features_at"]
+           "release_after", "release_features_at", "training_set"]

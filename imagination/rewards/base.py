@@ -44,6 +44,7 @@ class RewardSettings(Protocol):
 
     reward: str
     state_reward: str
+    grasp_judge: str
     grasp_train_data: list[str]
     grasp_label_dirs: list[str]
     grasp_until: str
@@ -96,10 +97,14 @@ def build_reward(cfg: RewardSettings, world_model: WorldModel, episodes: Sequenc
 
         judge = StateJudge.load(cfg.state_reward, world_model.chunk_len, episodes, num_envs, cfg.device)
     else:
-        from imagination.rewards.grasp import fit_grasp_judge
+        from imagination.rewards.grasp import load_grasp_judge
 
-        judge = fit_grasp_judge(cfg.grasp_train_data, cfg.grasp_label_dirs, episodes, num_envs, cfg.grasp_until,
-                                cfg.max_steps, cfg.grasp_point, cfg.object_reader, world_model.cfg.views)
+        if not cfg.grasp_judge:
+            raise ValueError("grasp_judge: reward 'grasp' reads a fitted judge file: fit one with "
+                             "scripts/fit_grasp_judge.py (scripts/imagine_rl.py fits it from "
+                             "imagination.grasp_train_data into its out_dir)")
+        judge = load_grasp_judge(cfg.grasp_judge, episodes, num_envs, cfg.grasp_until, cfg.max_steps, cfg.grasp_point,
+                                 cfg.object_reader, world_model.cfg.views)
     if cfg.object_reader and cfg.reward != "grasp":
         raise ValueError(f"object_reader: only reward 'grasp' reads it, the reward is {cfg.reward!r}")
     return judge

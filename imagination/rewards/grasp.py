@@ -20,7 +20,10 @@ reads only what a real robot has: the image, and the robot states the proprio mo
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -143,23 +146,109 @@ def object_starts(episodes: Sequence[Any], reader_path: str = "", views: Sequenc
     return np.stack([obj, target], 1)
 
 
-def fit_grasp_judge(train_data: Sequence[str], label_dirs: Sequence[str], episodes: Sequence[Any], num_envs: int,
-                    until: str = "close", max_steps: int = 220, cfg: GraspPointConfig | None = None,
-                    reader_path: str = "", views: Sequence[str] = ()) -> GraspJudge:
-    """The judge of reward "grasp" for `num_envs` envs starting from `episodes` (StartEpisode), its classifier fit
-    on the labelled datasets `train_data` and label-collection folders `label_dirs` (world_models/grasp_point.py),
-    with each start episode's object and target start [E, 2, 3] (`object_starts`: the reader at `reader_path`
-    reading the first frame of `views`, or the simulator labels)."""
-    from world_models.grasp_point import fit_grasp_point
+@dataclass
+class FitGraspJudgeConfig:
+    """scripts/fit_grasp_judge.py: the judge's own fitting step."""
+
+    train_data: list[str] = field(default_factory=list)  # recorded datasets labelled by scripts/label_episodes.py
+    label_dirs: list[str] = field(default_factory=list)  # near-miss episodes of scripts/collect_labels.py
+    until: str = "close"  # the ending it judges (ImaginationConfig.grasp_until): its features differ
+    grasp_point: GraspPointConfig = field(default_factory=GraspPointConfig)  # the classifier's settings
+    out: str = "outputs/grasp_judge/grasp_judge.pt"
+
+
+def fit_grasp_judge(cfg: FitGraspJudgeConfig) -> dict:
+    """`fit_grasp_judge_file` on cfg's data; prints and returns what it was fit on and its in-sample AUC."""
+    record = fit_grasp_judge_file(cfg.train_data, cfg.label_dirs, cfg.out, cfg.until, cfg.grasp_point)
+    tasks = ", ".join(f"task {k}: {v['successes']}/{v['episodes']}" for k, v in record["per_task"].items())
+    print(f"grasp judge ({cfg.until}) fit on {record['episodes']} labelled episodes ({tasks}); in-sample AUC "
+          f"{record['train_auc']:.3f}; written to {cfg.out}", flush=True)
+    return record
+
+
+JUDGE_FILE = "grasp_judge.pt"  # what an RL run fits into its out_dir when given training data, not a judge
+
+
+def fit_grasp_judge_file(train_data: Sequence[str], label_dirs: Sequence[str], out: str | os.PathLike,
+                         until: str = "close", cfg: GraspPointConfig | None = None) -> dict:
+    """Fit the judge's classifier on the labelled datasets `train_data` and label-collection folders `label_dirs`
+    (world_models/grasp_point.py) and write it to `out` with what it was fit on and how it ranks its own training
+    episodes (`scripts/fit_grasp_judge.py`). Returns that record."""
+    from sklearn.metrics import roc_auc_score
+
+    from world_models.grasp_point import training_set
 
     if until not in ENDINGS:  # before the fit, which reads every training episode
         raise ValueError(f"grasp_until: expected one of {list(ENDINGS)}, got {until!r}")
     if not train_data and not label_dirs:
-        raise ValueError("grasp_train_data: reward 'grasp' needs labelled episodes to fit its classifier on "
+        raise ValueError("grasp_train_data: the grasp judge needs labelled episodes to fit its classifier on "
                          "(datasets labelled by scripts/label_episodes.py, or grasp_label_dirs)")
-    starts = object_starts(episodes, reader_path, views)  # before the fit: a missing label fails at once
-    classifier = fit_grasp_point(train_data, label_dirs, cfg, place=until == "release")
+    feats, tasks, outcomes = training_set(train_data, label_dirs, place=until == "release")
+    classifier = GraspPointClassifier(cfg).fit(feats, tasks, outcomes)
+    prob = classifier.predict(feats, tasks)
+    per_task = {int(k): {"episodes": int((tasks == k).sum()), "successes": int(outcomes[tasks == k].sum())}
+                for k in np.unique(tasks)}
+    record = {"until": until, "train_data": [str(d) for d in train_data], "label_dirs": [str(d) for d in label_dirs],
+              "episodes": len(outcomes), "successes": int(outcomes.sum()), "per_task": per_task,
+              # in-sample: how well the features separate the outcomes they were fit on, not a held-out figure
+              "train_auc": float(roc_auc_score(outcomes, prob))}
+    classifier.save(out, fitted_on=record)
+    return record
+
+
+def load_grasp_judge(path: str, episodes: Sequence[Any], num_envs: int, until: str = "close", max_steps: int = 220,
+                     cfg: GraspPointConfig | None = None, reader_path: str = "", views: Sequence[str] = ()
+                     ) -> GraspJudge:
+    """The judge of reward "grasp" for `num_envs` envs starting from `episodes` (StartEpisode): the classifier
+    `fit_grasp_judge_file` wrote to `path`, with each start episode's object and target start [E, 2, 3]
+    (`object_starts`: the reader at `reader_path` reading the first frame of `views`, or the simulator labels).
+    cfg (ImaginationConfig.grasp_point): its task_bias is applied to the loaded classifier; its fit settings must
+    be left at their defaults or equal the file's (the file was fit with them)."""
+    if until not in ENDINGS:
+        raise ValueError(f"grasp_until: expected one of {list(ENDINGS)}, got {until!r}")
+    if not path or not Path(path).is_file():
+        raise FileNotFoundError(f"grasp_judge: {path!r} is not a file (scripts/fit_grasp_judge.py writes one)")
+    starts = object_starts(episodes, reader_path, views)  # a missing label fails before the load
+    classifier, extra = GraspPointClassifier.load(path)
+    fitted_until = extra.get("fitted_on", {}).get("until")
+    if fitted_until != until:
+        raise ValueError(f"grasp_until: {until!r}, but {path} was fit for grasp_until {fitted_until!r} (its features "
+                         "differ): fit one for this ending with scripts/fit_grasp_judge.py")
+    if cfg is not None:
+        default = GraspPointConfig()
+        for f in fields(GraspPointConfig):
+            want, have = getattr(cfg, f.name), getattr(classifier.cfg, f.name)
+            if f.name != "task_bias" and want != getattr(default, f.name) and want != have:
+                raise ValueError(f"grasp_point.{f.name}: {want!r}, but {path} was fit with {have!r}; leave it "
+                                 "unset, or fit a judge with it (scripts/fit_grasp_judge.py)")
+        if cfg.task_bias:
+            classifier = GraspPointClassifier(replace(classifier.cfg, task_bias=list(cfg.task_bias))) \
+                .load_state_dict(classifier.state_dict())
     return GraspJudge(classifier, num_envs, episodes[0].state.shape[1], until, max_steps, starts)
 
 
-__all__ = ["ENDINGS", "GraspJudge", "fit_grasp_judge", "object_starts"]
+def judge_for_run(cfg: Any, out_dir: str | os.PathLike) -> Any:
+    """An ImaginationConfig whose reward "grasp" reads a judge file: `cfg` itself when it names one
+    (grasp_judge) or another reward, else `cfg` with the judge fit on its grasp_train_data and grasp_label_dirs
+    into out_dir/grasp_judge.pt, its own step before RL starts. A file from an earlier start of the same run is
+    reused when it was fit on the same data with the same settings (a resumed run judges as it did)."""
+    if cfg.reward != "grasp" or cfg.grasp_judge:
+        return cfg
+    path = Path(out_dir) / JUDGE_FILE
+    want = {"until": cfg.grasp_until, "train_data": [str(d) for d in cfg.grasp_train_data],
+            "label_dirs": [str(d) for d in cfg.grasp_label_dirs]}
+    fit_cfg = replace(cfg.grasp_point, task_bias=[])  # applied on load: a per-round calibration, not a fit setting
+    if path.is_file():
+        old, extra = GraspPointClassifier.load(path)
+        done = extra.get("fitted_on", {})
+        if old.cfg == fit_cfg and all(done.get(k) == v for k, v in want.items()):
+            return replace(cfg, grasp_judge=str(path))
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    record = fit_grasp_judge_file(cfg.grasp_train_data, cfg.grasp_label_dirs, path, cfg.grasp_until, fit_cfg)
+    print(f"[grasp judge] fit on {record['episodes']} labelled episodes ({record['successes']} successes), "
+          f"in-sample AUC {record['train_auc']:.3f} -> {path}", flush=True)
+    return replace(cfg, grasp_judge=str(path))
+
+
+__all__ = ["ENDINGS", "FitGraspJudgeConfig", "GraspJudge", "JUDGE_FILE", "fit_grasp_judge", "fit_grasp_judge_file",
+           "judge_for_run", "load_grasp_judge", "object_starts"]

@@ -8,7 +8,8 @@ continues exactly as if it had not stopped. No real simulator is created: all in
 Outputs in out_dir (config.yaml too, written by the callers: scripts/imagine_rl.py, bench/rl_gain.py): policy.pt
 (the latest policy, `Policy.load`), checkpoint.pt (policy,
 optimizer, iteration, history; atomic), metrics.csv and logs/ (tensorboard), proprio.pt (the proprio
-model, fitted on start_data with the world model's chunk length when none is given), videos/ (imagined
+model, fitted on start_data with the world model's chunk length when none is given), grasp_judge.pt (reward
+"grasp" given training data and no judge file: imagination/rewards/grasp.py `judge_for_run`), videos/ (imagined
 episodes, one frame per chunk), result.json.
 
 Under `accelerate launch --num_processes N` (infra.data_parallel) each process imagines num_groups / N
@@ -42,6 +43,7 @@ from imagination.env import ImaginationConfig, ImaginationVectorEnv
 from imagination.episodes import task_keys
 from imagination.imagine import open_imagination
 from imagination.keyframes import KeyframeConfig
+from imagination.rewards.grasp import judge_for_run
 from imagination.rl.algo import RLConfig, update
 from imagination.rl.anchor import AnchorConfig, make_anchor
 from imagination.rl.early_stop import EarlyStopper, HeldoutConfig, heldout_success
@@ -177,9 +179,10 @@ def load_rl_env(cfg: ImagineRLConfig, out_dir: Path, policy: Policy | None = Non
                          f"suites={cfg.suites}"
                          + (" and has simulator labels" if cfg.imagination.reward != "head" else ""))
     # with no proprio model given, one is fitted on every episode of start_data (all of them teach the
-    # dynamics) and kept in out_dir
+    # dynamics) and kept in out_dir; so is the grasp judge, given its training data and no judge file
     return open_imagination(cfg.world_model, cfg.start_data, cfg.proprio,
-                            num_envs or cfg.num_groups * cfg.group_size, cfg.imagination, indices=picked,
+                            num_envs or cfg.num_groups * cfg.group_size, judge_for_run(cfg.imagination, out_dir),
+                            indices=picked,
                             policy=policy, proprio_cache=out_dir / "proprio.pt")
 
 

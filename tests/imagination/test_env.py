@@ -1,5 +1,7 @@
 """ImaginationVectorEnv: Gymnasium contract, spaces equal to the real env's, keyframe resets,
 success-head termination, horizon, uncertainty truncation, autoreset."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -9,7 +11,7 @@ from gymnasium.utils.env_checker import check_env
 from imagination.env import ImaginationConfig, ImaginationEnv, ImaginationVectorEnv
 from imagination.episodes import StartEpisode
 from imagination.keyframes import Keyframe, KeyframeConfig, KeyframeSampler, step_weights
-from imagination.rewards.grasp import GraspJudge
+from imagination.rewards.grasp import JUDGE_FILE, GraspJudge, judge_for_run
 from tests.episodes import grasp_label_dir
 from tests.imagination.conftest import H
 from tests.imagination.conftest import start_episodes as _episodes
@@ -258,8 +260,8 @@ def test_grasp_reward_ends_the_episode_at_the_first_close_with_the_classifier_pr
     wm, prop = models
     labels = grasp_label_dir(tmp_path / "labels")
     eps = _labelled(_episodes())
-    venv = ImaginationVectorEnv(wm, prop, eps, 1, ImaginationConfig(
-        max_steps=100, reward="grasp", grasp_label_dirs=[labels], keyframes=KeyframeConfig(mode="start")))
+    venv = ImaginationVectorEnv(wm, prop, eps, 1, judge_for_run(ImaginationConfig(
+        max_steps=100, reward="grasp", grasp_label_dirs=[labels], keyframes=KeyframeConfig(mode="start")), tmp_path))
     venv.reset(seed=0, options={"keyframes": [Keyframe(1, 0)]})
     open_chunk = np.zeros((1, 4, 7), np.float32)
     open_chunk[..., 6] = -1.0
@@ -298,9 +300,9 @@ def test_grasp_until_release_holds_on_and_judges_where_the_carried_object_is_let
     labels = grasp_label_dir(tmp_path / "labels")
     eps = _labelled(_episodes())
     sim = eps[1].sim
-    venv = ImaginationVectorEnv(wm, prop, eps, 1, ImaginationConfig(
+    venv = ImaginationVectorEnv(wm, prop, eps, 1, judge_for_run(ImaginationConfig(
         max_steps=16, reward="grasp", grasp_until="release", grasp_label_dirs=[labels],
-        keyframes=KeyframeConfig(mode="start")))
+        keyframes=KeyframeConfig(mode="start")), tmp_path))
     venv.reset(seed=0, options={"keyframes": [Keyframe(1, 0)]})
     chunk = np.zeros((1, 4, 7), np.float32)
     chunk[0, :, 6] = [-1, -1, 1, 1]  # shut at the third action
@@ -328,19 +330,30 @@ def test_grasp_until_release_holds_on_and_judges_where_the_carried_object_is_let
         assert terminated[0] == (k == 3) and not truncated[0]
     assert info["steps"][0] == 4 and 0 < reward[0] < 1
     with pytest.raises(ValueError, match="grasp_until"):
-        ImaginationVectorEnv(wm, prop, eps, 1, ImaginationConfig(reward="grasp", grasp_until="lift",
-                                                                 grasp_label_dirs=[labels]))
+        judge_for_run(ImaginationConfig(reward="grasp", grasp_until="lift", grasp_label_dirs=[labels]), tmp_path / "x")
+    with pytest.raises(ValueError, match="was fit for grasp_until 'release'"):  # the file's ending is the env's
+        ImaginationVectorEnv(wm, prop, eps, 1,
+                             ImaginationConfig(reward="grasp", grasp_judge=str(tmp_path / JUDGE_FILE)))
 
 
-def test_grasp_reward_needs_training_episodes_and_starts_before_the_recorded_close(models, tmp_path):
+def test_grasp_reward_needs_a_fitted_judge_and_starts_before_the_recorded_close(models, tmp_path):
+    """The env loads the judge by path and never fits it: without a file it says which step writes one; the
+    step itself needs labelled episodes."""
     wm, prop = models
+    with pytest.raises(ValueError, match="grasp_judge: reward 'grasp' reads a fitted judge file"):
+        ImaginationVectorEnv(wm, prop, _labelled(_episodes()), 1, ImaginationConfig(
+            reward="grasp", grasp_label_dirs=["labels"]))
     with pytest.raises(ValueError, match="grasp_train_data"):
-        ImaginationVectorEnv(wm, prop, _labelled(_episodes()), 1, ImaginationConfig(reward="grasp"))
+        judge_for_run(ImaginationConfig(reward="grasp"), tmp_path)
+    with pytest.raises(FileNotFoundError, match="grasp_judge: 'missing.pt' is not a file"):
+        ImaginationVectorEnv(wm, prop, _labelled(_episodes()), 1, ImaginationConfig(reward="grasp",
+                                                                                  grasp_judge="missing.pt"))
     labels = grasp_label_dir(tmp_path / "labels")
+    cfg = judge_for_run(ImaginationConfig(reward="grasp", grasp_label_dirs=[labels]), tmp_path)
     with pytest.raises(ValueError, match="simulator labels"):
-        ImaginationVectorEnv(wm, prop, _episodes(), 1, ImaginationConfig(reward="grasp", grasp_label_dirs=[labels]))
-    venv = ImaginationVectorEnv(wm, prop, _labelled(_episodes()), 1, ImaginationConfig(
-        reward="grasp", grasp_label_dirs=[labels], keyframes=KeyframeConfig(mode="uniform")))
+        ImaginationVectorEnv(wm, prop, _episodes(), 1, cfg)
+    venv = ImaginationVectorEnv(wm, prop, _labelled(_episodes()), 1, replace(
+        cfg, keyframes=KeyframeConfig(mode="uniform")))
     assert max(k.t for k in venv.keyframes.sample(300, np.random.default_rng(0))) < 15  # the recordings close at 15
     with pytest.raises(ValueError, match="first closes the gripper"):
         venv.reset(options={"keyframes": [Keyframe(0, 20)]})
@@ -410,9 +423,9 @@ def test_grasp_reward_carries_the_judges_per_task_offset(models, tmp_path):
     bias[task] = -1.5
     paid = []
     for task_bias in ([], bias):
-        venv = ImaginationVectorEnv(wm, prop, eps, 1, ImaginationConfig(
+        venv = ImaginationVectorEnv(wm, prop, eps, 1, judge_for_run(ImaginationConfig(
             max_steps=100, reward="grasp", grasp_label_dirs=[labels], keyframes=KeyframeConfig(mode="start"),
-            grasp_point=GraspPointConfig(task_bias=task_bias)))
+            grasp_point=GraspPointConfig(task_bias=task_bias)), tmp_path))  # one file: the bias applies on load
         venv.reset(seed=0, options={"keyframes": [Keyframe(1, 0)]})
         _, reward, terminated, _, info = venv.step(close_chunk)
         assert terminated[0] and info["success"][0] == (reward[0] >= 0.5)
@@ -435,8 +448,9 @@ def test_grasp_reward_with_an_object_reader_reads_no_simulator_label(models, tmp
                                rng.normal(0, 0.1, (6, 3)), rng.normal(0, 0.1, (6, 3)), "libero_spatial",
                                ObjectReaderConfig(channels=[8, 8], keypoints=8, steps=3), progress=False)
     reader.save(tmp_path / "reader.pt")
-    cfg = ImaginationConfig(max_steps=100, reward="grasp", grasp_label_dirs=[labels], keyframes=KeyframeConfig(
-        mode="start"), object_reader=str(tmp_path / "reader.pt"))
+    cfg = judge_for_run(ImaginationConfig(max_steps=100, reward="grasp", grasp_label_dirs=[labels],
+                                          keyframes=KeyframeConfig(mode="start"),
+                                          object_reader=str(tmp_path / "reader.pt")), tmp_path)
     assert reads_simulator(cfg) is False and reads_simulator(ImaginationConfig(reward="grasp")) is True
     read_obj, read_tgt = reader.read(np.stack([e.frames[0, 0] for e in eps]), np.array([e.task_id for e in eps]))
     for starts in (eps, _labelled(eps)):  # no labels; labels the judge must ignore
