@@ -283,26 +283,27 @@ def label_dir_features(root: str, place: bool = False) -> tuple[list[np.ndarray]
     return feats, tasks, outcomes
 
 
-def training_set(train_data: Sequence[str], label_dirs: Sequence[str] = (), place: bool = False
+def training_set(train_data: Sequence[str], label_dirs: Sequence[str] = (), place: bool = False,
+                 names: tuple[str, str] = ("grasp_train_data", "grasp_label_dirs")
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Features [N, F], task ids [N] and real outcomes [N] of every labelled episode of the recorded datasets
     `train_data` and label-collection folders `label_dirs` (grasp features, or with place=True grasp-and-release
-    ones)."""
+    ones). names: the two config fields an error names."""
     feats: list[np.ndarray] = []
     tasks: list[int] = []
     outcomes: list[bool] = []
     for d in train_data:
         if not Path(d, "meta", "info.json").is_file():
-            raise FileNotFoundError(f"grasp_train_data: {d} is not a recorded dataset (no meta/info.json)")
+            raise FileNotFoundError(f"{names[0]}: {d} is not a recorded dataset (no meta/info.json)")
         f, t, o, _ = dataset_features(d, place=place)
         feats, tasks, outcomes = feats + f, tasks + t, outcomes + o
     for d in label_dirs:
         if not Path(d).is_dir():
-            raise FileNotFoundError(f"grasp_label_dirs: {d} is not a directory (scripts/collect_labels.py writes one)")
+            raise FileNotFoundError(f"{names[1]}: {d} is not a directory (scripts/collect_labels.py writes one)")
         f, t, o = label_dir_features(d, place)
         feats, tasks, outcomes = feats + f, tasks + t, outcomes + o
     if not feats:
-        raise ValueError(f"grasp_train_data: no labelled episode in {list(train_data) + list(label_dirs)}; "
+        raise ValueError(f"{names[0]}: no labelled episode in {list(train_data) + list(label_dirs)}; "
                          "label datasets with scripts/label_episodes.py")
     return np.array(feats), np.array(tasks), np.array(outcomes)
 

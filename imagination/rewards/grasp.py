@@ -159,7 +159,10 @@ class FitGraspJudgeConfig:
 
 def fit_grasp_judge(cfg: FitGraspJudgeConfig) -> dict:
     """`fit_grasp_judge_file` on cfg's data; prints and returns what it was fit on and its in-sample AUC."""
-    record = fit_grasp_judge_file(cfg.train_data, cfg.label_dirs, cfg.out, cfg.until, cfg.grasp_point)
+    if cfg.until not in ENDINGS:
+        raise ValueError(f"until: expected one of {list(ENDINGS)}, got {cfg.until!r}")
+    record = fit_grasp_judge_file(cfg.train_data, cfg.label_dirs, cfg.out, cfg.until, cfg.grasp_point,
+                                  ("train_data", "label_dirs"))
     tasks = ", ".join(f"task {k}: {v['successes']}/{v['episodes']}" for k, v in record["per_task"].items())
     print(f"grasp judge ({cfg.until}) fit on {record['episodes']} labelled episodes ({tasks}); in-sample AUC "
           f"{record['train_auc']:.3f}; written to {cfg.out}", flush=True)
@@ -170,10 +173,11 @@ JUDGE_FILE = "grasp_judge.pt"  # what an RL run fits into its out_dir when given
 
 
 def fit_grasp_judge_file(train_data: Sequence[str], label_dirs: Sequence[str], out: str | os.PathLike,
-                         until: str = "close", cfg: GraspPointConfig | None = None) -> dict:
+                         until: str = "close", cfg: GraspPointConfig | None = None,
+                         names: tuple[str, str] = ("grasp_train_data", "grasp_label_dirs")) -> dict:
     """Fit the judge's classifier on the labelled datasets `train_data` and label-collection folders `label_dirs`
     (world_models/grasp_point.py) and write it to `out` with what it was fit on and how it ranks its own training
-    episodes (`scripts/fit_grasp_judge.py`). Returns that record."""
+    episodes (`scripts/fit_grasp_judge.py`). Returns that record. names: the config fields an error names."""
     from sklearn.metrics import roc_auc_score
 
     from world_models.grasp_point import training_set
@@ -181,9 +185,9 @@ def fit_grasp_judge_file(train_data: Sequence[str], label_dirs: Sequence[str], o
     if until not in ENDINGS:  # before the fit, which reads every training episode
         raise ValueError(f"grasp_until: expected one of {list(ENDINGS)}, got {until!r}")
     if not train_data and not label_dirs:
-        raise ValueError("grasp_train_data: the grasp judge needs labelled episodes to fit its classifier on "
-                         "(datasets labelled by scripts/label_episodes.py, or grasp_label_dirs)")
-    feats, tasks, outcomes = training_set(train_data, label_dirs, place=until == "release")
+        raise ValueError(f"{names[0]}: the grasp judge needs labelled episodes to fit its classifier on "
+                         f"(datasets labelled by scripts/label_episodes.py, or {names[1]})")
+    feats, tasks, outcomes = training_set(train_data, label_dirs, until == "release", names)
     classifier = GraspPointClassifier(cfg).fit(feats, tasks, outcomes)
     prob = classifier.predict(feats, tasks)
     per_task = {int(k): {"episodes": int((tasks == k).sum()), "successes": int(outcomes[tasks == k].sum())}

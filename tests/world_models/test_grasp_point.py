@@ -117,3 +117,22 @@ def test_task_bias_moves_each_tasks_level_and_keeps_its_order():
             .predict(f, t)[t == 1] + 1e-9).all()
     with pytest.raises(ValueError, match="task_bias: expected 10 logit offsets"):
         GraspPointClassifier(GraspPointConfig(task_bias=[0.0, 1.0]))
+
+
+@pytest.mark.parametrize("cfg", [GraspPointConfig(), GraspPointConfig(ensemble=4, pessimism=0.5, c=0.3)])
+def test_a_saved_classifier_loads_predicting_exactly_as_fitted(cfg, tmp_path):
+    """save/load keeps fitted numbers only (no pickled objects): the loaded pipelines and members predict the
+    same probabilities, and the file's other entries come back."""
+    from infra.checkpoint import CheckpointError
+
+    rng = np.random.default_rng(3)
+    x, tasks = rng.normal(size=(90, 6)), rng.integers(0, 10, 90)
+    clf = GraspPointClassifier(cfg).fit(x, tasks, x[:, 0] + 0.5 * rng.normal(size=90) > 0)
+    clf.save(tmp_path / "judge.pt", fitted_on={"episodes": 90})
+    loaded, extra = GraspPointClassifier.load(tmp_path / "judge.pt")
+    assert loaded.cfg == cfg and len(loaded.members) == len(clf.members) and extra == {"fitted_on": {"episodes": 90}}
+    probe = rng.normal(size=(40, 6)) * 2
+    np.testing.assert_array_equal(loaded.predict(probe, tasks[:40]), clf.predict(probe, tasks[:40]))
+    (tmp_path / "bad.pt").write_bytes((tmp_path / "judge.pt").read_bytes()[:100])
+    with pytest.raises(CheckpointError, match="bad.pt"):
+        GraspPointClassifier.load(tmp_path / "bad.pt")
