@@ -149,7 +149,10 @@ def time_imagined(processes: int, inputs: list[str], out: Path, iterations: int,
     args = [*inputs, f"out_dir={out}", f"iterations={iterations}", "num_groups=4", "group_size=4", "videos=0",
             "num_threads=1", "resume=false", f"checkpoint_every={iterations}", "rl.algo=grpo", "rl.epochs=1",
             "rl.minibatch_size=16", f"imagination.max_steps={horizon}", "imagination.keyframes.mode=start",
-            "imagination.success_threshold=1.01"]  # an untrained success head never ends an episode early
+            "imagination.success_threshold=1.01",  # an untrained success head never ends an episode early
+            # the success head's RL, not the shipped recipe the defaults hold (its grasp judge needs labelled data)
+            "imagination.reward=head", "imagination.keyframes.balance_tasks=false", "exploration=uniform",
+            "bc_coef=0.0", "rl.group_std_floor=0.0", "rl.kl_estimator=k3"]
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
                                                                                    os.environ.get("PYTHONPATH")]))}

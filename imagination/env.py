@@ -8,10 +8,12 @@ Same observation and action spaces as the real LIBERO env with the world model's
 
 One `step` imagines the K frames of the chunk in one batched `WorldModel.predict_encoded` call, in the
 denoiser's space (latents for a latent model, kept from chunk to chunk; only the frame the policy sees is
-decoded); the proprio model gives the states. Reward 1.0 and `terminated` when the success head's probability passes the
-threshold (the chunk stops there, as the real env stops on success); `truncated` at the horizon.
-(Reward "grasp" instead ends every episode at its first gripper close, with the grasp classifier's
-probability as the reward: `ImaginationConfig.reward`.) Episodes start from keyframes of real
+decoded); the proprio model gives the states. The judge (`ImaginationConfig.reward`, one module of
+imagination/rewards/ each) gives P(success) after each action: with the success head (the env's default, which needs
+nothing but the world model), reward 1.0 and `terminated` when it passes the threshold (the chunk stops there, as the
+real env stops on success); `truncated` at the horizon. The grasp judge, which the shipped RL recipe uses
+(imagination/rl/training.py's defaults), ends every episode at its first gripper close (or its release), with the
+classifier's probability as the reward. Episodes start from keyframes of real
 episodes (see `imagination.keyframes`). With uncertainty on, each chunk is imagined twice with
 different noise; the per-env disagreement (mean absolute pixel difference, frames in [-1, 1]) is
 reported in info["uncertainty"] and can truncate or penalize.

@@ -144,12 +144,18 @@ def rl_inputs(squares: Path, tmp_path_factory) -> dict[str, str]:
             "proprio": str(root / "proprio.pt")}
 
 
+# the plain success-head RL of the quick presets, not the shipped recipe the defaults hold (imagination/rl/training.py)
+HEAD_REWARD = ["imagination.reward=head", "imagination.keyframes.balance_tasks=false", "exploration=uniform",
+               "rl.group_std_floor=0.0", "rl.kl_estimator=k3"]
+
+
 def rl_args(inputs: dict[str, str], out: Path) -> list[str]:
     return [f"policy={inputs['policy']}", f"world_model={inputs['wm']}", f"start_data={inputs['data']}",
             f"proprio={inputs['proprio']}", "sources=[]", f"out_dir={out}", "iterations=4", "num_groups=1",
             "group_size=2", "checkpoint_every=2", "num_threads=1", "videos=1", "init_log_std=-1.0",
             "imagination.max_steps=8", "imagination.keyframes.mode=start", "imagination.uncertainty=off",
-            "imagination.sampling_steps=2", "rl.algo=grpo", "rl.kl_coef=0.0", "rl.epochs=1", "rl.minibatch_size=4"]
+            "imagination.sampling_steps=2", "rl.algo=grpo", "rl.kl_coef=0.0", "rl.epochs=1", "rl.minibatch_size=4",
+            *HEAD_REWARD, "bc_coef=0.0"]
 
 
 def without_time(result: dict) -> dict:

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from imagination.env import ImaginationConfig
 from imagination.eval.evaluate import evaluate
 from imagination.eval.jobs import EvalConfig
 from imagination.rl.training import ImagineRLConfig, load_rl_env
@@ -65,6 +66,7 @@ def test_a_loop_over_two_suites(tmp_path, capsys):
     # the suite filter of imagined RL, and a mixed start dataset without a suite to start from
     wm = result["world_models"][0]["path"]
     only = load_rl_env(ImagineRLConfig(world_model=wm, start_data=str(data), sources=["expert"],
+                                       imagination=ImaginationConfig(),
                                        suites=["libero_object"], num_groups=1, group_size=1), tmp_path / "rl_object")
     assert [e.suite for e in only.episodes] == ["libero_object"]
     with pytest.raises(ValueError, match=r"start_data mixes suites \['libero_object', 'libero_spatial'\]"):

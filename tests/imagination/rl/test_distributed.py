@@ -42,12 +42,17 @@ def square_inputs(root: Path) -> list[str]:
             f"proprio={root / 'proprio.pt'}", "sources=[]"]
 
 
+# the plain success-head RL of the quick presets, not the shipped recipe the defaults hold (imagination/rl/training.py)
+HEAD_REWARD = ["imagination.reward=head", "imagination.keyframes.balance_tasks=false", "exploration=uniform",
+               "rl.group_std_floor=0.0", "rl.kl_estimator=k3"]
+
+
 def run_args(inputs: list[str], out: Path) -> list[str]:
     """4 groups of 4 (2 groups a process), GRPO with a behaviour-cloning anchor, a checkpoint every iteration."""
     return [*inputs, f"out_dir={out}", f"iterations={ITERATIONS}", "num_groups=4", "group_size=4", "init_log_std=-1.0",
             "num_threads=1", "videos=1", "imagination.max_steps=8", "imagination.keyframes.mode=start",
             "rl.algo=grpo", "rl.lr=3e-3", "rl.kl_coef=0.0", "rl.epochs=4", "rl.minibatch_size=8", "bc_coef=1.0",
-            "checkpoint_every=1"]
+            "checkpoint_every=1", *HEAD_REWARD]
 
 
 def history(out: Path) -> list[dict]:

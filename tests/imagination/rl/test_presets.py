@@ -42,3 +42,21 @@ def test_grasp_floor_gpu_is_the_benchmark_recipe_on_the_gpu_world_model():
     for d in (cpu, gpu):
         d.pop("world_model"), d.pop("device"), d["imagination"].pop("device"), d.pop("out_dir")
     assert gpu == cpu
+
+
+def test_the_code_defaults_are_the_shipped_recipe():
+    """ImagineRLConfig() is configs/rl/grasp_floor.yaml but for its paths and what follows from its five tasks (4
+    groups of each per iteration, 16 episodes per minibatch per group) and its thread count."""
+    from dataclasses import asdict
+
+    recipe, default = asdict(load_config(ImagineRLConfig, "grasp_floor", group="rl")), asdict(ImagineRLConfig())
+    paths = {"policy", "world_model", "start_data", "out_dir", "proprio"}
+    assert recipe["num_groups"] == 5 * default["num_groups"]
+    assert recipe["rl"].pop("minibatch_size") == 5 * default["rl"].pop("minibatch_size")
+    for name in ("grasp_train_data", "grasp_label_dirs"):
+        assert recipe["imagination"].pop(name) and not default["imagination"].pop(name)
+    differ = {k for k in recipe if recipe[k] != default[k]}
+    assert differ == paths | {"num_groups", "num_threads"}, differ
+    # and the quick preset, the success head, says so rather than inheriting it
+    quick = load_config(ImagineRLConfig, "quick", group="rl")
+    assert (quick.imagination.reward, quick.rl.kl_estimator, quick.bc_coef) == ("head", "k3", 0.0)

@@ -60,7 +60,8 @@ def _config(setup, out, iterations, **kw) -> ImagineRLConfig:
         policy=str(policy), world_model=str(wm), start_data=str(data), proprio=str(proprio), sources=[],
         out_dir=str(out), iterations=iterations, num_groups=4, group_size=8, init_log_std=-1.0, num_threads=1, videos=1,
         imagination=ImaginationConfig(max_steps=12, keyframes=KeyframeConfig(mode="start")),
-        rl=RLConfig(algo="grpo", lr=3e-3, kl_coef=0.0, epochs=4, minibatch_size=32), **kw)
+        rl=RLConfig(algo="grpo", lr=3e-3, kl_coef=0.0, epochs=4, minibatch_size=32),
+        **{"exploration": "uniform", "bc_coef": 0.0, **kw})  # plain RL unless a test asks for the recipe's parts
 
 
 def _imagined_success(setup, policy: Policy, n: int = 64) -> float:
@@ -146,7 +147,7 @@ def test_bad_inputs_give_clear_errors(square_setup, tmp_path):
 def test_exploration_noise_follows_the_data_per_dimension():
     # columns with std 0.4, 0.02 and 0 (a dimension the data never varies)
     actions = np.stack([np.tile([-0.4, 0.4], 50), np.tile([-0.02, 0.02], 50), np.zeros(100)], axis=1)
-    uniform = exploration_log_std(ImagineRLConfig(init_log_std=-1.6), actions)
+    uniform = exploration_log_std(ImagineRLConfig(init_log_std=-1.6, exploration="uniform"), actions)
     assert torch.allclose(uniform, torch.full((3,), -1.6))
     data = exploration_log_std(ImagineRLConfig(init_log_std=-1.6, exploration="data", exploration_data_scale=0.5),
                                actions).exp()
