@@ -81,6 +81,9 @@ class ImaginationConfig:
     # its target start from each start episode's first frame; empty: from the start episodes' simulator labels.
     # Why: a real robot has the image, not the labels (world_models/object_reader.py)
     object_reader: str = ""
+    # Reward "goal": a goal reader checkpoint (scripts/train_goal_reader.py) that reads from each imagined frame
+    # whether the task's goal predicates hold (imagination/rewards/goal.py). It reads only imagined frames.
+    goal_reader: str = ""
     # which features of a start dataset (start_data) are the views, the state and the action
     # (robot_data.dataset.ReaderConfig), e.g. imagination.features.cameras={agentview: observation.images.image};
     # the defaults map them automatically
@@ -254,15 +257,18 @@ class ImaginationVectorEnv(VectorEnv):
             x, s_logits, _ = self.wm.predict_encoded(self._context[a], self._anchor[a], acts.to(self._dtype),
                                                      self.cfg.sampling_steps, self._gen)
             states = self.proprio.predict(self._state[a], acts, self._history[a])  # [b, K, S]
-            frames = None  # the whole chunk decoded: only uncertainty needs it
+            frames = None  # the whole chunk decoded: only uncertainty and a judge that reads frames need it
             if self.cfg.uncertainty != "off":  # in pixels, whatever the space: its threshold is a pixel difference
                 again, _, _ = self.wm.predict_encoded(self._context[a], self._anchor[a],
                                                       acts.to(self._dtype), self.cfg.sampling_steps, self._gen)
                 frames = self.wm.decode(x)
                 disagreement = (frames - self.wm.decode(again)).abs().mean(dim=(2, 3, 4))  # [b, K]
+            if self.reward.reads_frames and frames is None:
+                frames = self.wm.decode(x)
             last = np.zeros(len(active), np.int64)  # per active env, the index of the frame it stops on
             # P(success) after each action [b, K], and where the judge ends each episode [b] (-1: it goes on)
-            prob, end = self.reward.chunk(active, self._t[active], self._state[a], acts, states, s_logits)
+            prob, end = self.reward.chunk(active, self._t[active], self._state[a], acts, states, s_logits,
+                                          frames if self.reward.reads_frames else None)
             for j, i in enumerate(active):
                 hit = np.flatnonzero(prob[j] >= self.success_threshold)
                 n = min(self.K, self.cfg.max_steps - int(self._t[i]))

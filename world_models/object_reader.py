@@ -50,6 +50,34 @@ class ObjectReaderConfig:
     device: str = "cpu"  # where it trains ("cuda" on a GPU); it is saved and loaded for the CPU
 
 
+def keypoint_conv(channels: list[int], keypoints: int) -> nn.Sequential:
+    """Convolutions from an image with its two pixel coordinates (5 channels) to `keypoints` feature maps, the
+    first layer at full size and the others halving it; `spatial_keypoints` reads them."""
+    if any(c % 8 for c in channels) or not channels:
+        raise ValueError(f"channels: expected multiples of 8 (GroupNorm of 8 groups), got {channels}")
+    layers: list[nn.Module] = []
+    prev = 5  # RGB and the two pixel coordinates (CoordConv), so a filter knows where it looks
+    for k, width in enumerate(channels):
+        layers += [nn.Conv2d(prev, width, 3, stride=2 if 0 < k else 1, padding=1), nn.GroupNorm(8, width), nn.SiLU()]
+        prev = width
+    layers += [nn.Conv2d(prev, keypoints, 3, padding=1)]
+    return nn.Sequential(*layers)
+
+
+def spatial_keypoints(conv: nn.Module, image: torch.Tensor) -> torch.Tensor:
+    """image [N, 3, H, W] in [-1, 1] -> [N, 2K]: the expected (x, y) in [-1, 1] of each of `conv`'s K maps under
+    its spatial softmax."""
+    n, _, h, w = image.shape
+    ys, xs = torch.meshgrid(torch.linspace(-1, 1, h, device=image.device),
+                            torch.linspace(-1, 1, w, device=image.device), indexing="ij")
+    grid = torch.stack([xs, ys])[None].expand(n, -1, -1, -1)
+    f = conv(torch.cat([image, grid], 1))  # [N, K, h', w']
+    p = F.softmax(f.flatten(2), -1).view_as(f)
+    ys, xs = torch.meshgrid(torch.linspace(-1, 1, f.shape[2], device=image.device),
+                            torch.linspace(-1, 1, f.shape[3], device=image.device), indexing="ij")
+    return torch.cat([(p * xs).sum((2, 3)), (p * ys).sum((2, 3))], 1)
+
+
 class ObjectReader(nn.Module):
     """image [N, 3, H, W] in [-1, 1], task index [N] -> offsets (dm) [N, 6] from the task's mean positions."""
 
@@ -58,29 +86,13 @@ class ObjectReader(nn.Module):
     def __init__(self, cfg: ObjectReaderConfig, suite: str, tasks: list[int], image_size: int):
         super().__init__()
         self.cfg, self.suite, self.tasks, self.image_size = cfg, suite, list(tasks), image_size
-        c = cfg.channels
-        layers: list[nn.Module] = []
-        prev = 5  # RGB and the two pixel coordinates (CoordConv), so a filter knows where it looks
-        for k, width in enumerate(c):
-            layers += [nn.Conv2d(prev, width, 3, stride=2 if 0 < k else 1, padding=1), nn.GroupNorm(8, width),
-                       nn.SiLU()]
-            prev = width
-        layers += [nn.Conv2d(prev, cfg.keypoints, 3, padding=1)]
-        self.conv = nn.Sequential(*layers)
+        self.conv = keypoint_conv(cfg.channels, cfg.keypoints)
         self.head = nn.Sequential(nn.Linear(2 * cfg.keypoints, 256), nn.SiLU(), nn.Linear(256, 6 * len(tasks)))
         self.register_buffer("task_mean", torch.zeros(len(tasks), 6))  # per task: object, target (dm)
 
     def forward(self, image: torch.Tensor, task_index: torch.Tensor) -> torch.Tensor:
-        n, _, h, w = image.shape
-        ys, xs = torch.meshgrid(torch.linspace(-1, 1, h, device=image.device),
-                                torch.linspace(-1, 1, w, device=image.device), indexing="ij")
-        grid = torch.stack([xs, ys])[None].expand(n, -1, -1, -1)
-        f = self.conv(torch.cat([image, grid], 1))  # [N, K, h', w']
-        p = F.softmax(f.flatten(2), -1).view_as(f)
-        ys, xs = torch.meshgrid(torch.linspace(-1, 1, f.shape[2], device=image.device),
-                                torch.linspace(-1, 1, f.shape[3], device=image.device), indexing="ij")
-        kp = torch.cat([(p * xs).sum((2, 3)), (p * ys).sum((2, 3))], 1)  # [N, 2K]: expected coordinates
-        out = self.head(kp).view(n, len(self.tasks), 6)
+        n = len(image)
+        out = self.head(spatial_keypoints(self.conv, image)).view(n, len(self.tasks), 6)
         return out[torch.arange(n, device=image.device), task_index]
 
     def task_index(self, task_ids: np.ndarray) -> torch.Tensor:
@@ -102,7 +114,7 @@ class ObjectReader(nn.Module):
         was = self.training
         self.eval()
         dev = self.task_mean.device
-        out = (self(_to_input(images).to(dev), idx.to(dev)) + self.task_mean[idx.to(dev)]).cpu().numpy() / SCALE
+        out = (self(to_input(images).to(dev), idx.to(dev)) + self.task_mean[idx.to(dev)]).cpu().numpy() / SCALE
         self.train(was)
         return out[:, :3].astype(np.float32), out[:, 3:].astype(np.float32)
 
@@ -120,7 +132,7 @@ class ObjectReader(nn.Module):
         return reader.eval()
 
 
-def _to_input(images: np.ndarray) -> torch.Tensor:
+def to_input(images: np.ndarray) -> torch.Tensor:
     """uint8 [N, H, W, 3] -> float [N, 3, H, W] in [-1, 1]."""
     return torch.from_numpy(np.ascontiguousarray(images)).permute(0, 3, 1, 2).float() / 127.5 - 1.0
 
@@ -131,7 +143,7 @@ def fit_object_reader(images: np.ndarray, task_ids: np.ndarray, object_pos: np.n
     from tqdm import tqdm
 
     cfg = cfg or ObjectReaderConfig()
-    if any(c % 8 for c in cfg.channels) or not cfg.channels:
+    if any(c % 8 for c in cfg.channels) or not cfg.channels:  # before any image is read
         raise ValueError(f"object_reader.channels: expected multiples of 8 (GroupNorm of 8 groups), got {cfg.channels}")
     n = len(images)
     if not (len(task_ids) == len(object_pos) == len(target_pos) == n) or n < 2:
@@ -147,7 +159,7 @@ def fit_object_reader(images: np.ndarray, task_ids: np.ndarray, object_pos: np.n
     for k in range(len(tasks)):
         reader.task_mean[k] = y[idx == k].mean(dim=0)
     y = (y - reader.task_mean[idx]).to(dev)
-    x, idx = _to_input(images).to(dev), idx.to(dev)
+    x, idx = to_input(images).to(dev), idx.to(dev)
     reader.to(dev)
     opt = torch.optim.AdamW(reader.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, cfg.lr, total_steps=cfg.steps, pct_start=0.05)
@@ -260,4 +272,4 @@ def train_object_reader(cfg: TrainObjectReaderConfig, progress: bool = True) -> 
 
 
 __all__ = ["ObjectReader", "ObjectReaderConfig", "TrainObjectReaderConfig", "first_frames", "fit_object_reader",
-           "reader_errors", "train_object_reader"]
+           "keypoint_conv", "reader_errors", "spatial_keypoints", "to_input", "train_object_reader"]

@@ -8,7 +8,7 @@ stop an env inside a chunk, and a judge that carries state along the chunk keeps
 
     judge = build_reward(cfg, world_model, episodes, num_envs)
     judge.start(i, episode_index, episode, t)
-    prob, end = judge.chunk(envs, t, before, acts, states, success_logits)   # [b, K], [b] (-1: goes on)
+    prob, end = judge.chunk(envs, t, before, acts, states, success_logits, frames)   # [b, K], [b] (-1: on)
     judge.advance(j, i, n)
 
 The env ends an episode where the judge ends it (`end`), or at the first action whose probability passes the
@@ -31,11 +31,11 @@ if TYPE_CHECKING:
     from world_models.grasp_point import GraspPointConfig
     from world_models.model import WorldModel
 
-REWARDS = ("head", "state", "grasp")
+REWARDS = ("head", "state", "grasp", "goal")
 # Rewards that read simulator quantities at RL time: "state" and "grasp" take the object's start from the
 # keyframe's simulator labels, which a real robot does not have; "grasp" with an object reader
 # (ImaginationConfig.object_reader) reads it from the first frame instead. "head" reads only what the world
-# model imagines.
+# model imagines, "goal" only the imagined frames (a goal reader, world_models/goal_reader.py).
 SIMULATOR_REWARDS = ("state", "grasp")
 
 
@@ -50,6 +50,8 @@ class RewardSettings(Protocol):
     grasp_until: str
     grasp_point: GraspPointConfig
     object_reader: str
+    goal_reader: str
+    success_threshold: float | None
     max_steps: int
     device: str
 
@@ -64,6 +66,7 @@ class Reward(Protocol):
 
     default_threshold: float  # on `chunk`'s probabilities, unless ImaginationConfig.success_threshold is set
     graded: bool  # the reward is the probability where the episode ended (else 1.0 on success, 0 otherwise)
+    reads_frames: bool  # `chunk` needs the chunk's imagined frames (the env decodes all K of them for it)
 
     def start_limit(self, episode: StartEpisode, max_steps: int) -> int:
         """Keyframes of `episode` are drawn from its frames before this one."""
@@ -74,10 +77,12 @@ class Reward(Protocol):
         ...
 
     def chunk(self, envs: np.ndarray, t: np.ndarray, before: torch.Tensor, acts: torch.Tensor, states: torch.Tensor,
-              success_logits: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+              success_logits: torch.Tensor, frames: torch.Tensor | None) -> tuple[np.ndarray, np.ndarray]:
         """One imagined chunk of the envs `envs` [b] at control steps t [b]: robot states before it [b, S], actions
-        [b, K, 7], the proprio model's states after each action [b, K, S], the success head's logits [b, K] ->
-        P(success) after each action [b, K] and the action index where the judge ends each episode [b] (-1: on)."""
+        [b, K, 7], the proprio model's states after each action [b, K, S], the success head's logits [b, K], and
+        when the judge `reads_frames` the imagined frames after each action [b, K, 3V, H, W] in [-1, 1] (else
+        None) -> P(success) after each action [b, K] and the action index where the judge ends each episode [b]
+        (-1: it goes on)."""
         ...
 
     def advance(self, j: int, i: int, n: int) -> None:
@@ -96,7 +101,7 @@ def build_reward(cfg: RewardSettings, world_model: WorldModel, episodes: Sequenc
         from imagination.rewards.state import StateJudge
 
         judge = StateJudge.load(cfg.state_reward, world_model.chunk_len, episodes, num_envs, cfg.device)
-    else:
+    elif cfg.reward == "grasp":
         from imagination.rewards.grasp import load_grasp_judge
 
         if not cfg.grasp_judge:
@@ -105,6 +110,11 @@ def build_reward(cfg: RewardSettings, world_model: WorldModel, episodes: Sequenc
                              "imagination.grasp_train_data into its out_dir)")
         judge = load_grasp_judge(cfg.grasp_judge, episodes, num_envs, cfg.grasp_until, cfg.max_steps, cfg.grasp_point,
                                  cfg.object_reader, world_model.cfg.views)
+    elif cfg.reward == "goal":
+        from imagination.rewards.goal import GoalJudge
+
+        judge = GoalJudge.load(cfg.goal_reader, episodes, num_envs, world_model.cfg.views, cfg.max_steps,
+                               cfg.success_threshold)
     if cfg.object_reader and cfg.reward != "grasp":
         raise ValueError(f"object_reader: only reward 'grasp' reads it, the reward is {cfg.reward!r}")
     return judge

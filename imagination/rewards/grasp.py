@@ -49,6 +49,7 @@ class GraspJudge:
 
     default_threshold = 0.5  # a probability trained as one
     graded = True  # the classifier's probability where the judge ended the episode: a graded outcome for GRPO
+    reads_frames = False  # robot states only
 
     def __init__(self, classifier: GraspPointClassifier, num_envs: int, state_dim: int, until: str = "close",
                  max_steps: int = 220, starts: np.ndarray | None = None):
@@ -77,7 +78,7 @@ class GraspJudge:
         self.obj0[i], self.target0[i], self.task[i], self.t_close[i] = obj0, target0, episode.task_id, -1
 
     def chunk(self, envs: np.ndarray, t: np.ndarray, before: torch.Tensor, acts: torch.Tensor, states: torch.Tensor,
-              success_logits: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+              success_logits: torch.Tensor, frames: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
         return self.judge(envs, t, before.cpu().numpy(), acts.cpu().numpy(), states.cpu().numpy())
 
     def advance(self, j: int, i: int, n: int) -> None:

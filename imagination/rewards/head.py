@@ -16,6 +16,7 @@ class HeadReward:
     """`Reward` (imagination/rewards/base.py) of the success head."""
 
     graded = False
+    reads_frames = False  # the head's logits come with the chunk
 
     def __init__(self, threshold: float):
         self.default_threshold = threshold
@@ -27,7 +28,7 @@ class HeadReward:
         pass  # the head keeps nothing per episode: it reads each chunk's frames
 
     def chunk(self, envs: np.ndarray, t: np.ndarray, before: torch.Tensor, acts: torch.Tensor, states: torch.Tensor,
-              success_logits: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+              success_logits: torch.Tensor, frames: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
         return torch.sigmoid(success_logits).cpu().numpy(), np.full(len(envs), -1, np.int64)
 
     def advance(self, j: int, i: int, n: int) -> None:

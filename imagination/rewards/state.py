@@ -23,6 +23,7 @@ class StateJudge:
 
     default_threshold = 0.5  # a probability trained as one
     graded = False
+    reads_frames = False
 
     def __init__(self, model: StateReward, num_envs: int, device: str = "cpu"):
         self.model, self.device = model, torch.device(device)
@@ -70,7 +71,7 @@ class StateJudge:
         self.held[i] = float(sim["grasped"][t])
 
     def chunk(self, envs: np.ndarray, t: np.ndarray, before: torch.Tensor, acts: torch.Tensor, states: torch.Tensor,
-              success_logits: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+              success_logits: torch.Tensor, frames: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
         """`StateReward.carry` along the chunk, as `track` does on records (the envs' own states are still
         those before it)."""
         a = torch.as_tensor(envs, device=self.device)

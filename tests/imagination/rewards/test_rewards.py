@@ -18,6 +18,7 @@ class EndsAtSecondAction:
 
     default_threshold = 0.5
     graded = True
+    reads_frames = True  # the env hands it the chunk's frames
 
     def __init__(self) -> None:
         self.started: list[tuple[int, int, int]] = []
@@ -29,7 +30,8 @@ class EndsAtSecondAction:
     def start(self, i, episode_index, episode, t):
         self.started.append((i, episode_index, t))
 
-    def chunk(self, envs, t, before, acts, states, success_logits):
+    def chunk(self, envs, t, before, acts, states, success_logits, frames):
+        self.frames = frames
         prob = np.zeros((len(envs), acts.shape[1]), np.float32)
         prob[:, 1] = 0.7
         return prob, np.ones(len(envs), np.int64)
@@ -50,6 +52,7 @@ def test_the_env_ends_and_rewards_episodes_as_a_judge_of_ones_own_says(models):
     assert terminated.all() and not truncated.any() and info["steps"].tolist() == [2, 2]
     np.testing.assert_allclose(reward, [0.7, 0.7])  # graded: the probability where it ended
     assert info["success"].all() and judge.advanced == [(0, 2), (1, 2)]
+    assert judge.frames.shape == (2, 4, 3, 16, 16) and judge.frames.min() >= -1 and judge.frames.max() <= 1
     # keyframes are drawn only before the judge's limit
     assert max(k.t for k in venv.keyframes.sample(200, np.random.default_rng(0))) < 5
 
@@ -64,10 +67,10 @@ def test_the_head_reads_the_success_logits():
 
 def test_build_reward_refuses_what_no_judge_honours(models):
     wm, _ = models
-    with pytest.raises(ValueError, match=r"reward: expected one of \['head', 'state', 'grasp'\]"):
+    with pytest.raises(ValueError, match=r"reward: expected one of \['head', 'state', 'grasp', 'goal'\]"):
         build_reward(ImaginationConfig(reward="pixels"), wm, _episodes(), 1)
     with pytest.raises(ValueError, match="object_reader: only reward 'grasp' reads it"):
         build_reward(ImaginationConfig(object_reader="reader.pt"), wm, _episodes(), 1)
     assert isinstance(build_reward(ImaginationConfig(), wm, _episodes(), 1), HeadReward)
-    assert REWARDS == ("head", "state", "grasp")
-    assert [reads_simulator(ImaginationConfig(reward=r)) for r in REWARDS] == [False, True, True]
+    assert REWARDS == ("head", "state", "grasp", "goal")
+    assert [reads_simulator(ImaginationConfig(reward=r)) for r in REWARDS] == [False, True, True, False]

@@ -1,0 +1,106 @@
+"""Reward "goal": the task's own goal, read from the imagined frames by a goal reader (world_models/goal_reader.py).
+
+Every LIBERO task states its success as the predicates of its BDDL goal; the reader, trained on the simulator's
+per-step predicate labels of recorded episodes (robot_data/goal_labels.py), gives P(each predicate holds) for a
+frame, and the goal's probability is their product. After every imagined action the judge reads the frame the
+world model imagined for it:
+
+    success     the first frame whose goal probability passes the threshold ends the episode, with that
+                probability as its reward;
+    horizon     an episode that reaches the horizon ends there, with the goal probability of its last frame:
+                a graded failure, so a GRPO group whose episodes all fail still ranks them by how near the
+                goal each ended.
+
+Every other action pays nothing: the reward is the verdict where the episode ends, not a sum along it.
+Why: the grasp judge is written for one thing, a bowl grasped by its rim, and sees nothing after the grasp (lifted
+but not placed); a judge of the goal itself follows the whole episode and needs nothing per task but labels the
+simulator gives for free, for every suite. It reads only imagined frames, which a real robot also has.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from world_models.goal_reader import GoalReader
+
+if TYPE_CHECKING:
+    from imagination.episodes import StartEpisode
+
+
+class GoalJudge:
+    """`Reward` (imagination/rewards/base.py) "goal" for a batch of `num_envs` imagined episodes."""
+
+    graded = True  # the goal probability where the episode ended
+    reads_frames = True
+
+    def __init__(self, reader: GoalReader, num_envs: int, view: int, views: int, max_steps: int = 220,
+                 threshold: float = 0.5):
+        """view: the index of the reader's view among the world model's `views` (frames stack them as channels)."""
+        self.reader, self.view, self.views, self.max_steps = reader, view, views, max_steps
+        self.default_threshold = threshold
+        self.task = np.zeros(num_envs, np.int64)
+
+    @classmethod
+    def load(cls, path: str, episodes: Sequence[StartEpisode], num_envs: int, views: Sequence[str],
+             max_steps: int = 220, threshold: float | None = None) -> GoalJudge:
+        """The judge of the reader at `path` (ImaginationConfig.goal_reader), checked against the world model's
+        views, the frames' size and the start episodes' suite and tasks (one it has no goal predicates for is
+        refused)."""
+        from pathlib import Path
+
+        if not path or not Path(path).is_file():
+            raise FileNotFoundError(f"goal_reader: {path!r} is not a file (scripts/train_goal_reader.py writes one)")
+        reader, _ = GoalReader.load(path)
+        if reader.cfg.view not in views:
+            raise ValueError(f"goal_reader: {path} reads view {reader.cfg.view!r}, which the world model does not "
+                             f"imagine (views {list(views)})")
+        size = episodes[0].frames.shape[2]
+        if size != reader.image_size:
+            raise ValueError(f"goal_reader: {path} reads {reader.image_size} px frames, the world model's are "
+                             f"{size} px")
+        suites = sorted({e.suite for e in episodes if e.suite} - {reader.suite})
+        if suites:
+            raise ValueError(f"goal_reader: {path} was trained on {reader.suite}, the start episodes are of {suites}")
+        reader.task_index(np.array([e.task_id for e in episodes]))  # one error naming the tasks it cannot judge
+        return cls(reader, num_envs, list(views).index(reader.cfg.view), len(views), max_steps,
+                   0.5 if threshold is None else threshold)
+
+    def start_limit(self, episode: StartEpisode, max_steps: int) -> int:
+        return max_steps
+
+    def start(self, i: int, episode_index: int, episode: StartEpisode, t: int) -> None:
+        self.task[i] = episode.task_id
+
+    def chunk(self, envs: np.ndarray, t: np.ndarray, before: torch.Tensor, acts: torch.Tensor, states: torch.Tensor,
+              success_logits: torch.Tensor, frames: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
+        if frames is None:
+            raise ValueError("reward 'goal' reads the imagined frames: the env passes them when reads_frames is set")
+        b, K = frames.shape[:2]
+        v = frames[:, :, 3 * self.view:3 * self.view + 3].reshape(b * K, 3, *frames.shape[-2:])
+        p = self.reader.goal_prob(v.float().cpu(), np.repeat(self.task[envs], K)).reshape(b, K)
+        return self.verdicts(t, p)
+
+    def verdicts(self, t: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Goal probabilities after each action [b, K] of envs at control steps t [b] -> what the env is paid after
+        each action [b, K] (the first that passes the threshold; else the last before the horizon) and where the
+        judge ends each episode [b] (-1: it goes on, or the threshold ends it)."""
+        b, K = p.shape
+        prob, end = np.zeros((b, K), np.float32), np.full(b, -1, np.int64)
+        for j in range(b):
+            limit = min(K, self.max_steps - int(t[j]))  # actions of this chunk the episode still executes
+            hit = np.flatnonzero(p[j, :limit] >= self.default_threshold)
+            if len(hit):
+                prob[j, hit[0]] = p[j, hit[0]]
+            elif int(t[j]) + limit >= self.max_steps:
+                end[j] = limit - 1
+                prob[j, limit - 1] = p[j, limit - 1]
+        return prob, end
+
+    def advance(self, j: int, i: int, n: int) -> None:
+        pass  # nothing carried: each frame is read on its own
+
+
+__all__ = ["GoalJudge"]

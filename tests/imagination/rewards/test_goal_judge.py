@@ -1,0 +1,79 @@
+"""Reward "goal": the env hands the judge every imagined frame, and the judge pays the goal reader's probability
+where an episode ends (at the threshold, or graded at the horizon), reading no simulator quantity."""
+import numpy as np
+import pytest
+import torch
+
+from imagination.env import ImaginationConfig, ImaginationVectorEnv
+from imagination.episodes import StartEpisode
+from imagination.keyframes import Keyframe, KeyframeConfig
+from imagination.rewards.base import reads_simulator
+from imagination.rewards.goal import GoalJudge
+from tests.imagination.conftest import H
+from tests.imagination.conftest import start_episodes as _episodes
+from world_models.goal_reader import GoalReader, GoalReaderConfig
+
+READER = GoalReaderConfig(channels=[8, 8], keypoints=8)
+
+
+def _reader(path, tasks=(0, 1, 2), size=H, view="agentview"):
+    torch.manual_seed(0)
+    reader = GoalReader(GoalReaderConfig(**{**READER.__dict__, "view": view}), "libero_spatial",
+                        {t: ["(on akita_black_bowl_1 plate_1)"] for t in tasks}, size)
+    reader.save(path)
+    return str(path)
+
+
+def _spatial(episodes):
+    return [StartEpisode(e.frames, e.state, e.action, e.instruction, e.task_id, None, "libero_spatial")
+            for e in episodes]
+
+
+def test_verdicts_pay_where_the_episode_ends_and_nowhere_else():
+    judge = GoalJudge(None, 3, 0, 1, max_steps=10, threshold=0.6)  # type: ignore[arg-type]
+    p = np.array([[0.1, 0.7, 0.9, 0.2], [0.1, 0.2, 0.3, 0.4], [0.1, 0.2, 0.3, 0.4]])
+    prob, end = judge.verdicts(np.array([0, 0, 8]), p)
+    np.testing.assert_allclose(prob[0], [0, 0.7, 0, 0])  # the first pass of the threshold
+    assert not prob[1].any() and end[1] == -1  # goes on, unpaid
+    np.testing.assert_allclose(prob[2], [0, 0.2, 0, 0])  # two actions left: graded at the last one
+    assert end.tolist() == [-1, -1, 1]
+
+
+def test_the_env_passes_frames_and_pays_the_goal_probability_at_the_horizon(models, tmp_path):
+    wm, prop = models
+    eps = _spatial(_episodes())
+    cfg = ImaginationConfig(max_steps=8, reward="goal", goal_reader=_reader(tmp_path / "reader.pt"),
+                            success_threshold=1.01, keyframes=KeyframeConfig(mode="start"))
+    assert reads_simulator(cfg) is False and all(e.sim is None for e in eps)  # no labels needed
+    venv = ImaginationVectorEnv(wm, prop, eps, 2, cfg)
+    assert isinstance(venv.reward, GoalJudge)
+    venv.reset(seed=0, options={"keyframes": [Keyframe(0, 0), Keyframe(2, 0)]})
+    _, reward, terminated, truncated, _ = venv.step(np.zeros((2, 4, 7), np.float32))
+    assert not reward.any() and not terminated.any() and not truncated.any()
+    obs, reward, terminated, truncated, info = venv.step(np.zeros((2, 4, 7), np.float32))
+    assert terminated.all() and not truncated.any() and not info["success"].any()
+    # the reward is the reader's goal probability of the last imagined frame, the one the policy is shown
+    expected = venv.reward.reader.goal_prob(obs["image"][:, 0], np.array([0, 2]))
+    np.testing.assert_allclose(reward, expected, atol=0.02)  # the frame it read was not yet rounded to uint8
+    assert ((reward > 0) & (reward < 1)).all()
+
+
+def test_the_judge_refuses_what_its_reader_cannot_read(models, tmp_path):
+    wm, prop = models
+    eps = _spatial(_episodes())
+
+    def env(path, starts=eps):
+        return ImaginationVectorEnv(wm, prop, starts, 1, ImaginationConfig(reward="goal", goal_reader=path))
+
+    with pytest.raises(ValueError, match=r"knows the goal predicates of libero_spatial tasks \[0, 1\], not of "
+                                         r"tasks \[2\]"):
+        env(_reader(tmp_path / "two.pt", tasks=(0, 1)))
+    with pytest.raises(ValueError, match="reads view 'wrist', which the world model does not imagine"):
+        env(_reader(tmp_path / "wrist.pt", view="wrist"))
+    with pytest.raises(ValueError, match="reads 32 px frames, the world model's are 16 px"):
+        env(_reader(tmp_path / "big.pt", size=32))
+    with pytest.raises(ValueError, match=r"trained on libero_spatial, the start episodes are of \['libero_object'\]"):
+        env(_reader(tmp_path / "r.pt"), [StartEpisode(e.frames, e.state, e.action, e.instruction, e.task_id, None,
+                                                      "libero_object") for e in eps])
+    with pytest.raises(FileNotFoundError, match="goal_reader: 'missing.pt' is not a file"):
+        env("missing.pt")
