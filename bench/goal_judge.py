@@ -1,0 +1,146 @@
+"""Does the goal judge see real outcomes, on real frames and through imagination?
+
+    python bench/goal_judge.py --reader R/goal_reader/data_only/reader.pt --world-model R/world_model/world_model.pt \
+        --data R/own_rollouts/data --proprio R/own_rollouts/proprio.pt
+    python bench/goal_judge.py ... --samples 3          # three imagined samples of each episode, averaged
+
+For every recorded episode of --data (real outcomes known; take episodes neither the reader nor the world model
+trained on), three scores against its real outcome:
+  recorded      the goal reader (world_models/goal_reader.py) on the episode's real frames: the highest goal
+                probability. How well the reader reads real frames.
+  imagined      the world model imagines the episode from its first frame under its own recorded actions (open
+                loop, chunk by chunk) and the reader reads the last imagined frame of every chunk: the highest.
+                What the goal judge (reward "goal") sees of the real outcome through imagination.
+  head          the world model's success head on the same imagined chunks (reward "head", the frame judge
+                before it): its highest probability.
+Each as a within-task AUC with a 95% bootstrap interval (jobs resampled within each task), and the paired
+difference imagined - head on the same resamples. PASS when the imagined AUC's interval lies above
+--min-auc (0.5: the judge sees real outcomes through imagination at all). Writes <out-dir>/goal_judge.json.
+Exit 1 on FAIL, 2 on a missing input.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from infra.errors import run_main
+
+
+def recorded_scores(reader: Any, data: str, indices: list[int]) -> np.ndarray:
+    """The reader's highest goal probability over each recorded episode's real frames [N]."""
+    from robot_data.dataset import EpisodeDataset
+
+    ds = EpisodeDataset(data, verify=False)
+    return np.array([float(reader.goal_prob(ds[i].frames[reader.cfg.view], np.full(len(ds[i].action),
+                                                                                   ds[i].task_id)).max())
+                     for i in indices])
+
+
+def imagined_scores(reader: Any, world_model: str, data: str, indices: list[int], proprio: str, seed: int,
+                    device: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per episode, the reader's and the success head's highest probability over the chunks the world model
+    imagines from its first frame under its recorded actions: two arrays [N]."""
+    import torch
+
+    from imagination.env import ImaginationConfig
+    from imagination.episodes import load_start_episodes
+    from imagination.imagine import open_imagination
+    from imagination.keyframes import Keyframe, KeyframeConfig
+    from world_models.model import WorldModel
+
+    wm = WorldModel.load(world_model, map_location=device)
+    if reader.cfg.view not in wm.cfg.views:
+        raise ValueError(f"--reader reads view {reader.cfg.view!r}, the world model imagines {list(wm.cfg.views)}")
+    v = list(wm.cfg.views).index(reader.cfg.view)
+    episodes = load_start_episodes(data, list(wm.cfg.views), indices)
+    K, T = wm.chunk_len, np.array([len(e.action) for e in episodes])
+    chunks = int(np.ceil(T.max() / K))
+    # the head never ends an episode (threshold out of reach) and the horizon lies past every recording
+    cfg = ImaginationConfig(max_steps=chunks * K + K, success_threshold=1.01, keyframes=KeyframeConfig(mode="start"),
+                            device=device)
+    env = open_imagination(wm, episodes, proprio, len(episodes), cfg)
+    torch.manual_seed(seed)
+    env.reset(seed=seed, options={"keyframes": [Keyframe(i, 0) for i in range(len(episodes))]})
+    goal, head = np.zeros(len(episodes)), np.zeros(len(episodes))
+    tasks = np.array([e.task_id for e in episodes])
+    for c in range(chunks):
+        acts = np.zeros((len(episodes), K, 7), np.float32)
+        for i, e in enumerate(episodes):  # past its end an episode repeats its last action (not scored)
+            a = e.action[c * K:(c + 1) * K]
+            acts[i] = np.concatenate([a, np.repeat(e.action[-1:], K - len(a), 0)]) if len(a) else e.action[-1]
+        obs, _, _, _, info = env.step(acts)
+        live = c * K < T  # chunks that start inside the recording
+        p = reader.goal_prob(obs["image"][:, v], tasks)
+        goal = np.where(live, np.maximum(goal, p), goal)
+        head = np.where(live, np.maximum(head, info["success_prob"]), head)
+    return goal, head
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--reader", required=True, help="goal reader (scripts/train_goal_reader.py reader.pt)")
+    p.add_argument("--world-model", required=True, help="WorldModel checkpoint that imagines the episodes")
+    p.add_argument("--data", required=True, help="recorded dataset whose episodes are scored (real outcomes)")
+    p.add_argument("--proprio", default="", help="ProprioModel file (default: fitted on --data)")
+    p.add_argument("--episodes", type=int, nargs="*", default=None, help="episode indices (default: all)")
+    p.add_argument("--samples", type=int, default=1, help="imagined samples per episode, scores averaged")
+    p.add_argument("--min-auc", type=float, default=0.5, help="PASS: the imagined AUC's interval lies above this")
+    p.add_argument("--out-dir", default="", help="default: beside the reader")
+    p.add_argument("--device", default="cpu")
+    args = p.parse_args(argv)
+    for name in ("reader", "world_model", "data"):
+        if not Path(getattr(args, name)).exists():
+            print(f"goal_judge: --{name.replace('_', '-')}: {getattr(args, name)} does not exist", file=sys.stderr)
+            return 2
+    from imagination.eval.reward_gate import resampled_within_task_aucs, within_task_auc_interval
+    from infra.atomic import atomic_write_json
+    from robot_data.dataset import EpisodeDataset
+    from world_models.goal_reader import GoalReader
+
+    t0 = time.time()
+    reader, _ = GoalReader.load(args.reader)
+    meta = EpisodeDataset(args.data, verify=False).meta
+    indices = list(range(len(meta))) if args.episodes is None else list(args.episodes)
+    success = np.array([bool(meta[i].success) for i in indices])
+    tasks = np.array([int(meta[i].task_id) for i in indices])
+    scores = {"recorded": recorded_scores(reader, args.data, indices)}
+    runs = [imagined_scores(reader, args.world_model, args.data, indices, args.proprio, s, args.device)
+            for s in range(args.samples)]
+    scores["imagined"] = np.mean([g for g, _ in runs], 0)
+    scores["head"] = np.mean([h for _, h in runs], 0)
+    figs = {k: within_task_auc_interval(v, success, tasks) for k, v in scores.items()}
+    diff = resampled_within_task_aucs(np.stack([scores["imagined"], scores["head"]]), success, tasks, 2000, 0)
+    d = diff[0] - diff[1]
+    d = d[~np.isnan(d)]
+    point = figs["imagined"].point - figs["head"].point
+    lo, hi = (float(x) for x in np.quantile(d, [0.025, 0.975]))
+    ok = figs["imagined"].ci95[0] > args.min_auc
+    per_task = {int(t): {"episodes": int((tasks == t).sum()), "successes": int(success[tasks == t].sum())}
+                for t in np.unique(tasks)}
+    out = Path(args.out_dir or Path(args.reader).parent)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "goal_judge.json", {
+        "reader": args.reader, "world_model": args.world_model, "data": args.data, "episodes": indices,
+        "samples": args.samples, "per_task": per_task,
+        "auc": {k: {"point": f.point, "ci95": list(f.ci95), "pairs": f.pairs} for k, f in figs.items()},
+        "imagined_minus_head": {"point": point, "ci95": [lo, hi]},
+        "records": [{"episode": i, "task_id": int(t), "success": bool(s), **{k: float(v[j]) for k, v in scores.items()}}
+                    for j, (i, t, s) in enumerate(zip(indices, tasks, success))]}, indent=1)
+    for k, f in figs.items():
+        print(f"{k:9s} within-task AUC {f.point:.3f} [{f.ci95[0]:.3f}, {f.ci95[1]:.3f}] ({f.pairs} pairs)")
+    print(f"imagined - head: {point:+.3f} [{lo:+.3f}, {hi:+.3f}]")
+    print(f"BENCH goal_judge episodes={len(indices)} successes={int(success.sum())} "
+          f"recorded_auc={figs['recorded'].point:.3f} imagined_auc={figs['imagined'].point:.3f} "
+          f"imagined_ci95=[{figs['imagined'].ci95[0]:.3f},{figs['imagined'].ci95[1]:.3f}] "
+          f"head_auc={figs['head'].point:.3f} imagined_minus_head={point:+.3f} "
+          f"minutes={(time.time() - t0) / 60:.1f} threshold_auc_low={args.min_auc} {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))  # input errors as one line, exit 2 (infra/errors.py)

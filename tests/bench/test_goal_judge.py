@@ -1,0 +1,34 @@
+"""bench/goal_judge.py end to end on the square world: a goal reader trained on labelled episodes, a tiny world
+model, and other episodes scored on real frames, imagined frames and the success head."""
+import json
+
+import numpy as np
+import torch
+
+from bench import goal_judge
+from tests.world_models.conftest import tiny_model_config, write_square_dataset
+from tests.world_models.test_goal_reader import TINY, label_squares
+from world_models.goal_reader import TrainGoalReaderConfig, train_goal_reader
+from world_models.model import WorldModel
+
+
+def test_the_bench_scores_every_episode_three_ways_and_prints_its_figures(tmp_path, capsys):
+    torch.set_num_threads(1)
+    train = write_square_dataset(tmp_path / "train", episodes=12, T=24, seed=3)
+    label_squares(train)
+    train_goal_reader(TrainGoalReaderConfig(data_dirs=[str(train)], out_dir=str(tmp_path / "reader"),
+                                            holdout_every=0, reader=TINY), progress_bar=False)
+    scored = write_square_dataset(tmp_path / "scored", episodes=10, T=20, seed=4)
+    torch.manual_seed(0)
+    WorldModel(tiny_model_config()).save(tmp_path / "wm.pt")
+    code = goal_judge.main(["--reader", str(tmp_path / "reader" / "reader.pt"), "--world-model",
+                            str(tmp_path / "wm.pt"), "--data", str(scored), "--out-dir", str(tmp_path / "out")])
+    out = capsys.readouterr().out
+    assert code in (0, 1) and "BENCH goal_judge episodes=10 " in out and out.strip().endswith(("PASS", "FAIL"))
+    saved = json.loads((tmp_path / "out" / "goal_judge.json").read_text())
+    assert len(saved["records"]) == 10 and set(saved["auc"]) == {"recorded", "imagined", "head"}
+    rec = np.array([r["recorded"] for r in saved["records"]])
+    assert ((rec >= 0) & (rec <= 1)).all()
+    if sum(r["success"] for r in saved["records"]) not in (0, 10):  # both outcomes: an AUC exists
+        assert 0 <= saved["auc"]["recorded"]["point"] <= 1
+    assert goal_judge.main(["--reader", "missing.pt", "--world-model", "x", "--data", "y"]) == 2
