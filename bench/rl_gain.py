@@ -46,6 +46,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from bench.ledger import record_scored, scored_recipes
 from bench.protocol import PROTOCOLS, RLGainProtocol, build, build_recipe, recipe_config, start_bc_config
+from bench.rl_gain_args import parser
 from bench.task_gate import decision_lines, gate_config, gate_seed, gate_start, merge_tasks
 from envs.libero_env import LiberoEnv
 from imagination.eval.evaluate import evaluate_or_reuse
@@ -65,7 +66,6 @@ from infra.cli import load_config, save_config
 from infra.errors import run_main
 
 HEADROOM = (0.15, 0.65)  # per-task BC success that leaves RL something to gain and something to learn from
-ARMS = ("start", "control", "anchor", "recipe")  # imagination/loop/arms.py
 
 
 def headroom_line(before: dict) -> str:
@@ -136,55 +136,7 @@ def arm_lines(arms: dict[str, dict]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--protocol", choices=sorted(PROTOCOLS), default="v2",
-                   help="v2: imagination's own gain against every control (the benchmark); v1: the recorded first "
-                        "protocol (LIBERO-Spatial tasks 0-4, a 750-step start)")
-    p.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS),
-                   help="which arms to run and score (the anchor arm runs only when the recipe has an anchor)")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="the recipe's RL seeds")
-    p.add_argument("--min-seeds", type=int, default=3, help="seeds PASS needs")
-    p.add_argument("--root", default="", help="the protocol's folder (default: the protocol's own); a variant's "
-                                              "own, e.g. with --bc-augment-noise")
-    p.add_argument("--bc-augment-noise", type=float, default=None,
-                   help="the protocol's BC start trained with pixel noise up to this std (BCConfig.augment_noise); a "
-                        "variant of the protocol: give it its own --root")
-    p.add_argument("--bc-steps", type=int, default=None,
-                   help="the protocol's BC start trained for this many steps; a variant of the protocol unless it is "
-                        "the protocol's: give it its own --root")
-    p.add_argument("--bc-task-weights", type=float, nargs="*", default=None,
-                   help="the protocol's BC start trained with these per-task shares of its draws (BCConfig."
-                        "task_weights, task 0 first); a variant of the protocol")
-    p.add_argument("--run", default="",
-                   help="a finished loop run (make demo): takes bc/, world_model/ and data/ from it")
-    p.add_argument("--bc", default="", help="BC policy (Policy.save file); with none of --run/--bc/--world-model/"
-                                            "--data, the protocol's own are built or reused")
-    p.add_argument("--world-model", default="", help="world model file")
-    p.add_argument("--data", default="", help="dataset whose episodes start imagined ones")
-    p.add_argument("--rl-run", nargs="+", default=[], help="finished imagine_rl.py out_dirs to evaluate instead of "
-                                                           "running RL here, one per seed (each config.yaml must "
-                                                           "name --bc as the starting policy)")
-    p.add_argument("--preset", default="quick", help="loop preset whose stage configs build the protocol's data, "
-                                                     "world model and BC, and set the evaluation (configs/loop/)")
-    p.add_argument("--recipe", default="", help="RL preset (configs/rl/; default the protocol's); with the "
-                                                "protocol's own start, pointed at the protocol's inputs")
-    p.add_argument("--rl", nargs="*", default=[], help="extra overrides of the recipe, e.g. iterations=20")
-    p.add_argument("--tasks", type=int, nargs="+", default=None, help="default: the protocol's")
-    p.add_argument("--episodes-per-task", type=int, default=None, help="default: the protocol's (30 x 5 tasks = "
-                                                                       "150 episodes per arm)")
-    p.add_argument("--init-state-offset", type=int, default=None,
-                   help="first init state of the benchmark's jobs (default: the protocol's, 20)")
-    p.add_argument("--num-envs", type=int, default=2, help="real simulators in parallel (one per core)")
-    p.add_argument("--image-size", type=int, default=0,
-                   help="render every arm at this size, which the policy resizes to its own (0: the policy's size)")
-    p.add_argument("--out-dir", default="", help="where RL and every evaluation go (default <root>/run)")
-    p.add_argument("--threshold", type=float, default=10.0, help="minimum own gain in percentage points")
-    p.add_argument("--gate", choices=("none", "task"), default="none",
-                   help="task: each seed's policy acts only on the tasks where its real evaluation on the choose jobs "
-                        "(init states 0-19) shows it no worse than the start by --gate-margin (bench/task_gate.py); "
-                        "a recipe of its own on the ledger")
-    p.add_argument("--gate-margin", type=float, default=LoopConfig.adopt_margin,
-                   help="success-rate margin of the per-task gate (imagination/loop/adopt.py)")
+    p = parser(__doc__ or "")
     args = p.parse_args(argv)
     loop = load_config(LoopConfig, args.preset, group="loop")
     base_proto = PROTOCOLS[args.protocol]
