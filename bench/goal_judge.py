@@ -5,17 +5,18 @@
     python bench/goal_judge.py ... --samples 3          # three imagined samples of each episode, averaged
 
 For every recorded episode of --data (real outcomes known; take episodes neither the reader nor the world model
-trained on), three scores against its real outcome:
-  recorded      the goal reader (world_models/goal_reader.py) on the episode's real frames: the highest goal
-                probability. How well the reader reads real frames.
-  imagined      the world model imagines the episode from its first frame under its own recorded actions (open
-                loop, chunk by chunk) and the reader reads the last imagined frame of every chunk: the highest.
-                What the goal judge (reward "goal") sees of the real outcome through imagination.
+trained on), scores against its real outcome, each read two ways: "last", the episode's last frame (what reward
+"goal" pays with goal_until=horizon, its default), and "max", the highest over the episode (what passes the
+threshold first with goal_until=threshold):
+  recorded      the goal reader (world_models/goal_reader.py) on the episode's real frames: its goal probability,
+                and its progress (the predicted distance of the first predicate, nearer scoring higher);
+  imagined      the same on the frames the world model imagines from the episode's first frame under its own
+                recorded actions (open loop, chunk by chunk; the last imagined frame of every chunk);
   head          the world model's success head on the same imagined chunks (reward "head", the frame judge
-                before it): its highest probability.
+                before it).
 Each as a within-task AUC with a 95% bootstrap interval (jobs resampled within each task), and the paired
-difference imagined - head on the same resamples. PASS when the imagined AUC's interval lies above
---min-auc (0.5: the judge sees real outcomes through imagination at all). Writes <out-dir>/goal_judge.json.
+difference imagined - head (last frames). PASS when the imagined last-frame AUC's interval lies above --min-auc
+(0.5: the judge sees real outcomes through imagination at all). Writes <out-dir>/goal_judge.json.
 Exit 1 on FAIL, 2 on a missing input.
 """
 from __future__ import annotations
@@ -31,20 +32,38 @@ import numpy as np
 from infra.errors import run_main
 
 
-def recorded_scores(reader: Any, data: str, indices: list[int]) -> np.ndarray:
-    """The reader's highest goal probability over each recorded episode's real frames [N]."""
+def _last(rows: np.ndarray) -> np.ndarray:
+    """The last finite value of each row [N, C] -> [N]."""
+    return np.array([r[np.isfinite(r)][-1] for r in rows])
+
+
+def reader_scores(reader: Any, images: np.ndarray, tasks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Goal probability and the first predicate's progress, negated (nearer scores higher), of frames [N]."""
+    holds, progress = reader.read(images, tasks)
+    return np.nanprod(holds, axis=1), -progress[:, 0]
+
+
+def recorded_scores(reader: Any, data: str, indices: list[int]) -> dict[str, np.ndarray]:
+    """Per recorded episode [N]: the reader's goal probability on its last and its highest real frame, and the
+    progress on its last."""
     from robot_data.dataset import EpisodeDataset
 
     ds = EpisodeDataset(data, verify=False)
-    return np.array([float(reader.goal_prob(ds[i].frames[reader.cfg.view], np.full(len(ds[i].action),
-                                                                                   ds[i].task_id)).max())
-                     for i in indices])
+    out: dict[str, list[float]] = {"goal_last": [], "goal_max": [], "progress_last": []}
+    for i in indices:
+        ep = ds[i]
+        goal, progress = reader_scores(reader, ep.frames[reader.cfg.view], np.full(len(ep.action), ep.task_id))
+        out["goal_last"].append(float(goal[-1]))
+        out["goal_max"].append(float(goal.max()))
+        out["progress_last"].append(float(progress[-1]))
+    return {k: np.array(v) for k, v in out.items()}
 
 
 def imagined_scores(reader: Any, world_model: str, data: str, indices: list[int], proprio: str, seed: int,
-                    device: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per episode, the reader's and the success head's highest probability over the chunks the world model
-    imagines from its first frame under its recorded actions: two arrays [N]."""
+                    device: str) -> dict[str, np.ndarray]:
+    """Per episode [N], over the chunks the world model imagines from its first frame under its recorded actions:
+    the reader's goal probability on the last and the highest chunk frame, its progress on the last, and the
+    success head's probability on the last chunk and its highest."""
     import torch
 
     from imagination.env import ImaginationConfig
@@ -66,8 +85,8 @@ def imagined_scores(reader: Any, world_model: str, data: str, indices: list[int]
     env = open_imagination(wm, episodes, proprio, len(episodes), cfg)
     torch.manual_seed(seed)
     env.reset(seed=seed, options={"keyframes": [Keyframe(i, 0) for i in range(len(episodes))]})
-    goal, head = np.zeros(len(episodes)), np.zeros(len(episodes))
     tasks = np.array([e.task_id for e in episodes])
+    goal, progress, head = (np.full((len(episodes), chunks), np.nan) for _ in range(3))
     for c in range(chunks):
         acts = np.zeros((len(episodes), K, 7), np.float32)
         for i, e in enumerate(episodes):  # past its end an episode repeats its last action (not scored)
@@ -75,10 +94,10 @@ def imagined_scores(reader: Any, world_model: str, data: str, indices: list[int]
             acts[i] = np.concatenate([a, np.repeat(e.action[-1:], K - len(a), 0)]) if len(a) else e.action[-1]
         obs, _, _, _, info = env.step(acts)
         live = c * K < T  # chunks that start inside the recording
-        p = reader.goal_prob(obs["image"][:, v], tasks)
-        goal = np.where(live, np.maximum(goal, p), goal)
-        head = np.where(live, np.maximum(head, info["success_prob"]), head)
-    return goal, head
+        g, prog = reader_scores(reader, obs["image"][:, v], tasks)
+        goal[live, c], progress[live, c], head[live, c] = g[live], prog[live], info["success_prob"][live]
+    return {"goal_last": _last(goal), "goal_max": np.nanmax(goal, 1), "progress_last": _last(progress),
+            "head_last": _last(head), "head_max": np.nanmax(head, 1)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,18 +127,20 @@ def main(argv: list[str] | None = None) -> int:
     indices = list(range(len(meta))) if args.episodes is None else list(args.episodes)
     success = np.array([bool(meta[i].success) for i in indices])
     tasks = np.array([int(meta[i].task_id) for i in indices])
-    scores = {"recorded": recorded_scores(reader, args.data, indices)}
+    scores = {f"recorded_{k}": v for k, v in recorded_scores(reader, args.data, indices).items()}
     runs = [imagined_scores(reader, args.world_model, args.data, indices, args.proprio, s, args.device)
             for s in range(args.samples)]
-    scores["imagined"] = np.mean([g for g, _ in runs], 0)
-    scores["head"] = np.mean([h for _, h in runs], 0)
+    for k in runs[0]:
+        scores[k if k.startswith("head") else f"imagined_{k}"] = np.mean([r[k] for r in runs], 0)
     figs = {k: within_task_auc_interval(v, success, tasks) for k, v in scores.items()}
-    diff = resampled_within_task_aucs(np.stack([scores["imagined"], scores["head"]]), success, tasks, 2000, 0)
+    diff = resampled_within_task_aucs(np.stack([scores["imagined_goal_last"], scores["head_last"]]), success, tasks,
+                                      2000, 0)
     d = diff[0] - diff[1]
     d = d[~np.isnan(d)]
-    point = figs["imagined"].point - figs["head"].point
+    point = figs["imagined_goal_last"].point - figs["head_last"].point
     lo, hi = (float(x) for x in np.quantile(d, [0.025, 0.975]))
-    ok = figs["imagined"].ci95[0] > args.min_auc
+    judged = figs["imagined_goal_last"]
+    ok = judged.ci95[0] > args.min_auc
     per_task = {int(t): {"episodes": int((tasks == t).sum()), "successes": int(success[tasks == t].sum())}
                 for t in np.unique(tasks)}
     out = Path(args.out_dir or Path(args.reader).parent)
@@ -132,13 +153,16 @@ def main(argv: list[str] | None = None) -> int:
         "records": [{"episode": i, "task_id": int(t), "success": bool(s), **{k: float(v[j]) for k, v in scores.items()}}
                     for j, (i, t, s) in enumerate(zip(indices, tasks, success))]}, indent=1)
     for k, f in figs.items():
-        print(f"{k:9s} within-task AUC {f.point:.3f} [{f.ci95[0]:.3f}, {f.ci95[1]:.3f}] ({f.pairs} pairs)")
-    print(f"imagined - head: {point:+.3f} [{lo:+.3f}, {hi:+.3f}]")
+        print(f"{k:24s} within-task AUC {f.point:.3f} [{f.ci95[0]:.3f}, {f.ci95[1]:.3f}] ({f.pairs} pairs)")
+    print(f"imagined - head (last frames): {point:+.3f} [{lo:+.3f}, {hi:+.3f}]")
+    a = {k: f"{f.point:.3f}" for k, f in figs.items()}
     print(f"BENCH goal_judge episodes={len(indices)} successes={int(success.sum())} "
-          f"recorded_auc={figs['recorded'].point:.3f} imagined_auc={figs['imagined'].point:.3f} "
-          f"imagined_ci95=[{figs['imagined'].ci95[0]:.3f},{figs['imagined'].ci95[1]:.3f}] "
-          f"head_auc={figs['head'].point:.3f} imagined_minus_head={point:+.3f} "
-          f"minutes={(time.time() - t0) / 60:.1f} threshold_auc_low={args.min_auc} {'PASS' if ok else 'FAIL'}")
+          f"recorded_last={a['recorded_goal_last']} recorded_max={a['recorded_goal_max']} "
+          f"recorded_progress={a['recorded_progress_last']} imagined_last={a['imagined_goal_last']} "
+          f"imagined_ci95=[{judged.ci95[0]:.3f},{judged.ci95[1]:.3f}] imagined_max={a['imagined_goal_max']} "
+          f"imagined_progress={a['imagined_progress_last']} head_last={a['head_last']} head_max={a['head_max']} "
+          f"imagined_minus_head={point:+.3f} minutes={(time.time() - t0) / 60:.1f} threshold_auc_low={args.min_auc} "
+          f"{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 
 

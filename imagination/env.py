@@ -84,6 +84,9 @@ class ImaginationConfig:
     # Reward "goal": a goal reader checkpoint (scripts/train_goal_reader.py) that reads from each imagined frame
     # whether the task's goal predicates hold (imagination/rewards/goal.py). It reads only imagined frames.
     goal_reader: str = ""
+    # "horizon": every episode runs to the horizon and is paid its last frame's goal probability; "threshold": the
+    # first frame past the success threshold ends it (imagination/rewards/goal.py says why horizon is the default)
+    goal_until: str = "horizon"
     # which features of a start dataset (start_data) are the views, the state and the action
     # (robot_data.dataset.ReaderConfig), e.g. imagination.features.cameras={agentview: observation.images.image};
     # the defaults map them automatically

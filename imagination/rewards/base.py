@@ -51,6 +51,7 @@ class RewardSettings(Protocol):
     grasp_point: GraspPointConfig
     object_reader: str
     goal_reader: str
+    goal_until: str
     success_threshold: float | None
     max_steps: int
     device: str
@@ -114,7 +115,7 @@ def build_reward(cfg: RewardSettings, world_model: WorldModel, episodes: Sequenc
         from imagination.rewards.goal import GoalJudge
 
         judge = GoalJudge.load(cfg.goal_reader, episodes, num_envs, world_model.cfg.views, cfg.max_steps,
-                               cfg.success_threshold)
+                               cfg.success_threshold, cfg.goal_until)
     if cfg.object_reader and cfg.reward != "grasp":
         raise ValueError(f"object_reader: only reward 'grasp' reads it, the reward is {cfg.reward!r}")
     return judge

@@ -26,9 +26,14 @@ def test_the_bench_scores_every_episode_three_ways_and_prints_its_figures(tmp_pa
     out = capsys.readouterr().out
     assert code in (0, 1) and "BENCH goal_judge episodes=10 " in out and out.strip().endswith(("PASS", "FAIL"))
     saved = json.loads((tmp_path / "out" / "goal_judge.json").read_text())
-    assert len(saved["records"]) == 10 and set(saved["auc"]) == {"recorded", "imagined", "head"}
-    rec = np.array([r["recorded"] for r in saved["records"]])
-    assert ((rec >= 0) & (rec <= 1)).all()
+    assert len(saved["records"]) == 10
+    assert set(saved["auc"]) == {f"{stage}_{s}" for stage in ("recorded", "imagined") for s in
+                                 ("goal_last", "goal_max", "progress_last")} | {"head_last", "head_max"}
+    for key in ("recorded_goal_last", "recorded_goal_max", "imagined_goal_last", "head_max"):
+        p = np.array([r[key] for r in saved["records"]])
+        assert ((p >= 0) & (p <= 1)).all(), key
+    rec = [r["recorded_goal_last"] <= r["recorded_goal_max"] for r in saved["records"]]
+    assert all(rec)  # the last frame is one of the frames the highest is taken over
     if sum(r["success"] for r in saved["records"]) not in (0, 10):  # both outcomes: an AUC exists
-        assert 0 <= saved["auc"]["recorded"]["point"] <= 1
+        assert 0 <= saved["auc"]["recorded_goal_last"]["point"] <= 1
     assert goal_judge.main(["--reader", "missing.pt", "--world-model", "x", "--data", "y"]) == 2

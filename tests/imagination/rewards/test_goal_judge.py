@@ -30,13 +30,21 @@ def _spatial(episodes):
 
 
 def test_verdicts_pay_where_the_episode_ends_and_nowhere_else():
-    judge = GoalJudge(None, 3, 0, 1, max_steps=10, threshold=0.6)  # type: ignore[arg-type]
+    judge = GoalJudge(None, 3, 0, 1, max_steps=10, threshold=0.6, until="threshold")  # type: ignore[arg-type]
     p = np.array([[0.1, 0.7, 0.9, 0.2], [0.1, 0.2, 0.3, 0.4], [0.1, 0.2, 0.3, 0.4]])
     prob, end = judge.verdicts(np.array([0, 0, 8]), p)
     np.testing.assert_allclose(prob[0], [0, 0.7, 0, 0])  # the first pass of the threshold
     assert not prob[1].any() and end[1] == -1  # goes on, unpaid
     np.testing.assert_allclose(prob[2], [0, 0.2, 0, 0])  # two actions left: graded at the last one
     assert end.tolist() == [-1, -1, 1]
+    # "horizon" (the default): a pass mid-episode pays nothing; the last frame before the horizon is the verdict
+    judge = GoalJudge(None, 2, 0, 1, max_steps=10, threshold=0.6)  # type: ignore[arg-type]
+    prob, end = judge.verdicts(np.array([0, 8]), np.array([[0.1, 0.7, 0.9, 0.2], [0.1, 0.9, 0.3, 0.4]]))
+    assert not prob[0].any() and end[0] == -1
+    np.testing.assert_allclose(prob[1], [0, 0.9, 0, 0])  # past the threshold: a success
+    assert end[1] == 1
+    with pytest.raises(ValueError, match=r"goal_until: expected one of \['horizon', 'threshold'\], got 'grasp'"):
+        GoalJudge(None, 1, 0, 1, until="grasp")  # type: ignore[arg-type]
 
 
 def test_the_env_passes_frames_and_pays_the_goal_probability_at_the_horizon(models, tmp_path):
