@@ -14,7 +14,7 @@ world model imagined for it:
 Every other action pays nothing: the reward is the verdict where the episode ends, not a sum along it. Why
 "horizon" by default: on the start policy's 50 real rollouts of protocol v2 (bench/goal_judge.py), the reader's
 verdict on the last frame ranks real outcomes within task at 0.90, its highest verdict over the episode at 0.61: it
-passes the threshold on frames mid-episode (docs/notebook/protocol_v2.md, "The goal judge").
+passes the threshold on frames mid-episode (docs/results.md, "The goal judge").
 Why: the grasp judge is written for one thing, a bowl grasped by its rim, and sees nothing after the grasp (lifted
 but not placed); a judge of the goal itself follows the whole episode and needs nothing per task but labels the
 simulator gives for free, for every suite. It reads only imagined frames, which a real robot also has.
