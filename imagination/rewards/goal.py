@@ -12,9 +12,9 @@ world model imagined for it:
                 probability as its reward; one that reaches the horizon is paid its last frame's, as above.
 
 Every other action pays nothing: the reward is the verdict where the episode ends, not a sum along it. Why
-"horizon" by default: on the start policy's 50 real rollouts of protocol v2 (bench/goal_judge.py), the reader's
-verdict on the last frame ranks real outcomes within task at 0.90, its highest verdict over the episode at 0.61: it
-passes the threshold on frames mid-episode (docs/results.md, "The goal judge").
+"horizon" by default: on real rollouts (bench/goal_judge.py) the reader's verdict on the last frame ranks real
+outcomes far better than its highest verdict over the episode, because it passes the threshold on frames
+mid-episode (docs/results.md, "The goal judge").
 Why: the grasp judge is written for one thing, a bowl grasped by its rim, and sees nothing after the grasp (lifted
 but not placed); a judge of the goal itself follows the whole episode and needs nothing per task but labels the
 simulator gives for free, for every suite. It reads only imagined frames, which a real robot also has.
