@@ -17,6 +17,7 @@ and `info["restarted"]` flags that env for the step, so an evaluation loop drops
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -38,6 +39,9 @@ def join_cluster(address: str) -> Any:
     import ray
 
     if not ray.is_initialized():
+        if not address:  # a new local cluster: its simulators are the work, not background jobs to nice at 15 (Ray's
+            # default), where any CPU-bound job beside them starves them; RAY_worker_niceness set by you wins
+            os.environ.setdefault("RAY_worker_niceness", "0")
         ray.init(address=address or None, include_dashboard=False, log_to_driver=False)
     return ray
 
