@@ -55,7 +55,7 @@ class ImaginationEvalEnv:
         config = ImaginationConfig(max_steps=horizon, success_threshold=cfg.success_threshold,
                                    sampling_steps=cfg.sampling_steps or None, keyframes=KeyframeConfig(mode="start"),
                                    policy_views=list(spec.views), reward=cfg.reward, state_reward=cfg.state_reward,
-                                   device=cfg.device)
+                                   goal_reader=cfg.goal_reader, device=cfg.device)
         self.num_envs = len(first_tasks)
         self.venv = open_imagination(wm, cfg.start_data, cfg.proprio, self.num_envs, config)  # proprio "": fitted
         self.exact_starts: dict[int, bool] = {}  # job index -> started from its own init state

@@ -52,8 +52,9 @@ class EvalConfig:
     proprio: str = ""
     sampling_steps: int = 0  # denoising steps per chunk; 0 = the world model's default
     success_threshold: float | None = None  # imagination only; None = the world model's calibrated threshold
-    reward: str = "head"  # imagination only: "head" or "state" (ImaginationConfig.reward)
+    reward: str = "head"  # imagination only: "head", "state" or "goal" (ImaginationConfig.reward)
     state_reward: str = ""  # imagination only: the StateReward checkpoint of reward "state"
+    goal_reader: str = ""  # imagination only: the goal reader of reward "goal" (scripts/train_goal_reader.py)
     device: str = "cpu"  # imagination only: where the world model runs (cpu, cuda); the policy stays on the CPU
     # Gaussian noise (std in 0-255 intensity units) added to the images the policy sees, not to the env: how much
     # do real outcomes depend on pixel-level detail (bench/gate_ceiling.py)? Drawn per job from (its seed,

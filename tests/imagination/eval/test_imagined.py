@@ -71,6 +71,22 @@ def test_policy_evaluated_in_imagination(setup):
     assert saved["overall"]["episodes"] == 4 and (setup / "eval" / "videos").is_dir()
 
 
+def test_policy_evaluated_in_imagination_judged_by_the_goal_reader(setup, tmp_path):
+    """eval_policy env=imagination reward=goal goal_reader=...: every episode runs to the horizon (the goal judge's
+    default ending) and its success is the reader's verdict on its last imagined frame."""
+    from policies.vla import VLAConfig, VLAPolicy
+    from world_models.goal_reader import GoalReader, GoalReaderConfig
+
+    torch.manual_seed(0)
+    GoalReader(GoalReaderConfig(channels=[8, 8], keypoints=8), "libero_spatial",
+               {0: ["(on akita_black_bowl_1 plate_1)"], 1: ["(on akita_black_bowl_1 plate_1)"]}, H).save(
+        tmp_path / "reader.pt")
+    policy = VLAPolicy(VLAConfig(views=["agentview"], image_size=H, chunk_len=K, conv_channels=[8, 8]))
+    result = evaluate(_cfg(setup, tasks=[0, 1], episodes_per_task=1, num_envs=2, max_steps=8, videos=0,
+                           reward="goal", goal_reader=str(tmp_path / "reader.pt")), policy=policy, progress=False)
+    assert result["overall"]["episodes"] == 2 and all(r["steps"] == 8 for r in result["episodes"])
+
+
 def test_served_policy_evaluated_in_imagination_as_in_process(setup):
     """checkpoint=ws://... (policies/remote.py): the same imagined episodes as the policy in process."""
     from policies.serving import PolicyServer, ServeConfig
