@@ -3,6 +3,7 @@
     python bench/goal_judge.py --reader R/goal_reader/data_only/reader.pt --world-model R/world_model/world_model.pt \
         --data R/own_rollouts/data --proprio R/own_rollouts/proprio.pt
     python bench/goal_judge.py ... --samples 3          # three imagined samples of each episode, averaged
+    python bench/goal_judge.py ... --last-steps 40      # imagine only the last 40 steps (a keyframe near the end)
 
 For every recorded episode of --data (real outcomes known; take episodes neither the reader nor the world model
 trained on), scores against its real outcome, each read two ways: "last", the episode's last frame (what reward
@@ -60,10 +61,11 @@ def recorded_scores(reader: Any, data: str, indices: list[int]) -> dict[str, np.
 
 
 def imagined_scores(reader: Any, world_model: str, data: str, indices: list[int], proprio: str, seed: int,
-                    device: str) -> dict[str, np.ndarray]:
-    """Per episode [N], over the chunks the world model imagines from its first frame under its recorded actions:
-    the reader's goal probability on the last and the highest chunk frame, its progress on the last, and the
-    success head's probability on the last chunk and its highest."""
+                    device: str, last_steps: int = 0) -> dict[str, np.ndarray]:
+    """Per episode [N], over the chunks the world model imagines from its first frame (with last_steps > 0: from
+    that many steps before its end, the recording before it as context) under its recorded actions: the reader's
+    goal probability on the last and the highest chunk frame, its progress on the last, and the success head's
+    probability on the last chunk and its highest."""
     import torch
 
     from imagination.env import ImaginationConfig
@@ -78,22 +80,23 @@ def imagined_scores(reader: Any, world_model: str, data: str, indices: list[int]
     v = list(wm.cfg.views).index(reader.cfg.view)
     episodes = load_start_episodes(data, list(wm.cfg.views), indices)
     K, T = wm.chunk_len, np.array([len(e.action) for e in episodes])
-    chunks = int(np.ceil(T.max() / K))
+    t0 = np.maximum(0, T - last_steps) if last_steps > 0 else np.zeros_like(T)  # each one's first imagined step
+    chunks = int(np.ceil((T - t0).max() / K))
     # the head never ends an episode (threshold out of reach) and the horizon lies past every recording
-    cfg = ImaginationConfig(max_steps=chunks * K + K, success_threshold=1.01, keyframes=KeyframeConfig(mode="start"),
-                            device=device)
+    cfg = ImaginationConfig(max_steps=int(t0.max()) + chunks * K + K, success_threshold=1.01,
+                            keyframes=KeyframeConfig(mode="start"), device=device)
     env = open_imagination(wm, episodes, proprio, len(episodes), cfg)
     torch.manual_seed(seed)
-    env.reset(seed=seed, options={"keyframes": [Keyframe(i, 0) for i in range(len(episodes))]})
+    env.reset(seed=seed, options={"keyframes": [Keyframe(i, int(t0[i])) for i in range(len(episodes))]})
     tasks = np.array([e.task_id for e in episodes])
     goal, progress, head = (np.full((len(episodes), chunks), np.nan) for _ in range(3))
     for c in range(chunks):
         acts = np.zeros((len(episodes), K, 7), np.float32)
         for i, e in enumerate(episodes):  # past its end an episode repeats its last action (not scored)
-            a = e.action[c * K:(c + 1) * K]
+            a = e.action[t0[i] + c * K:t0[i] + (c + 1) * K]
             acts[i] = np.concatenate([a, np.repeat(e.action[-1:], K - len(a), 0)]) if len(a) else e.action[-1]
         obs, _, _, _, info = env.step(acts)
-        live = c * K < T  # chunks that start inside the recording
+        live = c * K < T - t0  # chunks that start inside the recording
         g, prog = reader_scores(reader, obs["image"][:, v], tasks)
         goal[live, c], progress[live, c], head[live, c] = g[live], prog[live], info["success_prob"][live]
     return {"goal_last": _last(goal), "goal_max": np.nanmax(goal, 1), "progress_last": _last(progress),
@@ -108,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--proprio", default="", help="ProprioModel file (default: fitted on --data)")
     p.add_argument("--episodes", type=int, nargs="*", default=None, help="episode indices (default: all)")
     p.add_argument("--samples", type=int, default=1, help="imagined samples per episode, scores averaged")
+    p.add_argument("--last-steps", type=int, default=0,
+                   help="imagine only each episode's last N steps, the recording before them as context (0: all)")
     p.add_argument("--min-auc", type=float, default=0.5, help="PASS: the imagined AUC's interval lies above this")
     p.add_argument("--out-dir", default="", help="default: beside the reader")
     p.add_argument("--device", default="cpu")
@@ -128,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     success = np.array([bool(meta[i].success) for i in indices])
     tasks = np.array([int(meta[i].task_id) for i in indices])
     scores = {f"recorded_{k}": v for k, v in recorded_scores(reader, args.data, indices).items()}
-    runs = [imagined_scores(reader, args.world_model, args.data, indices, args.proprio, s, args.device)
-            for s in range(args.samples)]
+    runs = [imagined_scores(reader, args.world_model, args.data, indices, args.proprio, s, args.device,
+                            args.last_steps) for s in range(args.samples)]
     for k in runs[0]:
         scores[k if k.startswith("head") else f"imagined_{k}"] = np.mean([r[k] for r in runs], 0)
     figs = {k: within_task_auc_interval(v, success, tasks) for k, v in scores.items()}
@@ -147,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "goal_judge.json", {
         "reader": args.reader, "world_model": args.world_model, "data": args.data, "episodes": indices,
-        "samples": args.samples, "per_task": per_task,
+        "samples": args.samples, "last_steps": args.last_steps, "per_task": per_task,
         "auc": {k: {"point": f.point, "ci95": list(f.ci95), "pairs": f.pairs} for k, f in figs.items()},
         "imagined_minus_head": {"point": point, "ci95": [lo, hi]},
         "records": [{"episode": i, "task_id": int(t), "success": bool(s), **{k: float(v[j]) for k, v in scores.items()}}
@@ -156,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{k:24s} within-task AUC {f.point:.3f} [{f.ci95[0]:.3f}, {f.ci95[1]:.3f}] ({f.pairs} pairs)")
     print(f"imagined - head (last frames): {point:+.3f} [{lo:+.3f}, {hi:+.3f}]")
     a = {k: f"{f.point:.3f}" for k, f in figs.items()}
-    print(f"BENCH goal_judge episodes={len(indices)} successes={int(success.sum())} "
+    print(f"BENCH goal_judge episodes={len(indices)} successes={int(success.sum())} last_steps={args.last_steps} "
           f"recorded_last={a['recorded_goal_last']} recorded_max={a['recorded_goal_max']} "
           f"recorded_progress={a['recorded_progress_last']} imagined_last={a['imagined_goal_last']} "
           f"imagined_ci95=[{judged.ci95[0]:.3f},{judged.ci95[1]:.3f}] imagined_max={a['imagined_goal_max']} "

@@ -36,4 +36,9 @@ def test_the_bench_scores_every_episode_three_ways_and_prints_its_figures(tmp_pa
     assert all(rec)  # the last frame is one of the frames the highest is taken over
     if sum(r["success"] for r in saved["records"]) not in (0, 10):  # both outcomes: an AUC exists
         assert 0 <= saved["auc"]["recorded_goal_last"]["point"] <= 1
+    # only the last 8 steps imagined, from a keyframe near each episode's end
+    args = ["--reader", str(tmp_path / "reader" / "reader.pt"), "--world-model", str(tmp_path / "wm.pt"), "--data",
+            str(scored), "--out-dir", str(tmp_path / "short"), "--last-steps", "8"]
+    assert goal_judge.main(args) in (0, 1) and "last_steps=8 " in capsys.readouterr().out
+    assert json.loads((tmp_path / "short" / "goal_judge.json").read_text())["last_steps"] == 8
     assert goal_judge.main(["--reader", "missing.pt", "--world-model", "x", "--data", "y"]) == 2
