@@ -72,7 +72,7 @@ def test_odd_keys_train_and_start_through_the_configured_mapping(odd_keys, tmp_p
     rl_cfg = load_config(ImagineRLConfig, overrides=[
         f"start_data={root}", f"world_model={tmp_path / 'wm.pt'}", f"proprio={tmp_path / 'proprio.pt'}",
         f"imagination.features.cameras={MAPPING}", f"imagination.features.state={STATE}",
-        "num_groups=1", "group_size=2", "imagination.max_steps=8"])
+        "num_groups=1", "group_size=2", "imagination.max_steps=8", "imagination.reward=head"])  # no labels here
     env = load_rl_env(rl_cfg, tmp_path / "rl")
     obs, _ = env.reset(seed=0)
     assert obs["image"].shape == (2, 1, 32, 32, 3) and env.wm.cfg.views == WorldModel.load(tmp_path / "wm.pt").cfg.views
