@@ -256,8 +256,8 @@ def reader_figures(reader: GoalReader, data: dict[str, Any], episodes: np.ndarra
     rows = np.isin(data["episode"], episodes)
     tasks, epi = data["task_id"][rows], data["episode"][rows]
     mask = reader.slot_mask(tasks)
-    p_goal = reader.goal_prob(data["images"][rows], tasks)
-    _, prog = reader.read(data["images"][rows], tasks)
+    holds, prog = reader.read(data["images"][rows], tasks)  # one pass: the goal probability is their product
+    p_goal = np.nanprod(holds, axis=1)
     goal = np.asarray(np.where(mask, data["holds"][rows], True).all(1))
     best = {int(e): float(p_goal[epi == e].max()) for e in episodes}
     ep_task = {int(e): int(tasks[epi == e][0]) for e in episodes}
