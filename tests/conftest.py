@@ -12,9 +12,9 @@ import pytest  # noqa: E402  (after MUJOCO_GL is set above)
 def cluster():
     """A local 2-CPU Ray cluster for one test module (the [cluster] extra; skipped without it)."""
     ray = pytest.importorskip("ray", reason="the [cluster] extra (ray) is not installed: pip install -e '.[cluster]'")
-    # Ray runs its workers at niceness 15, so any CPU-bound job beside the suite starves them: a Ray test that takes
-    # minutes alone took over half an hour on 2 cores shared with one (measured: an env actor at 6% of a core).
-    # The raylet started here reads this; its workers then compete as the other tests' processes do.
+    # Ray runs its workers at niceness 15, so any CPU-bound job beside the suite starves them and a Ray test that
+    # takes minutes alone stalls. The raylet started here reads this; its workers then compete as the other tests'
+    # processes do.
     os.environ["RAY_worker_niceness"] = "0"
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
