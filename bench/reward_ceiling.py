@@ -17,6 +17,9 @@ states 10-19) three ways (imagination/eval/grasp_gate.py):
     closed_loop  the policy acting on imagined frames from the episode's first frame (world model + proprio):
                  what a reward built on the grasp point would see in imagined RL
 
+With `--until release --lead N` both imagined stages start N steps before each episode's recorded release,
+holding the recording's grasp: what the judge of imagined RL's placement starts sees.
+
 Each stage prints the within-task AUC against the real outcomes with its 95% bootstrap interval and the
 imagined against real success count per task. `BENCH reward_ceiling ... PASS|FAIL`: PASS when the
 closed-loop AUC reaches the reward gate's threshold (0.80); the exit status is 1 otherwise, 2 when an
@@ -68,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--until", choices=("close", "release"), default="close",
                    help="judge the grasp alone, or the grasp and where the carried object is let go "
                         "(imagination.grasp_until)")
+    p.add_argument("--lead", type=int, default=0,
+                   help="with --until release: imagine from this many steps before each episode's recorded release, "
+                        "holding its grasp (imagined RL's placement starts); episodes that release sooner after "
+                        "their close are left out")
     p.add_argument("--no-closed-loop", action="store_true",
                    help="stop after the predicted stage (e.g. episodes of a policy that is no longer on disk); "
                         "the BENCH line then has no verdict and the exit status is 0")
@@ -81,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     cfg = GraspGateConfig(world_model=args.world_model, proprio=args.proprio, train_data=list(args.train_data),
                           label_dirs=[d for d in args.label_dirs if Path(d).is_dir()], until=args.until,
-                          num_envs=args.imagined_envs, seed=args.seed, samples=args.samples, combine=args.combine)
+                          lead=args.lead, num_envs=args.imagined_envs, seed=args.seed, samples=args.samples,
+                          combine=args.combine)
     stages = STAGES[:2] if args.no_closed_loop else STAGES
     try:
         runs = grasp_gate_records(args.gate_data, args.policy, cfg, stages)
@@ -95,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in stages:
         line, points[name] = stage_line(name, runs[name])
         print(line)
-    head = (f"BENCH reward_ceiling until={args.until} samples={args.samples} combine={args.combine} episodes={n} "
-            f"recorded={points['recorded']:.2f} predicted={points['predicted']:.2f}")
+    head = (f"BENCH reward_ceiling until={args.until} lead={args.lead} samples={args.samples} combine={args.combine} "
+            f"episodes={n} recorded={points['recorded']:.2f} predicted={points['predicted']:.2f}")
     if args.no_closed_loop:
         print(f"{head} closed_loop=not_run")
         return 0

@@ -46,6 +46,10 @@ UNCERTAINTY_MODES = ("off", "report", "truncate", "penalize")
 @dataclass
 class ImaginationConfig:
     max_steps: int = 220  # control steps of an episode, counted from the real episode's start
+    # > 0: an imagined episode also ends this many steps after its keyframe (before max_steps). Why: from a
+    # keyframe near the placement (keyframes.mode "release") the outcome is decided within tens of steps, and
+    # imagining on to step 220 spends the world model where its frames no longer keep the outcome
+    imagined_steps: int = 0
     success_threshold: float | None = None  # on sigmoid(success logit); None = the checkpoint's calibrated one
     sampling_steps: int | None = None  # denoising steps per chunk; None = the world model's default
     keyframes: KeyframeConfig = field(default_factory=KeyframeConfig)
@@ -87,11 +91,20 @@ class ImaginationConfig:
     # "horizon": every episode runs to the horizon and is paid its last frame's goal probability; "threshold": the
     # first frame past the success threshold ends it (imagination/rewards/goal.py says why horizon is the default)
     goal_until: str = "horizon"
+    # what the goal judge pays: "probability", the goal's; "distance", exp(-d / goal_distance_scale) of the read
+    # distance d (m) of each On/In predicate (imagination/rewards/goal.py says why)
+    goal_score: str = "probability"
+    goal_distance_scale: float = 0.05
     # which features of a start dataset (start_data) are the views, the state and the action
     # (robot_data.dataset.ReaderConfig), e.g. imagination.features.cameras={agentview: observation.images.image};
     # the defaults map them automatically
     features: ReaderConfig = field(default_factory=ReaderConfig)
     device: str = "cpu"
+
+
+def horizon(t: int, cfg: ImaginationConfig) -> int:
+    """The control step an imagined episode started at step t ends at, at the latest."""
+    return min(cfg.max_steps, t + cfg.imagined_steps) if cfg.imagined_steps > 0 else cfg.max_steps
 
 
 class ImaginationVectorEnv(VectorEnv):
@@ -113,6 +126,8 @@ class ImaginationVectorEnv(VectorEnv):
             hint = " (YAML read outside infra/cli turns a bare off into false: quote it, 'off')" \
                 if str(cfg.uncertainty).lower() == "false" else ""
             raise ValueError(f"uncertainty: expected one of {list(UNCERTAINTY_MODES)}, got {cfg.uncertainty!r}{hint}")
+        if cfg.imagined_steps < 0:
+            raise ValueError(f"imagined_steps: expected an integer >= 0 (0: to max_steps), got {cfg.imagined_steps}")
         if num_envs < 1:
             raise ValueError(f"num_envs: expected an integer >= 1, got {num_envs}")
         if not episodes:
@@ -169,6 +184,7 @@ class ImaginationVectorEnv(VectorEnv):
         self._image = np.zeros((B, V, H, W, 3), np.uint8)
         self._instruction = [""] * B
         self._t = np.zeros(B, np.int64)
+        self._limit = np.full(B, cfg.max_steps, np.int64)  # the step each env's episode ends at, at the latest
         self._start = np.zeros((B, 2), np.int64)  # (episode, t) of each env's keyframe
         self._needs_reset = np.zeros(B, bool)
         self._frozen = np.zeros(B, bool)
@@ -193,6 +209,7 @@ class ImaginationVectorEnv(VectorEnv):
             self._image[i] = ep.frames[kf.t]
             self._instruction[i] = ep.instruction
             self._t[i] = kf.t
+            self._limit[i] = horizon(kf.t, self.cfg)
             self._start[i] = (kf.episode, kf.t)
             self.reward.start(int(i), kf.episode, ep, kf.t)
         self._needs_reset[idx] = False
@@ -274,7 +291,7 @@ class ImaginationVectorEnv(VectorEnv):
                                           frames if self.reward.reads_frames else None)
             for j, i in enumerate(active):
                 hit = np.flatnonzero(prob[j] >= self.success_threshold)
-                n = min(self.K, self.cfg.max_steps - int(self._t[i]))
+                n = min(self.K, int(self._limit[i] - self._t[i]))
                 if 0 <= end[j] < n:  # the judge decides: the episode ends there
                     n, ended[i] = int(end[j]) + 1, True
                     success[i] = bool(prob[j, end[j]] >= self.success_threshold)
@@ -297,7 +314,7 @@ class ImaginationVectorEnv(VectorEnv):
             terminated[active] = success[active] | ended[active]
             # a graded judge: its probability where the episode ended (reward "grasp": the close, or the release)
             reward[active] = (success_prob if self.reward.graded else success)[active].astype(np.float32)
-            truncated[active] = ~success[active] & ~ended[active] & (self._t[active] >= self.cfg.max_steps)
+            truncated[active] = ~success[active] & ~ended[active] & (self._t[active] >= self._limit[active])
             uncertain = uncertainty > self.cfg.uncertainty_threshold
             if self.cfg.uncertainty == "truncate":
                 truncated |= uncertain & ~terminated & ~resetting & ~frozen

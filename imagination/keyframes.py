@@ -7,6 +7,11 @@ real trajectories puts the policy right before the grasp or the placement, where
     mode "uniform"  any step of the episode
     mode "hard"     weighted toward the grasp and the release (gripper command flips), where
                     policies fail most; a floor weight keeps every step possible
+    mode "release"  around `release_lead` steps before the episode's last release (the gripper opened after
+                    being shut: the placement), nowhere else; an episode that never releases gives no start.
+                    Why: a policy that carries the object to its target and lets go a few centimetres off fails
+                    in the last tens of steps, and the world model keeps an outcome that near (bench/goal_judge.py
+                    --last-steps) better than one a whole episode ahead
 """
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-KEYFRAME_MODES = ("start", "uniform", "hard")
+KEYFRAME_MODES = ("start", "uniform", "hard", "release")
 
 
 @dataclass
@@ -23,6 +28,7 @@ class KeyframeConfig:
     hard_width: float = 10.0  # steps: std of the Gaussian bumps around grasp/release events
     hard_floor: float = 0.1  # relative weight of steps far from any event
     max_start_fraction: float = 0.8  # never start in the last 20% of an episode (nothing left to do)
+    release_lead: int = 40  # mode "release": steps before the last release the starts centre on (width hard_width)
     # Spread every draw of n keyframes evenly over the tasks (n // tasks each, the rest to tasks drawn at random),
     # each task's keyframes by their weights. Why: GRPO draws a few groups per iteration; drawn freely, 4 groups
     # over 5 tasks leave a task out of most updates and let a run drift toward whichever tasks it happened to draw
@@ -51,6 +57,12 @@ def step_weights(actions: np.ndarray, cfg: KeyframeConfig) -> np.ndarray:
         t = np.arange(T)
         bumps = sum((np.exp(-0.5 * ((t - e) / cfg.hard_width) ** 2) for e in events), np.zeros(T))
         w[:last] = (cfg.hard_floor + bumps)[:last]
+    elif cfg.mode == "release":
+        shut = actions[:, 6] > 0
+        opened = np.flatnonzero(shut[:-1] & ~shut[1:]) + 1  # steps whose command opens a shut gripper
+        if len(opened):
+            t, centre = np.arange(T), opened[-1] - cfg.release_lead
+            w[:opened[-1]] = np.exp(-0.5 * ((t[:opened[-1]] - centre) / cfg.hard_width) ** 2)
     else:
         raise ValueError(f"keyframe mode: expected one of {list(KEYFRAME_MODES)}, got {cfg.mode!r}")
     return w
@@ -69,6 +81,9 @@ class KeyframeSampler:
             raise ValueError(f"keyframes.balance_tasks: expected one task id per episode ({len(episode_actions)}), "
                              f"got {None if tasks is None else len(tasks)}")
         weights = [step_weights(a, self.cfg) for a in episode_actions]
+        if not any(w.any() for w in weights):
+            raise ValueError(f"keyframes: mode {self.cfg.mode!r} finds no step to start from in any of the "
+                             f"{len(episode_actions)} episodes")
         self._pairs = np.array([(e, t) for e, w in enumerate(weights) for t in np.flatnonzero(w)])
         p = np.concatenate([w[w > 0] for w in weights])
         self._p = p / p.sum()

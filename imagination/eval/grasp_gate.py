@@ -28,9 +28,11 @@ from world_models.grasp_point import (
     GraspPointClassifier,
     GraspPointConfig,
     dataset_features,
+    first_close,
     fit_grasp_point,
     grasp_features,
     place_features,
+    release_after,
 )
 from world_models.proprio import ProprioModel
 
@@ -57,28 +59,52 @@ class GraspGateConfig:
     # modules of your own package that define the policy's class, imported before it loads (docs/policies.md)
     policy_modules: list[str] = field(default_factory=list)
     grasp_point: GraspPointConfig = field(default_factory=GraspPointConfig)  # the classifier (task_bias, ...)
+    # > 0 (with until "release"): imagine each episode from this many steps before its recorded release (the
+    # placement), holding the recording's grasp, the recording before it kept; episodes whose release does not
+    # come that long after their close are left out of every stage. The keyframes of imagined RL's placement
+    # starts (imagination/keyframes.py mode "release")
+    lead: int = 0
 
 
 def imagined_features(run: ImaginedEpisodes, proprio: ProprioModel, starts: list[np.ndarray],
-                      targets: list[np.ndarray], place: bool = False) -> list[np.ndarray]:
+                      targets: list[np.ndarray], place: bool = False,
+                      before: list[tuple[np.ndarray, np.ndarray]] | None = None) -> list[np.ndarray]:
     """Grasp (place=True: grasp-and-release) features of each imagined episode: every step's robot state
-    rebuilt from the chunk-start states the run kept and the proprio model's prediction within each chunk."""
+    rebuilt from the chunk-start states the run kept and the proprio model's prediction within each chunk.
+    before: per episode, the recorded states [t0, S] and actions [t0, 7] before its keyframe t0 (default: the
+    run starts at frame 0), which the features read as the episode's beginning."""
     assert run.state is not None  # imagine(keep_obs=True)
     out = []
     for e in range(len(run.keyframes)):
         rows = np.flatnonzero(run.env == e)
         rows = rows[np.argsort(run.step[rows])]
         acts = torch.as_tensor(run.actions[rows])  # [n, K, 7]
-        # the actions before each chunk, as the env fed them: the previous chunks' (the run starts at frame 0)
-        flat = torch.cat([torch.zeros(proprio.cfg.history, 7), acts.reshape(-1, 7)])
+        past_s, past_a = before[e] if before is not None else (np.zeros((0, run.state.shape[1])), np.zeros((0, 7)))
+        # the actions before each chunk, as the env fed them: the recording's, then the previous chunks'
         K, H = acts.shape[1], proprio.cfg.history
-        history = torch.stack([flat[j * K:j * K + H] for j in range(len(rows))])
+        flat = torch.cat([torch.zeros(H, 7), torch.tensor(past_a, dtype=acts.dtype), acts.reshape(-1, 7)])
+        t0 = len(past_a)
+        history = torch.stack([flat[t0 + j * K:t0 + j * K + H] for j in range(len(rows))])
         with torch.no_grad():  # [n, K, S]: the state after each action of each chunk
             after = proprio.predict(torch.as_tensor(run.state[rows]), acts, history).numpy()
-        states = np.concatenate([np.concatenate([run.state[r][None], after[j, :-1]]) for j, r in enumerate(rows)])
+        states = np.concatenate([past_s, *(np.concatenate([run.state[r][None], after[j, :-1]])
+                                           for j, r in enumerate(rows))])
         featurize = place_features if place else grasp_features
-        out.append(featurize(states, run.actions[rows].reshape(-1, 7), starts[e], targets[e]))
+        out.append(featurize(states, np.concatenate([past_a, run.actions[rows].reshape(-1, 7)]), starts[e],
+                             targets[e]))
     return out
+
+
+def placement_starts(actions: Sequence[np.ndarray], lead: int) -> np.ndarray:
+    """Per episode (actions [T, 7]), the step `lead` steps before its first release after its first close, -1
+    where that step would not come after the close (no release, or one too soon)."""
+    t0 = np.full(len(actions), -1, np.int64)
+    for k, a in enumerate(actions):
+        c = first_close(a)
+        r = release_after(a, c) if c >= 0 else -1
+        if r - lead > c >= 0:
+            t0[k] = r - lead
+    return t0
 
 
 def fit_gate_classifier(cfg: GraspGateConfig) -> GraspPointClassifier:
@@ -103,16 +129,28 @@ def grasp_gate_records(gate_data: str, policy_path: str, cfg: GraspGateConfig,
         raise ValueError(f"samples, combine: expected an integer >= 1 and 'mean' or 'min', got {cfg.samples}, "
                          f"{cfg.combine!r}")
     place = cfg.until == "release"
+    if cfg.lead > 0 and not place:
+        raise ValueError(f"lead: {cfg.lead} starts at the placement, which only until 'release' judges")
     feats, tasks, real, idx = dataset_features(gate_data, policy_path, place)
     if not idx:
         raise ValueError(f"gate_data: {gate_data} holds no labelled episode of {policy_path} "
                          "(record it with bench/reward_signal.py, label it with scripts/label_episodes.py)")
+    from robot_data.dataset import EpisodeDataset
+
+    dataset = EpisodeDataset(gate_data, verify=False)
+    t0 = np.zeros(len(idx), np.int64)
+    if cfg.lead > 0:
+        t0 = placement_starts([dataset.arrays(i)[1] for i in idx], cfg.lead)
+        keep = np.flatnonzero(t0 >= 0)
+        if not len(keep):
+            raise ValueError(f"lead: no episode of {policy_path} in {gate_data} releases more than {cfg.lead} "
+                             "steps after its close")
+        feats, tasks, real = [feats[k] for k in keep], [tasks[k] for k in keep], [real[k] for k in keep]
+        idx, t0 = [idx[k] for k in keep], t0[keep]
     clf = classifier or fit_gate_classifier(cfg)
     task_arr = np.array(tasks)
     sims = cast(list[dict[str, Any]], [read_sim_labels(gate_data, i) for i in idx])  # labelled: none is None
-    from robot_data.dataset import EpisodeDataset
-
-    meta = {m.episode_index: m for m in EpisodeDataset(gate_data, verify=False).meta}
+    meta = {m.episode_index: m for m in dataset.meta}
 
     def records(probs: np.ndarray) -> list[dict[str, Any]]:
         return [{"task_id": int(tasks[k]), "init_state_id": int(meta[i].init_state_id), "episode": int(i),
@@ -140,12 +178,14 @@ def grasp_gate_records(gate_data: str, policy_path: str, cfg: GraspGateConfig,
             got: list[np.ndarray] = []
             for b in range(0, len(idx), env.num_envs):
                 k = list(range(b, min(b + env.num_envs, len(idx))))
-                run = imagine(env, acts[name](), [Keyframe(i, 0) for i in k], seed=seed, keep_obs=True)
-                got += imagined_features(run, env.proprio, [starts[i] for i in k], [targets[i] for i in k], place)
+                run = imagine(env, acts[name](), [Keyframe(i, int(t0[i])) for i in k], seed=seed, keep_obs=True)
+                before = [(env.episodes[i].state[:t0[i]], env.episodes[i].action[:t0[i]]) for i in k]
+                got += imagined_features(run, env.proprio, [starts[i] for i in k], [targets[i] for i in k], place,
+                                         before)
             runs.append(clf.predict(np.array(got), task_arr))
         probs = np.stack(runs)  # [samples, episodes]
         out[name] = records(probs.mean(0) if cfg.combine == "mean" else probs.min(0))
     return out
 
 
-__all__ = ["STAGES", "GraspGateConfig", "grasp_gate_records", "imagined_features"]
+__all__ = ["STAGES", "GraspGateConfig", "grasp_gate_records", "imagined_features", "placement_starts"]

@@ -73,7 +73,8 @@ def label_budget(folder: str) -> Budget:
 def consumed(rl_cfg: ImagineRLConfig) -> tuple[list[str], list[str]]:
     """What the recipe reads of the real world: (recorded datasets with camera frames, label-collection folders),
     each once, in the order its config names them."""
-    image = list(dict.fromkeys([rl_cfg.start_data, *rl_cfg.imagination.grasp_train_data]))
+    anchor = [rl_cfg.bc_data] if rl_cfg.bc_data and rl_cfg.bc_coef > 0 else []
+    image = list(dict.fromkeys([rl_cfg.start_data, *anchor, *rl_cfg.imagination.grasp_train_data]))
     labels = list(dict.fromkeys(rl_cfg.imagination.grasp_label_dirs))
     return image, labels
 

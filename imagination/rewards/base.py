@@ -52,6 +52,9 @@ class RewardSettings(Protocol):
     object_reader: str
     goal_reader: str
     goal_until: str
+    goal_score: str
+    goal_distance_scale: float
+    imagined_steps: int
     success_threshold: float | None
     max_steps: int
     device: str
@@ -110,12 +113,13 @@ def build_reward(cfg: RewardSettings, world_model: WorldModel, episodes: Sequenc
                              "scripts/fit_grasp_judge.py (scripts/imagine_rl.py fits it from "
                              "imagination.grasp_train_data into its out_dir)")
         judge = load_grasp_judge(cfg.grasp_judge, episodes, num_envs, cfg.grasp_until, cfg.max_steps, cfg.grasp_point,
-                                 cfg.object_reader, world_model.cfg.views)
+                                 cfg.object_reader, world_model.cfg.views, cfg.imagined_steps)
     elif cfg.reward == "goal":
         from imagination.rewards.goal import GoalJudge
 
         judge = GoalJudge.load(cfg.goal_reader, episodes, num_envs, world_model.cfg.views, cfg.max_steps,
-                               cfg.success_threshold, cfg.goal_until)
+                               cfg.success_threshold, cfg.goal_until, cfg.goal_score, cfg.goal_distance_scale,
+                               cfg.imagined_steps)
     if cfg.object_reader and cfg.reward != "grasp":
         raise ValueError(f"object_reader: only reward 'grasp' reads it, the reward is {cfg.reward!r}")
     return judge

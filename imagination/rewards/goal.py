@@ -11,7 +11,16 @@ world model imagined for it:
     "threshold" the first frame whose goal probability passes the threshold ends the episode, with that
                 probability as its reward; one that reaches the horizon is paid its last frame's, as above.
 
-Every other action pays nothing: the reward is the verdict where the episode ends, not a sum along it. Why
+Every other action pays nothing: the reward is the verdict where the episode ends, not a sum along it. What the
+verdict is (ImaginationConfig.goal_score):
+
+    "probability"  (the default) the goal probability, the product of its predicates' P(holds);
+    "distance"     exp(-d / goal_distance_scale) of the distance d (m) the reader reads for each of the goal's
+                   On/In predicates, multiplied over them: 1 at the target, 1/e at one scale away. Why: over the
+                   last tens of steps the imagined distance ranks real outcomes better than the imagined
+                   probability (bench/goal_judge.py --last-steps), and a graded distance orders a group whose
+                   episodes all miss by how far each missed. A task with another kind of predicate is refused.
+ Why
 "horizon" by default: on real rollouts (bench/goal_judge.py) the reader's verdict on the last frame ranks real
 outcomes far better than its highest verdict over the episode, because it passes the threshold on frames
 mid-episode (docs/results.md, "The goal judge").
@@ -34,6 +43,7 @@ if TYPE_CHECKING:
 
 
 GOAL_ENDINGS = ("horizon", "threshold")
+GOAL_SCORES = ("probability", "distance")
 
 
 class GoalJudge:
@@ -43,17 +53,26 @@ class GoalJudge:
     reads_frames = True
 
     def __init__(self, reader: GoalReader, num_envs: int, view: int, views: int, max_steps: int = 220,
-                 threshold: float = 0.5, until: str = "horizon"):
-        """view: the index of the reader's view among the world model's `views` (frames stack them as channels)."""
+                 threshold: float = 0.5, until: str = "horizon", score: str = "probability",
+                 distance_scale: float = 0.05, imagined_steps: int = 0):
+        """view: the index of the reader's view among the world model's `views` (frames stack them as channels);
+        imagined_steps > 0: an episode also ends that many steps after its start (ImaginationConfig)."""
         if until not in GOAL_ENDINGS:
             raise ValueError(f"goal_until: expected one of {list(GOAL_ENDINGS)}, got {until!r}")
+        if score not in GOAL_SCORES:
+            raise ValueError(f"goal_score: expected one of {list(GOAL_SCORES)}, got {score!r}")
+        if not distance_scale > 0:
+            raise ValueError(f"goal_distance_scale: expected metres > 0, got {distance_scale}")
         self.reader, self.view, self.views, self.max_steps, self.until = reader, view, views, max_steps, until
+        self.score, self.distance_scale, self.imagined_steps = score, distance_scale, imagined_steps
         self.default_threshold = threshold
         self.task = np.zeros(num_envs, np.int64)
+        self.limit = np.full(num_envs, max_steps, np.int64)  # the step each env's episode ends at, at the latest
 
     @classmethod
     def load(cls, path: str, episodes: Sequence[StartEpisode], num_envs: int, views: Sequence[str],
-             max_steps: int = 220, threshold: float | None = None, until: str = "horizon") -> GoalJudge:
+             max_steps: int = 220, threshold: float | None = None, until: str = "horizon",
+             score: str = "probability", distance_scale: float = 0.05, imagined_steps: int = 0) -> GoalJudge:
         """The judge of the reader at `path` (ImaginationConfig.goal_reader), checked against the world model's
         views, the frames' size and the start episodes' suite and tasks (one it has no goal predicates for is
         refused)."""
@@ -72,15 +91,23 @@ class GoalJudge:
         suites = sorted({e.suite for e in episodes if e.suite} - {reader.suite})
         if suites:
             raise ValueError(f"goal_reader: {path} was trained on {reader.suite}, the start episodes are of {suites}")
-        reader.task_index(np.array([e.task_id for e in episodes]))  # one error naming the tasks it cannot judge
+        tasks = np.array([e.task_id for e in episodes])
+        reader.task_index(tasks)  # one error naming the tasks it cannot judge
+        if score == "distance":
+            for task in sorted(set(tasks.tolist())):
+                other = [p for p in reader.predicates[int(task)] if not p.lower().startswith(("(on ", "(in "))]
+                if other:
+                    raise ValueError(f"goal_score: 'distance' reads the distance of On/In predicates; task {task}'s "
+                                     f"goal also has {other} (use goal_score=probability)")
         return cls(reader, num_envs, list(views).index(reader.cfg.view), len(views), max_steps,
-                   0.5 if threshold is None else threshold, until)
+                   0.5 if threshold is None else threshold, until, score, distance_scale, imagined_steps)
 
     def start_limit(self, episode: StartEpisode, max_steps: int) -> int:
         return max_steps
 
     def start(self, i: int, episode_index: int, episode: StartEpisode, t: int) -> None:
         self.task[i] = episode.task_id
+        self.limit[i] = min(self.max_steps, t + self.imagined_steps) if self.imagined_steps > 0 else self.max_steps
 
     def chunk(self, envs: np.ndarray, t: np.ndarray, before: torch.Tensor, acts: torch.Tensor, states: torch.Tensor,
               success_logits: torch.Tensor, frames: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -88,22 +115,31 @@ class GoalJudge:
             raise ValueError("reward 'goal' reads the imagined frames: the env passes them when reads_frames is set")
         b, K = frames.shape[:2]
         v = frames[:, :, 3 * self.view:3 * self.view + 3].reshape(b * K, 3, *frames.shape[-2:])
-        p = self.reader.goal_prob(v.float().cpu(), np.repeat(self.task[envs], K)).reshape(b, K)
-        return self.verdicts(t, p)
+        return self.verdicts(t, self.scores(v.float().cpu(), np.repeat(self.task[envs], K)).reshape(b, K),
+                             self.limit[envs])
 
-    def verdicts(self, t: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Goal probabilities after each action [b, K] of envs at control steps t [b] -> what the env is paid after
-        each action [b, K] (with "threshold" the first that passes it; the last before the horizon) and where the
-        judge ends each episode [b] (-1: it goes on, or the threshold ends it)."""
+    def scores(self, images: torch.Tensor, tasks: np.ndarray) -> np.ndarray:
+        """Frames [N, 3, H, W] in [-1, 1] of tasks [N] -> the verdict of each [N] under `score` (module docstring)."""
+        holds, progress = self.reader.read(images, tasks)
+        if self.score == "probability":
+            return np.nanprod(holds, axis=1)
+        return np.nanprod(np.exp(-np.clip(progress, 0, None) / self.distance_scale), axis=1)
+
+    def verdicts(self, t: np.ndarray, p: np.ndarray, limits: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Verdicts after each action [b, K] of envs at control steps t [b], whose episodes end at steps `limits` [b]
+        at the latest (default max_steps) -> what the env is paid after each action [b, K] (with "threshold" the
+        first that passes it; the last before the horizon) and where the judge ends each episode [b] (-1: it goes
+        on, or the threshold ends it)."""
         b, K = p.shape
+        limits = np.full(b, self.max_steps) if limits is None else limits
         prob, end = np.zeros((b, K), np.float32), np.full(b, -1, np.int64)
         for j in range(b):
-            limit = min(K, self.max_steps - int(t[j]))  # actions of this chunk the episode still executes
+            limit = min(K, int(limits[j]) - int(t[j]))  # actions of this chunk the episode still executes
             hit = (np.flatnonzero(p[j, :limit] >= self.default_threshold) if self.until == "threshold"
                    else np.zeros(0, np.int64))
             if len(hit):
                 prob[j, hit[0]] = p[j, hit[0]]
-            elif int(t[j]) + limit >= self.max_steps:
+            elif int(t[j]) + limit >= int(limits[j]):
                 end[j] = limit - 1
                 prob[j, limit - 1] = p[j, limit - 1]
         return prob, end
@@ -112,4 +148,4 @@ class GoalJudge:
         pass  # nothing carried: each frame is read on its own
 
 
-__all__ = ["GOAL_ENDINGS", "GoalJudge"]
+__all__ = ["GOAL_ENDINGS", "GOAL_SCORES", "GoalJudge"]

@@ -14,6 +14,12 @@ lifted-but-not-placed failures (5 -> 11 of 50 gate jobs) while it halved the nev
 (docs/notebook/loop.md, "RL on the grasp reward").
 An episode that never closes gets reward 0 either way.
 
+With "release" an episode may also start after the recording's close, holding (keyframes mode "release": some
+tens of steps before the placement): the grasp is then the recording's own, its step and robot state, and the
+judge waits for the imagined release. Why: the start's real failures on LIBERO-Spatial tasks 5-9 are mostly
+placements a few centimetres off the target, and over those few steps the proprio model drifts far less than from
+frame 0 (docs/results.md, "Placement starts").
+
 Where the object and its target start comes from `object_starts`: the start episodes' simulator labels, or, with
 an object reader (world_models/object_reader.py), the episode's first camera image. With the reader the judge
 reads only what a real robot has: the image, and the robot states the proprio model predicts.
@@ -34,6 +40,7 @@ from world_models.grasp_point import (
     GraspPointConfig,
     features_at,
     first_close,
+    release_after,
     release_features_at,
 )
 
@@ -52,10 +59,13 @@ class GraspJudge:
     reads_frames = False  # robot states only
 
     def __init__(self, classifier: GraspPointClassifier, num_envs: int, state_dim: int, until: str = "close",
-                 max_steps: int = 220, starts: np.ndarray | None = None):
+                 max_steps: int = 220, starts: np.ndarray | None = None, imagined_steps: int = 0):
+        """imagined_steps > 0: an episode also ends that many steps after its start (ImaginationConfig)."""
         if until not in ENDINGS:
             raise ValueError(f"grasp_until: expected one of {list(ENDINGS)}, got {until!r}")
         self.classifier, self.until, self.max_steps = classifier, until, max_steps
+        self.imagined_steps = imagined_steps
+        self.limit = np.full(num_envs, max_steps, np.int64)  # the step each env's episode ends at, at the latest
         self.starts = np.zeros((0, 2, 3)) if starts is None else starts
         self.obj0, self.target0 = np.zeros((num_envs, 3)), np.zeros((num_envs, 3))
         self.task = np.zeros(num_envs, np.int64)
@@ -63,19 +73,30 @@ class GraspJudge:
         self.close_state = np.zeros((num_envs, state_dim))
 
     def start_limit(self, episode: StartEpisode, max_steps: int) -> int:
-        """Before the recording's own first close (the judge judges the first close), and where labels exist, the
-        rows they cover."""
+        """"close": before the recording's own first close (the judge judges the first close); "release": up to
+        and with the recording's first release after it (a start holding takes the recording's grasp); and where
+        labels exist, the rows they cover."""
         end = min(max_steps, len(episode.sim["grasped"])) if episode.sim else max_steps
         c = first_close(episode.action)
+        if c > 0 and self.until == "release":
+            r = release_after(episode.action, c)
+            return min(end, r + 1) if r > 0 else end
         return min(end, c) if c > 0 else end
 
     def start(self, i: int, episode_index: int, episode: StartEpisode, t: int) -> None:
         c = first_close(episode.action)
-        if 0 <= c <= t and t > 0:
-            raise ValueError(f"keyframe at frame {t} of start episode {episode_index}: reward 'grasp' starts "
-                             f"before the recording first closes the gripper (frame {c})")
+        held = 0 <= c <= t and t > 0  # the recording closed the gripper before this start
+        r = release_after(episode.action, c) if held else -1
+        if held and (self.until == "close" or 0 <= r < t):
+            where = "before the recording first closes the gripper" if self.until == "close" else \
+                f"before the recording's first release after its close (frame {r})"
+            raise ValueError(f"keyframe at frame {t} of start episode {episode_index}: reward 'grasp' "
+                             f"(grasp_until {self.until!r}) starts {where} (close at frame {c})")
         obj0, target0 = self.starts[episode_index]
         self.obj0[i], self.target0[i], self.task[i], self.t_close[i] = obj0, target0, episode.task_id, -1
+        if held:  # a start holding: the grasp is the recording's, its state the one before the closing action
+            self.t_close[i], self.close_state[i] = c, episode.state[c]
+        self.limit[i] = min(self.max_steps, t + self.imagined_steps) if self.imagined_steps > 0 else self.max_steps
 
     def chunk(self, envs: np.ndarray, t: np.ndarray, before: torch.Tensor, acts: torch.Tensor, states: torch.Tensor,
               success_logits: torch.Tensor, frames: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -93,7 +114,7 @@ class GraspJudge:
         prob, end = np.zeros((b, K), np.float32), np.full(b, -1, np.int64)
         feats, rows = [], []
         for j, i in enumerate(envs):
-            limit = min(K, self.max_steps - int(t[j]))  # actions of this chunk the episode still executes
+            limit = min(K, int(self.limit[i]) - int(t[j]))  # actions of this chunk the episode still executes
             path = np.concatenate([before[j][None], states[j, :-1]])  # [K, S]: the state before each action
             c = first_close(acts[j, :limit]) if self.until == "close" or self.t_close[i] < 0 else -1
             if self.until == "close":
@@ -108,7 +129,7 @@ class GraspJudge:
                 continue
             opens = np.flatnonzero(acts[j, c + 1:limit, 6] < 0)
             r = c + 1 + int(opens[0]) if len(opens) else -1
-            if r < 0 and int(t[j]) + limit >= self.max_steps:  # held to the horizon: read at the last step
+            if r < 0 and int(t[j]) + limit >= int(self.limit[i]):  # held to the horizon: read at the last step
                 r = limit - 1
             if r >= 0:
                 end[j] = r
@@ -202,8 +223,8 @@ def fit_grasp_judge_file(train_data: Sequence[str], label_dirs: Sequence[str], o
 
 
 def load_grasp_judge(path: str, episodes: Sequence[Any], num_envs: int, until: str = "close", max_steps: int = 220,
-                     cfg: GraspPointConfig | None = None, reader_path: str = "", views: Sequence[str] = ()
-                     ) -> GraspJudge:
+                     cfg: GraspPointConfig | None = None, reader_path: str = "", views: Sequence[str] = (),
+                     imagined_steps: int = 0) -> GraspJudge:
     """The judge of reward "grasp" for `num_envs` envs starting from `episodes` (StartEpisode): the classifier
     `fit_grasp_judge_file` wrote to `path`, with each start episode's object and target start [E, 2, 3]
     (`object_starts`: the reader at `reader_path` reading the first frame of `views`, or the simulator labels).
@@ -229,7 +250,7 @@ def load_grasp_judge(path: str, episodes: Sequence[Any], num_envs: int, until: s
         if cfg.task_bias:
             classifier = GraspPointClassifier(replace(classifier.cfg, task_bias=list(cfg.task_bias))) \
                 .load_state_dict(classifier.state_dict())
-    return GraspJudge(classifier, num_envs, episodes[0].state.shape[1], until, max_steps, starts)
+    return GraspJudge(classifier, num_envs, episodes[0].state.shape[1], until, max_steps, starts, imagined_steps)
 
 
 def judge_for_run(cfg: Any, out_dir: str | os.PathLike) -> Any:

@@ -109,6 +109,9 @@ class ImagineRLConfig:
     # reward").
     bc_coef: float = 1.0
     bc_episodes_per_task: int = 1
+    # the dataset the anchor's demonstrations come from; "" = start_data. Why apart: imagined episodes may start
+    # from the policy's own recorded rollouts (sources [policy]), which hold no demonstration to anchor on
+    bc_data: str = ""
     # What the anchor fits (imagination/rl/anchor.py): "demos", or "start_policy": the starting policy's own
     # chunks on the start data's frames (no new action labels). bc_phase "after_grasp" anchors only the frames
     # from each episode's first close on, the part reward "grasp" never reaches.
@@ -172,7 +175,7 @@ def bc_anchor(cfg: ImagineRLConfig, policy: Policy, generator: torch.Generator |
     """cfg's anchor (imagination/rl/anchor.py): a closure returning cfg.bc_coef x its loss on a fresh batch
     drawn by `generator` (default: one seeded with cfg.seed)."""
     acfg = AnchorConfig(cfg.bc_coef, cfg.bc_target, cfg.bc_phase, cfg.bc_episodes_per_task)
-    return make_anchor(acfg, policy, cfg.start_data, list(cfg.tasks), cfg.rl.minibatch_size, cfg.seed,
+    return make_anchor(acfg, policy, cfg.bc_data or cfg.start_data, list(cfg.tasks), cfg.rl.minibatch_size, cfg.seed,
                        features=cfg.imagination.features, generator=generator)
 
 

@@ -336,6 +336,43 @@ def test_grasp_until_release_holds_on_and_judges_where_the_carried_object_is_let
                              ImaginationConfig(reward="grasp", grasp_judge=str(tmp_path / JUDGE_FILE)))
 
 
+def test_grasp_until_release_starts_holding_with_the_recordings_grasp(models, tmp_path):
+    """A keyframe after the recording's close (keyframes mode "release"): the grasp is the recording's (its step
+    and robot state), the imagined release is judged against it, and imagined_steps ends a held episode early."""
+    from world_models.grasp_point import release_features_at
+
+    wm, prop = models
+    labels = grasp_label_dir(tmp_path / "labels")
+    eps = _labelled(_episodes())
+    eps[1].action[25:, 6] = -1.0  # the recording shuts at 15 and lets go at 25
+    cfg = judge_for_run(ImaginationConfig(max_steps=100, imagined_steps=8, reward="grasp", grasp_until="release",
+                                          grasp_label_dirs=[labels], keyframes=KeyframeConfig(mode="release",
+                                                                                              release_lead=6)),
+                        tmp_path)
+    venv = ImaginationVectorEnv(wm, prop, eps, 1, cfg)
+    assert {(k.episode, k.t) for k in venv.keyframes.sample(200, np.random.default_rng(0))} <= \
+        {(1, t) for t in range(25)}  # only the episode that lets go, before it does
+    venv.reset(seed=0, options={"keyframes": [Keyframe(1, 20)]})
+    chunk = np.ones((1, 4, 7), np.float32)
+    chunk[0, 2:, 6] = -1.0  # opens at the third action
+    before = venv._state[0].numpy().copy()
+    with torch.no_grad():
+        after = prop.predict(torch.as_tensor(before)[None], torch.as_tensor(chunk))[0].numpy()
+    _, reward, terminated, _, info = venv.step(chunk)
+    sim = eps[1].sim
+    assert isinstance(venv.reward, GraspJudge)
+    expected = venv.reward.classifier.predict(release_features_at(
+        eps[1].state[15], 15, after[1], 22, sim["object_pos"][0], sim["target_pos"][0])[None], np.array([1]))[0]
+    assert terminated[0] and info["steps"][0] == 3 and reward[0] == pytest.approx(expected, rel=1e-5)
+    venv.reset(seed=0, options={"keyframes": [Keyframe(1, 20)]})  # held shut: read 8 steps after the start
+    for k in range(2):
+        _, reward, terminated, truncated, info = venv.step(np.ones((1, 4, 7), np.float32))
+        assert terminated[0] == (k == 1) and not truncated[0]
+    assert info["t"][0] == 28 and 0 < reward[0] < 1
+    with pytest.raises(ValueError, match="before the recording's first release after its close \\(frame 25\\)"):
+        venv.reset(options={"keyframes": [Keyframe(1, 27)]})
+
+
 def test_grasp_reward_needs_a_fitted_judge_and_starts_before_the_recorded_close(models, tmp_path):
     """The env loads the judge by path and never fits it: without a file it says which step writes one; the
     step itself needs labelled episodes."""

@@ -1,4 +1,4 @@
-"""Task-balanced keyframe draws (imagination/keyframes.py `balance_tasks`)."""
+"""Keyframe draws (imagination/keyframes.py): task-balanced draws, and starts before the placement."""
 from __future__ import annotations
 
 from collections import Counter
@@ -6,7 +6,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from imagination.keyframes import KeyframeConfig, KeyframeSampler
+from imagination.keyframes import KeyframeConfig, KeyframeSampler, step_weights
 
 
 def _actions(n: int) -> list[np.ndarray]:
@@ -43,3 +43,26 @@ def test_balance_needs_a_task_per_episode():
         KeyframeSampler(_actions(3), KeyframeConfig(balance_tasks=True))
     with pytest.raises(ValueError, match="balance_tasks"):
         KeyframeSampler(_actions(3), KeyframeConfig(balance_tasks=True), [0, 1])
+
+
+def _grip(*spans: tuple[int, int, float], T: int = 120) -> np.ndarray:
+    """Actions [T, 7] whose gripper command is -1 (open) except `value` over [start, stop) of each span."""
+    a = np.zeros((T, 7))
+    a[:, 6] = -1.0
+    for start, stop, value in spans:
+        a[start:stop, 6] = value
+    return a
+
+
+def test_release_starts_centre_on_the_lead_before_the_last_release():
+    cfg = KeyframeConfig(mode="release", release_lead=30, hard_width=5.0)
+    w = step_weights(_grip((20, 40, 1.0), (50, 100, 1.0)), cfg)  # two grasps: the last release is at step 100
+    assert int(np.argmax(w)) == 70 and w[100:].sum() == 0  # never at or after the release
+    assert w[:20].max() < 1e-6  # no bump before the first grasp's release (step 40): only the last one is the placement
+    assert not step_weights(_grip((30, 120, 1.0)), cfg).any()  # held to the end: never released, no start
+    assert not step_weights(_grip(), cfg).any()  # never shut
+    with pytest.raises(ValueError, match="mode 'release' finds no step to start from in any of the 2 episodes"):
+        KeyframeSampler([_grip(), _grip((30, 120, 1.0))], cfg)
+    starts = KeyframeSampler([_grip(), _grip((50, 100, 1.0))], cfg).sample(200, np.random.default_rng(0))
+    ts = np.array([k.t for k in starts])
+    assert {k.episode for k in starts} == {1} and abs(ts.mean() - 70) < 2 and ts.max() < 100

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from imagination.eval.grasp_gate import STAGES, GraspGateConfig, grasp_gate_records
+from imagination.eval.grasp_gate import STAGES, GraspGateConfig, grasp_gate_records, placement_starts
 from imagination.eval.reward_gate import gate_figures
 from robot_data.dataset import DatasetConfig, Episode, EpisodeWriter
 from robot_data.sim_labels import label_path, write_labels
@@ -17,9 +17,10 @@ H, K, T = 16, 4, 12
 OBJ = np.array([0.1, 0.0, 0.9], np.float32)
 
 
-def _gate(root, policy: str, n: int = 12) -> None:
+def _gate(root, policy: str, n: int = 12, release: int = 0) -> None:
     """n recorded episodes of `policy` on tasks 0-2; the end effector holds still at an offset from the
-    object and the gripper closes at step 6; success when the offset is under 2 cm."""
+    object and the gripper closes at step 6 (and opens at `release` when > 0); success when the offset is under
+    2 cm."""
     rng = np.random.default_rng(1)
     with EpisodeWriter(root, DatasetConfig(views=("agentview",), image_size=(H, H))) as w:
         for k in range(n):
@@ -28,6 +29,8 @@ def _gate(root, policy: str, n: int = 12) -> None:
             state[:, :3] = OBJ + np.r_[offset, 0.02]
             action = np.zeros((T, 7), np.float32)
             action[6:, 6] = 1.0
+            if release:
+                action[release:, 6] = -1.0
             ok = k % 2 == 0
             success = np.zeros(T, bool)
             success[-1] = ok
@@ -134,3 +137,29 @@ def test_task_bias_fit_on_recorded_rollouts_is_what_the_judge_then_predicts(setu
         assert got == pytest.approx(row["imagined_after"], abs=1e-3)
     # the fit starts from the plain judge whatever offsets the config carries
     assert task_bias_from_rollouts(str(root / "gate"), policy, judged) == fit
+
+
+def test_placement_starts_begin_lead_steps_before_the_release_holding_the_grasp(setup):
+    shut = np.zeros((20, 7))
+    shut[:, 6] = -1.0
+    shut[5:15, 6] = 1.0  # closes at 5, opens at 15
+    never = shut.copy()
+    never[5:, 6] = 1.0
+    assert placement_starts([shut, shut, never, np.zeros((20, 7))], 6).tolist() == [9, 9, -1, -1]
+    assert placement_starts([shut], 10).tolist() == [-1]  # the start would come before the close
+    root, policy, cfg = setup
+    from world_models.proprio import ProprioConfig, ProprioModel
+
+    _gate(root / "released", policy, n=6, release=10)
+    ProprioModel(ProprioConfig(chunk_len=K, hidden=16, layers=1)).save(root / "proprio.pt")  # untrained: no fit
+    cfg = replace(cfg, until="release", label_dirs=[], train_data=[str(root / "released")],
+                  proprio=str(root / "proprio.pt"))
+    stages = ["recorded", "predicted"]  # the closed loop imagines from the same keyframes
+    runs = grasp_gate_records(str(root / "released"), policy, replace(cfg, lead=2), stages)
+    assert all(len(runs[name]) == 6 for name in stages)
+    assert runs["recorded"] == grasp_gate_records(str(root / "released"), policy, cfg, ["recorded"])["recorded"]
+    assert all(0.0 <= r["max_success_prob"] <= 1.0 for name in stages for r in runs[name])
+    with pytest.raises(ValueError, match="lead: no episode of .* releases more than 4 steps after its close"):
+        grasp_gate_records(str(root / "released"), policy, replace(cfg, lead=4), ["recorded"])
+    with pytest.raises(ValueError, match="lead: 2 starts at the placement, which only until 'release' judges"):
+        grasp_gate_records(str(root / "released"), policy, replace(cfg, until="close", lead=2), ["recorded"])

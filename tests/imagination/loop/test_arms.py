@@ -85,6 +85,17 @@ def test_the_real_data_control_imitates_every_successful_episode_the_recipe_cons
     assert recipe_budget(recipe) == Budget(5 + 3 + 3, everything + 24)
 
 
+def test_starts_from_the_policys_own_rollouts_anchor_on_bc_data_which_the_budget_counts(recipe):
+    own = recipe.imagination.grasp_train_data[1]
+    cfg = replace(recipe, start_data=own, bc_data=recipe.start_data)
+    assert consumed(cfg)[0] == [own, recipe.start_data]  # each dataset once, the anchor's included
+    assert recipe_budget(cfg) == recipe_budget(recipe)
+    policy = Policy.load(recipe.policy)
+    with pytest.raises(ValueError, match="has no successful expert episode to anchor on"):
+        arms.bc_anchor(replace(cfg, bc_data=""), policy)  # the own rollouts hold no demonstration
+    assert torch.isfinite(arms.bc_anchor(cfg, policy)())  # bc_data's demonstrations
+
+
 def test_the_anchor_control_repeats_the_recipes_anchor_updates_and_no_rl(recipe, tmp_path, monkeypatch):
     calls: list[int] = []
     real = arms.bc_anchor

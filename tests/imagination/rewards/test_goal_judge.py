@@ -85,3 +85,42 @@ def test_the_judge_refuses_what_its_reader_cannot_read(models, tmp_path):
                                                       "libero_object") for e in eps])
     with pytest.raises(FileNotFoundError, match="goal_reader: 'missing.pt' is not a file"):
         env("missing.pt")
+
+
+def test_the_distance_score_pays_nearer_more_and_refuses_goals_without_a_distance(models, tmp_path):
+    judge = GoalJudge(None, 1, 0, 1, score="distance", distance_scale=0.05)  # type: ignore[arg-type]
+
+    class Reads:  # a reader that reads the distances given, the verdicts at 0.9
+        def read(self, images, tasks):
+            d = np.asarray(images, np.float64)[:, None]
+            return np.full_like(d, 0.9), d
+
+    judge.reader = Reads()  # type: ignore[assignment]
+    np.testing.assert_allclose(judge.scores(np.array([0.0, 0.05, 0.5, -0.01]), np.zeros(4)),  # type: ignore[arg-type]
+                               [1.0, np.exp(-1), np.exp(-10), 1.0])  # a negative read is at the target
+    with pytest.raises(ValueError, match=r"goal_score: expected one of \['probability', 'distance'\], got 'near'"):
+        GoalJudge(None, 1, 0, 1, score="near")  # type: ignore[arg-type]
+    wm, prop = models
+    torch.manual_seed(0)
+    path = tmp_path / "open.pt"
+    GoalReader(READER, "libero_spatial", {0: ["(on akita_black_bowl_1 plate_1)"], 1: ["(open drawer_1)"],
+                                          2: ["(on akita_black_bowl_1 plate_1)"]}, H).save(path)
+    with pytest.raises(ValueError, match=r"task 1's goal also has \['\(open drawer_1\)'\]"):
+        ImaginationVectorEnv(wm, prop, _spatial(_episodes()), 1,
+                             ImaginationConfig(reward="goal", goal_reader=str(path), goal_score="distance"))
+
+
+def test_imagined_steps_end_each_episode_that_many_steps_after_its_keyframe(models, tmp_path):
+    wm, prop = models
+    cfg = ImaginationConfig(max_steps=40, imagined_steps=6, reward="goal", goal_reader=_reader(tmp_path / "r.pt"),
+                            goal_score="distance", success_threshold=1.01, keyframes=KeyframeConfig(mode="start"))
+    venv = ImaginationVectorEnv(wm, prop, _spatial(_episodes()), 2, cfg)
+    venv.reset(seed=0, options={"keyframes": [Keyframe(0, 0), Keyframe(1, 3)]})
+    _, reward, terminated, _, info = venv.step(np.zeros((2, 4, 7), np.float32))
+    assert not terminated.any() and not reward.any()
+    _, reward, terminated, truncated, info = venv.step(np.zeros((2, 4, 7), np.float32))
+    assert terminated.all() and not truncated.any()
+    assert info["t"].tolist() == [6, 9] and info["steps"].tolist() == [2, 2]  # 6 steps after each keyframe
+    assert ((reward > 0) & (reward <= 1)).all()  # the distance score of the frame where each ended
+    with pytest.raises(ValueError, match="imagined_steps: expected an integer >= 0"):
+        ImaginationVectorEnv(wm, prop, _spatial(_episodes()), 1, ImaginationConfig(imagined_steps=-1))
