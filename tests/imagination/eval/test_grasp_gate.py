@@ -92,8 +92,18 @@ def test_imagined_stages_give_one_probability_per_episode(setup):
         assert [r["real_success"] for r in runs[name]] == [r["real_success"] for r in runs["recorded"]]
 
 
+def _untrained_proprio(root) -> str:
+    """A saved proprio model of the world model's chunk length: the imagined stages load it instead of fitting one."""
+    from world_models.proprio import ProprioConfig, ProprioModel
+
+    torch.manual_seed(0)
+    ProprioModel(ProprioConfig(chunk_len=K, hidden=16, layers=1)).save(root / "proprio.pt")
+    return str(root / "proprio.pt")
+
+
 def test_several_imagined_runs_combine_by_mean_or_by_agreement(setup):
     root, policy, cfg = setup
+    cfg = replace(cfg, proprio=_untrained_proprio(root))  # four imagined runs: no fit each time
     one = [grasp_gate_records(str(root / "gate"), policy, replace(cfg, seed=s), ["closed_loop"])["closed_loop"]
            for s in (0, 1)]
     runs = np.array([[r["max_success_prob"] for r in rows] for rows in one])  # [2 seeds, 12 episodes]
@@ -120,6 +130,7 @@ def test_task_bias_fit_on_recorded_rollouts_is_what_the_judge_then_predicts(setu
     from world_models.grasp_point import GraspPointConfig
 
     root, policy, cfg = setup
+    cfg = replace(cfg, proprio=_untrained_proprio(root))  # five imagined runs: no proprio fit each time
     fit = task_bias_from_rollouts(str(root / "gate"), policy, cfg)
     assert fit["jobs"] == 12 and len(fit["bias"]) == 10 and fit["bias"][3:] == [0.0] * 7
     assert sorted(fit["tasks"]) == [0, 1, 2]
@@ -148,12 +159,9 @@ def test_placement_starts_begin_lead_steps_before_the_release_holding_the_grasp(
     assert placement_starts([shut, shut, never, np.zeros((20, 7))], 6).tolist() == [9, 9, -1, -1]
     assert placement_starts([shut], 10).tolist() == [-1]  # the start would come before the close
     root, policy, cfg = setup
-    from world_models.proprio import ProprioConfig, ProprioModel
-
     _gate(root / "released", policy, n=6, release=10)
-    ProprioModel(ProprioConfig(chunk_len=K, hidden=16, layers=1)).save(root / "proprio.pt")  # untrained: no fit
     cfg = replace(cfg, until="release", label_dirs=[], train_data=[str(root / "released")],
-                  proprio=str(root / "proprio.pt"))
+                  proprio=_untrained_proprio(root))
     stages = ["recorded", "predicted"]  # the closed loop imagines from the same keyframes
     runs = grasp_gate_records(str(root / "released"), policy, replace(cfg, lead=2), stages)
     assert all(len(runs[name]) == 6 for name in stages)
