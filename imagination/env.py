@@ -35,6 +35,7 @@ from envs.spaces import BatchObservation, Info, Observation, action_space, check
 from imagination.episodes import StartEpisode, task_keys
 from imagination.keyframes import KeyframeConfig, KeyframeSampler
 from imagination.rewards.base import Reward, build_reward
+from imagination.rewards.horizon import episode_end
 from robot_data.dataset import ReaderConfig
 from world_models.grasp_point import GraspPointConfig
 from world_models.model import WorldModel
@@ -100,11 +101,6 @@ class ImaginationConfig:
     # the defaults map them automatically
     features: ReaderConfig = field(default_factory=ReaderConfig)
     device: str = "cpu"
-
-
-def horizon(t: int, cfg: ImaginationConfig) -> int:
-    """The control step an imagined episode started at step t ends at, at the latest."""
-    return min(cfg.max_steps, t + cfg.imagined_steps) if cfg.imagined_steps > 0 else cfg.max_steps
 
 
 class ImaginationVectorEnv(VectorEnv):
@@ -209,7 +205,7 @@ class ImaginationVectorEnv(VectorEnv):
             self._image[i] = ep.frames[kf.t]
             self._instruction[i] = ep.instruction
             self._t[i] = kf.t
-            self._limit[i] = horizon(kf.t, self.cfg)
+            self._limit[i] = episode_end(kf.t, self.cfg.max_steps, self.cfg.imagined_steps)
             self._start[i] = (kf.episode, kf.t)
             self.reward.start(int(i), kf.episode, ep, kf.t)
         self._needs_reset[idx] = False

@@ -20,8 +20,8 @@ verdict is (ImaginationConfig.goal_score):
                    last tens of steps the imagined distance ranks real outcomes better than the imagined
                    probability (bench/goal_judge.py --last-steps), and a graded distance orders a group whose
                    episodes all miss by how far each missed. A task with another kind of predicate is refused.
- Why
-"horizon" by default: on real rollouts (bench/goal_judge.py) the reader's verdict on the last frame ranks real
+
+Why "horizon" by default: on real rollouts (bench/goal_judge.py) the reader's verdict on the last frame ranks real
 outcomes far better than its highest verdict over the episode, because it passes the threshold on frames
 mid-episode (docs/results.md, "The goal judge").
 Why: the grasp judge is written for one thing, a bowl grasped by its rim, and sees nothing after the grasp (lifted
@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from imagination.rewards.horizon import episode_end
 from world_models.goal_reader import GoalReader
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ class GoalJudge:
 
     def start(self, i: int, episode_index: int, episode: StartEpisode, t: int) -> None:
         self.task[i] = episode.task_id
-        self.limit[i] = min(self.max_steps, t + self.imagined_steps) if self.imagined_steps > 0 else self.max_steps
+        self.limit[i] = episode_end(t, self.max_steps, self.imagined_steps)
 
     def chunk(self, envs: np.ndarray, t: np.ndarray, before: torch.Tensor, acts: torch.Tensor, states: torch.Tensor,
               success_logits: torch.Tensor, frames: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:

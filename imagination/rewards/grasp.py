@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from imagination.rewards.horizon import episode_end
 from world_models.grasp_point import (
     GraspPointClassifier,
     GraspPointConfig,
@@ -96,7 +97,7 @@ class GraspJudge:
         self.obj0[i], self.target0[i], self.task[i], self.t_close[i] = obj0, target0, episode.task_id, -1
         if held:  # a start holding: the grasp is the recording's, its state the one before the closing action
             self.t_close[i], self.close_state[i] = c, episode.state[c]
-        self.limit[i] = min(self.max_steps, t + self.imagined_steps) if self.imagined_steps > 0 else self.max_steps
+        self.limit[i] = episode_end(t, self.max_steps, self.imagined_steps)
 
     def chunk(self, envs: np.ndarray, t: np.ndarray, before: torch.Tensor, acts: torch.Tensor, states: torch.Tensor,
               success_logits: torch.Tensor, frames: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
