@@ -16,9 +16,9 @@ An episode that never closes gets reward 0 either way.
 
 With "release" an episode may also start after the recording's close, holding (keyframes mode "release": some
 tens of steps before the placement): the grasp is then the recording's own, its step and robot state, and the
-judge waits for the imagined release. Why: the start's real failures on LIBERO-Spatial tasks 5-9 are mostly
-placements a few centimetres off the target, and over those few steps the proprio model drifts far less than from
-frame 0 (docs/notebook/protocol_v2.md, "10. Placement starts").
+judge waits for the imagined release. Why: many of the start's real failures on LIBERO-Spatial tasks 5-9 (the
+others never lift the object) are placements a few centimetres off the target, and over those few steps the proprio
+model drifts far less than from frame 0 (docs/notebook/protocol_v2.md, "10. Placement starts").
 
 Where the object and its target start comes from `object_starts`: the start episodes' simulator labels, or, with
 an object reader (world_models/object_reader.py), the episode's first camera image. With the reader the judge
