@@ -75,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="with --until release: imagine from this many steps before each episode's recorded release, "
                         "holding its grasp (imagined RL's placement starts); episodes that release sooner after "
                         "their close are left out")
+    p.add_argument("--align", type=int, default=0,
+                   help="with --lead: round each start down to a multiple of this many steps, the steps at which the "
+                        "policy chose its chunks for real (its n_action_steps, e.g. 8); 0: no rounding")
     p.add_argument("--no-closed-loop", action="store_true",
                    help="stop after the predicted stage (e.g. episodes of a policy that is no longer on disk); "
                         "the BENCH line then has no verdict and the exit status is 0")
@@ -88,8 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     cfg = GraspGateConfig(world_model=args.world_model, proprio=args.proprio, train_data=list(args.train_data),
                           label_dirs=[d for d in args.label_dirs if Path(d).is_dir()], until=args.until,
-                          lead=args.lead, num_envs=args.imagined_envs, seed=args.seed, samples=args.samples,
-                          combine=args.combine)
+                          lead=args.lead, align=args.align, num_envs=args.imagined_envs, seed=args.seed,
+                          samples=args.samples, combine=args.combine)
     stages = STAGES[:2] if args.no_closed_loop else STAGES
     try:
         runs = grasp_gate_records(args.gate_data, args.policy, cfg, stages)
@@ -103,7 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in stages:
         line, points[name] = stage_line(name, runs[name])
         print(line)
-    head = (f"BENCH reward_ceiling until={args.until} lead={args.lead} samples={args.samples} combine={args.combine} "
+    aligned = f" align={args.align}" if args.align else ""
+    head = (f"BENCH reward_ceiling until={args.until} lead={args.lead}{aligned} samples={args.samples} "
+            f"combine={args.combine} "
             f"episodes={n} recorded={points['recorded']:.2f} predicted={points['predicted']:.2f}")
     if args.no_closed_loop:
         print(f"{head} closed_loop=not_run")

@@ -64,6 +64,11 @@ class GraspGateConfig:
     # come that long after their close are left out of every stage. The keyframes of imagined RL's placement
     # starts (imagination/keyframes.py mode "release")
     lead: int = 0
+    # > 1: round each placement start down to a multiple of this many steps (the policy's `n_action_steps`). Why:
+    # a policy recorded in reality chose its actions only at those steps (a chunk at step 0, 8, 16, ...); started
+    # between two of them, the policy decides where it never decided for real, and the imagined placement follows
+    # another chunk than the recorded one even before any imagined frame is read.
+    align: int = 0
 
 
 def imagined_features(run: ImaginedEpisodes, proprio: ProprioModel, starts: list[np.ndarray],
@@ -95,15 +100,17 @@ def imagined_features(run: ImaginedEpisodes, proprio: ProprioModel, starts: list
     return out
 
 
-def placement_starts(actions: Sequence[np.ndarray], lead: int) -> np.ndarray:
-    """Per episode (actions [T, 7]), the step `lead` steps before its first release after its first close, -1
-    where that step would not come after the close (no release, or one too soon)."""
+def placement_starts(actions: Sequence[np.ndarray], lead: int, align: int = 0) -> np.ndarray:
+    """Per episode (actions [T, 7]), the step `lead` steps before its first release after its first close (with
+    align > 1: rounded down to a multiple of `align`), -1 where that step would not come after the close (no
+    release, or one too soon)."""
     t0 = np.full(len(actions), -1, np.int64)
     for k, a in enumerate(actions):
         c = first_close(a)
         r = release_after(a, c) if c >= 0 else -1
-        if r - lead > c >= 0:
-            t0[k] = r - lead
+        t = r - lead if align <= 1 else (r - lead) // align * align
+        if r >= 0 and t > c >= 0:
+            t0[k] = t
     return t0
 
 
@@ -140,7 +147,7 @@ def grasp_gate_records(gate_data: str, policy_path: str, cfg: GraspGateConfig,
     dataset = EpisodeDataset(gate_data, verify=False)
     t0 = np.zeros(len(idx), np.int64)
     if cfg.lead > 0:
-        t0 = placement_starts([dataset.arrays(i)[1] for i in idx], cfg.lead)
+        t0 = placement_starts([dataset.arrays(i)[1] for i in idx], cfg.lead, cfg.align)
         keep = np.flatnonzero(t0 >= 0)
         if not len(keep):
             raise ValueError(f"lead: no episode of {policy_path} in {gate_data} releases more than {cfg.lead} "

@@ -66,3 +66,19 @@ def test_release_starts_centre_on_the_lead_before_the_last_release():
     starts = KeyframeSampler([_grip(), _grip((50, 100, 1.0))], cfg).sample(200, np.random.default_rng(0))
     ts = np.array([k.t for k in starts])
     assert {k.episode for k in starts} == {1} and abs(ts.mean() - 70) < 2 and ts.max() < 100
+
+
+def test_aligned_starts_fall_on_the_policys_decision_steps_and_keep_each_blocks_weight():
+    actions = _grip((50, 100, 1.0))
+    free = step_weights(actions, KeyframeConfig(mode="release", release_lead=30, hard_width=5.0))
+    w = step_weights(actions, KeyframeConfig(mode="release", release_lead=30, hard_width=5.0, align=8))
+    assert np.flatnonzero(w).tolist() == [t for t in range(0, 100, 8) if free[t:t + 8].sum() > 0]
+    assert np.isclose(w.sum(), free.sum()) and np.isclose(w[64], free[64:72].sum())  # 70's block starts at 64
+    # uniform over the first 16 of 20 steps: the blocks at 0 and 8 hold 8 steps each, the one at 16 none
+    uniform = step_weights(np.zeros((20, 7)), KeyframeConfig(mode="uniform", align=8))
+    assert np.flatnonzero(uniform).tolist() == [0, 8] and uniform[[0, 8]].tolist() == [8.0, 8.0]
+    starts = KeyframeSampler([actions], KeyframeConfig(mode="release", release_lead=30, align=8)).sample(
+        100, np.random.default_rng(0))
+    assert {k.t % 8 for k in starts} == {0}
+    with pytest.raises(ValueError, match="keyframes.align: expected a number of steps >= 0"):
+        KeyframeSampler([actions], KeyframeConfig(align=-1))

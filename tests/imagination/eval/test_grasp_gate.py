@@ -158,6 +158,14 @@ def test_placement_starts_begin_lead_steps_before_the_release_holding_the_grasp(
     never[5:, 6] = 1.0
     assert placement_starts([shut, shut, never, np.zeros((20, 7))], 6).tolist() == [9, 9, -1, -1]
     assert placement_starts([shut], 10).tolist() == [-1]  # the start would come before the close
+    late = np.zeros((40, 7))
+    late[:, 6] = -1.0
+    late[3:30, 6] = 1.0  # closes at 3, opens at 30
+    # rounded down to the policy's decision steps: 30 - 6 = 24 stays, 30 - 10 = 20 -> 16, and a start that rounding
+    # brings to or before the close (30 - 24 = 6 -> 0) is none
+    assert placement_starts([late, late, late], 6, align=8).tolist() == [24, 24, 24]
+    assert placement_starts([late], 10, align=8).tolist() == [16]
+    assert placement_starts([late], 24, align=8).tolist() == [-1]
     root, policy, cfg = setup
     _gate(root / "released", policy, n=6, release=10)
     cfg = replace(cfg, until="release", label_dirs=[], train_data=[str(root / "released")],
