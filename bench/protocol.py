@@ -139,15 +139,47 @@ class RLGainProtocol:
 # (the sweep: docs/results.md, "Protocol v2"). Its arms: imagination/loop/arms.py.
 PROTOCOL_V2 = RLGainProtocol(root="outputs/bench/rl_gain_v2", tasks=(5, 6, 7, 8, 9), bc_steps=2000)
 PROTOCOLS = {"v1": RLGainProtocol(), "v2": PROTOCOL_V2}
+# Protocol v2 on the other suites: each takes its own setting (tasks, demonstrations, BC steps), chosen on its init
+# states 0-19 by bench/choose_start.py and recorded in <root>/setting.json before any RL is scored there.
+SUITE_ROOTS = {"libero_spatial": PROTOCOL_V2.root, "libero_object": "outputs/bench/rl_gain_v2_object",
+               "libero_goal": "outputs/bench/rl_gain_v2_goal", "libero_10": "outputs/bench/rl_gain_v2_10"}
+SETTING_FIELDS = ("tasks", "bc_demos_per_task", "bc_steps")
+
+
+def setting_path(root: str) -> Path:
+    """Where a suite's chosen setting is recorded (bench/choose_start.py)."""
+    return Path(root) / "setting.json"
+
+
+def suite_protocol(suite: str, root: str = "") -> RLGainProtocol:
+    """Protocol v2 on `suite`, under `root` (default SUITE_ROOTS[suite]): LIBERO-Spatial's is PROTOCOL_V2 (its setting
+    recorded in docs/results.md); another suite's takes the setting recorded in <root>/setting.json. ValueError
+    naming the command that chooses it when none is recorded."""
+    if suite not in SUITE_ROOTS:
+        raise ValueError(f"--suite: expected one of {sorted(SUITE_ROOTS)}, got {suite!r}")
+    root = root or SUITE_ROOTS[suite]
+    if suite == PROTOCOL_V2.suite and not setting_path(root).is_file():
+        return replace(PROTOCOL_V2, root=root)
+    path = setting_path(root)
+    if not path.is_file():
+        raise ValueError(f"--suite {suite}: no setting is chosen for it yet ({path} not found); choose it on init "
+                         f"states 0-19 first: python bench/choose_start.py --suite {suite}")
+    chosen = json.loads(path.read_text())
+    missing = [k for k in (*SETTING_FIELDS, "suite") if k not in chosen]
+    if missing or chosen["suite"] != suite:
+        raise ValueError(f"{path}: expected the setting of {suite} with fields {list(SETTING_FIELDS)}, got "
+                         f"suite {chosen.get('suite')!r} and missing {missing}")
+    return RLGainProtocol(root=root, suite=suite, tasks=tuple(int(t) for t in chosen["tasks"]),
+                          bc_demos_per_task=int(chosen["bc_demos_per_task"]), bc_steps=int(chosen["bc_steps"]))
 
 
 def _done(path: str) -> bool:
     return Path(path).is_file()
 
 
-def build(p: RLGainProtocol, loop: LoopConfig) -> dict[str, str]:
-    """Data, world model (calibrated) and BC policy of the protocol, built with the loop preset's stage
-    configs; finished stages are reused. Returns their paths."""
+def collect_data(p: RLGainProtocol, loop: LoopConfig) -> str:
+    """The protocol's training data (init states 0-9 of its tasks, the loop preset's collection settings), collected
+    or resumed unless it is all there. Returns its folder."""
     data = p.path("data")
     collect_cfg = replace(loop.collect, out_dir=data, suite=p.suite, tasks=list(p.tasks),
                           episodes_per_task=p.train_init_states, init_state_offset=0, views=list(p.views), seed=p.seed)
@@ -155,6 +187,13 @@ def build(p: RLGainProtocol, loop: LoopConfig) -> dict[str, str]:
     if n < collect_cfg.episodes_per_task * len(p.tasks):
         print(f"[protocol] collecting the training data: {p.describe()}")
         collect_dataset(collect_cfg)  # resumes from the episodes already written
+    return data
+
+
+def build(p: RLGainProtocol, loop: LoopConfig) -> dict[str, str]:
+    """Data, world model (calibrated) and BC policy of the protocol, built with the loop preset's stage
+    configs; finished stages are reused. Returns their paths."""
+    data = collect_data(p, loop)
     wm_file = p.path("world_model_file")
     if not _done(wm_file) or not _done(str(Path(wm_file).parent / "calibration.json")):
         wm_cfg = replace(loop.world_model, out_dir=str(Path(wm_file).parent),
@@ -231,4 +270,5 @@ def recipe_config(p: RLGainProtocol, paths: dict[str, str], out_dir: str,
                    proprio=paths["proprio"], out_dir=out_dir, imagination=im)
 
 
-__all__ = ["PROTOCOLS", "PROTOCOL_V2", "RLGainProtocol", "build", "build_recipe", "recipe_config", "start_bc_config"]
+__all__ = ["PROTOCOLS", "PROTOCOL_V2", "SETTING_FIELDS", "SUITE_ROOTS", "RLGainProtocol", "build", "build_recipe",
+           "collect_data", "recipe_config", "setting_path", "start_bc_config", "suite_protocol"]

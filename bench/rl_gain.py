@@ -12,6 +12,8 @@ recipe over several seeds, all on the same benchmark jobs.
     python bench/rl_gain.py --protocol v1 --arms start recipe --seeds 0   # the recorded v1 benchmark (start -> RL)
     python bench/rl_gain.py --recipe grasp --out-dir outputs/bench/rl_gain_v2/run_grasp   # another configs/rl preset
     python bench/rl_gain.py --bc bc/policy.pt --world-model wm/world_model.pt --data data --arms start recipe
+    python bench/rl_gain.py --suite libero_object   # protocol v2 on another suite, in the setting that
+                                                 # bench/choose_start.py --suite libero_object chose and recorded
 
 The arms (imagination/loop/arms.py): a `start`, the protocol's BC; b `control`, the start fine-tuned on every
 successful real episode the recipe consumed, no world model; c `anchor`, the recipe's supervised anchor alone (only
@@ -45,7 +47,15 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 from omegaconf import DictConfig, OmegaConf
 
 from bench.ledger import record_scored, scored_recipes
-from bench.protocol import PROTOCOLS, RLGainProtocol, build, build_recipe, recipe_config, start_bc_config
+from bench.protocol import (
+    PROTOCOLS,
+    RLGainProtocol,
+    build,
+    build_recipe,
+    recipe_config,
+    start_bc_config,
+    suite_protocol,
+)
 from bench.rl_gain_args import parser
 from bench.task_gate import decision_lines, gate_config, gate_seed, gate_start, merge_tasks
 from envs.libero_env import LiberoEnv
@@ -139,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__ or "")
     args = p.parse_args(argv)
     loop = load_config(LoopConfig, args.preset, group="loop")
-    base_proto = PROTOCOLS[args.protocol]
+    if args.suite and args.protocol != "v2":
+        p.error(f"--suite: runs protocol v2 on a suite; --protocol {args.protocol} is LIBERO-Spatial's recorded one")
+    base_proto = suite_protocol(args.suite, args.root) if args.suite else PROTOCOLS[args.protocol]
     changes: dict[str, Any] = {"recipe": args.recipe or base_proto.recipe, "root": args.root or base_proto.root}
     for name in ("bc_augment_noise", "bc_steps", "bc_task_weights", "tasks"):
         value = getattr(args, name)

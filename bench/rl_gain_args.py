@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench.protocol import PROTOCOLS
+from bench.protocol import PROTOCOLS, SUITE_ROOTS
 from imagination.loop.config import LoopConfig
 
 ARMS = ("start", "control", "anchor", "recipe")  # imagination/loop/arms.py
@@ -15,6 +15,9 @@ def parser(doc: str) -> argparse.ArgumentParser:
     p.add_argument("--protocol", choices=sorted(PROTOCOLS), default="v2",
                    help="v2: imagination's own gain against every control (the benchmark); v1: the recorded first "
                         "protocol (LIBERO-Spatial tasks 0-4, a 750-step start)")
+    p.add_argument("--suite", choices=sorted(SUITE_ROOTS), default="",
+                   help="protocol v2 on this suite, with the setting bench/choose_start.py recorded for it under its "
+                        "root (libero_spatial: the recorded protocol v2); default: the protocol's own")
     p.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS),
                    help="which arms to run and score (the anchor arm runs only when the recipe has an anchor)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="the recipe's RL seeds")

@@ -96,7 +96,8 @@ def test_rl_gain_prints_per_task_changes_and_how_failures_happened():
     assert len(rl_gain.per_task_lines(old, old, history)) == 1
 
 
-def _finished_eval(folder: Path, checkpoint: str, successes: list[bool], tasks=(0, 1), per_task=2, offset=20) -> None:
+def _finished_eval(folder: Path, checkpoint: str, successes: list[bool], tasks=(0, 1), per_task=2, offset=20,
+                   env: str = "libero_spatial") -> None:
     from imagination.eval.evaluate import summarize
 
     records = [{"task_id": t, "init_state_id": offset + j, "seed": 100 * t + j, "steps": 50,
@@ -104,7 +105,7 @@ def _finished_eval(folder: Path, checkpoint: str, successes: list[bool], tasks=(
     result = {**summarize(records, {t: f"task {t}" for t in tasks}), "episodes": records,
               "timing": {"seconds": 60.0},
               "config": {"checkpoint": checkpoint, "tasks": list(tasks), "episodes_per_task": per_task,
-                         "init_state_offset": offset, "seed": 0}}
+                         "init_state_offset": offset, "seed": 0, "env": env}}
     folder.mkdir(parents=True)
     (folder / "results.json").write_text(json.dumps(result))
 
@@ -252,3 +253,33 @@ def test_rl_gain_scores_every_arm_and_the_own_gain_against_the_best_control(tmp_
     assert "judge_reads_simulator=yes" in bench and bench.endswith("FAIL")
     assert "real data of control: 7 episodes, 700 env steps" in text
     assert "control - start: +25.0 points" in text and "recipe2 - start: +45.0 points" in text
+
+
+def test_rl_gain_on_a_suite_runs_the_setting_chosen_for_it(tmp_path, monkeypatch, capsys):
+    rl_gain = _load("rl_gain")
+    root = tmp_path / "object"
+    bc = root / "bc" / "policy.pt"
+    bc.parent.mkdir(parents=True)
+    bc.write_bytes(b"weights")
+    args = ["--suite", "libero_object", "--root", str(root), "--episodes-per-task", "2", "--arms", "start", "recipe"]
+    with pytest.raises(ValueError, match="no setting is chosen for it yet"):
+        rl_gain.main(args)
+    (root / "setting.json").write_text(json.dumps({"suite": "libero_object", "tasks": [0, 1], "bc_demos_per_task": 2,
+                                                   "bc_steps": 1500}))
+    built = []
+
+    def build(proto, loop):
+        built.append(proto)
+        return {"bc": str(bc), "world_model": "", "data": ""}
+
+    monkeypatch.setattr(rl_gain, "build", build)
+    run = _rl_run(tmp_path, str(bc))
+    _finished_eval(root / "run" / "eval_bc", str(bc), [False, True, True, False], env="libero_object")
+    _finished_eval(root / "run" / "eval_rl", str(run / "policy.pt"), [True, True, True, False], env="libero_object")
+    rl_gain.main([*args, "--rl-run", str(run)])
+    (proto,) = built
+    assert (proto.suite, proto.tasks, proto.bc_demos_per_task, proto.bc_steps) == ("libero_object", (0, 1), 2, 1500)
+    out = capsys.readouterr().out
+    assert "protocol v2: libero_object tasks [0, 1]" in out and "BENCH rl_gain episodes=4" in out
+    with pytest.raises(SystemExit):  # v1 is LIBERO-Spatial's recorded protocol, not a suite's
+        rl_gain.main([*args, "--protocol", "v1"])
