@@ -18,7 +18,9 @@ states 10-19) three ways (imagination/eval/grasp_gate.py):
                  what a reward built on the grasp point would see in imagined RL
 
 With `--until release --lead N` both imagined stages start N steps before each episode's recorded release,
-holding the recording's grasp: what the judge of imagined RL's placement starts sees.
+holding the recording's grasp: what the judge of imagined RL's placement starts sees; with `--until close --lead N`
+they start N steps before its first close (grasp starts). `--align 8` rounds the starts down to the steps at which
+the policy chose its chunks for real.
 
 Each stage prints the within-task AUC against the real outcomes with its 95% bootstrap interval and the
 imagined against real success count per task. `BENCH reward_ceiling ... PASS|FAIL`: PASS when the
@@ -72,9 +74,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="judge the grasp alone, or the grasp and where the carried object is let go "
                         "(imagination.grasp_until)")
     p.add_argument("--lead", type=int, default=0,
-                   help="with --until release: imagine from this many steps before each episode's recorded release, "
-                        "holding its grasp (imagined RL's placement starts); episodes that release sooner after "
-                        "their close are left out")
+                   help="imagine from this many steps before each episode's recorded event: with --until release its "
+                        "release, holding its grasp (imagined RL's placement starts; episodes that release sooner "
+                        "after their close are left out); with --until close its first close (grasp starts; "
+                        "episodes that close sooner are left out)")
     p.add_argument("--align", type=int, default=0,
                    help="with --lead: round each start down to a multiple of this many steps, the steps at which the "
                         "policy chose its chunks for real (its n_action_steps, e.g. 8); 0: no rounding")

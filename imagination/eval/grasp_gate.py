@@ -59,10 +59,11 @@ class GraspGateConfig:
     # modules of your own package that define the policy's class, imported before it loads (docs/policies.md)
     policy_modules: list[str] = field(default_factory=list)
     grasp_point: GraspPointConfig = field(default_factory=GraspPointConfig)  # the classifier (task_bias, ...)
-    # > 0 (with until "release"): imagine each episode from this many steps before its recorded release (the
-    # placement), holding the recording's grasp, the recording before it kept; episodes whose release does not
-    # come that long after their close are left out of every stage. The keyframes of imagined RL's placement
-    # starts (imagination/keyframes.py mode "release")
+    # > 0: imagine each episode from this many steps before its recorded event, the recording before it kept:
+    # with until "release", before its release (the placement), holding the recording's grasp, episodes whose
+    # release does not come that long after their close left out (imagination/keyframes.py mode "release"); with
+    # until "close", before its first close (the grasp), episodes that close sooner or never left out
+    # (imagination/keyframes.py mode "close"). Left-out episodes are out of every stage
     lead: int = 0
     # > 1: round each placement start down to a multiple of this many steps (the policy's `n_action_steps`). Why:
     # a policy recorded in reality chose its actions only at those steps (a chunk at step 0, 8, 16, ...); started
@@ -114,6 +115,18 @@ def placement_starts(actions: Sequence[np.ndarray], lead: int, align: int = 0) -
     return t0
 
 
+def grasp_starts(actions: Sequence[np.ndarray], lead: int, align: int = 0) -> np.ndarray:
+    """Per episode (actions [T, 7]), the step `lead` steps before its first close (with align > 1: rounded down to a
+    multiple of `align`), -1 where the episode never closes or closes sooner."""
+    t0 = np.full(len(actions), -1, np.int64)
+    for k, a in enumerate(actions):
+        c = first_close(a)
+        t = c - lead if align <= 1 else (c - lead) // align * align
+        if c >= 0 and t >= 0:
+            t0[k] = t
+    return t0
+
+
 def fit_gate_classifier(cfg: GraspGateConfig) -> GraspPointClassifier:
     """The grasp-point classifier the gate judges with: fit on cfg.train_data and cfg.label_dirs, on the
     features cfg.until names. The same config gives the same classifier: fit once for several policies."""
@@ -136,8 +149,6 @@ def grasp_gate_records(gate_data: str, policy_path: str, cfg: GraspGateConfig,
         raise ValueError(f"samples, combine: expected an integer >= 1 and 'mean' or 'min', got {cfg.samples}, "
                          f"{cfg.combine!r}")
     place = cfg.until == "release"
-    if cfg.lead > 0 and not place:
-        raise ValueError(f"lead: {cfg.lead} starts at the placement, which only until 'release' judges")
     feats, tasks, real, idx = dataset_features(gate_data, policy_path, place)
     if not idx:
         raise ValueError(f"gate_data: {gate_data} holds no labelled episode of {policy_path} "
@@ -147,11 +158,12 @@ def grasp_gate_records(gate_data: str, policy_path: str, cfg: GraspGateConfig,
     dataset = EpisodeDataset(gate_data, verify=False)
     t0 = np.zeros(len(idx), np.int64)
     if cfg.lead > 0:
-        t0 = placement_starts([dataset.arrays(i)[1] for i in idx], cfg.lead, cfg.align)
+        starts = placement_starts if place else grasp_starts
+        t0 = starts([dataset.arrays(i)[1] for i in idx], cfg.lead, cfg.align)
         keep = np.flatnonzero(t0 >= 0)
         if not len(keep):
-            raise ValueError(f"lead: no episode of {policy_path} in {gate_data} releases more than {cfg.lead} "
-                             "steps after its close")
+            event = "releases more than {} steps after its close" if place else "closes {} steps or more in"
+            raise ValueError(f"lead: no episode of {policy_path} in {gate_data} {event.format(cfg.lead)}")
         feats, tasks, real = [feats[k] for k in keep], [tasks[k] for k in keep], [real[k] for k in keep]
         idx, t0 = [idx[k] for k in keep], t0[keep]
     clf = classifier or fit_gate_classifier(cfg)
@@ -195,4 +207,4 @@ def grasp_gate_records(gate_data: str, policy_path: str, cfg: GraspGateConfig,
     return out
 
 
-__all__ = ["STAGES", "GraspGateConfig", "grasp_gate_records", "imagined_features", "placement_starts"]
+__all__ = ["STAGES", "GraspGateConfig", "grasp_gate_records", "grasp_starts", "imagined_features", "placement_starts"]

@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from imagination.eval.grasp_gate import STAGES, GraspGateConfig, grasp_gate_records, placement_starts
+from imagination.eval.grasp_gate import (
+    STAGES,
+    GraspGateConfig,
+    grasp_gate_records,
+    grasp_starts,
+    placement_starts,
+)
 from imagination.eval.reward_gate import gate_figures
 from robot_data.dataset import DatasetConfig, Episode, EpisodeWriter
 from robot_data.sim_labels import label_path, write_labels
@@ -177,5 +183,11 @@ def test_placement_starts_begin_lead_steps_before_the_release_holding_the_grasp(
     assert all(0.0 <= r["max_success_prob"] <= 1.0 for name in stages for r in runs[name])
     with pytest.raises(ValueError, match="lead: no episode of .* releases more than 4 steps after its close"):
         grasp_gate_records(str(root / "released"), policy, replace(cfg, lead=4), ["recorded"])
-    with pytest.raises(ValueError, match="lead: 2 starts at the placement, which only until 'release' judges"):
-        grasp_gate_records(str(root / "released"), policy, replace(cfg, until="close", lead=2), ["recorded"])
+    # grasp starts: lead steps before the first close (step 6), rounded to the decision steps; closing sooner, none
+    assert grasp_starts([late, late, shut], 2, align=0).tolist() == [1, 1, 3]
+    assert grasp_starts([late, shut, never, np.zeros((20, 7))], 2, align=2).tolist() == [0, 2, 2, -1]
+    close = replace(cfg, until="close", lead=4)
+    runs = grasp_gate_records(str(root / "released"), policy, close, stages)
+    assert all(len(runs[name]) == 6 for name in stages)
+    with pytest.raises(ValueError, match="lead: no episode of .* closes 7 steps or more in"):
+        grasp_gate_records(str(root / "released"), policy, replace(close, lead=7), ["recorded"])
