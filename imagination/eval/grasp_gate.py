@@ -158,8 +158,8 @@ def grasp_gate_records(gate_data: str, policy_path: str, cfg: GraspGateConfig,
     dataset = EpisodeDataset(gate_data, verify=False)
     t0 = np.zeros(len(idx), np.int64)
     if cfg.lead > 0:
-        starts = placement_starts if place else grasp_starts
-        t0 = starts([dataset.arrays(i)[1] for i in idx], cfg.lead, cfg.align)
+        find_starts = placement_starts if place else grasp_starts
+        t0 = find_starts([dataset.arrays(i)[1] for i in idx], cfg.lead, cfg.align)
         keep = np.flatnonzero(t0 >= 0)
         if not len(keep):
             event = "releases more than {} steps after its close" if place else "closes {} steps or more in"

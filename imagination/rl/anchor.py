@@ -16,7 +16,12 @@ Two targets:
                       learned enters RL: a gain stays the RL's, not more behaviour cloning.
 
 `phase="after_grasp"` keeps only the frames from each episode's first gripper close on, which leaves the
-approach and the grasp, the part the reward judges, to RL alone.
+approach and the grasp, the part the reward judges, to RL alone. `phase="before_grasp"` keeps the frames before it
+(the whole of an episode that never closes), which leaves the carry and the placement to RL: with imagined episodes
+that start at the placement, RL halved the start's lifted-not-placed failures on the choose jobs (14 -> 7) while its
+never-lifted ones rose 19 -> 26 (docs/notebook/protocol_v2.md, section 11), the approach drifting with nothing to
+hold it. Anchored to the start's own chunks (`target="start_policy"`) on the frames of its own rollouts, the approach
+stays the start's.
 """
 from __future__ import annotations
 
@@ -31,14 +36,14 @@ from robot_data.dataset import EpisodeDataset, ReaderConfig
 from world_models.grasp_point import first_close
 
 TARGETS = ("demos", "start_policy")
-PHASES = ("all", "after_grasp")
+PHASES = ("all", "after_grasp", "before_grasp")
 
 
 @dataclass
 class AnchorConfig:
     coef: float = 0.0  # weight of the anchor's MSE in every RL minibatch; 0 = off
     target: str = "demos"  # "demos" | "start_policy" (module docstring)
-    phase: str = "all"  # "all" | "after_grasp": which frames of each episode are anchored
+    phase: str = "all"  # "all" | "after_grasp" | "before_grasp": which frames of each episode are anchored
     episodes_per_task: int = 1  # target "demos": how many successful expert episodes per task
 
 
@@ -47,11 +52,13 @@ def _samples(ds: EpisodeDataset, picked: list[int], phase: str, data) -> torch.T
     keep, offset = [], 0
     for i in picked:
         action = ds.arrays(i)[1]
-        T, start = len(action), 0
+        T, start, stop = len(action), 0, len(action)
+        t0 = first_close(action)
         if phase == "after_grasp":
-            t0 = first_close(action)
             start = T if t0 < 0 else t0  # an episode that never closes has nothing after a grasp
-        keep.append(torch.arange(offset + start, offset + T))
+        elif phase == "before_grasp":
+            stop = T if t0 < 0 else t0  # an episode that never closes is all approach
+        keep.append(torch.arange(offset + start, offset + stop))
         offset += T
     if offset != len(data):
         raise RuntimeError(f"anchor: {offset} frames counted, {len(data)} in the chunk data")

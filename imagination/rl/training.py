@@ -114,7 +114,8 @@ class ImagineRLConfig:
     bc_data: str = ""
     # What the anchor fits (imagination/rl/anchor.py): "demos", or "start_policy": the starting policy's own
     # chunks on the start data's frames (no new action labels). bc_phase "after_grasp" anchors only the frames
-    # from each episode's first close on, the part reward "grasp" never reaches.
+    # from each episode's first close on, the part reward "grasp" never reaches; "before_grasp" only those before
+    # it, the part placement starts never reach.
     bc_target: str = "demos"
     bc_phase: str = "all"
     exploration_data_scale: float = 0.5

@@ -47,7 +47,7 @@ def test_start_policy_anchor_is_zero_at_the_start_and_pulls_a_moved_policy_back(
     assert float(np.mean([float(anchor().detach()) for _ in range(4)])) < 0.5 * moved
 
 
-def test_after_grasp_reads_only_frames_from_the_first_close_on(data, monkeypatch):
+def test_after_grasp_and_before_grasp_read_only_their_side_of_the_first_close(data, monkeypatch):
     import policies.bc as bc
 
     seen = []
@@ -63,8 +63,11 @@ def test_after_grasp_reads_only_frames_from_the_first_close_on(data, monkeypatch
     frames = torch.cat(seen)
     assert ((frames % T) >= CLOSE).all() and frames.max() < 4 * T  # 4 episodes of T frames, in order
     seen.clear()
+    make_anchor(AnchorConfig(coef=1.0, target="start_policy", phase="before_grasp"), policy, data, [], 64, 0)()
+    assert ((torch.cat(seen) % T) < CLOSE).all()  # the approach only: placement starts leave the rest to RL
+    seen.clear()
     make_anchor(AnchorConfig(coef=1.0, target="start_policy"), policy, data, [], 64, 0)()
-    assert ((torch.cat(seen) % T) < CLOSE).any()
+    assert ((torch.cat(seen) % T) < CLOSE).any() and ((torch.cat(seen) % T) >= CLOSE).any()
     # "demos": one successful expert episode per task, episodes 0 and 2
     seen.clear()
     make_anchor(AnchorConfig(coef=1.0, target="demos"), policy, data, [], 64, 0)()
