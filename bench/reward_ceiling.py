@@ -19,8 +19,8 @@ states 10-19) three ways (imagination/eval/grasp_gate.py):
 
 With `--until release --lead N` both imagined stages start N steps before each episode's recorded release,
 holding the recording's grasp: what the judge of imagined RL's placement starts sees; with `--until close --lead N`
-they start N steps before its first close (grasp starts). `--align 8` rounds the starts down to the steps at which
-the policy chose its chunks for real.
+they start N steps before its first close (grasp starts). The starts are rounded down to the steps at which the
+policy chose its chunks for real (its n_action_steps; `--align 0` keeps them where they fall).
 
 Each stage prints the within-task AUC against the real outcomes with its 95% bootstrap interval and the
 imagined against real success count per task. `BENCH reward_ceiling ... PASS|FAIL`: PASS when the
@@ -40,6 +40,7 @@ from bench.protocol import RLGainProtocol
 from imagination.eval.grasp_gate import STAGES, GraspGateConfig, grasp_gate_records
 from imagination.eval.reward_gate import THRESHOLD_AUC, within_task_auc_interval
 from infra.errors import run_main
+from policies.base import Policy
 
 
 def stage_line(name: str, records: list[dict]) -> tuple[str, float]:
@@ -78,9 +79,10 @@ def main(argv: list[str] | None = None) -> int:
                         "release, holding its grasp (imagined RL's placement starts; episodes that release sooner "
                         "after their close are left out); with --until close its first close (grasp starts; "
                         "episodes that close sooner are left out)")
-    p.add_argument("--align", type=int, default=0,
+    p.add_argument("--align", type=int, default=None,
                    help="with --lead: round each start down to a multiple of this many steps, the steps at which the "
-                        "policy chose its chunks for real (its n_action_steps, e.g. 8); 0: no rounding")
+                        "policy chose its chunks for real (default: the policy's own n_action_steps, e.g. 8); "
+                        "0: no rounding")
     p.add_argument("--no-closed-loop", action="store_true",
                    help="stop after the predicted stage (e.g. episodes of a policy that is no longer on disk); "
                         "the BENCH line then has no verdict and the exit status is 0")
@@ -92,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
                   "episodes, `python bench/rl_gain.py` builds the rest")
             return 2
     torch.set_num_threads(1)
+    if args.align is None:  # a recorded policy decided at its chunk boundaries only: start there
+        args.align = Policy.load(args.policy).n_action_steps if args.lead > 0 else 0
     cfg = GraspGateConfig(world_model=args.world_model, proprio=args.proprio, train_data=list(args.train_data),
                           label_dirs=[d for d in args.label_dirs if Path(d).is_dir()], until=args.until,
                           lead=args.lead, align=args.align, num_envs=args.imagined_envs, seed=args.seed,
