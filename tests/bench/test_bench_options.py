@@ -157,19 +157,25 @@ def test_rl_gain_renders_both_arms_at_the_size_asked(tmp_path, monkeypatch):
     assert asked == [128, 128, 0, 0]  # BC and RL arms alike; 0 (the policy's own size) by default
 
 
-def test_rl_gain_builds_a_protocol_variant_under_its_own_root(tmp_path, monkeypatch, capsys):
-    rl_gain = _load("rl_gain")
-    root = tmp_path / "variant"
+def _recorded_build(rl_gain, root: Path, monkeypatch) -> tuple[Path, list]:
+    """A BC file under `root` and rl_gain's `build` replaced by a recorder of the protocols it is asked to build."""
     bc = root / "bc" / "policy.pt"
     bc.parent.mkdir(parents=True)
     bc.write_bytes(b"weights")
-    built = []
+    built: list = []
 
     def build(proto, loop):
         built.append(proto)
         return {"bc": str(bc), "world_model": "", "data": ""}
 
     monkeypatch.setattr(rl_gain, "build", build)
+    return bc, built
+
+
+def test_rl_gain_builds_a_protocol_variant_under_its_own_root(tmp_path, monkeypatch, capsys):
+    rl_gain = _load("rl_gain")
+    root = tmp_path / "variant"
+    bc, built = _recorded_build(rl_gain, root, monkeypatch)
     run = _rl_run(tmp_path, str(bc))
     _finished_eval(root / "run" / "eval_bc", str(bc), [False, True, True, False])
     _finished_eval(root / "run" / "eval_rl", str(run / "policy.pt"), [True, True, True, False])
@@ -258,21 +264,13 @@ def test_rl_gain_scores_every_arm_and_the_own_gain_against_the_best_control(tmp_
 def test_rl_gain_on_a_suite_runs_the_setting_chosen_for_it(tmp_path, monkeypatch, capsys):
     rl_gain = _load("rl_gain")
     root = tmp_path / "object"
-    bc = root / "bc" / "policy.pt"
-    bc.parent.mkdir(parents=True)
-    bc.write_bytes(b"weights")
     args = ["--suite", "libero_object", "--root", str(root), "--episodes-per-task", "2", "--arms", "start", "recipe"]
     with pytest.raises(ValueError, match="no setting is chosen for it yet"):
         rl_gain.main(args)
+    (root / "setting.json").parent.mkdir(parents=True)
     (root / "setting.json").write_text(json.dumps({"suite": "libero_object", "tasks": [0, 1], "bc_demos_per_task": 2,
                                                    "bc_steps": 1500}))
-    built = []
-
-    def build(proto, loop):
-        built.append(proto)
-        return {"bc": str(bc), "world_model": "", "data": ""}
-
-    monkeypatch.setattr(rl_gain, "build", build)
+    bc, built = _recorded_build(rl_gain, root, monkeypatch)
     run = _rl_run(tmp_path, str(bc))
     _finished_eval(root / "run" / "eval_bc", str(bc), [False, True, True, False], env="libero_object")
     _finished_eval(root / "run" / "eval_rl", str(run / "policy.pt"), [True, True, True, False], env="libero_object")
