@@ -60,3 +60,22 @@ def test_the_code_defaults_are_the_shipped_recipe():
     # and the quick preset, the success head, says so rather than inheriting it
     quick = load_config(ImagineRLConfig, "quick", group="rl")
     assert (quick.imagination.reward, quick.rl.kl_estimator, quick.bc_coef) == ("head", "k3", 0.0)
+
+
+def test_place_is_what_the_placement_runs_ran():
+    """configs/rl/place.yaml = the command the notebook's aligned placement runs used ($R/place/rl8b.sh): grasp_floor
+    with those overrides, and nothing else changed."""
+    from dataclasses import asdict
+
+    R = "outputs/bench/rl_gain_v2"
+    ran = load_config(ImagineRLConfig, "grasp_floor", [
+        f"policy={R}/bc/policy.pt", f"world_model={R}/world_model/world_model.pt", f"start_data={R}/own_rollouts/data",
+        "sources=[policy]", f"bc_data={R}/own_rollouts/data", "bc_target=start_policy", "bc_phase=before_grasp",
+        f"proprio={R}/own_rollouts/proprio.pt", f"out_dir={R}/place/rl8b_s0", "imagination.grasp_until=release",
+        f"imagination.grasp_train_data=[{R}/data,{R}/own_rollouts/data]",
+        f"imagination.grasp_label_dirs=[{R}/near_miss_labels_s16]",
+        f"imagination.object_reader={R}/object_reader/reader_200_8000_big+t79/reader.pt",
+        "imagination.keyframes.mode=release", "imagination.keyframes.release_lead=8",
+        "imagination.keyframes.hard_width=4", "imagination.keyframes.align=8", "imagination.imagined_steps=24",
+        "num_threads=2"], group="rl")
+    assert asdict(load_config(ImagineRLConfig, "place", group="rl")) == asdict(ran)
