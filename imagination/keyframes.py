@@ -37,9 +37,9 @@ class KeyframeConfig:
     # > 1: start only at multiples of this many steps, each step's weight moved to the multiple at or before it.
     # Why: a recorded rollout of a policy that runs chunks (its n_action_steps, e.g. 8) chose its actions only at
     # steps 0, 8, 16, ...; started there, the same policy on the recorded frame gives the recorded chunk exactly,
-    # started between two of them it gives another chunk (mean |diff| 0.07, 7% of gripper commands flipped on
-    # protocol v2's own rollouts) and imagination follows a future the policy never had. Leave 0 for starts
-    # from demonstrations recorded by a scripted expert, which decides at every step.
+    # started between two of them it gives another chunk, and imagination follows a future the policy never had
+    # (measured: docs/notebook/protocol_v2.md, section 11). Leave 0 for starts from demonstrations recorded by a
+    # scripted expert, which decides at every step.
     align: int = 0
 
 

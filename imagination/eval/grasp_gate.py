@@ -62,13 +62,13 @@ class GraspGateConfig:
     # > 0: imagine each episode from this many steps before its recorded event, the recording before it kept:
     # with until "release", before its release (the placement), holding the recording's grasp, episodes whose
     # release does not come that long after their close left out (imagination/keyframes.py mode "release"); with
-    # until "close", before its first close (the grasp), episodes that close sooner or never left out
-    # (imagination/keyframes.py mode "close"). Left-out episodes are out of every stage
+    # until "close", before its first close (the grasp), episodes that close sooner or never left out. Left-out
+    # episodes are out of every stage
     lead: int = 0
-    # > 1: round each placement start down to a multiple of this many steps (the policy's `n_action_steps`). Why:
-    # a policy recorded in reality chose its actions only at those steps (a chunk at step 0, 8, 16, ...); started
-    # between two of them, the policy decides where it never decided for real, and the imagined placement follows
-    # another chunk than the recorded one even before any imagined frame is read.
+    # > 1: round each start down to a multiple of this many steps (the policy's `n_action_steps`). Why: a policy
+    # recorded in reality chose its actions only at those steps (a chunk at step 0, 8, 16, ...); started between two
+    # of them, the policy decides where it never decided for real, and the imagined future follows another chunk
+    # than the recorded one even before any imagined frame is read (imagination/keyframes.py, `align`)
     align: int = 0
 
 

@@ -17,11 +17,10 @@ Two targets:
 
 `phase="after_grasp"` keeps only the frames from each episode's first gripper close on, which leaves the
 approach and the grasp, the part the reward judges, to RL alone. `phase="before_grasp"` keeps the frames before it
-(the whole of an episode that never closes), which leaves the carry and the placement to RL: with imagined episodes
-that start at the placement, RL halved the start's lifted-not-placed failures on the choose jobs (14 -> 7) while its
-never-lifted ones rose 19 -> 26 (docs/notebook/protocol_v2.md, section 11), the approach drifting with nothing to
-hold it. Anchored to the start's own chunks (`target="start_policy"`) on the frames of its own rollouts, the approach
-stays the start's.
+(the whole of an episode that never closes), which leaves the carry and the placement to RL. Why: imagined episodes
+that start at the placement never reach the approach, which then drifts with nothing to hold it (RL that mended the
+start's placements lost some of its grasps: docs/notebook/protocol_v2.md, section 11). Anchored to the start's own
+chunks (`target="start_policy"`) on the frames of its own rollouts, the approach stays the start's.
 """
 from __future__ import annotations
 
