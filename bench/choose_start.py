@@ -33,7 +33,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 from bench.ledger import scored_recipes
 from bench.protocol import PROTOCOL_V2, SUITE_ROOTS, RLGainProtocol, collect_data, setting_path, start_bc_config
-from imagination.eval.evaluate import evaluate_or_reuse, wilson_interval
+from bench.task_gate import gate_config
+from imagination.eval.evaluate import evaluate_or_reuse
 from imagination.loop.config import LoopConfig
 from infra.atomic import atomic_write_json
 from infra.cli import load_config
@@ -72,6 +73,9 @@ def choose(args: argparse.Namespace) -> int:
     choose_jobs = proto.bench_offset  # init states 0-19: the training and the gate's, never the benchmark's
     print(f"choosing the start of {proto.describe()} on init states 0-{choose_jobs - 1}")
     data = collect_data(proto, loop)
+    # the choose jobs as bench/rl_gain.py's gate evaluates them: init states 0-19 of the setting's tasks
+    choose = gate_config(replace(loop.eval, env=args.suite, tasks=list(args.tasks), seed=proto.seed,
+                                 num_envs=args.num_envs, fast_render=True), choose_jobs)
     rows: dict[int, dict] = {}
     for steps in sorted(set(args.steps)):
         folder = Path(root, "bc_sweep", f"bc{steps}")
@@ -79,17 +83,15 @@ def choose(args: argparse.Namespace) -> int:
         if not (folder / "result.json").is_file():
             print(f"BC from {args.demos} demonstration(s) per task, {steps} steps -> {folder}")
             train_bc_on_data(bc)
-        ev = replace(loop.eval, env=args.suite, tasks=list(args.tasks), episodes_per_task=choose_jobs,
-                     init_state_offset=0, seed=proto.seed, num_envs=args.num_envs, fast_render=True, videos=0,
-                     checkpoint=str(folder / "policy.pt"), out_dir=str(folder / "eval_0_19"))
+        ev = replace(choose, checkpoint=str(folder / "policy.pt"), out_dir=str(folder / "eval_0_19"))
         rows[steps] = evaluate_or_reuse(ev, f"BC {steps} steps on the choose jobs")
-    best = max(rows, key=lambda k: (_rate(rows[k]), -k))
+    best = max(rows, key=lambda k: (rows[k]["overall"]["success_rate"], -k))
     for steps, r in rows.items():
-        lo, hi = wilson_interval(_successes(r), len(r["episodes"]))
+        o, (lo, hi) = r["overall"], r["overall"]["ci95"]
         tasks = " / ".join(str(r["per_task"][str(t)]["successes"]) for t in args.tasks)
-        print(f"BC {steps:5d} steps: {_successes(r)}/{len(r['episodes'])} [{100 * lo:.1f}, {100 * hi:.1f}]  "
+        print(f"BC {steps:5d} steps: {o['successes']}/{o['episodes']} [{100 * lo:.1f}, {100 * hi:.1f}]  "
               f"tasks {tasks} (of {choose_jobs}){'   <- the start' if steps == best else ''}")
-    rate = _rate(rows[best])
+    rate = rows[best]["overall"]["success_rate"]
     ok = args.band[0] <= rate <= args.band[1]
     if ok:
         chosen_bc = Path(root, "bc")
@@ -98,7 +100,7 @@ def choose(args: argparse.Namespace) -> int:
         atomic_write_json(setting_path(root), {
             "suite": args.suite, "tasks": list(args.tasks), "bc_demos_per_task": args.demos, "bc_steps": best,
             "chosen_on": f"init states 0-{choose_jobs - 1}", "band": list(args.band),
-            "candidates": {str(k): {"successes": _successes(r), "episodes": len(r["episodes"]),
+            "candidates": {str(k): {"successes": r["overall"]["successes"], "episodes": r["overall"]["episodes"],
                                     "per_task": {t: v["successes"] for t, v in r["per_task"].items()}}
                            for k, r in rows.items()}}, indent=2)
         print(f"setting recorded in {setting_path(root)}: python bench/rl_gain.py --suite {args.suite}")
@@ -106,18 +108,10 @@ def choose(args: argparse.Namespace) -> int:
         print(f"the best start averages {100 * rate:.0f}%, outside {100 * args.band[0]:.0f}-{100 * args.band[1]:.0f}%:"
               " nothing recorded; change the setting (tasks, --demos), not the start")
     print(f"BENCH choose_start suite={args.suite} tasks={','.join(map(str, args.tasks))} demos={args.demos} "
-          + " ".join(f"steps{k}={_rate(r):.3f}" for k, r in rows.items())
+          + " ".join(f"steps{k}={r['overall']['success_rate']:.3f}" for k, r in rows.items())
           + f" chosen_steps={best} rate={rate:.3f} band=[{args.band[0]:.2f},{args.band[1]:.2f}] "
           f"{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
-
-
-def _successes(result: dict) -> int:
-    return sum(bool(e["success"]) for e in result["episodes"])
-
-
-def _rate(result: dict) -> float:
-    return _successes(result) / len(result["episodes"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -158,9 +158,9 @@ def suite_protocol(suite: str, root: str = "") -> RLGainProtocol:
     if suite not in SUITE_ROOTS:
         raise ValueError(f"--suite: expected one of {sorted(SUITE_ROOTS)}, got {suite!r}")
     root = root or SUITE_ROOTS[suite]
-    if suite == PROTOCOL_V2.suite and not setting_path(root).is_file():
-        return replace(PROTOCOL_V2, root=root)
     path = setting_path(root)
+    if suite == PROTOCOL_V2.suite and not path.is_file():
+        return replace(PROTOCOL_V2, root=root)
     if not path.is_file():
         raise ValueError(f"--suite {suite}: no setting is chosen for it yet ({path} not found); choose it on init "
                          f"states 0-19 first: python bench/choose_start.py --suite {suite}")

@@ -9,6 +9,7 @@ import pytest
 import bench.choose_start as choose_start
 from bench.ledger import record_scored
 from bench.protocol import PROTOCOL_V2, setting_path, suite_protocol
+from imagination.eval.evaluate import summarize
 
 
 @pytest.fixture
@@ -32,9 +33,9 @@ def sweep(monkeypatch):
         steps = int(Path(cfg.checkpoint).parent.name[2:])
         n = cfg.episodes_per_task * len(cfg.tasks)
         wins = round(rates[steps] * n)
-        eps = [{"task_id": cfg.tasks[k // cfg.episodes_per_task], "success": k < wins} for k in range(n)]
-        per_task = {str(t): {"successes": sum(e["success"] for e in eps if e["task_id"] == t)} for t in cfg.tasks}
-        return {"episodes": eps, "per_task": per_task}
+        eps = [{"task_id": cfg.tasks[k // cfg.episodes_per_task], "success": k < wins, "steps": 100}
+               for k in range(n)]
+        return {**summarize(eps, {t: f"task {t}" for t in cfg.tasks}), "episodes": eps}
 
     monkeypatch.setattr(choose_start, "collect_data", collect)
     monkeypatch.setattr(choose_start, "train_bc_on_data", bc)
