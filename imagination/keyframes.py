@@ -72,12 +72,17 @@ def step_weights(actions: np.ndarray, cfg: KeyframeConfig) -> np.ndarray:
             w[:opened[-1]] = np.exp(-0.5 * ((t[:opened[-1]] - centre) / cfg.hard_width) ** 2)
     else:
         raise ValueError(f"keyframe mode: expected one of {list(KEYFRAME_MODES)}, got {cfg.mode!r}")
-    if cfg.align > 1:
+    if cfg.align > 1:  # each step's weight onto align_down of it, the first step of its block
         blocks = np.arange(0, T, cfg.align)
         aligned = np.zeros(T)
         aligned[blocks] = np.add.reduceat(w, blocks)
         return aligned
     return w
+
+
+def align_down(t: int, align: int) -> int:
+    """Step t rounded down to a multiple of `align` (KeyframeConfig.align; align <= 1 leaves it)."""
+    return t if align <= 1 else t // align * align
 
 
 class KeyframeSampler:

@@ -21,7 +21,7 @@ import torch
 
 from imagination.env import ImaginationConfig
 from imagination.imagine import ImaginedEpisodes, imagine, open_imagination, policy_mean, recorded_actions
-from imagination.keyframes import Keyframe
+from imagination.keyframes import Keyframe, align_down
 from policies.base import Policy
 from robot_data.sim_labels import read_sim_labels
 from world_models.grasp_point import (
@@ -109,7 +109,7 @@ def placement_starts(actions: Sequence[np.ndarray], lead: int, align: int = 0) -
     for k, a in enumerate(actions):
         c = first_close(a)
         r = release_after(a, c) if c >= 0 else -1
-        t = r - lead if align <= 1 else (r - lead) // align * align
+        t = align_down(r - lead, align)
         if r >= 0 and t > c >= 0:
             t0[k] = t
     return t0
@@ -121,7 +121,7 @@ def grasp_starts(actions: Sequence[np.ndarray], lead: int, align: int = 0) -> np
     t0 = np.full(len(actions), -1, np.int64)
     for k, a in enumerate(actions):
         c = first_close(a)
-        t = c - lead if align <= 1 else (c - lead) // align * align
+        t = align_down(c - lead, align)
         if c >= 0 and t >= 0:
             t0[k] = t
     return t0
