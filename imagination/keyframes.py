@@ -109,6 +109,16 @@ class KeyframeSampler:
         pair_task = np.asarray(tasks)[self._pairs[:, 0]] if tasks is not None else np.zeros(len(self._pairs), int)
         self._by_task = {int(k): np.flatnonzero(pair_task == k) for k in np.unique(pair_task)}
 
+    def modes(self) -> list[Keyframe]:
+        """Each episode's most likely start (its first step of the highest weight), in episode order; an
+        episode with no start under the mode gives none. Why: a held-out check scores a policy once per start
+        episode from fixed starts (mode "start": frame 0; "release": the step `release_lead` before the
+        release, aligned), so that two checks differ only by the policy."""
+        firsts = np.flatnonzero(np.r_[True, np.diff(self._pairs[:, 0]) != 0])  # each episode's first pair
+        ends = np.r_[firsts[1:], len(self._pairs)]
+        best = [a + int(np.argmax(self._p[a:b])) for a, b in zip(firsts, ends)]
+        return [Keyframe(int(e), int(t)) for e, t in self._pairs[best]]
+
     def sample(self, n: int, rng: np.random.Generator) -> list[Keyframe]:
         if not self.cfg.balance_tasks:
             idx = rng.choice(len(self._pairs), size=n, p=self._p)

@@ -250,7 +250,8 @@ def _load_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimize
 
 def heldout_env(cfg: ImagineRLConfig, env: ImaginationVectorEnv) -> ImaginationVectorEnv:
     """The env of the held-out check: its start data and world model (default: the run's), the run's proprio
-    model and imagination settings, one imagined episode per held-out start episode."""
+    model and imagination settings, one imagined episode per held-out start episode, from frame 0 or (heldout.starts
+    "rl") from the episode's most likely start under the run's keyframe settings."""
     h = cfg.heldout
     data = h.start_data or cfg.start_data
     if not Path(data).exists():
@@ -261,7 +262,8 @@ def heldout_env(cfg: ImagineRLConfig, env: ImaginationVectorEnv) -> ImaginationV
     picked = labelled_starts(data, ds.select(task_id=list(h.tasks) or None), env.cfg)[: h.max_episodes]
     if not picked:
         raise ValueError(f"heldout.start_data: no episode of {data} matches heldout.tasks={h.tasks}")
-    icfg = replace(env.cfg, keyframes=KeyframeConfig(mode="start"), uncertainty="off")
+    keyframes = KeyframeConfig(mode="start") if h.starts == "start" else env.cfg.keyframes
+    icfg = replace(env.cfg, keyframes=keyframes, uncertainty="off")
     return open_imagination(h.world_model or env.wm, data, env.proprio,
                             min(len(picked), cfg.num_groups * cfg.group_size), icfg, indices=picked)
 

@@ -82,3 +82,15 @@ def test_aligned_starts_fall_on_the_policys_decision_steps_and_keep_each_blocks_
     assert {k.t % 8 for k in starts} == {0}
     with pytest.raises(ValueError, match="keyframes.align: expected a number of steps >= 0"):
         KeyframeSampler([actions], KeyframeConfig(align=-1))
+
+
+def test_modes_are_each_episodes_most_likely_start_in_episode_order():
+    # frame 0 of every episode in mode "start"; in mode "release", the aligned block of release - lead
+    assert [(k.episode, k.t) for k in KeyframeSampler(_actions(3), KeyframeConfig(mode="start")).modes()] == [
+        (0, 0), (1, 0), (2, 0)]
+    cfg = KeyframeConfig(mode="release", release_lead=30, hard_width=5.0, align=8)
+    sampler = KeyframeSampler([_grip((50, 100, 1.0)), _grip(), _grip((20, 61, 1.0))], cfg)
+    # 100 - 30 = 70 lies in the block at 64; 61 - 30 = 31 in the block at 24; episode 1 never releases: no start
+    assert [(k.episode, k.t) for k in sampler.modes()] == [(0, 64), (2, 24)]
+    # the first of equal weights: uniform starts give each episode's step 0
+    assert {k.t for k in KeyframeSampler(_actions(2), KeyframeConfig(mode="uniform")).modes()} == {0}

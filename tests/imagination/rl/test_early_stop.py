@@ -71,3 +71,37 @@ def test_the_kept_policy_is_the_one_with_the_best_heldout_score(square_setup, tm
     from imagination.rl.training import heldout_env, load_rl_env
     env = heldout_env(cfg, load_rl_env(cfg, tmp_path / "run", Policy.load(result["policy_path"])))
     assert heldout_success(env, Policy.load(result["policy_path"]), cfg.seed) == pytest.approx(scores[best])
+
+
+def test_heldout_starts_rl_scores_from_each_episodes_start_under_rls_keyframes(square_setup, tmp_path):  # noqa: F811 (the fixture imported above)
+    # held-out episodes whose gripper shuts over steps 8-20 (released at 20): placement starts 8 before the release,
+    # aligned to 4, fall at step 12 of each; the check imagines from there with RL's own settings
+    from imagination.env import ImaginationConfig
+    from imagination.keyframes import KeyframeConfig
+    from imagination.rl.early_stop import heldout_success
+    from imagination.rl.training import heldout_env, load_rl_env
+    from robot_data.dataset import DatasetConfig, EpisodeWriter
+    from tests.world_models.conftest import square_episode
+
+    rng = np.random.default_rng(3)
+    with EpisodeWriter(tmp_path / "held", DatasetConfig(views=("agentview",), image_size=(SIZE, SIZE), fps=10)) as w:
+        for _ in range(5):
+            ep = square_episode(rng, 32)
+            ep.action[:, 6] = -1.0
+            ep.action[8:20, 6] = 1.0
+            w.append(ep)
+    keyframes = KeyframeConfig(mode="release", release_lead=8, hard_width=1.0, align=4)
+    cfg = replace(_config(square_setup, tmp_path / "run", iterations=2), start_data=str(tmp_path / "held"),
+                  heldout=HeldoutConfig(every=1, start_data=str(tmp_path / "held"), starts="rl", max_episodes=5))
+    cfg.imagination = ImaginationConfig(max_steps=32, imagined_steps=8, keyframes=keyframes)
+    policy = Policy.load(square_setup[2])
+    env = heldout_env(cfg, load_rl_env(cfg, tmp_path / "run", policy))
+    assert [(k.episode, k.t) for k in env.keyframes.modes()] == [(e, 12) for e in range(5)]
+    score = heldout_success(env, policy, cfg.seed)
+    assert 0.0 <= score <= 1.0 and score * 5 == round(score * 5)  # one imagined episode per held-out start
+    assert heldout_success(env, policy, cfg.seed) == score  # fixed starts and noise: the same score again
+    # the default still starts the check at frame 0, whatever RL's keyframes
+    frame0 = heldout_env(replace(cfg, heldout=replace(cfg.heldout, starts="start")), env)
+    assert {k.t for k in frame0.keyframes.modes()} == {0}
+    with pytest.raises(ValueError, match="heldout.starts: expected one of"):
+        HeldoutConfig(starts="release").validate()
