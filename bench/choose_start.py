@@ -18,11 +18,13 @@ A setting is recorded once: after a recipe has been scored on the suite's benchm
 refused again, because a setting chosen after looking at RL results is no longer fixed before them.
 
 Prints each candidate's real success per task and `BENCH choose_start suite=.. chosen_steps=.. rate=.. PASS|FAIL`.
-Every BC and evaluation is kept under <root>/bc_sweep/bc<steps>/ and reused by a re-run.
+Every BC and evaluation is kept under <root>/bc_sweep/bc<steps>/ and reused by a re-run, so a root holds one
+setting's candidates (<root>/choosing.json): another --tasks or --demos under it is refused; give another --root.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -68,6 +70,13 @@ def choose(args: argparse.Namespace) -> int:
     if scored_recipes(Path(root) / "scored.json"):
         raise ValueError(f"{root}: recipes have been scored on this setting's benchmark jobs; a setting chosen "
                          "after RL results were seen is not fixed before them. Choose under a new --root")
+    # One setting per root: the data, BCs and evaluations under it are reused by a re-run, so a re-run with other
+    # tasks or demonstrations would score the old setting's candidates as the new one's
+    trying = {"suite": args.suite, "tasks": list(args.tasks), "bc_demos_per_task": args.demos}
+    tried = Path(root, "choosing.json")
+    if tried.is_file() and (old := json.loads(tried.read_text())) != trying:
+        raise ValueError(f"--root: {root} holds the candidates of {old}; choose {trying} under another --root")
+    atomic_write_json(tried, trying)
     loop = load_config(LoopConfig, args.preset, group="loop")
     proto = RLGainProtocol(root=root, suite=args.suite, tasks=tuple(args.tasks), bc_demos_per_task=args.demos)
     choose_jobs = proto.bench_offset  # init states 0-19: the training and the gate's, never the benchmark's

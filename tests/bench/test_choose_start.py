@@ -95,3 +95,22 @@ def test_spatial_keeps_its_recorded_setting_and_unknown_suites_are_refused(tmp_p
     setting_path(str(bad)).write_text(json.dumps({"suite": "libero_goal", "tasks": [0]}))
     with pytest.raises(ValueError, match="missing \\['bc_demos_per_task', 'bc_steps'\\]"):
         suite_protocol("libero_goal", str(bad))
+
+
+def test_a_root_holds_one_setting_and_another_is_refused_before_anything_is_reused(tmp_path, sweep):
+    calls, rates = sweep
+    rates.update({2000: 0.95})
+    root = tmp_path / "object"
+    first = ["--suite", "libero_object", "--tasks", "5", "6", "--steps", "2000", "--root", str(root)]
+    assert choose_start.main(first) == 1
+    assert not setting_path(str(root)).exists()  # 95%: above the band, nothing recorded
+    # other tasks under the same root would reuse the first setting's data, BC and evaluation: refused
+    with pytest.raises(ValueError, match=r"--root: .* holds the candidates of .*'tasks': \[5, 6\].* another --root"):
+        choose_start.main(["--suite", "libero_object", "--tasks", "0", "1", "--steps", "2000", "--root", str(root)])
+    with pytest.raises(ValueError, match="under another --root"):
+        choose_start.main(["--suite", "libero_object", "--tasks", "5", "6", "--demos", "2", "--root", str(root)])
+    assert len(calls["collect"]) == 1 and len(calls["eval"]) == 1
+    # the same setting again resumes (here: its other step counts)
+    rates.update({1000: 0.5})
+    assert choose_start.main(["--suite", "libero_object", "--tasks", "5", "6", "--steps", "1000", "2000",
+                              "--root", str(root)]) == 1
