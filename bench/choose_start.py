@@ -2,7 +2,7 @@
 
     python bench/choose_start.py --suite libero_object                      # tasks 0-9, 1 demonstration per task,
                                                                             # BC for 1000, 2000 and 4000 steps
-    python bench/choose_start.py --suite libero_goal --tasks 0 3 5 7 9 --steps 2000 4000
+    python bench/choose_start.py --suite libero_10 --tasks 2 4 5 6 7 --steps 2000 4000
 
 Protocol v2 (docs/loop.md, "Protocol v2: imagination's own gain") starts imagined RL from the best BC the
 demonstrations give, and takes its headroom from the setting (few demonstrations, harder tasks), never from a
@@ -34,7 +34,7 @@ from pathlib import Path
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from bench.ledger import scored_recipes
-from bench.protocol import PROTOCOL_V2, SUITE_ROOTS, RLGainProtocol, collect_data, setting_path, start_bc_config
+from bench.protocol import RECORDED_SETTINGS, SUITE_ROOTS, RLGainProtocol, collect_data, setting_path, start_bc_config
 from bench.task_gate import gate_config
 from imagination.eval.evaluate import evaluate_or_reuse
 from imagination.loop.config import LoopConfig
@@ -60,9 +60,10 @@ def parser() -> argparse.ArgumentParser:
 
 def choose(args: argparse.Namespace) -> int:
     root = args.root or SUITE_ROOTS[args.suite]
-    if args.suite == PROTOCOL_V2.suite and Path(root) == Path(PROTOCOL_V2.root):
-        raise ValueError(f"--root: {root} holds protocol v2's LIBERO-Spatial setting, chosen and recorded already "
-                         "(bench/protocol.py PROTOCOL_V2); give another --root to choose a new Spatial setting")
+    recorded = RECORDED_SETTINGS.get(args.suite)
+    if recorded is not None and Path(root) == Path(recorded.root):
+        raise ValueError(f"--root: {root} holds protocol v2's {args.suite} setting, chosen and recorded already "
+                         "(bench/protocol.py RECORDED_SETTINGS); give another --root to choose a new one")
     if not args.steps or min(args.steps) < 1 or args.demos < 1:
         raise ValueError(f"--steps, --demos: expected positive integers, got {args.steps}, {args.demos}")
     if not 0.0 <= args.band[0] < args.band[1] <= 1.0:
