@@ -2,7 +2,7 @@
 
     python bench/choose_start.py --suite libero_object                      # tasks 0-9, 1 demonstration per task,
                                                                             # BC for 1000, 2000 and 4000 steps
-    python bench/choose_start.py --suite libero_10 --tasks 2 4 5 6 7 --steps 2000 4000
+    python bench/choose_start.py --suite libero_object --tasks 0 1 2 3 4 --steps 2000 4000
 
 Protocol v2 (docs/loop.md, "Protocol v2: imagination's own gain") starts imagined RL from the best BC the
 demonstrations give, and takes its headroom from the setting (few demonstrations, harder tasks), never from a

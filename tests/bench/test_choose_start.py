@@ -66,12 +66,12 @@ def test_the_most_successful_start_in_the_band_is_recorded_and_read_by_the_suite
 def test_a_start_outside_the_band_records_nothing_and_fails(tmp_path, sweep, capsys):
     _, rates = sweep
     rates.update({2000: 0.9})
-    root = tmp_path / "ten"
-    assert choose_start.main(["--suite", "libero_10", "--steps", "2000", "--root", str(root)]) == 1
+    root = tmp_path / "object"
+    assert choose_start.main(["--suite", "libero_object", "--steps", "2000", "--root", str(root)]) == 1
     assert not setting_path(str(root)).exists() and not (root / "bc").exists()
     assert "outside 20-70%: nothing recorded" in capsys.readouterr().out
-    with pytest.raises(ValueError, match="no setting is chosen for it yet .*choose_start.py --suite libero_10"):
-        suite_protocol("libero_10", str(root))
+    with pytest.raises(ValueError, match="no setting is chosen for it yet .*choose_start.py --suite libero_object"):
+        suite_protocol("libero_object", str(root))
 
 
 def test_a_setting_is_not_chosen_again_once_rl_was_scored_on_it(tmp_path, sweep):
@@ -91,7 +91,8 @@ def test_recorded_settings_are_kept_and_unknown_suites_are_refused(tmp_path):
     assert (goal.tasks, goal.bc_demos_per_task, goal.bc_steps, goal.root) == (
         (0, 1, 2, 3, 4), 1, 2000, "outputs/bench/rl_gain_v2_goal")
     assert suite_protocol("libero_goal", str(tmp_path / "elsewhere")).tasks == goal.tasks
-    for suite in ("libero_spatial", "libero_goal"):
+    assert suite_protocol("libero_10").tasks == (2, 4, 5, 6, 7)
+    for suite in ("libero_spatial", "libero_goal", "libero_10"):
         with pytest.raises(ValueError, match=f"holds protocol v2's {suite} setting, chosen and recorded already"):
             choose_start.main(["--suite", suite])
     with pytest.raises(ValueError, match="--suite: expected one of"):
