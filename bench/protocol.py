@@ -145,13 +145,13 @@ SUITE_ROOTS = {"libero_spatial": PROTOCOL_V2.root, "libero_object": "outputs/ben
                "libero_goal": "outputs/bench/rl_gain_v2_goal", "libero_10": "outputs/bench/rl_gain_v2_10"}
 SETTING_FIELDS = ("tasks", "bc_demos_per_task", "bc_steps")
 # The settings choose_start chose and recorded, kept here so that every checkout scores the same jobs from the same
-# start (a <root>/setting.json lives with the outputs of one machine). LIBERO-Goal: tasks 0-4, whose goals the goal
-# reader reads at 0.98-1.00 on held-out real frames; one demonstration per task, the preset's 2000 BC steps: 61/100
-# on init states 0-19 (docs/results.md, "Protocol v2's setting on the other suites").
+# start (a <root>/setting.json lives with the outputs of one machine). How each was chosen, and its start's success on
+# init states 0-19: docs/results.md, "Protocol v2's setting on the other suites". LIBERO-Goal: tasks 0-4, among those
+# whose goals the goal reader reads best on held-out real frames; one demonstration per task, 2000 BC steps.
 PROTOCOL_V2_GOAL = RLGainProtocol(root=SUITE_ROOTS["libero_goal"], suite="libero_goal", tasks=(0, 1, 2, 3, 4),
                                   bc_steps=2000)
-# LIBERO-10: tasks 2, 4, 5, 6, 7, whose goals the goal reader reads at 0.94 or better on held-out real frames with both
-# outcomes held out; one demonstration per task, 2000 steps: 24/100 on init states 0-19 (tasks 6 and 7 at 0/20)
+# LIBERO-10: tasks 2, 4, 5, 6, 7, the five the goal reader reads best among those with both outcomes held out; one
+# demonstration per task, 2000 BC steps
 PROTOCOL_V2_10 = RLGainProtocol(root=SUITE_ROOTS["libero_10"], suite="libero_10", tasks=(2, 4, 5, 6, 7), bc_steps=2000)
 RECORDED_SETTINGS = {"libero_spatial": PROTOCOL_V2, "libero_goal": PROTOCOL_V2_GOAL, "libero_10": PROTOCOL_V2_10}
 
