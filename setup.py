@@ -55,8 +55,9 @@ setup(
         # ruff and mypy pinned exactly: a new release adds rules and checks, and `make test` runs both,
         # so the same tree must lint the same on every machine (bump deliberately, fixing what it finds).
         # transformers: tests/policies/test_language.py checks the MiniLM embeddings against plain transformers;
-        # pytest-xdist: `make test` runs two workers (Makefile)
-        "dev": ["pytest>=7", "pytest-timeout>=2", "pytest-xdist>=3.5", "ruff==0.17.6", "mypy==2.4.1",
-                "transformers>=4.40"],
+        # pytest-xdist: `make test` runs two workers (Makefile); filelock: they share one build of a fixture
+        # (tests/conftest.py, square_setup)
+        "dev": ["pytest>=7", "pytest-timeout>=2", "pytest-xdist>=3.5", "filelock>=3.12", "ruff==0.17.6",
+                "mypy==2.4.1", "transformers>=4.40"],
     },
 )

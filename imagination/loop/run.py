@@ -21,6 +21,7 @@ from imagination.eval.jobs import EvalConfig
 from imagination.eval.real_rollouts import evaluate_and_record
 from imagination.eval.suites import merge_results, suite_config, table_markdown
 from imagination.eval.task_bias import task_bias_from_rollouts
+from imagination.imagine import open_proprio
 from imagination.loop.adopt import adoption
 from imagination.loop.arms import real_data_control
 from imagination.loop.config import LoopConfig, LoopState, finetune_config, guard
@@ -36,6 +37,7 @@ from robot_data.collection import collect_dataset
 from robot_data.dataset import EpisodeDataset, select_meta
 from robot_data.sim_labels import label_dataset
 from world_models.fidelity import EvalWorldModelConfig, evaluate_world_model
+from world_models.model import WorldModel
 from world_models.training import train_world_model
 
 
@@ -58,7 +60,22 @@ def _eval_world_model(state: LoopState, name: str, model_path: str, episodes: li
     return str(out / "eval.json")
 
 
-def _calibrate(cfg: LoopConfig, state: LoopState, name: str, model_path: str, data: str) -> dict | None:
+def _data_proprio(run: Path, data: str, wm_path: str, given: str) -> str:
+    """The proprio model that every stage on the dataset as it is now reads: `given` (rl.proprio) when set, else
+    one fitted on every episode of `data` with the world model's chunk length (imagination.imagine.open_proprio)
+    and kept as run/proprio/proprio_<episodes>.pt. Why one: calibration, the imagined evaluations and RL each
+    fitted their own on the same episodes (~15 s apiece on 2 cores); the dataset only changes when a round's
+    evaluation is recorded into it, and then the episode count names the new fit."""
+    if given:
+        return given
+    path = run / "proprio" / f"proprio_{len(EpisodeDataset(data, verify=False))}.pt"
+    if not path.is_file():
+        open_proprio(WorldModel.load(wm_path), fit_data=data, cache=path)
+    return str(path)
+
+
+def _calibrate(cfg: LoopConfig, state: LoopState, name: str, model_path: str, data: str,
+               proprio: str = "") -> dict | None:
     """Set the model's success threshold on the data's replayed real episodes (in place; see
     imagination.eval.calibrate). Needs both outcomes in the data: skipped, and said, otherwise."""
     if not cfg.calibrate:
@@ -68,7 +85,8 @@ def _calibrate(cfg: LoopConfig, state: LoopState, name: str, model_path: str, da
         print(f"[loop] calibrate {name}: skipped, the data has only {'successes' if True in outcomes else 'failures'}; "
               "the success threshold stays 0.5")
         return {"skipped": "the data has one outcome only"}
-    cal_cfg = CalibrateConfig(checkpoint=model_path, data_dir=data, num_threads=cfg.world_model.num_threads)
+    cal_cfg = CalibrateConfig(checkpoint=model_path, data_dir=data, proprio=proprio,
+                              num_threads=cfg.world_model.num_threads)
     keep = ("threshold", "balanced_accuracy", "balanced_accuracy_at_default", "positives", "negatives")
     return state.stage(f"calibrate_{name}",
                        lambda: {k: v for k, v in calibrate_success(cal_cfg).items() if k in keep})
@@ -130,8 +148,8 @@ def _over_suites(cfg: EvalConfig, suites: list[str], run: Callable[[EvalConfig],
 
 def _evaluate_phase(cfg: LoopConfig, state: LoopState, name: str, label: str, policy_path: str, wm_path: str,
                     record_round: int | None, rl_dir: str | None, proprio: str = "", imagined: bool = True) -> dict:
-    """Real evaluation (recorded into the dataset when record_round is set) and imagined evaluation (unless
-    `imagined` is False), on each collected suite when the loop collects several."""
+    """Real evaluation (recorded into the dataset when record_round is set) and imagined evaluation with `proprio`
+    (unless `imagined` is False), on each collected suite when the loop collects several."""
     run, data = Path(cfg.out_dir), str(Path(cfg.out_dir) / "data")
     real_path = run / name / "eval_real" / "results.json"
     real_cfg = replace(cfg.eval, checkpoint=policy_path, out_dir=str(real_path.parent))
@@ -148,8 +166,6 @@ def _evaluate_phase(cfg: LoopConfig, state: LoopState, name: str, label: str, po
     real_result = state.stage(f"{name}_eval_real", real)
     imagined_path = None
     if cfg.imagined_eval and imagined:
-        fitted = Path(rl_dir or run / "round1" / "rl") / "proprio.pt"  # the one RL fitted, when given none
-        proprio = proprio or (str(fitted) if fitted.exists() else "")
         im_cfg = replace(cfg.eval, checkpoint=policy_path, env="imagination", world_model=wm_path, start_data=data,
                          proprio=proprio, out_dir=str(run / name / "eval_imagined"))
         state.stage(f"{name}_eval_imagined",
@@ -221,14 +237,15 @@ def run_loop(cfg: LoopConfig) -> dict:
                      clips=replace(cfg.world_model.clips, data_dir=data))
     wm = state.stage("world_model", lambda: train_world_model(wm_cfg))
     wm_path, held_out = wm["model_path"], wm["held_out_episodes"]
+    proprio = _data_proprio(run, data, wm_path, cfg.rl.proprio)
     state.upsert("world_models", {"name": "wm0", "path": wm_path, "train_dir": str(run / "world_model"),
                                   "eval": _eval_world_model(state, "wm0", wm_path, held_out, cfg.wm_eval_steps),
-                                  "calibration": _calibrate(cfg, state, "wm0", wm_path, data)})
+                                  "calibration": _calibrate(cfg, state, "wm0", wm_path, data, proprio)})
 
     bc_cfg = replace(cfg.bc, data_dir=data, out_dir=str(run / "bc"))
     bc = state.stage("bc", lambda: train_bc_on_data(bc_cfg))
     state.data["bc_dir"] = str(run / "bc")
-    _evaluate_phase(cfg, state, "bc", "BC", bc["policy_path"], wm_path, None, None)
+    _evaluate_phase(cfg, state, "bc", "BC", bc["policy_path"], wm_path, None, None, proprio)
 
     kept, policy = "bc", bc["policy_path"]  # the policy the loop keeps (imagination/loop/adopt.py) and its file
     grasp = _grasp_inputs(cfg, state, policy, wm_path) if cfg.rl.imagination.reward == "grasp" else None
@@ -237,7 +254,7 @@ def run_loop(cfg: LoopConfig) -> dict:
         label = "after imagined RL" if r == 1 else f"after loop round {r - 1}"
         sources = ["expert", "perturbed"] + (["policy"] if r > 1 else [])  # later rounds also start from own failures
         rl_cfg = replace(cfg.rl, policy=policy, world_model=wm_path, start_data=data, out_dir=str(run / name / "rl"),
-                         sources=sources, seed=cfg.rl.seed + r)
+                         sources=sources, seed=cfg.rl.seed + r, proprio=proprio)
         if grasp is not None:
             rl_cfg = _with_grasp_inputs(rl_cfg, grasp)
             if cfg.grasp_task_bias:
@@ -266,10 +283,11 @@ def run_loop(cfg: LoopConfig) -> dict:
         ft_dir = run / name / "world_model"
         ft_cfg = finetune_config(cfg, data, str(ft_dir), wm_path, g["failure_weight"])
         wm_path = state.stage(f"{name}_world_model", partial(train_world_model, ft_cfg))["model_path"]
+        proprio = _data_proprio(run, data, wm_path, cfg.rl.proprio)  # the data grew by this round's episodes
         # the same held-out episodes as the first model (a fine-tune never trains on them)
         state.upsert("world_models", {"name": f"wm{r}", "path": wm_path, "train_dir": str(ft_dir),
                                       "eval": _eval_world_model(state, f"wm{r}", wm_path, held_out, cfg.wm_eval_steps),
-                                      "calibration": _calibrate(cfg, state, f"wm{r}", wm_path, data)})
+                                      "calibration": _calibrate(cfg, state, f"wm{r}", wm_path, data, proprio)})
 
     ds = EpisodeDataset(data, verify=False)
     added = select_meta(ds.meta, source="policy")

@@ -27,7 +27,7 @@ from policies.gaussian import GaussianChunkConfig, GaussianChunkPolicy, clipped_
 from policies.serving import ServeConfig
 from policies.serving import load_policy as serve_load_policy
 from policies.vla import VLAPolicy
-from tests.imagination.rl.test_training import _config, square_setup  # noqa: F401 (fixture)
+from tests.imagination.rl.test_training import _config
 from tests.policies.conftest import make_obs, tiny_config
 from tests.world_models.conftest import SIZE
 
@@ -220,7 +220,7 @@ def test_sample_and_evaluate_agree_and_noise_log_std_is_the_parameter_rl_sets(ow
 
 
 def test_an_own_policy_trains_in_imagination_and_its_result_loads_with_the_allow_list(
-        square_setup, own_package, tmp_path):  # noqa: F811 (the fixture imported above)
+        square_setup, own_package, tmp_path):
     data, wm, _, proprio = square_setup
     start = _saved(tmp_path / "start.pt", image_size=SIZE)
     cfg = replace(_config((data, wm, tmp_path / "start.pt", proprio), tmp_path / "run", iterations=2),

@@ -108,6 +108,9 @@ def test_tiny_loop_round_end_to_end(tmp_path, capsys):
     assert next(p for p in result["phases"] if p["name"] == "control")["imagined"] is None
     assert [w["name"] for w in result["world_models"]] == ["wm0", "wm1"]
     assert result["guard"][0]["round"] == 1
+    # one proprio model per state of the dataset, read by every stage on it (not one fit per stage)
+    assert sorted(f.name for f in (out / "proprio").iterdir()) == ["proprio_2.pt", "proprio_3.pt"]
+    assert not any((out / f"round{r}" / "rl" / "proprio.pt").exists() for r in (1, 2))  # RL fitted none of its own
     # every RL round was decided against the policy the loop kept, and the report says which one it ended with
     decided = result["adoption"]
     assert [d["round"] for d in decided] == [1, 2] and decided[0]["kept_before"] == "bc"

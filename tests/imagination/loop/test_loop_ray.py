@@ -26,10 +26,11 @@ def test_tiny_loop_on_ray_matches_the_local_backend(cluster, tmp_path):
 
     torch.set_num_threads(1)
     cfg = _tiny(tmp_path / "run")
-    cfg = replace(cfg, collect=replace(cfg.collect, backend="ray", num_workers=2),
+    # one RL round: the Ray backends serve every round's stages alike (test_loop.py runs the second one locally)
+    cfg = replace(cfg, rounds=0, collect=replace(cfg.collect, backend="ray", num_workers=2),
                   eval=replace(cfg.eval, backend="ray", num_envs=1))
     result = run_loop(cfg)
-    assert [p["name"] for p in result["phases"]] == ["bc", "control", "round1", "round2"]
+    assert [p["name"] for p in result["phases"]] == ["bc", "control", "round1"]
     assert (tmp_path / "run" / "loop_config.yaml").read_text().count("backend: ray") == 2  # collect and eval
 
     # collect: the dataset the local backend writes for the same plan

@@ -10,7 +10,7 @@ import torch
 from imagination.rl.early_stop import EarlyStopper, HeldoutConfig
 from imagination.rl.training import train_rl
 from policies.base import Policy
-from tests.imagination.rl.test_training import _config, square_setup  # noqa: F401 (fixture)
+from tests.imagination.rl.test_training import _config
 from tests.world_models.conftest import SIZE
 
 
@@ -40,7 +40,7 @@ def _same_weights(a: Policy, b: Policy) -> bool:
     return torch.equal(a.predict_action_chunk(obs), b.predict_action_chunk(obs))
 
 
-def test_rl_that_cannot_beat_the_start_stops_early_and_returns_the_start_policy(square_setup, tmp_path):  # noqa: F811 (the fixture imported above)
+def test_rl_that_cannot_beat_the_start_stops_early_and_returns_the_start_policy(square_setup, tmp_path):
     # threshold 0: every imagined episode succeeds at once, so no RL iterate can beat the start (and GRPO's
     # all-success groups do not move it either: this test is about stopping and resuming)
     cfg = replace(_config(square_setup, tmp_path / "run", iterations=6, checkpoint_every=1),
@@ -58,7 +58,7 @@ def test_rl_that_cannot_beat_the_start_stops_early_and_returns_the_start_policy(
     assert json.loads((tmp_path / "run" / "result.json").read_text())["heldout"]["best_iteration"] == 0
 
 
-def test_the_kept_policy_is_the_one_with_the_best_heldout_score(square_setup, tmp_path):  # noqa: F811 (the fixture imported above)
+def test_the_kept_policy_is_the_one_with_the_best_heldout_score(square_setup, tmp_path):
     cfg = replace(_config(square_setup, tmp_path / "run", iterations=8, checkpoint_every=4),
                   heldout=HeldoutConfig(every=2, patience=10, max_episodes=32))
     result = train_rl(cfg, progress=False)
@@ -73,7 +73,7 @@ def test_the_kept_policy_is_the_one_with_the_best_heldout_score(square_setup, tm
     assert heldout_success(env, Policy.load(result["policy_path"]), cfg.seed) == pytest.approx(scores[best])
 
 
-def test_heldout_starts_rl_scores_from_each_episodes_start_under_rls_keyframes(square_setup, tmp_path):  # noqa: F811 (the fixture imported above)
+def test_heldout_starts_rl_scores_from_each_episodes_start_under_rls_keyframes(square_setup, tmp_path):
     # held-out episodes whose gripper shuts over steps 8-20 (released at 20): placement starts 8 before the release,
     # aligned to 4, fall at step 12 of each; the check imagines from there with RL's own settings
     from imagination.env import ImaginationConfig

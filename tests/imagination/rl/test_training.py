@@ -16,42 +16,9 @@ from imagination.rl.rollout import collect_rollouts
 from imagination.rl.training import ImagineRLConfig, exploration_log_std, per_task_success, train_rl
 from policies.base import Policy
 from policies.vla import VLAConfig, VLAPolicy
-from robot_data.dataset import EpisodeDataset
-from tests.world_models.conftest import SIZE, tiny_train_config, write_square_dataset
+from tests.world_models.conftest import SIZE
 from world_models.model import WorldModel
-from world_models.proprio import ProprioConfig, ProprioModel, fit_proprio
-
-
-@pytest.fixture(scope="module")
-def square_setup(tmp_path_factory):
-    """(dataset, world model file, policy file, proprio file): a tiny world model trained 500 steps,
-    an untrained VLA, a small proprio model (the square world has no proprio: it stays at zero)."""
-    from world_models.training import Trainer
-
-    torch.set_num_threads(1)
-    root = tmp_path_factory.mktemp("rl_square")
-    data = write_square_dataset(root / "data", episodes=8, T=32)
-    cfg = tiny_train_config(data, root / "wm", steps=500)
-    cfg.augment.enabled = False
-    cfg.bootstrap.enabled = False
-    # The square travels across the whole frame, so the first frame is a poor reference: from it, a
-    # 500-step tiny model does not learn the motion well enough for RL to find the goal (measured:
-    # imagined success 0.375 before and after). LIBERO scenes are mostly static; there the anchor wins.
-    cfg.model.denoiser.residual_to = "last"
-    trainer = Trainer(cfg)
-    for _ in range(cfg.steps):
-        trainer.step()
-    trainer.unwrapped().eval().save(root / "wm.pt")
-    episodes = EpisodeDataset(data, verify=False)
-    proprio, _ = fit_proprio([episodes[i].state for i in range(len(episodes))],
-                             [episodes[i].action for i in range(len(episodes))],
-                             ProprioConfig(chunk_len=4, hidden=32, layers=1, steps=100))
-    proprio.save(root / "proprio.pt")
-    torch.manual_seed(0)
-    policy = VLAPolicy(VLAConfig(views=["agentview"], image_size=SIZE, chunk_len=4, conv_channels=[8, 16],
-                                 image_features=16, language_features=8, state_features=8, hidden=32))
-    policy.save(root / "policy.pt")
-    return data, root / "wm.pt", root / "policy.pt", root / "proprio.pt"
+from world_models.proprio import ProprioModel
 
 
 def _config(setup, out, iterations, **kw) -> ImagineRLConfig:
