@@ -64,7 +64,7 @@ def square_setup(tmp_path_factory, worker_id):
     """(dataset, world model file, policy file, proprio file) of the square world (tests/world_models/conftest.py):
     a tiny world model trained 500 steps, an untrained VLA, a small proprio model (the square world has no
     proprio: it stays at zero). Built once per test run: the xdist workers share it through a file lock (the RL
-    tests of three folders read it; each built its own, ~55 s apiece). Nothing may write into it."""
+    tests of three folders read it; each built its own). Nothing may write into it."""
     import torch
     from filelock import FileLock
 

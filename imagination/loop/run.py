@@ -64,7 +64,7 @@ def _data_proprio(run: Path, data: str, wm_path: str, given: str) -> str:
     """The proprio model that every stage on the dataset as it is now reads: `given` (rl.proprio) when set, else
     one fitted on every episode of `data` with the world model's chunk length (imagination.imagine.open_proprio)
     and kept as run/proprio/proprio_<episodes>.pt. Why one: calibration, the imagined evaluations and RL each
-    fitted their own on the same episodes (~15 s apiece on 2 cores); the dataset only changes when a round's
+    fitted their own on the same episodes; the dataset only changes when a round's
     evaluation is recorded into it, and then the episode count names the new fit."""
     if given:
         return given

@@ -3,7 +3,8 @@ one dataset collected from LIBERO-Spatial and LIBERO-Object in one run, one worl
 both, imagined RL starting from both suites, and every policy evaluated on each suite, real and imagined, with the
 per-suite tables and the report. The same run checks the Ray backends against the local ones: its collected
 dataset is the one the local backend collects for the same plan, and its real evaluation gives the local
-backend's per-episode outcomes for the same policy and jobs. (One run for both: each took ~4 minutes of CI.)"""
+backend's per-episode outcomes for the same policy and jobs. (One run for both: a loop is the slowest thing in
+the test suite.)"""
 from __future__ import annotations
 
 import json
