@@ -34,7 +34,6 @@ def libero():
 
 def _build_square_setup(root: Path) -> None:
     """The square world's dataset, a tiny world model trained 500 steps and a small proprio model, under root."""
-
     from robot_data.dataset import EpisodeDataset
     from tests.world_models.conftest import tiny_train_config, write_square_dataset
     from world_models.proprio import ProprioConfig, fit_proprio
@@ -63,8 +62,8 @@ def _build_square_setup(root: Path) -> None:
 def square_setup(tmp_path_factory, worker_id):
     """(dataset, world model file, policy file, proprio file) of the square world (tests/world_models/conftest.py):
     a tiny world model trained 500 steps, an untrained VLA, a small proprio model (the square world has no
-    proprio: it stays at zero). Built once per test run: the xdist workers share it through a file lock (the RL
-    tests of three folders read it; each built its own). Nothing may write into it."""
+    proprio: it stays at zero). Built once per test run: the xdist workers share it through a file lock (three test
+    files in two folders read it; each built its own). Nothing may write into it."""
     import torch
     from filelock import FileLock
 
