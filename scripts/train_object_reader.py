@@ -8,7 +8,8 @@ r"""Train the object reader: where the goal's object and its target start, read 
         "val_layouts=[outputs/layouts/s5-9_i10-19.npz]" out_dir=outputs/object_reader
 
 Writes <out_dir>/reader.pt (`imagination.object_reader=` of imagined RL) and result.json: its median and
-90th-percentile errors (cm) on the training images and on the held-out layouts.
+90th-percentile errors (cm) on the training images and on the held-out layouts. The fit's state is saved to
+<out_dir>/checkpoint.pt every `checkpoint_every` steps: re-running the same command continues from it.
 """
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ reads only the image. `scripts/train_object_reader.py` fits it and reports its e
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -138,8 +139,12 @@ def to_input(images: np.ndarray) -> torch.Tensor:
 
 
 def fit_object_reader(images: np.ndarray, task_ids: np.ndarray, object_pos: np.ndarray, target_pos: np.ndarray,
-                      suite: str, cfg: ObjectReaderConfig | None = None, progress: bool = True) -> ObjectReader:
-    """A reader fit on images uint8 [N, H, W, 3] of one view, task ids [N] and the positions [N, 3] (m)."""
+                      suite: str, cfg: ObjectReaderConfig | None = None, progress: bool = True,
+                      checkpoint: Path | None = None, checkpoint_every: int = 250) -> ObjectReader:
+    """A reader fit on images uint8 [N, H, W, 3] of one view, task ids [N] and the positions [N, 3] (m).
+
+    With `checkpoint`, the fit writes its whole state there (atomically) every `checkpoint_every` steps and
+    continues from that file when it exists: a fit stopped and run again ends with the same weights."""
     from tqdm import tqdm
 
     cfg = cfg or ObjectReaderConfig()
@@ -163,7 +168,11 @@ def fit_object_reader(images: np.ndarray, task_ids: np.ndarray, object_pos: np.n
     reader.to(dev)
     opt = torch.optim.AdamW(reader.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, cfg.lr, total_steps=cfg.steps, pct_start=0.05)
-    bar = tqdm(range(cfg.steps), desc="object reader", unit="step", disable=not progress)
+    start = 0
+    if checkpoint is not None and checkpoint.is_file():
+        start = _resume(checkpoint, cfg, n, reader, opt, sched, rng)
+    bar = tqdm(range(start, cfg.steps), desc="object reader", unit="step", disable=not progress,
+               initial=start, total=cfg.steps)
     for step in bar:
         b = torch.from_numpy(rng.integers(0, n, min(cfg.batch_size, n))).to(dev)
         xb = x[b] + cfg.jitter * 2 * (torch.rand_like(x[b]) - 0.5)
@@ -174,7 +183,46 @@ def fit_object_reader(images: np.ndarray, task_ids: np.ndarray, object_pos: np.n
         sched.step()
         if step % 50 == 0:
             bar.set_postfix(rms_cm=f"{float(loss.detach().sqrt()) * 100 / SCALE:.2f}")  # per coordinate
+        if checkpoint is not None and ((step + 1) % checkpoint_every == 0 or step + 1 == cfg.steps):
+            _save_fit(checkpoint, cfg, n, step + 1, reader, opt, sched, rng)
     return reader.cpu().eval()
+
+
+_FIT_CHECKPOINT = "object reader fit checkpoint (delete it to start over)"
+_FIT_KEYS = ("config", "images", "step", "model", "optimizer", "scheduler", "rng_json", "torch_rng")
+
+
+def _save_fit(path: Path, cfg: ObjectReaderConfig, n: int, step: int, reader: ObjectReader,
+              opt: torch.optim.Optimizer, sched: torch.optim.lr_scheduler.LRScheduler,
+              rng: np.random.Generator) -> None:
+    """The fit's whole state after `step` steps: tensors and plain data only (read back with weights_only)."""
+    from infra.atomic import atomic_torch_save
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_torch_save(path, {"config": asdict(cfg), "images": n, "step": step, "model": reader.state_dict(),
+                             "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                             "rng_json": json.dumps(rng.bit_generator.state), "torch_rng": torch.get_rng_state()})
+
+
+def _resume(path: Path, cfg: ObjectReaderConfig, n: int, reader: ObjectReader, opt: torch.optim.Optimizer,
+            sched: torch.optim.lr_scheduler.LRScheduler, rng: np.random.Generator) -> int:
+    """Restore a fit from its checkpoint; the step it had reached. A checkpoint of another config or of
+    another number of images is refused: it would continue a different fit."""
+    from infra.checkpoint import CheckpointError, expect_format, load_torch
+
+    ck = expect_format(load_torch(path, _FIT_CHECKPOINT), path, _FIT_CHECKPOINT, None, _FIT_KEYS)
+    if ck["config"] != asdict(cfg) or ck["images"] != n:
+        raise ValueError(f"{path}: a fit of another reader config or of other images ({ck['images']} images, "
+                         f"{n} now); use another out_dir or delete it to start over")
+    restore(reader, ck["model"], path, "object reader")
+    restore(opt, ck["optimizer"], path, "optimizer")
+    restore(sched, ck["scheduler"], path, "LR scheduler")
+    try:
+        rng.bit_generator.state = json.loads(ck["rng_json"])
+        torch.set_rng_state(ck["torch_rng"])
+        return int(ck["step"])
+    except (TypeError, RuntimeError, ValueError, KeyError) as err:
+        raise CheckpointError(f"{path}: its RNG state or step is unusable ({err})") from None
 
 
 def reader_errors(reader: ObjectReader, images: np.ndarray, task_ids: np.ndarray, object_pos: np.ndarray,
@@ -197,12 +245,16 @@ class TrainObjectReaderConfig:
     # labelled recorded datasets (scripts/label_episodes.py) whose episodes' first frames train it too
     data_dirs: list[str] = field(default_factory=list)
     val_layouts: list[str] = field(default_factory=list)  # held-out layouts it is measured on (never trained on)
+    # the fit's state goes to out_dir/checkpoint.pt this often; running the same command again continues from it
+    checkpoint_every: int = 250
     reader: ObjectReaderConfig = field(default_factory=ObjectReaderConfig)
 
     def validate(self) -> None:
         if not self.layouts and not self.data_dirs:
             raise ValueError("layouts, data_dirs: expected at least one source of labelled images "
                              "(scripts/render_layouts.py, or datasets labelled by scripts/label_episodes.py)")
+        if self.checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every: expected a number of steps >= 1, got {self.checkpoint_every}")
 
 
 def first_frames(data_dirs: list[str], view: str) -> tuple[dict[str, np.ndarray], str]:
@@ -255,8 +307,10 @@ def train_object_reader(cfg: TrainObjectReaderConfig, progress: bool = True) -> 
     if len(sizes) > 1:
         raise ValueError(f"layouts, data_dirs: images of different sizes {sorted(sizes)}")
     t0 = time.time()
+    out = Path(cfg.out_dir)
     reader = fit_object_reader(data["images"], data["task_id"], data["object_pos"], data["target_pos"],
-                               suites.pop(), cfg.reader, progress)
+                               suites.pop(), cfg.reader, progress, checkpoint=out / "checkpoint.pt",
+                               checkpoint_every=cfg.checkpoint_every)
     result: dict = {"images": len(data["images"]), "tasks": reader.tasks, "train_seconds": round(time.time() - t0, 1),
                     "train": reader_errors(reader, data["images"], data["task_id"], data["object_pos"],
                                            data["target_pos"])}
@@ -264,7 +318,6 @@ def train_object_reader(cfg: TrainObjectReaderConfig, progress: bool = True) -> 
         val, infos = read_layouts(cfg.val_layouts)
         v = infos[0]["views"].index(cfg.reader.view)
         result["val"] = reader_errors(reader, val["images"][:, v], val["task_id"], val["object_pos"], val["target_pos"])
-    out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     reader.save(out / "reader.pt")
     atomic_write_json(out / "result.json", result, indent=2)

@@ -70,3 +70,33 @@ def test_the_reader_refuses_unknown_tasks_and_other_images(reader):
         reader.read(images[:, :16], task)
     with pytest.raises(ValueError, match="multiples of 8"):
         fit_object_reader(images, task, np.zeros((2, 3)), np.zeros((2, 3)), "x", ObjectReaderConfig(channels=[12]))
+
+
+def test_a_stopped_fit_resumes_to_the_same_weights(tmp_path, monkeypatch):
+    import world_models.object_reader as module
+
+    images, task, obj, tgt = _scenes(40, seed=3)
+    cfg = ObjectReaderConfig(channels=[8, 8], keypoints=8, steps=6, batch_size=8, jitter=0.05)
+    whole = fit_object_reader(images, task, obj, tgt, "libero_spatial", cfg, progress=False)
+    save, saved = module._save_fit, []
+
+    def save_then_stop(path, cfg, n, step, *rest):  # the process dies right after its step-4 checkpoint
+        save(path, cfg, n, step, *rest)
+        saved.append(step)
+        if step == 4:
+            raise KeyboardInterrupt
+
+    ck = tmp_path / "checkpoint.pt"
+    monkeypatch.setattr(module, "_save_fit", save_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        fit_object_reader(images, task, obj, tgt, "libero_spatial", cfg, progress=False, checkpoint=ck,
+                          checkpoint_every=2)
+    torch.manual_seed(123)  # the global RNG moved on meanwhile: the checkpoint's state must win
+    resumed = fit_object_reader(images, task, obj, tgt, "libero_spatial", cfg, progress=False, checkpoint=ck,
+                                checkpoint_every=2)
+    assert saved == [2, 4, 6]  # the second run went on from step 4, not from the start
+    for name, value in whole.state_dict().items():
+        torch.testing.assert_close(resumed.state_dict()[name], value, msg=name)
+    with pytest.raises(ValueError, match="another reader config"):  # never continue a different fit
+        fit_object_reader(images, task, obj, tgt, "libero_spatial", ObjectReaderConfig(channels=[8, 8], keypoints=8,
+                          steps=8, batch_size=8), progress=False, checkpoint=ck)
