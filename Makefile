@@ -19,10 +19,11 @@ demo: $(STAMPS)/installed
 # lint first (seconds; settings in pyproject.toml): ruff and mypy, both on the whole tree.
 # Two pytest-xdist workers, one test file each at a time (module fixtures stay in one process): most slow
 # tests are one-threaded (rendering, subprocess start-up, imports), so two of them fill a 2-core machine.
-# The 25 slowest are listed at the end: CI has a 30-minute budget, and the list says where it goes.
+# The 25 slowest are listed at the end: CI has a 30-minute budget, and the list says where it goes. The files
+# of tests/slowest_files.txt go first (tests/conftest.py), in that order, not in xdist's (tests per file).
 TEST_WORKERS ?= 2
 test: lint
-	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=25
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 lint: $(STAMPS)/installed
 	$(PY) -m ruff check .

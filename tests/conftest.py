@@ -8,6 +8,18 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import pytest  # noqa: E402  (after MUJOCO_GL is set above)
 
+SLOWEST = Path(__file__).with_name("slowest_files.txt")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The files of slowest_files.txt first, in its order; every other file after them, in collection order.
+    Why: `make test` hands whole files to two xdist workers as they free up (--no-loadscope-reorder keeps this
+    order), and the run ends when the worker that drew the last long file does."""
+    root = Path(str(config.rootpath))
+    lines = [ln.strip() for ln in SLOWEST.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    rank = {str(root / ln): k for k, ln in enumerate(lines)}
+    items.sort(key=lambda item: rank.get(str(item.path), len(rank)))  # stable: the rest keep their order
+
 
 @pytest.fixture(scope="module")
 def cluster():

@@ -34,9 +34,9 @@ def _rows(result):
 
 
 def test_ray_backend_gives_the_local_outcomes_and_survives_a_dead_worker(cluster, policy, tmp_path, monkeypatch):
+    # one run on Ray checks both: env 0's worker lives throughout (Ray's outcomes as such), env 1's is killed
+    # mid-episode and its episode started over (the same outcome all the same)
     local = evaluate(_cfg(tmp_path, "local"), policy=policy, progress=False)
-    on_ray = evaluate(_cfg(tmp_path, "ray", backend="ray"), policy=policy, progress=False)
-    assert _rows(on_ray) == _rows(local)
 
     from envs.ray_vector_env import RayLiberoVectorEnv
 
