@@ -16,7 +16,9 @@ Render as the training data was rendered (fast_render, image size; the policy's 
 read from its checkpoint).
 
 Writes out_dir/results.json (per-task and overall success, 95% Wilson interval, per-episode records,
-timing) and out_dir/videos/*.mp4 (the first `videos` episodes, views side by side).
+timing) and out_dir/videos/*.mp4 (the first `videos` episodes, views side by side). A real evaluation keeps
+each finished episode in out_dir/episodes.partial.jsonl until results.json is written: re-running the same
+command after a stop runs only the episodes that had not finished (deterministic policies of a checkpoint file).
 
 record_to=DATA_DIR appends every real episode to that dataset as source `policy` (failures and
 near-successes flagged, `extra.policy` = the checkpoint): data to fine-tune the world model on the

@@ -27,6 +27,7 @@ from envs.frames import tile_views
 from envs.outcome import FIGURES, failure_counts, outcome
 from imagination.eval.jobs import EnvFactory, EnvSpec, EvalConfig, EvalEnv, Job
 from imagination.eval.libero import LiberoEvalEnv
+from imagination.eval.partial import PARTIAL, PartialEpisodes, partial_key, resumable
 from infra.atomic import atomic_write_json
 from infra.provenance import provenance
 from policies.base import Policy, RandomPolicy, RandomPolicyConfig
@@ -123,8 +124,10 @@ def _next_job(pending: list[Job], current_task: int | None) -> Job | None:
     return pending.pop(0) if pending else None
 
 
-def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig, progress: bool = True) -> list[dict]:
-    """Run every job to its end; returns one record per job (in job order) and writes videos."""
+def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig, progress: bool = True,
+                 on_record: Callable[[dict], None] | None = None, done: int = 0) -> list[dict]:
+    """Run every job to its end; returns one record per job (in job order) and writes videos. `on_record` is
+    called with each record as its episode ends (video written); `done` episodes ran before (the bar counts them)."""
     pending, B = list(jobs), env.num_envs
     frames: dict[int, list[np.ndarray]] = {}
     records: dict[int, dict] = {}
@@ -146,7 +149,7 @@ def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig,
     if cfg.obs_noise < 0:
         raise ValueError(f"obs_noise: expected a noise std >= 0 in 0-255 intensity units, got {cfg.obs_noise}")
     noise = [_noise_rng(cfg, j) for j in running]
-    bar = tqdm(total=len(jobs), desc=f"eval {cfg.env}", unit="ep", disable=not progress)
+    bar = tqdm(total=len(jobs) + done, initial=done, desc=f"eval {cfg.env}", unit="ep", disable=not progress)
     while len(records) < len(jobs):
         seen = _with_noise(obs, noise, cfg.obs_noise)
         with torch.no_grad():
@@ -178,6 +181,12 @@ def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig,
                         v = float(info[key][i])
                         records[job.index][key] = None if math.isnan(v) else round(v, 4)
                     records[job.index]["outcome"] = outcome(bool(terminated[i]), float(info["object_lift_m"][i]))
+                if job.index in frames:
+                    seq = np.stack(frames.pop(job.index))
+                    records[job.index]["video"] = str(_write_video(Path(cfg.out_dir) / "videos", records[job.index],
+                                                                   seq))
+                if on_record is not None:
+                    on_record(records[job.index])
                 bar.update(1)
                 bar.set_postfix(success=f"{sum(r['success'] for r in records.values())}/{len(records)}")
             nxt = _next_job(pending, job.task_id)
@@ -195,9 +204,6 @@ def run_episodes(policy: Policy, env: EvalEnv, jobs: list[Job], cfg: EvalConfig,
     bar.close()
     if restarts:
         logging.getLogger(__name__).warning("%d episode(s) started over after their simulator worker died", restarts)
-    for index, seq in frames.items():
-        r = records[index]
-        r["video"] = str(_write_video(Path(cfg.out_dir) / "videos", r, np.stack(seq)))
     return [records[j.index] for j in jobs]
 
 
@@ -248,7 +254,9 @@ def evaluate(cfg: EvalConfig, policy: Policy | None = None, progress: bool = Tru
     """Evaluate `policy` (default: cfg.checkpoint) in cfg.env; writes out_dir/results.json and videos.
 
     write=False leaves results.json to the caller, which adds its own figures and writes the file once, so a
-    kill never leaves a results.json that a reuse (`finished_results`) would take for a complete one."""
+    kill never leaves a results.json that a reuse (`finished_results`) would take for a complete one.
+    With write=True, a real evaluation keeps each finished episode in out_dir (imagination/eval/partial.py): the
+    same call after a stop runs only the episodes it had not finished."""
     if cfg.episodes_per_task < 1 or cfg.num_envs < 1:
         raise ValueError(f"episodes_per_task and num_envs must be >= 1, got {cfg.episodes_per_task}, {cfg.num_envs}")
     torch.set_num_threads(cfg.num_threads)
@@ -267,22 +275,33 @@ def evaluate(cfg: EvalConfig, policy: Policy | None = None, progress: bool = Tru
             raise ValueError(f"tasks: expected task ids in [0, {env.num_tasks() - 1}] for {cfg.env}, got {bad}")
         tasks = cfg.tasks or list(range(env.num_tasks()))
         jobs = plan_jobs(cfg, tasks, env.num_init_states)
+        partial = (PartialEpisodes(cfg.out_dir, partial_key(cfg))
+                   if write and resumable(cfg, cfg.env == IMAGINATION) else None)
+        done = partial.load(jobs) if partial is not None else {}
+        if done:
+            print(f"eval: {len(done)} of {len(jobs)} episodes reused from {Path(cfg.out_dir) / PARTIAL}")
+        todo = [j for j in jobs if j.index not in done]
         t0 = time.time()
-        records = run_episodes(policy, env, jobs, cfg, progress)
+        ran = run_episodes(policy, env, todo, cfg, progress, partial.append if partial else None,
+                           len(done)) if todo else []
         seconds = time.time() - t0
+        by_index = {**done, **{r["index"]: r for r in ran}}
+        records = [by_index[j.index] for j in jobs]
         instructions = {t: env.instruction(t) for t in tasks}
     finally:
         env.close()
-    steps = sum(r["steps"] for r in records)
+    steps = sum(r["steps"] for r in ran)  # this run's: the reused episodes' time was spent by an earlier one
     result = {"env": cfg.env, "checkpoint": cfg.checkpoint, "policy": type(policy).__name__,
               **summarize(records, instructions),
-              "timing": {"seconds": seconds, "env_steps": steps, "env_steps_per_second": steps / seconds,
-                         "episodes_per_minute": 60 * len(records) / seconds},
+              "timing": {"seconds": seconds, "env_steps": steps, "env_steps_per_second": steps / max(seconds, 1e-9),
+                         "episodes_per_minute": 60 * len(ran) / max(seconds, 1e-9), "episodes_reused": len(done)},
               "episodes": records, "config": asdict(cfg),
               # versions of the simulator stack and the project, the seed and every job as [task, init state, seed]
               "provenance": provenance(cfg.seed, [(j.task_id, j.init_state_id, j.seed) for j in jobs])}
     if write:
         atomic_write_json(Path(cfg.out_dir) / "results.json", result, indent=2)
+        if partial is not None:
+            partial.finish()
     return result
 
 

@@ -272,3 +272,53 @@ def test_real_libero_masked_resets_follow_the_plan(tmp_path):
     err_same, err_other = np.abs(first - tile(same)).mean(), np.abs(first - tile(other)).mean()
     print(f"first frame vs same reset: {err_same:.2f}, vs another init state: {err_other:.2f}")
     assert err_same < 4.0 and err_other > 2 * err_same, (err_same, err_other)
+
+
+def test_a_stopped_evaluation_runs_only_its_unfinished_episodes(fake, tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from imagination.eval import evaluate as module
+    from imagination.eval.partial import PARTIAL
+
+    ckpt = tmp_path / "policy.pt"
+    ckpt.write_bytes(b"a policy")
+    policy = SignPolicy(PolicyConfig(chunk_len=4))
+    cfg = EvalConfig(env="fake", checkpoint=str(ckpt), tasks=[0, 1, 2], episodes_per_task=3, num_envs=2, videos=2,
+                     image_size=8, out_dir=str(tmp_path / "eval"))
+    whole = evaluate(replace(cfg, out_dir=str(tmp_path / "whole")), policy=policy, progress=False,
+                     env_factory=FakeEnv)
+    assert not (tmp_path / "whole" / PARTIAL).exists()  # removed once results.json holds every record
+
+    class Stop(Exception):
+        pass
+
+    ended: list[int] = []
+    real_append = module.PartialEpisodes.append
+
+    def append_then_stop(self, record):
+        real_append(self, record)
+        ended.append(record["index"])
+        if len(ended) == 4:
+            raise Stop
+
+    monkeypatch.setattr(module.PartialEpisodes, "append", append_then_stop)
+    with pytest.raises(Stop):
+        evaluate(cfg, policy=policy, progress=False, env_factory=FakeEnv)
+    assert not (tmp_path / "eval" / "results.json").exists()
+    monkeypatch.setattr(module.PartialEpisodes, "append", real_append)
+    FakeEnv.instances.clear()
+    resumed = evaluate(replace(cfg, num_envs=1), policy=policy, progress=False, env_factory=FakeEnv)
+    assert sorted(FakeEnv.instances[0].resets) == sorted(set(range(9)) - set(ended))  # only the 5 unfinished ran
+    assert resumed["timing"]["episodes_reused"] == 4
+    strip = [{k: v for k, v in e.items() if k not in ("seconds", "video")} for e in resumed["episodes"]]
+    assert strip == [{k: v for k, v in e.items() if k not in ("seconds", "video")} for e in whole["episodes"]]
+    assert all(Path(e["video"]).is_file() for e in resumed["episodes"][:2])  # the first two kept their videos
+    assert not (tmp_path / "eval" / PARTIAL).exists()
+
+    # a file of another evaluation (another key) is set aside, never reused
+    (tmp_path / "eval" / "results.json").unlink()
+    (tmp_path / "eval" / PARTIAL).write_text('{"format": "wm-vla-rl/eval_partial", "key": {}}\n{"index": 0}\n')
+    FakeEnv.instances.clear()
+    evaluate(cfg, policy=policy, progress=False, env_factory=FakeEnv)
+    assert set(FakeEnv.instances[0].resets) == set(range(9))
+    assert (tmp_path / "eval" / (PARTIAL + ".stale")).is_file()
