@@ -121,7 +121,8 @@ def run_rl(cfg: ImagineRLConfig) -> dict:
 
 
 def finished_rl_run(run: Path, bc: str) -> dict:
-    """result.json of a finished imagine_rl.py out_dir, checked to have started from the BC policy `bc`."""
+    """result.json of a finished imagine_rl.py out_dir, checked to have started from the BC policy `bc`; its
+    policy_path is the policy the run kept, in `run`."""
     for name in ("result.json", "policy.pt", "config.yaml"):
         if not (run / name).is_file():
             raise SystemExit(f"--rl-run: {run / name} not found (expected a finished scripts/imagine_rl.py out_dir)")
@@ -131,7 +132,12 @@ def finished_rl_run(run: Path, bc: str) -> dict:
     if Path(started).name != Path(bc).name:
         raise SystemExit(f"--rl-run: that run started from {started!r}, not from --bc {bc!r}")
     rl = json.loads((run / "result.json").read_text())
-    return dict(rl, policy_path=str(run / "policy.pt"))
+    # the policy the run kept: its held-out check's best iterate (best_policy.pt) when it had one, else the last;
+    # by file name, as the run may have been made under another path
+    kept = run / Path(rl.get("policy_path", "policy.pt")).name
+    if not kept.is_file():
+        raise SystemExit(f"--rl-run: {kept} not found (the policy {run / 'result.json'} names as the run's)")
+    return dict(rl, policy_path=str(kept))
 
 
 def arm_lines(arms: dict[str, dict]) -> list[str]:

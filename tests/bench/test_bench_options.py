@@ -44,6 +44,14 @@ def test_rl_gain_reads_a_finished_rl_run_made_elsewhere(tmp_path):
     run = _rl_run(tmp_path, "/elsewhere/carry/policy_step300.pt")
     got = rl_gain.finished_rl_run(run, "outputs/bc/policy_step300.pt")
     assert got["policy_path"] == str(run / "policy.pt") and got["real_env_steps"] == 0
+    # a run with the held-out check kept its best iterate: that is the policy scored, wherever the run was made
+    result = json.loads((run / "result.json").read_text())
+    result["policy_path"] = "/elsewhere/rl/best_policy.pt"
+    (run / "result.json").write_text(json.dumps(result))
+    with pytest.raises(SystemExit, match="best_policy.pt not found"):
+        rl_gain.finished_rl_run(run, "outputs/bc/policy_step300.pt")
+    (run / "best_policy.pt").write_bytes(b"the best iterate")
+    assert rl_gain.finished_rl_run(run, "outputs/bc/policy_step300.pt")["policy_path"] == str(run / "best_policy.pt")
 
 
 def test_rl_gain_records_the_config_of_the_rl_it_runs(tmp_path, monkeypatch):
