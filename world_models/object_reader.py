@@ -196,9 +196,8 @@ def _save_fit(path: Path, cfg: ObjectReaderConfig, n: int, step: int, reader: Ob
               opt: torch.optim.Optimizer, sched: torch.optim.lr_scheduler.LRScheduler,
               rng: np.random.Generator) -> None:
     """The fit's whole state after `step` steps: tensors and plain data only (read back with weights_only)."""
-    from infra.atomic import atomic_torch_save
+    from infra.atomic import atomic_torch_save  # creates the folder
 
-    path.parent.mkdir(parents=True, exist_ok=True)
     atomic_torch_save(path, {"config": asdict(cfg), "images": n, "step": step, "model": reader.state_dict(),
                              "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
                              "rng_json": json.dumps(rng.bit_generator.state), "torch_rng": torch.get_rng_state()})

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from imagination.eval.jobs import EvalConfig, Job
+from infra.atomic import atomic_write_text
 
 PARTIAL = "episodes.partial.jsonl"
 FORMAT = "wm-vla-rl/eval_partial"
@@ -65,13 +66,10 @@ class PartialEpisodes:
                         done[job.index] = rec
             else:
                 self.path.replace(self.path.with_name(PARTIAL + ".stale"))
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # rewritten with the records kept: a torn last line must not sit in front of the next append
-        with open(self.path, "w") as f:
-            for entry in [{"format": FORMAT, "key": self.key}, *done.values()]:
-                f.write(json.dumps(entry) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        # rewritten with the records kept (atomically: a kill now loses none): a torn last line must not sit in
+        # front of the next append
+        entries = [{"format": FORMAT, "key": self.key}, *done.values()]
+        atomic_write_text(self.path, "".join(json.dumps(e) + "\n" for e in entries))
         return done
 
     def append(self, record: dict) -> None:
