@@ -1,6 +1,6 @@
 """The finished episodes of a real evaluation that has not finished yet: out_dir/episodes.partial.jsonl.
 
-A real evaluation of 100 episodes takes half an hour or more on 2 cores, and a stopped one used to start over.
+A real evaluation of a benchmark's jobs is long on a CPU, and a stopped one used to start over.
 Each episode's record is appended here the moment it ends; the same command run again (the same config, the
 checkpoint file unchanged since the file was begun) runs only the jobs the file lacks, and the file is removed once
 results.json is written.
