@@ -10,7 +10,7 @@ from gymnasium.vector import AutoresetMode
 from envs import libero_suites
 from envs.libero_env import LiberoEnvConfig
 from envs.outcome import FIGURES
-from envs.vector_env import LiberoVectorEnv
+from envs.vector_env import LiberoSyncVectorEnv, LiberoVectorEnv, libero_vector_env
 
 if TYPE_CHECKING:
     from envs.ray_vector_env import RayLiberoVectorEnv
@@ -29,13 +29,13 @@ class LiberoEvalEnv:
                                  chunk_len=spec.chunk_len, max_steps=cfg.max_steps or None,
                                  fast_render=cfg.fast_render, chunk_info=self.record)
         self._tasks: dict[int, libero_suites.LiberoTask] = {}
-        self.venv: LiberoVectorEnv | RayLiberoVectorEnv
+        self.venv: LiberoVectorEnv | LiberoSyncVectorEnv | RayLiberoVectorEnv
         if cfg.backend == "ray":  # one simulator per Ray actor, anywhere on the cluster (envs/ray_vector_env.py)
             from envs.ray_vector_env import RayLiberoVectorEnv
 
             self.venv = RayLiberoVectorEnv(config, self.num_envs, first_tasks, address=cfg.ray_address)
         elif cfg.backend == "local":
-            self.venv = LiberoVectorEnv(config, self.num_envs, first_tasks, autoreset_mode=AutoresetMode.DISABLED)
+            self.venv = libero_vector_env(config, self.num_envs, first_tasks, autoreset_mode=AutoresetMode.DISABLED)
         else:
             raise ValueError(f"backend: expected 'local' or 'ray', got {cfg.backend!r}")
         # envs whose Ray worker died during a reset: their episode started over (reported with the next step)

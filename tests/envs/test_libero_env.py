@@ -44,6 +44,35 @@ def test_seeded_reset_is_reproducible(env):
     np.testing.assert_array_equal(a["state"], b["state"])
 
 
+def test_the_settle_steps_unrendered_leave_the_episode_as_rendering_every_step_does(env):
+    # start_episode renders only the last settle step; here every settle step is rendered, as LIBERO does
+    raw, init = env.raw, env.init_states[3]
+    push = np.array([0.3, 0.0, -0.2, 0.0, 0.0, 0.0, -1.0], np.float32)
+    runs = []
+    for fast in (True, False):
+        saved = np.random.get_state()
+        np.random.seed(11)
+        if fast:
+            obs = libero_suites.start_episode(raw, init, settle_steps=10)
+        else:
+            libero_suites.reset_scene(raw)
+            raw.set_init_state(init)
+            for _ in range(10):
+                obs = raw.step(libero_suites.SETTLE_ACTION.copy())[0]
+        np.random.set_state(saved)
+        state = raw.env.sim.get_state().flatten().copy()
+        after = [raw.step(push)[0] for _ in range(3)]
+        runs.append((obs, state, after))
+    (a, state_a, after_a), (b, state_b, after_b) = runs
+    np.testing.assert_array_equal(state_a, state_b)
+    for x, y in [(a, b), *zip(after_a, after_b)]:
+        assert x.keys() == y.keys()
+        for k in x:
+            np.testing.assert_array_equal(x[k], y[k], err_msg=k)
+    assert a["agentview_image"].mean() > 50  # the returned frame was rendered, not blank
+    assert "render" not in vars(raw.env.sim)  # the blank renderer is gone after the start
+
+
 def test_chunked_and_single_steps_and_horizon(env):
     env.reset(seed=0, options={"init_state_id": 0})
     up = np.zeros((4, 7), np.float32)
