@@ -72,9 +72,12 @@ def label_budget(folder: str) -> Budget:
 
 def consumed(rl_cfg: ImagineRLConfig) -> tuple[list[str], list[str]]:
     """What the recipe reads of the real world: (recorded datasets with camera frames, label-collection folders),
-    each once, in the order its config names them."""
+    each once, in the order its config names them. The held-out check's start episodes count too: they choose
+    which iterate the recipe keeps (the whole dataset, where the check reads its first heldout.max_episodes: the
+    control is never given less than the recipe read)."""
     anchor = [rl_cfg.bc_data] if rl_cfg.bc_data and rl_cfg.bc_coef > 0 else []
-    image = list(dict.fromkeys([rl_cfg.start_data, *anchor, *rl_cfg.imagination.grasp_train_data]))
+    heldout = [rl_cfg.heldout.start_data] if rl_cfg.heldout.every and rl_cfg.heldout.start_data else []
+    image = list(dict.fromkeys([rl_cfg.start_data, *anchor, *rl_cfg.imagination.grasp_train_data, *heldout]))
     labels = list(dict.fromkeys(rl_cfg.imagination.grasp_label_dirs))
     return image, labels
 

@@ -96,6 +96,18 @@ def test_starts_from_the_policys_own_rollouts_anchor_on_bc_data_which_the_budget
     assert torch.isfinite(arms.bc_anchor(cfg, policy)())  # bc_data's demonstrations
 
 
+def test_the_held_out_checks_start_episodes_are_consumed_when_the_check_runs(recipe, tmp_path):
+    gate = _dataset(tmp_path / "gate", [(5, True, "policy"), (6, False, "policy")], 2)
+    off = replace(recipe, heldout=replace(recipe.heldout, start_data=gate))  # every = 0: no check, nothing read
+    assert consumed(off) == consumed(recipe)
+    on = replace(recipe, heldout=replace(recipe.heldout, start_data=gate, every=2))
+    assert consumed(on)[0] == [*consumed(recipe)[0], gate]
+    assert recipe_budget(on) == recipe_budget(recipe) + dataset_budget(gate)
+    start_bc = BCConfig(data_dir=recipe.start_data, policy=VLAConfig(views=["agentview"], image_size=SIZE, chunk_len=4))
+    episodes, _ = load_episodes(control_config(on, start_bc, str(tmp_path / "control")))
+    assert sum(e.source == "policy" for e in episodes) == 2 + 1  # the own rollouts' 2 successes and the gate's 1
+
+
 def test_the_anchor_control_repeats_the_recipes_anchor_updates_and_no_rl(recipe, tmp_path, monkeypatch):
     calls: list[int] = []
     real = arms.bc_anchor
