@@ -163,25 +163,23 @@ def start_episode(raw_env, init_state: np.ndarray, settle_steps: int = 10, reset
     finally:
         if reset_seed is not None:
             np.random.set_state(saved)
-    # Only the last settle step's observation is returned: the frames before it are not rendered (about
-    # two thirds of an episode start's time in software rendering). Rendering reads the simulation and
-    # never writes it, and the observables keep their sampling schedule, so the states are unchanged.
-    with _blank_renders(raw_env, on=settle_steps > 0):
-        obs = raw_env.set_init_state(init_state)
+    if settle_steps < 1:
+        return raw_env.set_init_state(init_state)
+    # Only the last settle step's observation is returned, so the frames before it are not rendered (software
+    # rendering is most of an episode start's time). Rendering reads the simulation and never writes it, and the
+    # observables keep their sampling schedule, so the states are unchanged.
+    with _blank_renders(raw_env):
+        raw_env.set_init_state(init_state)
         for _ in range(settle_steps - 1):
             raw_env.step(SETTLE_ACTION.copy())
-    if settle_steps > 0:
-        obs, _, _, _ = raw_env.step(SETTLE_ACTION.copy())
+    obs, _, _, _ = raw_env.step(SETTLE_ACTION.copy())
     return obs
 
 
 @contextmanager
-def _blank_renders(raw_env, on: bool = True) -> Iterator[None]:
+def _blank_renders(raw_env) -> Iterator[None]:
     """Within the block, the simulation's camera renders return black frames of the asked size."""
     sim = raw_env.env.sim
-    if not on or "render" in vars(sim):
-        yield
-        return
 
     def blank(width=None, height=None, *, depth=False, **_):
         rgb = np.zeros((height, width, 3), np.uint8)

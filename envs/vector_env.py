@@ -75,7 +75,7 @@ class LiberoVectorEnv(_PerEnvOptions, AsyncVectorEnv):
 
 class LiberoSyncVectorEnv(_PerEnvOptions, SyncVectorEnv):
     """`LiberoVectorEnv`'s contract with the envs in this process, one after the other: for one env, where a
-    worker process would only add its start (~10 s to import the simulator stack again) and the pipe."""
+    worker process would only add its start (importing the simulator stack again) and the pipe."""
 
     def __init__(self, config: LiberoEnvConfig, num_envs: int = 1, task_ids: Sequence[int] | None = None,
                  autoreset_mode: AutoresetMode = AutoresetMode.NEXT_STEP):
