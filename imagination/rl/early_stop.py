@@ -12,11 +12,21 @@ stops after `patience` checks without a new best.
     stopper.observe(0, score_of_start_policy)   # -> True: a new best (save it)
     ...
     stopper.should_stop                          # patience checks in a row without a new best
+
+A second check bounds how far RL may move the policy where the first one does not look. A check from placement
+starts never sees the approach, and an iterate can raise it while its approach drifts far enough to fail in
+reality (docs/results.md, protocol v2). With `max_move` > 0, an iterate whose mean chunks on held-out real frames
+before the first gripper close moved from the start policy's by more than `max_move` (mean |difference|, actions
+in [-1, 1]) is never kept, whatever its score. It needs no real step: the frames are recorded ones.
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
+import torch
 
 from imagination.env import ImaginationVectorEnv
 from imagination.imagine import imagine, policy_mean
@@ -45,6 +55,10 @@ class HeldoutConfig:
     max_episodes: int = 64  # the first N matching start episodes (in dataset order)
     patience: int = 2  # checks in a row without a new best before RL stops
     min_delta: float = 0.0  # a new best must beat the old one by more than this
+    # an iterate whose mean chunks moved more than this from the start policy's on the held-out episodes' frames
+    # before their first gripper close (mean |difference|) is never kept; 0 = no bound
+    max_move: float = 0.0
+    move_every: int = 8  # the approach frames read: every move_every-th step (a chunk's decision steps)
 
     def validate(self) -> None:
         if self.every < 0:
@@ -57,21 +71,31 @@ class HeldoutConfig:
             raise ValueError(f"heldout.starts: expected one of {list(HELDOUT_STARTS)}, got {self.starts!r}")
         if not (math.isfinite(self.min_delta) and self.min_delta >= 0):
             raise ValueError(f"heldout.min_delta: expected a finite number >= 0, got {self.min_delta}")
+        if not (math.isfinite(self.max_move) and self.max_move >= 0):
+            raise ValueError(f"heldout.max_move: expected a finite number >= 0 (0 = no bound), got {self.max_move}")
+        if self.move_every < 1:
+            raise ValueError(f"heldout.move_every: expected an integer >= 1, got {self.move_every}")
 
 
 class EarlyStopper:
     """Tracks held-out scores in order; says which is the best and when to stop."""
 
-    def __init__(self, patience: int, min_delta: float = 0.0):
-        self.patience, self.min_delta = patience, min_delta
+    def __init__(self, patience: int, min_delta: float = 0.0, max_move: float = 0.0):
+        self.patience, self.min_delta, self.max_move = patience, min_delta, max_move
         self.best_score, self.best_iteration = -math.inf, -1
         self.since_best = 0
         self.scores: list[tuple[int, float]] = []
+        self.moves: list[tuple[int, float]] = []  # (iteration, move) of each check, when moves are measured
 
-    def observe(self, iteration: int, score: float) -> bool:
-        """Record the score at `iteration` (0 = the starting policy); True when it is a new best."""
+    def observe(self, iteration: int, score: float, move: float | None = None) -> bool:
+        """Record the score at `iteration` (0 = the starting policy) and, when measured, how far the policy moved
+        from the start (`move`); True when it is a new best. An iterate that moved more than max_move (> 0) is
+        never a new best."""
         self.scores.append((iteration, float(score)))
-        if score > self.best_score + self.min_delta:
+        if move is not None:
+            self.moves.append((iteration, float(move)))
+        within = move is None or not self.max_move or move <= self.max_move
+        if within and score > self.best_score + self.min_delta:
             self.best_score, self.best_iteration, self.since_best = float(score), iteration, 0
             return True
         self.since_best += 1
@@ -82,11 +106,13 @@ class EarlyStopper:
         return self.since_best >= self.patience
 
     @classmethod
-    def replay(cls, patience: int, min_delta: float, scores: list[tuple[int, float]]) -> EarlyStopper:
-        """The stopper after `scores` (a resumed run's record of its checks)."""
-        stopper = cls(patience, min_delta)
+    def replay(cls, patience: int, min_delta: float, scores: list[tuple[int, float]],
+               moves: Sequence[tuple[int, float]] = (), max_move: float = 0.0) -> EarlyStopper:
+        """The stopper after `scores` and `moves` (a resumed run's record of its checks)."""
+        stopper = cls(patience, min_delta, max_move)
+        moved = {int(it): float(m) for it, m in moves}
         for it, s in scores:
-            stopper.observe(int(it), float(s))
+            stopper.observe(int(it), float(s), moved.get(int(it)))
         return stopper
 
 
@@ -103,4 +129,37 @@ def heldout_success(env: ImaginationVectorEnv, policy: Policy, seed: int = 0) ->
     return successes / len(starts)
 
 
-__all__ = ["HELDOUT_STARTS", "EarlyStopper", "HeldoutConfig", "heldout_success"]
+def approach_observations(env: ImaginationVectorEnv, every: int = 8) -> dict | None:
+    """The policy's observations at every `every`-th step of each of env's start episodes before its gripper first
+    closes (action[:, 6] > 0), as env shows them (its policy views): image uint8 [N, V, H, W, 3], state float32
+    [N, S], instruction N strings; None when no episode has a step before its first close."""
+    images, states, instructions = [], [], []
+    for ep in env.episodes:
+        closed = np.flatnonzero(ep.action[:, 6] > 0)
+        steps = np.arange(0, int(closed[0]) if len(closed) else len(ep.action), every)
+        images.append(ep.frames[steps][:, env._pick])
+        states.append(ep.state[steps])
+        instructions += [ep.instruction] * len(steps)
+    if not instructions:
+        return None
+    return {"image": np.concatenate(images), "state": np.concatenate(states).astype(np.float32),
+            "instruction": instructions}
+
+
+@torch.no_grad()
+def mean_chunks(policy: Policy, obs: dict, batch: int = 256) -> np.ndarray:
+    """The policy's mean action chunks on `obs` (approach_observations) -> float32 [N, K, 7], in batches."""
+    policy.eval()
+    n = len(obs["instruction"])
+    return np.concatenate([policy.predict_action_chunk(
+        {"image": obs["image"][b:b + batch], "state": obs["state"][b:b + batch],
+         "instruction": obs["instruction"][b:b + batch]}).cpu().numpy() for b in range(0, n, batch)])
+
+
+def move_from(start_chunks: np.ndarray, policy: Policy, obs: dict) -> float:
+    """Mean |difference| of the policy's mean chunks on `obs` from the start policy's (`start_chunks`)."""
+    return float(np.abs(mean_chunks(policy, obs) - start_chunks).mean())
+
+
+__all__ = ["HELDOUT_STARTS", "EarlyStopper", "HeldoutConfig", "approach_observations", "heldout_success", "mean_chunks",
+           "move_from"]

@@ -44,6 +44,7 @@ from imagination.episodes import task_keys
 from imagination.imagine import open_imagination
 from imagination.keyframes import KeyframeConfig
 from imagination.rewards.grasp import judge_for_run
+from imagination.rl import early_stop
 from imagination.rl.algo import RLConfig, update
 from imagination.rl.anchor import AnchorConfig, make_anchor
 from imagination.rl.early_stop import EarlyStopper, HeldoutConfig, heldout_success
@@ -341,9 +342,21 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     if cfg.resume and ckpt_path.exists():
         start, history, scores = _load_checkpoint(ckpt_path, policy, optimizer, anchor_gen)
     best_path, stopper, check_env = out / "best_policy.pt", None, None
+    approach, start_chunks = None, None  # the held-out approach frames and the start policy's chunks on them
     if cfg.heldout.every:
         check_env = heldout_env(cfg, env)
-        stopper = EarlyStopper.replay(cfg.heldout.patience, cfg.heldout.min_delta, scores)
+        if cfg.heldout.max_move:
+            approach = early_stop.approach_observations(check_env, cfg.heldout.move_every)
+            if approach is None:
+                held = cfg.heldout.start_data or cfg.start_data
+                raise ValueError(f"heldout.max_move: the held-out episodes of {held} have no step before a "
+                                 "gripper close to measure the move on")
+            # from the file, not `policy`: a resumed run's policy has moved already
+            start_policy = Policy.load(cfg.policy, map_location=device, modules=cfg.policy_modules)
+            start_chunks = early_stop.mean_chunks(start_policy, approach)
+        moves = [(int(r["iteration"]), float(r["heldout_move"])) for r in history if "heldout_move" in r]
+        stopper = EarlyStopper.replay(cfg.heldout.patience, cfg.heldout.min_delta, scores, moves,
+                                      cfg.heldout.max_move)
         if not stopper.scores:  # the starting policy is the first candidate: RL must beat it to replace it
             stopper.observe(0, heldout_success(check_env, policy, cfg.seed))
             if main:
@@ -378,9 +391,13 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
             assert stopper is not None and check_env is not None  # both are set when cfg.heldout.every
             # every process checks (the same policy, env and seed: the same score), so all stop together
             row["heldout_success"] = heldout_success(check_env, policy, cfg.seed)
+            if approach is not None and start_chunks is not None:
+                row["heldout_move"] = early_stop.move_from(start_chunks, policy, approach)
             if writer:
-                writer.add_scalar("heldout_success", row["heldout_success"], it + 1)
-            if stopper.observe(it + 1, row["heldout_success"]) and main:
+                for key in ("heldout_success", "heldout_move"):
+                    if key in row:
+                        writer.add_scalar(key, row[key], it + 1)
+            if stopper.observe(it + 1, row["heldout_success"], row.get("heldout_move")) and main:
                 policy.save(best_path)
         if main and (it + 1 == cfg.iterations or (stopper is not None and stopper.should_stop)):
             # the last iteration's videos before the checkpoint that records it: a run killed after that
@@ -416,7 +433,8 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
               "provenance": provenance(cfg.seed)}
     if stopper is not None:  # which policy policy_path is, and why
         result["heldout"] = {"scores": stopper.scores, "best_iteration": stopper.best_iteration,
-                             "best_success": stopper.best_score, "stopped_early": stopper.should_stop}
+                             "best_success": stopper.best_score, "stopped_early": stopper.should_stop,
+                             "moves": stopper.moves, "max_move": cfg.heldout.max_move}
     if main:
         atomic_write_json(out / "result.json", result, indent=2)
     if acc:

@@ -105,3 +105,77 @@ def test_heldout_starts_rl_scores_from_each_episodes_start_under_rls_keyframes(s
     assert {k.t for k in frame0.keyframes.modes()} == {0}
     with pytest.raises(ValueError, match="heldout.starts: expected one of"):
         HeldoutConfig(starts="release").validate()
+
+
+def test_an_iterate_that_moved_past_the_bound_is_never_kept_and_replays_the_same():
+    s = EarlyStopper(patience=3, max_move=0.05)
+    # iteration 4 scores best but moved 0.08 > 0.05: not kept, and it counts as a check without a new best
+    assert [s.observe(i, v, m) for i, v, m in [(0, 0.3, None), (2, 0.4, 0.01), (4, 0.6, 0.08), (6, 0.5, 0.04)]] \
+        == [True, True, False, True]
+    assert (s.best_iteration, s.best_score, s.moves) == (6, 0.5, [(2, 0.01), (4, 0.08), (6, 0.04)])
+    again = EarlyStopper.replay(3, 0.0, s.scores, s.moves, max_move=0.05)
+    assert (again.best_iteration, again.since_best, again.moves) == (6, 0, s.moves)
+    assert EarlyStopper.replay(3, 0.0, s.scores, s.moves).best_iteration == 4  # no bound: the best score wins
+    for bad in (-0.1, float("nan")):
+        with pytest.raises(ValueError, match="heldout.max_move"):
+            HeldoutConfig(every=1, max_move=bad).validate()
+    with pytest.raises(ValueError, match="heldout.move_every"):
+        HeldoutConfig(every=1, move_every=0).validate()
+
+
+def _held_episodes(folder, close_at: int, n: int = 4, length: int = 32):
+    """n square episodes whose gripper closes from step `close_at` on (never when close_at >= length)."""
+    from robot_data.dataset import DatasetConfig, EpisodeWriter
+    from tests.world_models.conftest import square_episode
+
+    rng = np.random.default_rng(5)
+    with EpisodeWriter(folder, DatasetConfig(views=("agentview",), image_size=(SIZE, SIZE), fps=10)) as w:
+        for _ in range(n):
+            ep = square_episode(rng, length)
+            ep.action[:, 6] = -1.0
+            ep.action[close_at:, 6] = 1.0
+            w.append(ep)
+
+
+def test_the_move_is_read_on_the_frames_before_the_first_close(square_setup, tmp_path):
+    from imagination.rl.early_stop import approach_observations, mean_chunks, move_from
+    from imagination.rl.training import heldout_env, load_rl_env
+
+    _held_episodes(tmp_path / "held", close_at=12)
+    cfg = replace(_config(square_setup, tmp_path / "run", iterations=1),
+                  heldout=HeldoutConfig(every=1, start_data=str(tmp_path / "held"), max_episodes=4))
+    policy = Policy.load(square_setup[2])
+    env = heldout_env(cfg, load_rl_env(cfg, tmp_path / "run", policy))
+    obs = approach_observations(env, every=4)
+    assert obs is not None and len(obs["instruction"]) == 4 * 3  # steps 0, 4, 8 of each: 12 closes
+    assert obs["image"].shape == (12, 1, SIZE, SIZE, 3) and obs["state"].shape == (12, 8)
+    assert np.array_equal(obs["image"][1], env.episodes[0].frames[4])
+    start = mean_chunks(policy, obs)
+    assert start.shape == (12, policy.chunk_len, 7) and move_from(start, policy, obs) == 0.0
+    moved = Policy.load(square_setup[2])
+    with torch.no_grad():
+        for p in moved.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    assert move_from(start, moved, obs) > 0.0
+    # episodes that close at their first step leave nothing to read
+    _held_episodes(tmp_path / "closed", close_at=0)
+    closed = heldout_env(replace(cfg, heldout=replace(cfg.heldout, start_data=str(tmp_path / "closed"))), env)
+    assert approach_observations(closed) is None
+
+
+def test_rl_with_a_move_bound_below_every_iterate_keeps_the_start(square_setup, tmp_path):
+    _held_episodes(tmp_path / "held", close_at=20)
+    held = HeldoutConfig(every=2, patience=10, start_data=str(tmp_path / "held"), max_episodes=4)
+    cfg = replace(_config(square_setup, tmp_path / "run", iterations=4, checkpoint_every=2),
+                  heldout=replace(held, max_move=1e-9))
+    result = train_rl(cfg, progress=False)
+    moves = result["heldout"]["moves"]
+    assert [i for i, _ in moves] == [2, 4] and all(m > 1e-9 for _, m in moves)  # RL moved the policy
+    assert [row["heldout_move"] for row in result["history"] if "heldout_move" in row] == [m for _, m in moves]
+    assert result["heldout"]["best_iteration"] == 0
+    assert _same_weights(Policy.load(result["policy_path"]), Policy.load(square_setup[2]))
+    again = train_rl(cfg, progress=False)  # resumed past its end: the moves come back from its record
+    assert again["heldout"]["moves"] == moves and again["heldout"]["best_iteration"] == 0
+    # without the bound the same run records no move
+    free = train_rl(replace(cfg, out_dir=str(tmp_path / "free"), heldout=held), progress=False)
+    assert free["heldout"]["moves"] == [] and "heldout_move" not in free["history"][-1]
