@@ -268,10 +268,11 @@ def test_scripts_help(script):
 def test_bc_on_four_expert_episodes_beats_random_in_real_libero(tmp_path):
     """Task 0 of LIBERO-Spatial: 4 scripted-expert episodes (init states 0-3) collected here, BC for 500
     steps, then BC and the uniform random policy on two *held-out* init states (4, 5) with the same
-    seeds and horizon. Measured here: BC 2/2, random 0/2."""
+    seeds and horizon. Measured here: BC 2/2, random 0/2. One env, in this process: a worker process per env
+    would import the simulator stack again for 2 episodes."""
     root = collect(CollectConfig(out_dir=str(tmp_path / "data"), tasks=[0], episodes_per_task=4,
                                  perturbed_fraction=0.0, views=["agentview", "wrist"], image_size=64,
-                                 fast_render=True, num_workers=2))
+                                 fast_render=True, num_workers=1))
     ds = EpisodeDataset(root)
     expert = ds.select(source="expert", success=True)
     assert len(expert) == 4, ds.meta
@@ -282,7 +283,7 @@ def test_bc_on_four_expert_episodes_beats_random_in_real_libero(tmp_path):
 
     # held-out init states 4 and 5; same seeds, horizon and rendering for both policies
     common: dict[str, Any] = dict(env="libero_spatial", tasks=[0], episodes_per_task=2, init_state_offset=4,
-                                  max_steps=150, num_envs=2, fast_render=True, videos=0)
+                                  max_steps=150, num_envs=1, fast_render=True, videos=0)
     ours = evaluate(EvalConfig(checkpoint=bc["policy_path"], out_dir=str(tmp_path / "eval_bc"), **common),
                     progress=False)
     rand = evaluate(EvalConfig(checkpoint="random", out_dir=str(tmp_path / "eval_random"), **common), progress=False)
