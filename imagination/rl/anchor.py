@@ -21,6 +21,11 @@ approach and the grasp, the part the reward judges, to RL alone. `phase="before_
 that start at the placement never reach the approach, which then drifts with nothing to hold it (RL that mended the
 start's placements lost some of its grasps: docs/notebook/protocol_v2.md, section 11). Anchored to the start's own
 chunks (`target="start_policy"`) on the frames of its own rollouts, the approach stays the start's.
+`phase="before_release"` keeps every frame before `release_lead` steps ahead of each episode's first release after
+its close (the whole of an episode that never closes or never releases): the approach, the grasp and the carry, all
+that placement starts `release_lead` steps before the release never show RL. Why: held only before the grasp, RL
+from placement starts raised its held-out placement check (18 -> 25 of 37) and carried the bowl past the plate in
+reality (docs/notebook/protocol_v2.md, section 17).
 """
 from __future__ import annotations
 
@@ -32,31 +37,42 @@ import torch
 
 from policies.base import Policy
 from robot_data.dataset import EpisodeDataset, ReaderConfig
-from world_models.grasp_point import first_close
+from world_models.grasp_point import first_close, release_after
 
 TARGETS = ("demos", "start_policy")
-PHASES = ("all", "after_grasp", "before_grasp")
+PHASES = ("all", "after_grasp", "before_grasp", "before_release")
 
 
 @dataclass
 class AnchorConfig:
     coef: float = 0.0  # weight of the anchor's MSE in every RL minibatch; 0 = off
     target: str = "demos"  # "demos" | "start_policy" (module docstring)
-    phase: str = "all"  # "all" | "after_grasp" | "before_grasp": which frames of each episode are anchored
+    phase: str = "all"  # "all" | "after_grasp" | "before_grasp" | "before_release": which frames are anchored
     episodes_per_task: int = 1  # target "demos": how many successful expert episodes per task
+    release_lead: int = 8  # phase "before_release": the anchored frames stop this many steps before the release
 
 
-def _samples(ds: EpisodeDataset, picked: list[int], phase: str, data) -> torch.Tensor:
+def kept_frames(action, phase: str, release_lead: int = 8) -> tuple[int, int]:
+    """The frames [start, stop) of an episode with actions [T, 7] that `phase` keeps (AnchorConfig.phase)."""
+    T, start, stop = len(action), 0, len(action)
+    t0 = first_close(action)
+    if phase == "after_grasp":
+        start = T if t0 < 0 else t0  # an episode that never closes has nothing after a grasp
+    elif phase == "before_grasp":
+        stop = T if t0 < 0 else t0  # an episode that never closes is all approach
+    elif phase == "before_release":
+        r = release_after(action, t0) if t0 >= 0 else -1
+        stop = T if r < 0 else max(0, r - release_lead)  # never closed or never let go: nothing RL starts from
+    return start, stop
+
+
+def _samples(ds: EpisodeDataset, picked: list[int], phase: str, data, release_lead: int = 8) -> torch.Tensor:
     """Indices into ChunkData `data` (built from `picked` in order) of the frames `phase` keeps."""
     keep, offset = [], 0
     for i in picked:
         action = ds.arrays(i)[1]
-        T, start, stop = len(action), 0, len(action)
-        t0 = first_close(action)
-        if phase == "after_grasp":
-            start = T if t0 < 0 else t0  # an episode that never closes has nothing after a grasp
-        elif phase == "before_grasp":
-            stop = T if t0 < 0 else t0  # an episode that never closes is all approach
+        T = len(action)
+        start, stop = kept_frames(action, phase, release_lead)
         keep.append(torch.arange(offset + start, offset + stop))
         offset += T
     if offset != len(data):
@@ -90,7 +106,7 @@ def make_anchor(cfg: AnchorConfig, policy: Policy, start_data: str, tasks: list[
             raise ValueError(f"bc_coef: {start_data} has no episode of tasks {tasks} to anchor on")
     pc = cast(VLAConfig, policy.config)  # BC trains VLA policies only
     data = ChunkData([ds[i] for i in picked], list(pc.views), policy.chunk_len, pc.image_size)
-    rows = _samples(ds, picked, cfg.phase, data)
+    rows = _samples(ds, picked, cfg.phase, data, cfg.release_lead)
     if not len(rows):
         raise ValueError(f"bc_coef: no frame of {start_data}'s anchor episodes is left by phase {cfg.phase!r}")
     if cfg.target == "start_policy":  # the starting policy's own chunks, computed once before RL moves it
@@ -115,4 +131,4 @@ def make_anchor(cfg: AnchorConfig, policy: Policy, start_data: str, tasks: list[
     return anchor
 
 
-__all__ = ["AnchorConfig", "PHASES", "TARGETS", "make_anchor"]
+__all__ = ["AnchorConfig", "PHASES", "TARGETS", "kept_frames", "make_anchor"]

@@ -30,9 +30,11 @@ import torch
 
 from imagination.env import ImaginationVectorEnv
 from imagination.imagine import imagine, policy_mean
+from imagination.rl.anchor import kept_frames
 from policies.base import Policy
 
 HELDOUT_STARTS = ("start", "rl")
+MOVE_PHASES = ("before_grasp", "before_release")
 
 
 @dataclass
@@ -59,6 +61,9 @@ class HeldoutConfig:
     # before their first gripper close (mean |difference|) is never kept; 0 = no bound
     max_move: float = 0.0
     move_every: int = 8  # the approach frames read: every move_every-th step (a chunk's decision steps)
+    # which frames of each held-out episode the move is read on (imagination/rl/anchor.py PHASES): "before_grasp",
+    # or "before_release", up to the keyframes' release_lead steps before the release (the carry too)
+    move_phase: str = "before_grasp"
 
     def validate(self) -> None:
         if self.every < 0:
@@ -73,6 +78,8 @@ class HeldoutConfig:
             raise ValueError(f"heldout.min_delta: expected a finite number >= 0, got {self.min_delta}")
         if not (math.isfinite(self.max_move) and self.max_move >= 0):
             raise ValueError(f"heldout.max_move: expected a finite number >= 0 (0 = no bound), got {self.max_move}")
+        if self.move_phase not in MOVE_PHASES:
+            raise ValueError(f"heldout.move_phase: expected one of {list(MOVE_PHASES)}, got {self.move_phase!r}")
         if self.move_every < 1:
             raise ValueError(f"heldout.move_every: expected an integer >= 1, got {self.move_every}")
 
@@ -129,14 +136,15 @@ def heldout_success(env: ImaginationVectorEnv, policy: Policy, seed: int = 0) ->
     return successes / len(starts)
 
 
-def approach_observations(env: ImaginationVectorEnv, every: int = 8) -> dict | None:
+def approach_observations(env: ImaginationVectorEnv, every: int = 8, phase: str = "before_grasp",
+                          release_lead: int = 8) -> dict | None:
     """The policy's observations at every `every`-th step of each of env's start episodes before its gripper first
-    closes (action[:, 6] > 0), as env shows them (its policy views): image uint8 [N, V, H, W, 3], state float32
-    [N, S], instruction N strings; None when no episode has a step before its first close."""
+    closes (action[:, 6] > 0; phase "before_release": before release_lead steps ahead of the first release after
+    it, anchor.kept_frames), as env shows them (its policy views): image uint8 [N, V, H, W, 3], state float32
+    [N, S], instruction N strings; None when no episode has such a step."""
     images, states, instructions = [], [], []
     for ep in env.episodes:
-        closed = np.flatnonzero(ep.action[:, 6] > 0)
-        steps = np.arange(0, int(closed[0]) if len(closed) else len(ep.action), every)
+        steps = np.arange(0, kept_frames(ep.action, phase, release_lead)[1], every)
         images.append(ep.frames[steps][:, env._pick])
         states.append(ep.state[steps])
         instructions += [ep.instruction] * len(steps)
@@ -161,5 +169,5 @@ def move_from(start_chunks: np.ndarray, policy: Policy, obs: dict) -> float:
     return float(np.abs(mean_chunks(policy, obs) - start_chunks).mean())
 
 
-__all__ = ["HELDOUT_STARTS", "EarlyStopper", "HeldoutConfig", "approach_observations", "heldout_success", "mean_chunks",
-           "move_from"]
+__all__ = ["HELDOUT_STARTS", "MOVE_PHASES", "EarlyStopper", "HeldoutConfig", "approach_observations", "heldout_success",
+           "mean_chunks", "move_from"]

@@ -116,7 +116,8 @@ class ImagineRLConfig:
     # What the anchor fits (imagination/rl/anchor.py): "demos", or "start_policy": the starting policy's own
     # chunks on the start data's frames (no new action labels). bc_phase "after_grasp" anchors only the frames
     # from each episode's first close on, the part reward "grasp" never reaches; "before_grasp" only those before
-    # it, the part placement starts never reach.
+    # it, the part placement starts never reach; "before_release" those before imagination.keyframes.release_lead
+    # steps ahead of the release: the approach, the grasp and the carry.
     bc_target: str = "demos"
     bc_phase: str = "all"
     exploration_data_scale: float = 0.5
@@ -176,7 +177,8 @@ def labelled_starts(data: str, picked: list[int], icfg: ImaginationConfig) -> li
 def bc_anchor(cfg: ImagineRLConfig, policy: Policy, generator: torch.Generator | None = None):
     """cfg's anchor (imagination/rl/anchor.py): a closure returning cfg.bc_coef x its loss on a fresh batch
     drawn by `generator` (default: one seeded with cfg.seed)."""
-    acfg = AnchorConfig(cfg.bc_coef, cfg.bc_target, cfg.bc_phase, cfg.bc_episodes_per_task)
+    acfg = AnchorConfig(cfg.bc_coef, cfg.bc_target, cfg.bc_phase, cfg.bc_episodes_per_task,
+                        cfg.imagination.keyframes.release_lead)
     return make_anchor(acfg, policy, cfg.bc_data or cfg.start_data, list(cfg.tasks), cfg.rl.minibatch_size, cfg.seed,
                        features=cfg.imagination.features, generator=generator)
 
@@ -346,11 +348,12 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     if cfg.heldout.every:
         check_env = heldout_env(cfg, env)
         if cfg.heldout.max_move:
-            approach = early_stop.approach_observations(check_env, cfg.heldout.move_every)
+            approach = early_stop.approach_observations(check_env, cfg.heldout.move_every, cfg.heldout.move_phase,
+                                                        env.cfg.keyframes.release_lead)
             if approach is None:
                 held = cfg.heldout.start_data or cfg.start_data
-                raise ValueError(f"heldout.max_move: the held-out episodes of {held} have no step before a "
-                                 "gripper close to measure the move on")
+                raise ValueError(f"heldout.max_move: the held-out episodes of {held} have no step in "
+                                 f"heldout.move_phase {cfg.heldout.move_phase!r} to measure the move on")
             # from the file, not `policy`: a resumed run's policy has moved already
             start_policy = Policy.load(cfg.policy, map_location=device, modules=cfg.policy_modules)
             start_chunks = early_stop.mean_chunks(start_policy, approach)

@@ -74,6 +74,22 @@ def test_after_grasp_and_before_grasp_read_only_their_side_of_the_first_close(da
     assert torch.cat(seen).max() < 2 * T
 
 
+def test_before_release_keeps_the_carry_and_stops_the_lead_before_the_release():
+    from imagination.rl.anchor import kept_frames
+
+    action = np.zeros((40, 7), np.float32)
+    action[:, 6] = -1.0
+    action[10:30, 6] = 1.0  # closes at 10, opens again at 30
+    assert kept_frames(action, "before_release", release_lead=8) == (0, 22)  # approach, grasp and carry
+    assert kept_frames(action, "before_release", release_lead=40) == (0, 0)
+    assert kept_frames(action, "before_grasp") == (0, 10) and kept_frames(action, "after_grasp") == (10, 40)
+    held = action.copy()
+    held[30:, 6] = 1.0  # never lets go: no placement start comes from it, all of it is held
+    assert kept_frames(held, "before_release") == (0, 40)
+    never = np.full((40, 7), -1.0, np.float32)  # never closes
+    assert kept_frames(never, "before_release") == kept_frames(never, "before_grasp") == (0, 40)
+
+
 def test_bad_anchor_settings_name_themselves(data):
     with pytest.raises(ValueError, match="target must be one of"):
         make_anchor(AnchorConfig(coef=1.0, target="teacher"), _policy(), data, [], 8, 0)

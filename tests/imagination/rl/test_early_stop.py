@@ -157,6 +157,11 @@ def test_the_move_is_read_on_the_frames_before_the_first_close(square_setup, tmp
         for p in moved.parameters():
             p.add_(0.05 * torch.randn_like(p))
     assert move_from(start, moved, obs) > 0.0
+    # "before_release" reads on up to the lead before the first release: _held_episodes never let go, so all of it
+    carry = approach_observations(env, every=4, phase="before_release")
+    assert carry is not None and len(carry["instruction"]) == 4 * 8  # steps 0, 4, ..., 28 of each
+    with pytest.raises(ValueError, match="heldout.move_phase"):
+        HeldoutConfig(every=1, move_phase="after_grasp").validate()
     # episodes that close at their first step leave nothing to read
     _held_episodes(tmp_path / "closed", close_at=0)
     closed = heldout_env(replace(cfg, heldout=replace(cfg.heldout, start_data=str(tmp_path / "closed"))), env)
