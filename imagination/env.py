@@ -81,6 +81,9 @@ class ImaginationConfig:
     # "close": end at the grasp, as above. "release": hold on to the first open command after it and judge the
     # grasp and where the carried object is let go (imagination/rewards/grasp.py).
     grasp_until: str = "close"
+    # grasp_until "release": what an episode that never lets go is paid at the horizon, "read" (the judge there) or
+    # "fail" (0). Why "fail": imagined RL learned to hold the bowl, read as placed (imagination/rewards/grasp.py)
+    grasp_held: str = "read"
     grasp_point: GraspPointConfig = field(default_factory=GraspPointConfig)  # its classifier (ensemble, pessimism)
     # Reward "grasp": an object reader checkpoint (scripts/train_object_reader.py) that reads where the object and
     # its target start from each start episode's first frame; empty: from the start episodes' simulator labels.

@@ -48,6 +48,7 @@ class RewardSettings(Protocol):
     grasp_train_data: list[str]
     grasp_label_dirs: list[str]
     grasp_until: str
+    grasp_held: str
     grasp_point: GraspPointConfig
     object_reader: str
     goal_reader: str
@@ -113,7 +114,8 @@ def build_reward(cfg: RewardSettings, world_model: WorldModel, episodes: Sequenc
                              "scripts/fit_grasp_judge.py (scripts/imagine_rl.py fits it from "
                              "imagination.grasp_train_data into its out_dir)")
         judge = load_grasp_judge(cfg.grasp_judge, episodes, num_envs, cfg.grasp_until, cfg.max_steps, cfg.grasp_point,
-                                 cfg.object_reader, world_model.cfg.views, cfg.imagined_steps)
+                                 cfg.object_reader, world_model.cfg.views, cfg.imagined_steps,
+                                 cfg.grasp_held)
     elif cfg.reward == "goal":
         from imagination.rewards.goal import GoalJudge
 

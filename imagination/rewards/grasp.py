@@ -7,7 +7,10 @@ Two endings (`ImaginationConfig.grasp_until`):
     "release"   the episode goes on holding, and ends at the first action after the close that commands
                 the gripper open, with P(success) of the grasp and of where the object, carried by the
                 gripper, is let go (`release_features_at`). An episode that closes but never opens is read
-                at its last step before the horizon.
+                at its last step before the horizon (`held="read"`), or fails there (`held="fail"`).
+
+Why `held="fail"`: from placement starts the judge read a third of an RL policy's held-out gain in episodes that never
+let the bowl go, at their last step (docs/notebook/protocol_v2.md, section 17); a real placement needs the release.
 
 Why "release": with "close" nothing judges what follows the grasp, and RL from the 1000-step BC doubled the
 lifted-but-not-placed failures (5 -> 11 of 50 gate jobs) while it halved the never-lifted ones
@@ -49,6 +52,7 @@ if TYPE_CHECKING:
     from imagination.episodes import StartEpisode
 
 ENDINGS = ("close", "release")
+HELD = ("read", "fail")  # grasp_until "release": what an episode that holds to the horizon is paid
 
 
 class GraspJudge:
@@ -60,11 +64,14 @@ class GraspJudge:
     reads_frames = False  # robot states only
 
     def __init__(self, classifier: GraspPointClassifier, num_envs: int, state_dim: int, until: str = "close",
-                 max_steps: int = 220, starts: np.ndarray | None = None, imagined_steps: int = 0):
-        """imagined_steps > 0: an episode also ends that many steps after its start (ImaginationConfig)."""
+                 max_steps: int = 220, starts: np.ndarray | None = None, imagined_steps: int = 0, held: str = "read"):
+        """imagined_steps > 0: an episode also ends that many steps after its start (ImaginationConfig); held: what
+        a "release" episode that never lets go is paid at the horizon, "read" (the classifier there) or "fail" (0)."""
         if until not in ENDINGS:
             raise ValueError(f"grasp_until: expected one of {list(ENDINGS)}, got {until!r}")
-        self.classifier, self.until, self.max_steps = classifier, until, max_steps
+        if held not in HELD:
+            raise ValueError(f"grasp_held: expected one of {list(HELD)}, got {held!r}")
+        self.classifier, self.until, self.max_steps, self.held = classifier, until, max_steps, held
         self.imagined_steps = imagined_steps
         self.limit = np.full(num_envs, max_steps, np.int64)  # the step each env's episode ends at, at the latest
         self.starts = np.zeros((0, 2, 3)) if starts is None else starts
@@ -132,6 +139,9 @@ class GraspJudge:
             r = c + 1 + int(opens[0]) if len(opens) else -1
             if r < 0 and int(t[j]) + limit >= int(self.limit[i]):  # held to the horizon: read at the last step
                 r = limit - 1
+                if self.held == "fail":  # ends there, paid 0
+                    end[j] = r
+                    continue
             if r >= 0:
                 end[j] = r
                 feats.append(release_features_at(self.close_state[i], int(self.t_close[i]), path[r], int(t[j]) + r,
@@ -225,7 +235,7 @@ def fit_grasp_judge_file(train_data: Sequence[str], label_dirs: Sequence[str], o
 
 def load_grasp_judge(path: str, episodes: Sequence[Any], num_envs: int, until: str = "close", max_steps: int = 220,
                      cfg: GraspPointConfig | None = None, reader_path: str = "", views: Sequence[str] = (),
-                     imagined_steps: int = 0) -> GraspJudge:
+                     imagined_steps: int = 0, held: str = "read") -> GraspJudge:
     """The judge of reward "grasp" for `num_envs` envs starting from `episodes` (StartEpisode): the classifier
     `fit_grasp_judge_file` wrote to `path`, with each start episode's object and target start [E, 2, 3]
     (`object_starts`: the reader at `reader_path` reading the first frame of `views`, or the simulator labels).
@@ -233,6 +243,8 @@ def load_grasp_judge(path: str, episodes: Sequence[Any], num_envs: int, until: s
     be left at their defaults or equal the file's (the file was fit with them)."""
     if until not in ENDINGS:
         raise ValueError(f"grasp_until: expected one of {list(ENDINGS)}, got {until!r}")
+    if held not in HELD:
+        raise ValueError(f"grasp_held: expected one of {list(HELD)}, got {held!r}")
     if not path or not Path(path).is_file():
         raise FileNotFoundError(f"grasp_judge: {path!r} is not a file (scripts/fit_grasp_judge.py writes one)")
     starts = object_starts(episodes, reader_path, views)  # a missing label fails before the load
@@ -251,7 +263,8 @@ def load_grasp_judge(path: str, episodes: Sequence[Any], num_envs: int, until: s
         if cfg.task_bias:
             classifier = GraspPointClassifier(replace(classifier.cfg, task_bias=list(cfg.task_bias))) \
                 .load_state_dict(classifier.state_dict())
-    return GraspJudge(classifier, num_envs, episodes[0].state.shape[1], until, max_steps, starts, imagined_steps)
+    return GraspJudge(classifier, num_envs, episodes[0].state.shape[1], until, max_steps, starts, imagined_steps,
+                      held)
 
 
 def judge_for_run(cfg: Any, out_dir: str | os.PathLike) -> Any:

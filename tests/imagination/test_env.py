@@ -329,6 +329,21 @@ def test_grasp_until_release_holds_on_and_judges_where_the_carried_object_is_let
         _, reward, terminated, truncated, info = venv.step(shut)
         assert terminated[0] == (k == 3) and not truncated[0]
     assert info["steps"][0] == 4 and 0 < reward[0] < 1
+    # grasp_held="fail": the same held episode ends at the same step, paid 0; a release is paid as before
+    fail = ImaginationVectorEnv(wm, prop, eps, 1, judge_for_run(ImaginationConfig(
+        max_steps=16, reward="grasp", grasp_until="release", grasp_held="fail", grasp_label_dirs=[labels],
+        keyframes=KeyframeConfig(mode="start")), tmp_path))
+    fail.reset(seed=0, options={"keyframes": [Keyframe(1, 0)]})
+    for k in range(4):
+        _, reward, terminated, truncated, info = fail.step(shut)
+        assert terminated[0] == (k == 3) and not truncated[0] and reward[0] == 0
+    assert info["steps"][0] == 4
+    fail.reset(seed=0, options={"keyframes": [Keyframe(1, 0)]})
+    fail.step(chunk)
+    _, reward, terminated, _, _ = fail.step(held)
+    assert terminated[0] and reward[0] == pytest.approx(expected, rel=1e-5)
+    with pytest.raises(ValueError, match="grasp_held: expected one of"):
+        ImaginationVectorEnv(wm, prop, eps, 1, replace(fail.cfg, grasp_held="keep"))
     with pytest.raises(ValueError, match="grasp_until"):
         judge_for_run(ImaginationConfig(reward="grasp", grasp_until="lift", grasp_label_dirs=[labels]), tmp_path / "x")
     with pytest.raises(ValueError, match="was fit for grasp_until 'release'"):  # the file's ending is the env's
