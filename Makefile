@@ -10,7 +10,7 @@ export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 APT_PKGS := libegl1 libegl-mesa0 libgl1-mesa-dri libosmesa6
 
-.PHONY: demo test lint bench-quick clean-venv interop-venvs lerobot-venv openpi-venv
+.PHONY: demo test lint bench-quick clean-venv interop-venvs lerobot-venv openpi-venv ffmpeg-apt
 # collect -> world model -> BC -> imagined RL -> real eval -> one loop round; re-running resumes.
 DEMO_ARGS ?=
 demo: $(STAMPS)/installed
@@ -75,7 +75,9 @@ openpi-venv: $(OPENPI_VENV)/.installed-$(OPENPI_CLIENT_VERSION)
 # feature (next.reward) through float(array of shape [1]), which numpy 2.4 refuses. The second line adds what
 # its policies (ACT, diffusion) and their processors import, for scripts/serve_lerobot_policy.py, plus the
 # websocket server, msgpack and omegaconf of our wire format and script entry point; bounds copied from lerobot's metadata.
-$(LEROBOT_VENV)/.installed-$(LEROBOT_VERSION)-$(LEROBOT_VENV_REV):
+# lerobot's video decoder (torchcodec) loads FFmpeg's shared libraries. A rule of its own, so that .ci/run installs
+# every apt package before the pip installs run side by side (two apt-gets at once would fight over dpkg's lock).
+ffmpeg-apt:
 	@if ldconfig -p | grep -q 'libavdevice\.so' && ldconfig -p | grep -q 'libavfilter\.so'; then \
 		echo "FFmpeg shared libraries already installed"; \
 	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
@@ -83,6 +85,8 @@ $(LEROBOT_VENV)/.installed-$(LEROBOT_VERSION)-$(LEROBOT_VENV_REV):
 	else \
 		echo "error: lerobot's video decoder (torchcodec) needs FFmpeg's shared libraries (run as root: apt-get install ffmpeg)"; exit 1; \
 	fi
+
+$(LEROBOT_VENV)/.installed-$(LEROBOT_VERSION)-$(LEROBOT_VENV_REV): | ffmpeg-apt
 	rm -rf $(LEROBOT_VENV)
 	$(PYTHON) -m venv $(LEROBOT_VENV)
 	$(LEROBOT_VENV)/bin/pip install -q uv==0.13.9
