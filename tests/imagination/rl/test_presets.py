@@ -79,3 +79,19 @@ def test_place_is_what_the_placement_runs_ran():
         "imagination.keyframes.hard_width=4", "imagination.keyframes.align=8", "imagination.imagined_steps=24",
         "num_threads=2"], group="rl")
     assert asdict(load_config(ImagineRLConfig, "place", group="rl")) == asdict(ran)
+
+
+def test_carry_is_place_with_the_overrides_the_notebook_measured():
+    """configs/rl/carry.yaml = `place` with the overrides of outputs/bench/rl_gain_v2/place/tuneJ.sh (notebook
+    protocol_v2.md section 18), except the out_dir."""
+    from dataclasses import asdict
+
+    R = "outputs/bench/rl_gain_v2"
+    measured = load_config(ImagineRLConfig, "place", [
+        "heldout.every=2", "heldout.patience=6", f"heldout.start_data={R}/gate_rollouts/data", "heldout.starts=rl",
+        "heldout.max_episodes=50", "heldout.max_move=0.015", "heldout.move_phase=before_release", "iterations=12",
+        "rl.lr=0.001", "rl.kl_coef=0.0", "bc_coef=300", "bc_phase=before_release",
+        "imagination.keyframes.release_lead=24", "imagination.keyframes.hard_width=8", "imagination.imagined_steps=40",
+        "out_dir=x"], group="rl")
+    carry = load_config(ImagineRLConfig, "carry", ["out_dir=x"], group="rl")
+    assert asdict(carry) == asdict(measured)
