@@ -9,7 +9,7 @@ Two endings (`ImaginationConfig.grasp_until`):
                 gripper, is let go (`release_features_at`). An episode that closes but never opens is read
                 at its last step before the horizon (`held="read"`), or fails there (`held="fail"`).
 
-Why `held="fail"`: from placement starts the judge read a third of an RL policy's held-out gain in episodes that never
+Why `held="fail"`: from placement starts the judge read part of an RL policy's held-out gain in episodes that never
 let the bowl go, at their last step (docs/notebook/protocol_v2.md, section 17); a real placement needs the release.
 
 Why "release": with "close" nothing judges what follows the grasp, and RL from the 1000-step BC doubled the

@@ -24,8 +24,8 @@ chunks (`target="start_policy"`) on the frames of its own rollouts, the approach
 `phase="before_release"` keeps every frame before `release_lead` steps ahead of each episode's first release after
 its close (the whole of an episode that never closes or never releases): the approach, the grasp and the carry, all
 that placement starts `release_lead` steps before the release never show RL. Why: held only before the grasp, RL
-from placement starts raised its held-out placement check (18 -> 25 of 37) and carried the bowl past the plate in
-reality (docs/notebook/protocol_v2.md, section 17).
+from placement starts raised its held-out placement check and carried the bowl past the plate in reality
+(docs/notebook/protocol_v2.md, section 17).
 """
 from __future__ import annotations
 
