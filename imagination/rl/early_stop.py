@@ -16,8 +16,9 @@ stops after `patience` checks without a new best.
 A second check bounds how far RL may move the policy where the first one does not look. A check from placement
 starts never sees the approach, and an iterate can raise it while its approach drifts far enough to fail in
 reality (docs/results.md, protocol v2). With `max_move` > 0, an iterate whose mean chunks on held-out real frames
-before the first gripper close moved from the start policy's by more than `max_move` (mean |difference|, actions
-in [-1, 1]) is never kept, whatever its score. It needs no real step: the frames are recorded ones.
+before the first gripper close (`move_phase="before_release"`: before the release's lead, the carry too) moved from
+the start policy's by more than `max_move` (mean |difference|, actions in [-1, 1]) is never kept, whatever its score.
+It needs no real step: the frames are recorded ones.
 """
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ class HeldoutConfig:
     patience: int = 2  # checks in a row without a new best before RL stops
     min_delta: float = 0.0  # a new best must beat the old one by more than this
     # an iterate whose mean chunks moved more than this from the start policy's on the held-out episodes' frames
-    # before their first gripper close (mean |difference|) is never kept; 0 = no bound
+    # of move_phase (mean |difference|) is never kept; 0 = no bound
     max_move: float = 0.0
     move_every: int = 8  # the approach frames read: every move_every-th step (a chunk's decision steps)
     # which frames of each held-out episode the move is read on (imagination/rl/anchor.py PHASES): "before_grasp",

@@ -44,10 +44,16 @@ from imagination.episodes import task_keys
 from imagination.imagine import open_imagination
 from imagination.keyframes import KeyframeConfig
 from imagination.rewards.grasp import judge_for_run
-from imagination.rl import early_stop
 from imagination.rl.algo import RLConfig, update
 from imagination.rl.anchor import AnchorConfig, make_anchor
-from imagination.rl.early_stop import EarlyStopper, HeldoutConfig, heldout_success
+from imagination.rl.early_stop import (
+    EarlyStopper,
+    HeldoutConfig,
+    approach_observations,
+    heldout_success,
+    mean_chunks,
+    move_from,
+)
 from imagination.rl.rollout import Rollouts, collect_rollouts, to_batch
 from infra.atomic import atomic_torch_save, atomic_write, atomic_write_json
 from infra.checkpoint import CheckpointError, expect_format, load_torch, restore
@@ -348,15 +354,15 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     if cfg.heldout.every:
         check_env = heldout_env(cfg, env)
         if cfg.heldout.max_move:
-            approach = early_stop.approach_observations(check_env, cfg.heldout.move_every, cfg.heldout.move_phase,
-                                                        env.cfg.keyframes.release_lead)
+            approach = approach_observations(check_env, cfg.heldout.move_every, cfg.heldout.move_phase,
+                                             env.cfg.keyframes.release_lead)
             if approach is None:
                 held = cfg.heldout.start_data or cfg.start_data
                 raise ValueError(f"heldout.max_move: the held-out episodes of {held} have no step in "
                                  f"heldout.move_phase {cfg.heldout.move_phase!r} to measure the move on")
             # from the file, not `policy`: a resumed run's policy has moved already
             start_policy = Policy.load(cfg.policy, map_location=device, modules=cfg.policy_modules)
-            start_chunks = early_stop.mean_chunks(start_policy, approach)
+            start_chunks = mean_chunks(start_policy, approach)
         moves = [(int(r["iteration"]), float(r["heldout_move"])) for r in history if "heldout_move" in r]
         stopper = EarlyStopper.replay(cfg.heldout.patience, cfg.heldout.min_delta, scores, moves,
                                       cfg.heldout.max_move)
@@ -395,7 +401,7 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
             # every process checks (the same policy, env and seed: the same score), so all stop together
             row["heldout_success"] = heldout_success(check_env, policy, cfg.seed)
             if approach is not None and start_chunks is not None:
-                row["heldout_move"] = early_stop.move_from(start_chunks, policy, approach)
+                row["heldout_move"] = move_from(start_chunks, policy, approach)
             if writer:
                 for key in ("heldout_success", "heldout_move"):
                     if key in row:
