@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from imagination.eval.stats import SeedAverage, seed_average
+from imagination.rl.algo import make_optimizer
 from imagination.rl.training import ImagineRLConfig, bc_anchor
 from infra.atomic import atomic_write_text
 from policies.base import Policy
@@ -140,7 +141,7 @@ def anchor_control(rl_cfg: ImagineRLConfig, rl_result: dict, out_dir: str) -> di
     torch.manual_seed(rl_cfg.seed)
     policy = Policy.load(rl_cfg.policy)
     anchor = bc_anchor(rl_cfg, policy, torch.Generator().manual_seed(rl_cfg.seed))
-    optimizer = torch.optim.Adam(policy.parameters(), lr=rl_cfg.rl.lr)
+    optimizer, schedule = make_optimizer(policy, rl_cfg.rl)  # the recipe's warmup too
     print(f"[anchor control] {n} anchor updates from {rl_cfg.policy}, no RL")
     policy.train()
     for _ in range(n):
@@ -150,6 +151,7 @@ def anchor_control(rl_cfg: ImagineRLConfig, rl_result: dict, out_dir: str) -> di
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), rl_cfg.rl.max_grad_norm)
         if math.isfinite(float(grad_norm)):
             optimizer.step()
+            schedule.step()
     policy.eval()
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     policy.save(path)

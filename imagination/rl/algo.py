@@ -62,6 +62,11 @@ class RLConfig:
     epochs: int = 2  # passes over a batch of rollouts
     minibatch_size: int = 64
     lr: float = 1e-4
+    # Minibatch updates over which the learning rate rises linearly from lr / warmup_updates to lr (0 = off).
+    # Why: Adam's first step moves every weight by about lr whatever its gradient (its moment estimates start
+    # from that one gradient), so a fresh optimiser at lr 1e-3 jumps the whole policy at once, the grasp that
+    # no imagined episode trains included; the warmup lets the moments settle before the steps grow.
+    warmup_updates: int = 0
     max_grad_norm: float = 1.0
 
     def validate(self) -> None:
@@ -80,6 +85,8 @@ class RLConfig:
         if not (0 <= self.gamma <= 1 and 0 <= self.gae_lambda <= 1):
             raise ValueError(f"rl.gamma and rl.gae_lambda: expected values in [0, 1], "
                              f"got {self.gamma}, {self.gae_lambda}")
+        if self.warmup_updates < 0:
+            raise ValueError(f"rl.warmup_updates: expected an integer >= 0, got {self.warmup_updates}")
         if self.epochs < 1 or self.minibatch_size < 1:
             raise ValueError(f"rl.epochs and rl.minibatch_size: expected integers >= 1, "
                              f"got {self.epochs}, {self.minibatch_size}")
@@ -185,15 +192,27 @@ class Batch:
                      None if self.ref_log_prob is None else take(self.ref_log_prob))
 
 
+def make_optimizer(policy: Policy, cfg: RLConfig) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
+    """The RL optimiser (Adam at cfg.lr) and its schedule: a linear warmup over cfg.warmup_updates minibatch
+    updates, then constant. Step the schedule once per optimiser step; save both to resume."""
+    optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
+    warmup = cfg.warmup_updates
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0)
+    return optimizer, schedule
+
+
 def update(policy: Policy, optimizer: torch.optim.Optimizer, batch: Batch, cfg: RLConfig,
            rng: np.random.Generator, anchor: Callable[[], torch.Tensor] | None = None,
-           sync: GradientSync | None = None) -> dict[str, float]:
+           sync: GradientSync | None = None,
+           schedule: torch.optim.lr_scheduler.LRScheduler | None = None) -> dict[str, float]:
     """`cfg.epochs` passes of minibatch updates on `batch`; returns the mean of each logged figure and the count
     of minibatch updates ("updates").
     `anchor()`, when given, is a loss added to every minibatch's (e.g. behaviour cloning on demonstrations).
     `sync`: this process's batch is its share of a data-parallel run's (infra.data_parallel); each epoch
     takes as many minibatches as the largest share needs at cfg.minibatch_size, and gradients are averaged
     over the processes before clipping, so every replica takes the same step.
+    `schedule` (make_optimizer's) steps after every optimiser step.
 
     PPO's advantages are normalized per batch here (when configured); GRPO's are already group-normalized.
     """
@@ -236,6 +255,8 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, batch: Batch, cfg: 
             finite = bool(torch.isfinite(grad_norm))
             if finite:
                 optimizer.step()
+                if schedule is not None:
+                    schedule.step()
                 stats["grad_norm"] = float(grad_norm)
             stats["skipped_fraction"] = float(not finite)
             stats.update(policy_loss=float(pg_loss.detach()), entropy=float(entropy.detach().mean()))
@@ -247,4 +268,4 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, batch: Batch, cfg: 
 
 
 __all__ = ["ALGOS", "KL_ESTIMATORS", "Batch", "RLConfig", "clipped_surrogate", "gae", "group_advantages", "kl_k2",
-           "kl_k3", "update"]
+           "kl_k3", "make_optimizer", "update"]

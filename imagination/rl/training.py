@@ -44,7 +44,7 @@ from imagination.episodes import task_keys
 from imagination.imagine import open_imagination
 from imagination.keyframes import KeyframeConfig
 from imagination.rewards.grasp import judge_for_run
-from imagination.rl.algo import RLConfig, update
+from imagination.rl.algo import RLConfig, make_optimizer, update
 from imagination.rl.anchor import AnchorConfig, make_anchor
 from imagination.rl.early_stop import (
     EarlyStopper,
@@ -215,15 +215,19 @@ _RL_CHECKPOINT = "RL checkpoint (resume=false, or delete it, starts over)"
 
 def _save_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimizer, iteration: int,
                      history: list[dict], heldout: list[tuple[int, float]],
-                     anchor_gen: torch.Generator | None = None) -> None:
+                     anchor_gen: torch.Generator | None = None,
+                     schedule: torch.optim.lr_scheduler.LRScheduler | None = None) -> None:
     """Tensors and plain data only, so `_load_checkpoint` reads it with weights_only=True. The history
     rows and held-out scores go as JSON text: their numbers may be numpy scalars, which are objects
     to pickle (a file holding them could not be loaded without trusting it). anchor_gen: the generator
-    of the behaviour-cloning anchor's batches, when there is one (a resume draws the batches it would have)."""
+    of the behaviour-cloning anchor's batches, when there is one (a resume draws the batches it would have).
+    schedule: the learning rate's (its step count: a resumed warmup goes on where it was)."""
     blob = {"iteration": iteration, "policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
             "history_json": json.dumps(history, default=_number), "heldout_json": json.dumps(heldout, default=_number)}
     if anchor_gen is not None:
         blob["anchor_generator"] = anchor_gen.get_state()
+    if schedule is not None:
+        blob["schedule_steps"] = int(schedule.last_epoch)
     atomic_torch_save(path, blob)
 
 
@@ -235,9 +239,11 @@ def _number(value: Any) -> Any:
 
 
 def _load_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimizer,
-                     anchor_gen: torch.Generator | None = None) -> tuple[int, list[dict], list[tuple[int, float]]]:
-    """Restore policy and optimizer (and the anchor's generator, when both sides have one) from `path`;
-    (iteration, history, held-out scores).
+                     anchor_gen: torch.Generator | None = None,
+                     schedule: torch.optim.lr_scheduler.LRScheduler | None = None,
+                     ) -> tuple[int, list[dict], list[tuple[int, float]]]:
+    """Restore policy and optimizer (and the anchor's generator and the learning rate's schedule, when both
+    sides have one) from `path`; (iteration, history, held-out scores).
 
     One checkpoint per run (rewritten atomically), so an unusable one has no older one to fall back to:
     CheckpointError names it. Files from before the JSON fields hold the same lists as plain data,
@@ -249,11 +255,13 @@ def _load_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimize
     try:
         if anchor_gen is not None and "anchor_generator" in ck:  # files written before it restart the draws
             anchor_gen.set_state(ck["anchor_generator"])
+        if schedule is not None and "schedule_steps" in ck:  # the optimizer's state holds the current lr
+            schedule.last_epoch = int(ck["schedule_steps"])
         history = json.loads(ck["history_json"]) if "history_json" in ck else list(ck["history"])
         scores = json.loads(ck["heldout_json"]) if "heldout_json" in ck else list(ck.get("heldout", []))
         return int(ck["iteration"]), history, [(int(i), float(s)) for i, s in scores]
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
-        raise CheckpointError(f"{path}: its history or anchor generator is unusable "
+        raise CheckpointError(f"{path}: its history, anchor generator or schedule is unusable "
                               f"({type(err).__name__}: {err})") from None
 
 
@@ -341,14 +349,14 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
             log_std.copy_(exploration_log_std(cfg, actions).to(log_std).expand_as(log_std))
     # The reference shares the exploration noise, so the KL measures how far the mean has moved.
     reference = copy.deepcopy(policy).eval() if cfg.rl.kl_coef > 0 else None
-    optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.rl.lr)
+    optimizer, schedule = make_optimizer(policy, cfg.rl)
     anchor_gen = torch.Generator().manual_seed(cfg.seed) if cfg.bc_coef > 0 else None
     anchor = bc_anchor(cfg, policy, anchor_gen) if anchor_gen is not None else None
     ckpt_path, start = out / "checkpoint.pt", 0
     history: list[dict] = []
     scores: list[tuple[int, float]] = []
     if cfg.resume and ckpt_path.exists():
-        start, history, scores = _load_checkpoint(ckpt_path, policy, optimizer, anchor_gen)
+        start, history, scores = _load_checkpoint(ckpt_path, policy, optimizer, anchor_gen, schedule)
     best_path, stopper, check_env = out / "best_policy.pt", None, None
     approach, start_chunks = None, None  # the held-out approach frames and the start policy's chunks on them
     if cfg.heldout.every:
@@ -383,7 +391,7 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
         policy.eval()
         rollouts = collect_rollouts(env, policy, groups, cfg.group_size, seed, obs_noise=cfg.obs_noise)
         batch = to_batch(rollouts, cfg.rl, policy, reference)
-        logs = update(policy, optimizer, batch, cfg.rl, np.random.default_rng(seed), anchor, sync)
+        logs = update(policy, optimizer, batch, cfg.rl, np.random.default_rng(seed), anchor, sync, schedule)
         if acc:  # every process logged the same figures (the keys depend on the config only): their means
             logs = dict(zip(sorted(logs), mean_over_processes(acc, [logs[k] for k in sorted(logs)])))
         noise = policy.noise_log_std()
@@ -417,7 +425,7 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
             if main:  # the replicas are equal: one policy and one checkpoint hold every process's state
                 policy.save(out / "policy.pt")
                 _save_checkpoint(ckpt_path, policy, optimizer, it + 1, history, stopper.scores if stopper else [],
-                                 anchor_gen)
+                                 anchor_gen, schedule)
             if acc:  # no process runs ahead of a checkpoint not yet on disk
                 acc.wait_for_everyone()
             crash_point("rl.checkpoint_saved")

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from imagination.rl.algo import Batch, RLConfig, clipped_surrogate, gae, group_advantages, kl_k2, kl_k3, update
+from imagination.rl.algo import (Batch, RLConfig, clipped_surrogate, gae, group_advantages, kl_k2, kl_k3, make_optimizer,
+                                 update)
 
 
 def test_group_advantages_normalize_within_each_group():
@@ -142,9 +143,37 @@ def test_update_counts_its_minibatch_updates():
     assert logs["updates"] == 9 == len(calls)  # 3 epochs x (4 + 4 + 2)
 
 
+def test_warmup_raises_the_learning_rate_linearly_per_step_taken():
+    """Adam's first step moves every weight by about lr: under a warmup of W updates it moves them by lr / W, and a
+    skipped (non-finite) step does not advance the schedule."""
+    n, policy = 8, _Gaussian()
+    obs, actions, old = _rollout_batch(policy, n)
+    adv = torch.linspace(-1, 1, n)
+    cfg = RLConfig(minibatch_size=n, epochs=1, lr=0.1, warmup_updates=4, kl_coef=0.0)
+    cfg.validate()
+    opt, schedule = make_optimizer(policy, cfg)  # type: ignore[arg-type]  # a minimal stand-in
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.025)
+    update(policy, opt, Batch(obs, actions, old, adv * float("inf"), adv), cfg,  # type: ignore[arg-type]
+           np.random.default_rng(0), schedule=schedule)
+    assert schedule.last_epoch == 0 and opt.param_groups[0]["lr"] == pytest.approx(0.025)
+    update(policy, opt, Batch(obs, actions, old, adv, adv), cfg, np.random.default_rng(0),  # type: ignore[arg-type]
+           schedule=schedule)
+    moved = policy.mean.detach().abs()
+    assert moved.max() <= 0.025 + 1e-6 and moved.max() > 0.02  # Adam's first step: about lr / W
+    lrs = []
+    for _ in range(4):
+        update(policy, opt, Batch(obs, actions, old, adv, adv), cfg,  # type: ignore[arg-type]
+               np.random.default_rng(0), schedule=schedule)
+        lrs.append(opt.param_groups[0]["lr"])
+    assert lrs == pytest.approx([0.075, 0.1, 0.1, 0.1])
+    _, flat = make_optimizer(_Gaussian(), RLConfig(lr=0.1))  # type: ignore[arg-type]
+    assert flat.get_last_lr() == [0.1]
+
+
 @pytest.mark.parametrize("field,value,match", [("algo", "sac", "rl.algo"), ("clip", 0.0, "rl.clip"),
                                                ("kl_coef", -1.0, "rl.kl_coef"), ("gamma", 1.5, "rl.gamma"),
-                                               ("kl_estimator", "k1", "rl.kl_estimator")])
+                                               ("kl_estimator", "k1", "rl.kl_estimator"),
+                                               ("warmup_updates", -1, "rl.warmup_updates")])
 def test_config_errors_name_the_field(field, value, match):
     cfg = RLConfig()
     setattr(cfg, field, value)

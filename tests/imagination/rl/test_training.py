@@ -83,9 +83,14 @@ def test_per_task_success_counts_episodes_by_their_start_task():
 
 
 def test_resume_continues_exactly(square_setup, tmp_path):
-    straight = train_rl(_config(square_setup, tmp_path / "a", iterations=3, checkpoint_every=1), progress=False)
-    train_rl(_config(square_setup, tmp_path / "b", iterations=2, checkpoint_every=1), progress=False)
-    resumed = train_rl(_config(square_setup, tmp_path / "b", iterations=3, checkpoint_every=1), progress=False)
+    # mid-warmup at the resume (rl.warmup_updates): the checkpoint carries the schedule's step count
+    def cfg(out, iterations):
+        c = _config(square_setup, tmp_path / out, iterations=iterations, checkpoint_every=1)
+        return replace(c, rl=replace(c.rl, warmup_updates=1000))
+
+    straight = train_rl(cfg("a", 3), progress=False)
+    train_rl(cfg("b", 2), progress=False)
+    resumed = train_rl(cfg("b", 3), progress=False)
     assert [r["imagined_return"] for r in resumed["history"]] == [r["imagined_return"] for r in straight["history"]]
     assert resumed["history"][-1]["policy_loss"] == pytest.approx(straight["history"][-1]["policy_loss"], abs=1e-6)
     on_disk = json.loads((tmp_path / "b" / "result.json").read_text())
