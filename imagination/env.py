@@ -189,8 +189,13 @@ class ImaginationVectorEnv(VectorEnv):
         self._frozen = np.zeros(B, bool)
 
     # ------------------------------------------------------------------------------------------
+    def policy_views(self, frames: np.ndarray) -> np.ndarray:
+        """Frames of the world model's views [N, V, H, W, 3] as the policy sees them: its views, in its order
+        (ImaginationConfig.policy_views) [N, V', H, W, 3]."""
+        return frames[:, self._pick]
+
     def _obs(self) -> dict:
-        return {"image": self._image[:, self._pick], "state": self._state.cpu().numpy().astype(np.float32),
+        return {"image": self.policy_views(self._image), "state": self._state.cpu().numpy().astype(np.float32),
                 "instruction": tuple(self._instruction)}
 
     def _start_envs(self, mask: np.ndarray, keyframes=None) -> None:

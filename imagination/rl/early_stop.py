@@ -146,7 +146,7 @@ def approach_observations(env: ImaginationVectorEnv, every: int = 8, phase: str 
     images, states, instructions = [], [], []
     for ep in env.episodes:
         steps = np.arange(0, kept_frames(ep.action, phase, release_lead)[1], every)
-        images.append(ep.frames[steps][:, env._pick])
+        images.append(env.policy_views(ep.frames[steps]))
         states.append(ep.state[steps])
         instructions += [ep.instruction] * len(steps)
     if not instructions:

@@ -162,6 +162,7 @@ def test_policy_views_show_a_subset_of_the_imagined_views(models):
     obs, _ = shown.reset(seed=3, options=kf)
     real_wrist = np.stack([eps[0].frames[5, 1], eps[2].frames[9, 1]])  # [2, H, W, 3]
     np.testing.assert_array_equal(obs["image"][:, 0], real_wrist)
+    np.testing.assert_array_equal(shown.policy_views(eps[0].frames[:3]), eps[0].frames[:3, 1:])  # the public view
     actions = np.zeros((2, 4, 7), np.float32)
     obs_full, *_ = full.step(actions)
     obs, *_ = shown.step(actions)
