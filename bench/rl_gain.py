@@ -9,6 +9,8 @@ recipe over several seeds, all on the same benchmark jobs.
     python bench/rl_gain.py --rl-run gpu/rl_s0 gpu/rl_s1 gpu/rl_s2    # the recipe's seeds already run (on a GPU)
     python bench/rl_gain.py --gate task --rl-run gpu/rl_s0 gpu/rl_s1 gpu/rl_s2   # each seed acts only on the tasks
                                                  # its choose-job evaluation holds; the controls are gated alike
+    python bench/rl_gain.py --acts holding --recipe carry --rl-run rl_s0 rl_s1 rl_s2   # every arm but the start acts
+                                                 # once the gripper closes, the start before (a recipe of its own)
     python bench/rl_gain.py --protocol v1 --arms start recipe --seeds 0   # the recorded v1 benchmark (start -> RL)
     python bench/rl_gain.py --recipe grasp --out-dir outputs/bench/rl_gain_v2/run_grasp   # another configs/rl preset
     python bench/rl_gain.py --bc bc/policy.pt --world-model wm/world_model.pt --data data --arms start recipe
@@ -74,6 +76,8 @@ from imagination.rewards.base import reads_simulator
 from imagination.rl.training import ImagineRLConfig, train_rl
 from infra.cli import load_config, save_config
 from infra.errors import run_main
+from policies.base import Policy
+from policies.phase_switch import PhaseSwitchPolicy
 
 HEADROOM = (0.15, 0.65)  # per-task BC success that leaves RL something to gain and something to learn from
 
@@ -140,6 +144,15 @@ def finished_rl_run(run: Path, bc: str) -> dict:
     return dict(rl, policy_path=str(kept))
 
 
+def switched(start: str, policy: str, path: Path) -> str:
+    """The path of a PhaseSwitchPolicy that runs `start` while the gripper is open and `policy` once it closes,
+    written to `path` unless it is there already, newer than both."""
+    if not path.is_file() or path.stat().st_mtime < max(Path(f).stat().st_mtime for f in (start, policy)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        PhaseSwitchPolicy.from_policies(Policy.load(start), Policy.load(policy)).save(path)
+    return str(path)
+
+
 def arm_lines(arms: dict[str, dict]) -> list[str]:
     """Real success per task of each arm (evaluate() results on the same jobs), one line per task."""
     first = next(iter(arms.values()))
@@ -193,7 +206,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"protocol {args.protocol}: {proto.describe()}; recipes scored on these jobs so far: "
           f"{len(scored_recipes(Path(proto.root) / 'scored.json'))}")
 
+    if args.acts == "holding" and args.gate == "task":
+        p.error("--acts holding: not with --gate task (one composition of the start and an arm at a time)")
+
     def score(policy: str, folder: str, label: str) -> dict:
+        if args.acts == "holding" and policy != bc:  # every arm but the start: the start while the gripper is open
+            policy = switched(bc, policy, out / f"{folder}_holding.pt")
+            folder, label = f"{folder}_holding", f"{label}, acting once the gripper closes"
         return evaluate_or_reuse(replace(evalcfg, checkpoint=policy, out_dir=str(out / folder)), label)
 
     gated: dict[str, dict] = {}  # every arm the gate decided, by name: the controls are gated as the recipe is
@@ -320,6 +339,8 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
         # the protocol's own benchmark jobs: the recipe is its config, whatever its seed, folder and device
         # a gated recipe is another recipe: the gate decides which policy acts on each task
         gate = {"gate": f"task, margin {args.gate_margin:g}"} if args.gate == "task" else {}
+        if args.acts == "holding":  # so is a recipe whose policies act only once the gripper closes
+            gate["acts"] = "holding"
         scored = record_scored(Path(proto.root) / "scored.json", {"protocol": args.protocol,
                                                                   "recipe": recipe_identity(recipe_cfg), **gate},
                                canonical=canonical_entry)
@@ -338,7 +359,7 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
           f"seeds={len(seeds)} "
           f"{arms_rates} best_control={best} own_gain_points={d.gain_points:+.1f} own_gain_ci95=[{lo:+.1f},{hi:+.1f}] "
           f"judge_reads_simulator={'yes' if sim else 'no'} real_env_steps_during_rl={real_steps} gate={args.gate} "
-          f"minutes={minutes:.0f} recipes_scored={scored} threshold_points={args.threshold:+.0f} "
+          f"acts={args.acts} minutes={minutes:.0f} recipes_scored={scored} threshold_points={args.threshold:+.0f} "
           f"{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 

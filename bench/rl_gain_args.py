@@ -63,6 +63,10 @@ def parser(doc: str) -> argparse.ArgumentParser:
                         "a recipe of its own on the ledger")
     p.add_argument("--gate-margin", type=float, default=LoopConfig.adopt_margin,
                    help="success-rate margin of the per-task gate (imagination/loop/adopt.py)")
+    p.add_argument("--acts", choices=("always", "holding"), default="always",
+                   help="holding: every arm but the start acts only once the gripper closes, the start while it is "
+                        "open (policies/phase_switch.py), for a recipe that trains the carry and the placement; "
+                        "the controls are switched alike; a recipe of its own on the ledger")
     return p
 
 

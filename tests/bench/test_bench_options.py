@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 
 from imagination.eval.evaluate import evaluate_or_reuse
@@ -289,3 +290,45 @@ def test_rl_gain_on_a_suite_runs_the_setting_chosen_for_it(tmp_path, monkeypatch
     assert "protocol v2: libero_object tasks [0, 1]" in out and "BENCH rl_gain episodes=4" in out
     with pytest.raises(SystemExit):  # v1 is LIBERO-Spatial's recorded protocol, not a suite's
         rl_gain.main([*args, "--protocol", "v1"])
+
+
+def test_rl_gain_acts_holding_switches_every_arm_but_the_start_and_is_its_own_recipe(tmp_path, capsys):
+    """--acts holding: the recipe's seeds and the controls act once the gripper closes, the start while it is open
+    (one PhaseSwitchPolicy file per arm, evaluated in its own folder); the start is evaluated as it is."""
+    from policies.base import Policy
+    from policies.phase_switch import PhaseSwitchPolicy
+    from tests.policies.conftest import two_policies
+
+    rl_gain = _load("rl_gain")
+    start, tuned = two_policies()
+    bc = tmp_path / "bc.pt"
+    start.save(bc)
+    run = _rl_run(tmp_path, str(bc))
+    tuned.save(run / "policy.pt")
+    (run / "config.yaml").write_text(f"policy: {bc}\nimagination:\n  reward: grasp\n")
+    out = tmp_path / "bench"
+    (out / "control").mkdir(parents=True)
+    tuned.save(tmp_path / "control.pt")
+    (out / "control" / "control.json").write_text(json.dumps({"policy_path": str(tmp_path / "control.pt"),
+                                                              "episodes": 7, "env_steps": 700}))
+    _finished_eval(out / "eval_bc", str(bc), [False, False, True, False])
+    for folder, policy in (("eval_rl", run / "policy.pt"), ("eval_control", tmp_path / "control.pt")):
+        switch = rl_gain.switched(str(bc), str(policy), out / f"{folder}_holding.pt")
+        _finished_eval(out / f"{folder}_holding", switch, [True, False, True, True])
+    args = ["--bc", str(bc), "--rl-run", str(run), "--out-dir", str(out), "--tasks", "0", "1",
+            "--episodes-per-task", "2", "--init-state-offset", "20", "--arms", "start", "control", "recipe",
+            "--min-seeds", "1", "--acts", "holding"]
+    assert rl_gain.main(args) == 1
+    text = capsys.readouterr().out
+    assert "start (BC): reusing" in text
+    assert "recipe seed 0, acting once the gripper closes: reusing" in text
+    assert "real-data control, acting once the gripper closes: reusing" in text
+    assert "acts=holding" in text.strip().splitlines()[-1]
+    loaded = Policy.load(out / "eval_rl_holding.pt")
+    assert isinstance(loaded, PhaseSwitchPolicy)
+    for got, want in ((loaded.approach, start), (loaded.hold, tuned)):
+        for a, b in zip(got.state_dict().values(), want.state_dict().values()):
+            torch.testing.assert_close(a, b)
+    with pytest.raises(SystemExit):
+        rl_gain.main([*args, "--gate", "task"])
+    assert "--acts holding: not with --gate task" in capsys.readouterr().err
