@@ -5,8 +5,17 @@ import numpy as np
 import pytest
 import torch
 
-from imagination.rl.algo import (Batch, RLConfig, clipped_surrogate, gae, group_advantages, kl_k2, kl_k3, make_optimizer,
-                                 update)
+from imagination.rl.algo import (
+    Batch,
+    RLConfig,
+    clipped_surrogate,
+    gae,
+    group_advantages,
+    kl_k2,
+    kl_k3,
+    make_optimizer,
+    update,
+)
 
 
 def test_group_advantages_normalize_within_each_group():
