@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
 
     dataset = EpisodeDataset(args.gate_data, verify=False)
     idx = [m.episode_index for m in dataset.meta]
-    t0 = placement_starts([dataset.arrays(i)[1] for i in idx], args.lead, align)
+    actions = [dataset.arrays(i)[1] for i in idx]  # [T, 7] each, read once: the starts and the releases need them
+    t0 = placement_starts(actions, args.lead, align)
     keep = np.flatnonzero(t0 >= 0)
     if not len(keep):
         print(f"--gate-data: no episode of {args.gate_data} releases {args.lead} steps or more after its close")
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                            policy=policy)
     starts = [Keyframe(b, int(t0[k])) for b, k in enumerate(keep)]
     # the recorded observations go no further than the step of the recording's release (the one before it shows)
-    releases = [release_after(a, first_close(a)) for a in (dataset.arrays(i)[1] for i in idx)]
+    releases = [release_after(a, first_close(a)) for a in (actions[k] for k in keep)]
     chunks = -(-args.steps // env.K)
     print(f"{len(idx)} episodes of {args.policy} in {args.gate_data}, from {args.lead} steps before each release "
           f"(aligned to {align}), {chunks * env.K} imagined steps; world model {args.world_model}")

@@ -19,7 +19,6 @@ frames: they count in the budget, and no pixel policy can imitate them.
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,7 +27,7 @@ import numpy as np
 import torch
 
 from imagination.eval.stats import SeedAverage, seed_average
-from imagination.rl.algo import make_optimizer
+from imagination.rl.algo import make_optimizer, optimizer_step
 from imagination.rl.training import ImagineRLConfig, bc_anchor
 from infra.atomic import atomic_write_text
 from policies.base import Policy
@@ -145,13 +144,7 @@ def anchor_control(rl_cfg: ImagineRLConfig, rl_result: dict, out_dir: str) -> di
     print(f"[anchor control] {n} anchor updates from {rl_cfg.policy}, no RL")
     policy.train()
     for _ in range(n):
-        loss = anchor()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), rl_cfg.rl.max_grad_norm)
-        if math.isfinite(float(grad_norm)):
-            optimizer.step()
-            schedule.step()
+        optimizer_step(policy, optimizer, anchor(), rl_cfg.rl.max_grad_norm, schedule)  # the step update() takes
     policy.eval()
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     policy.save(path)

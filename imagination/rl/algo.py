@@ -25,6 +25,7 @@ is skipped and counted (`skipped_fraction`), so one bad minibatch cannot turn th
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -202,6 +203,25 @@ def make_optimizer(policy: Policy, cfg: RLConfig) -> tuple[torch.optim.Adam, tor
     return optimizer, schedule
 
 
+def optimizer_step(policy: Policy, optimizer: torch.optim.Optimizer, loss: torch.Tensor, max_grad_norm: float,
+                   schedule: torch.optim.lr_scheduler.LRScheduler | None = None,
+                   sync: GradientSync | None = None) -> float | None:
+    """One step on `loss`: gradients (averaged over the processes by `sync`), clipped to max_grad_norm, then the
+    optimiser's step and the schedule's. Returns the gradient norm before clipping, or None when it is not finite
+    and the step was skipped (one bad minibatch cannot turn the weights into NaN)."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if sync is not None:  # the same gradients everywhere, hence the same finite check and step
+        sync.average(policy.parameters())
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm))
+    if not math.isfinite(grad_norm):
+        return None
+    optimizer.step()
+    if schedule is not None:
+        schedule.step()
+    return grad_norm
+
+
 def update(policy: Policy, optimizer: torch.optim.Optimizer, batch: Batch, cfg: RLConfig,
            rng: np.random.Generator, anchor: Callable[[], torch.Tensor] | None = None,
            sync: GradientSync | None = None,
@@ -247,18 +267,10 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, batch: Batch, cfg: 
                 anchor_loss = anchor()
                 loss = loss + anchor_loss
                 stats["anchor_loss"] = float(anchor_loss.detach())
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if sync is not None:  # the same gradients everywhere, hence the same finite check and step
-                sync.average(policy.parameters())
-            grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
-            finite = bool(torch.isfinite(grad_norm))
-            if finite:
-                optimizer.step()
-                if schedule is not None:
-                    schedule.step()
-                stats["grad_norm"] = float(grad_norm)
-            stats["skipped_fraction"] = float(not finite)
+            grad_norm = optimizer_step(policy, optimizer, loss, cfg.max_grad_norm, schedule, sync)
+            if grad_norm is not None:
+                stats["grad_norm"] = grad_norm
+            stats["skipped_fraction"] = float(grad_norm is None)
             stats.update(policy_loss=float(pg_loss.detach()), entropy=float(entropy.detach().mean()))
             for k, v in stats.items():
                 logs.setdefault(k, []).append(v)
@@ -268,4 +280,4 @@ def update(policy: Policy, optimizer: torch.optim.Optimizer, batch: Batch, cfg: 
 
 
 __all__ = ["ALGOS", "KL_ESTIMATORS", "Batch", "RLConfig", "clipped_surrogate", "gae", "group_advantages", "kl_k2",
-           "kl_k3", "make_optimizer", "update"]
+           "kl_k3", "make_optimizer", "optimizer_step", "update"]
