@@ -30,12 +30,14 @@ import numpy as np
 import torch
 
 from bench.protocol import PROTOCOL_V2
+from envs.frames import tile_views
 from imagination.env import ImaginationConfig, ImaginationVectorEnv
 from imagination.eval.grasp_gate import placement_starts
 from imagination.imagine import open_imagination
 from imagination.keyframes import Keyframe
 from infra.errors import run_main
 from policies.base import Policy
+from robot_data.dataset.video import encode_preview
 from world_models.grasp_point import first_close, release_after
 
 SOURCES = ("imagined", "recorded")
@@ -43,11 +45,14 @@ GRIPPER = 6  # action column of the gripper command (< 0: open)
 
 
 def mixed_run(env: ImaginationVectorEnv, policy: Policy, starts: list[Keyframe], chunks: int, image: str,
-              state: str, seed: int = 0, last: list[int] | None = None) -> np.ndarray:
+              state: str, seed: int = 0, last: list[int] | None = None,
+              film: list[np.ndarray] | None = None) -> np.ndarray:
     """The policy's mean chunks [B, chunks, K, 7] acting from `starts` (one per env) in `env`, reading the imagined
     or the recorded (`image`, `state` in SOURCES) observation at each chunk: the recording's at the same step, and
     at step `last[b]` (default: the recording's last step) from then on. Why a last step: a recorded observation
-    after the recording's release shows the gripper open, which tells the policy the release happened."""
+    after the recording's release shows the gripper open, which tells the policy the release happened.
+    `film`, when given, gets one picture per chunk, uint8 [B, 2H, V*W, 3]: the imagined views above the recording's
+    at the same step (the recording goes on past `last`: it shows what reality did)."""
     if image not in SOURCES or state not in SOURCES:
         raise ValueError(f"image, state: expected each of {list(SOURCES)}, got {image!r}, {state!r}")
     if len(starts) != env.num_envs:
@@ -67,7 +72,20 @@ def mixed_run(env: ImaginationVectorEnv, policy: Policy, starts: list[Keyframe],
             act = policy.predict_action_chunk(seen).cpu().numpy()
         out.append(act)
         obs, *_ = env.step(act)
+        if film is not None:
+            real = [ep.frames[min(kf.t + (j + 1) * env.K, len(ep.frames) - 1)] for ep, kf in zip(eps, starts)]
+            film.append(np.concatenate([env.render(), tile_views(np.stack(real))], axis=1))
     return np.stack(out, axis=1)
+
+
+def write_films(film: list[np.ndarray], names: list[str], out_dir: Path, fps: float) -> list[str]:
+    """One mp4 per env from `film` (mixed_run's pictures, [B, H', W', 3] per chunk), named by `names`."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    frames = np.stack(film, axis=1)  # [B, chunks, H', W', 3]
+    paths = [str(out_dir / f"{name}.mp4") for name in names]
+    for path, clip in zip(paths, frames):
+        encode_preview(path, tile_views(clip[:, None], scale=2), fps)
+    return paths
 
 
 def first_release(chunks: np.ndarray) -> np.ndarray:
@@ -90,14 +108,19 @@ def main(argv: list[str] | None = None) -> int:
                    help="round each start down to a multiple of this (default: the policy's n_action_steps)")
     p.add_argument("--seed", type=int, default=0, help="the world model's noise")
     p.add_argument("--threshold", type=float, default=0.8, help="closed-loop release fraction that passes")
+    p.add_argument("--videos", type=int, default=0,
+                   help="write the closed loop of this many episodes per task as videos: imagined views above the "
+                        "recording's, one picture per chunk")
+    p.add_argument("--out-dir", default="outputs/bench/closed_loop_inputs", help="where --videos go")
     args = p.parse_args(argv)
     for name, path in (("--world-model", args.world_model), ("--proprio", args.proprio), ("--policy", args.policy),
                        ("--gate-data", args.gate_data)):
         if not Path(path).exists():
             print(f"{name}: {path} not found; `python bench/rl_gain.py` builds the protocol's inputs")
             return 2
-    if args.lead < 1 or args.steps < 1:
-        p.error(f"--lead, --steps: expected integers >= 1, got {args.lead}, {args.steps}")
+    if args.lead < 1 or args.steps < 1 or args.videos < 0:
+        p.error(f"--lead, --steps, --videos: expected integers >= 1, >= 1, >= 0, got {args.lead}, {args.steps}, "
+                f"{args.videos}")
     torch.set_num_threads(1)
     policy = Policy.load(args.policy)
     policy.eval()
@@ -126,8 +149,15 @@ def main(argv: list[str] | None = None) -> int:
     rates = {}
     for image in SOURCES:
         for state in SOURCES:
-            rel = first_release(mixed_run(env, policy, starts, chunks, image, state, args.seed, releases))
+            film: list[np.ndarray] | None = [] if args.videos and image == state == "imagined" else None
+            rel = first_release(mixed_run(env, policy, starts, chunks, image, state, args.seed, releases, film))
             done = rel >= 0
+            if film is not None:
+                pick = [b for t in np.unique(tasks) for b in np.flatnonzero(tasks == t)[:args.videos]]
+                names = [f"task{tasks[b]}_episode{idx[b]}_{'released' if done[b] else 'held'}" for b in pick]
+                fps = env.metadata["render_fps"] / env.K  # one picture per chunk
+                paths = write_films([f[pick] for f in film], names, Path(args.out_dir), fps)
+                print(f"closed-loop videos (imagined above, recorded below): {len(paths)} in {args.out_dir}")
             rates[(image, state)] = float(done.mean())
             per_task = " ".join(f"{t}:{int(done[tasks == t].sum())}/{int((tasks == t).sum())}"
                                 for t in np.unique(tasks))

@@ -58,3 +58,24 @@ def test_missing_inputs_exit_2(tmp_path, capsys):
     bench = _load("closed_loop_inputs")
     assert bench.main(["--world-model", str(tmp_path / "none.pt")]) == 2
     assert "--world-model" in capsys.readouterr().out
+
+
+def test_film_shows_the_imagined_views_above_the_recording_and_writes_one_video_per_episode(tmp_path):
+    from envs.frames import tile_views
+    from robot_data.dataset.video import decode_video
+
+    bench = _load("closed_loop_inputs")
+    env, policy, eps = _env_and_policy()
+    starts = [Keyframe(0, 4), Keyframe(1, 8)]
+    film: list[np.ndarray] = []
+    bench.mixed_run(env, policy, starts, 2, "imagined", "imagined", film=film)
+    assert len(film) == 2
+    h = eps[0].frames.shape[-3]
+    for j, picture in enumerate(film):
+        real = tile_views(np.stack([eps[0].frames[4 + (j + 1) * K], eps[1].frames[8 + (j + 1) * K]]))
+        np.testing.assert_array_equal(picture[:, h:], real)  # the recording below, at the step the chunk ends on
+        assert not np.array_equal(picture[:, :h], real)  # the world model's views above
+    paths = bench.write_films(film, ["a", "b"], tmp_path / "videos", fps=2.5)
+    assert [p.split("/")[-1] for p in paths] == ["a.mp4", "b.mp4"]
+    frames = decode_video(paths[1])
+    assert frames.shape == (2, 4 * h, 2 * film[0].shape[2], 3)  # two chunks, shown twice as large
