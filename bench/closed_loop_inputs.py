@@ -3,6 +3,7 @@
     python bench/closed_loop_inputs.py          # the rl_gain protocol's world model, BC and gate episodes, from 24
                                                 # steps before each recorded release (the carry recipe's starts)
     python bench/closed_loop_inputs.py --world-model wm_ft/world_model.pt --lead 16 --steps 32
+    python bench/closed_loop_inputs.py --videos 2   # also 2 closed loops a task as videos, imagined above recorded
 
 From `--lead` steps before each gate episode's recorded release (rounded down to the policy's decision steps, as
 imagined RL's placement starts are), the policy acts for `--steps` steps in the world model. At every chunk its
