@@ -28,11 +28,14 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from envs.libero_suites import suite_info
 from imagination.eval.calibrate import CalibrateConfig, calibrate_success
 from imagination.eval.jobs import EvalConfig
 from imagination.loop.config import LoopConfig
+from imagination.loop.goal_inputs import GoalInputPaths, GoalInputsConfig, build_goal_inputs, quick_reader
 from imagination.loop.grasp_inputs import GraspInputPaths, GraspInputsConfig, build_grasp_inputs
 from imagination.rl.training import ImagineRLConfig
+from infra.atomic import atomic_write_json
 from infra.cli import load_config
 from infra.provenance import provenance
 from policies.bc import BCConfig, train_bc_on_data
@@ -69,6 +72,8 @@ class RLGainProtocol:
     near_miss_episodes_per_task: int = 32  # scripted grasps closing 0-8 cm from the grasp point (strength 1.6)
     near_miss_strength: float = 1.6
     proprio_steps: int = 3000
+    # a recipe with reward "goal" (configs/rl/goal.yaml): its goal reader's training steps (loop/goal_inputs.py)
+    goal_reader_steps: int = 2000
 
     @property
     def gate_offset(self) -> int:
@@ -149,11 +154,32 @@ SETTING_FIELDS = ("tasks", "bc_demos_per_task", "bc_steps")
 # init states 0-19: docs/results.md, "Protocol v2's setting on the other suites". LIBERO-Goal: tasks 0-4, among those
 # whose goals the goal reader reads best on held-out real frames; one demonstration per task, 2000 BC steps.
 PROTOCOL_V2_GOAL = RLGainProtocol(root=SUITE_ROOTS["libero_goal"], suite="libero_goal", tasks=(0, 1, 2, 3, 4),
-                                  bc_steps=2000)
+                                  bc_steps=2000, recipe="goal")
 # LIBERO-10: tasks 2, 4, 5, 6, 7, the five the goal reader reads best among those with both outcomes held out; one
 # demonstration per task, 2000 BC steps
-PROTOCOL_V2_10 = RLGainProtocol(root=SUITE_ROOTS["libero_10"], suite="libero_10", tasks=(2, 4, 5, 6, 7), bc_steps=2000)
+PROTOCOL_V2_10 = RLGainProtocol(root=SUITE_ROOTS["libero_10"], suite="libero_10", tasks=(2, 4, 5, 6, 7),
+                                bc_steps=2000, recipe="goal")
 RECORDED_SETTINGS = {"libero_spatial": PROTOCOL_V2, "libero_goal": PROTOCOL_V2_GOAL, "libero_10": PROTOCOL_V2_10}
+
+
+# --smoke (bench/rl_gain.py): the protocol end to end on a suite in a few minutes of CPU, to check that every stage
+# runs there; its figures measure nothing. One task, one training, gate and benchmark init state each, tiny models,
+# 16-step episodes, one RL iteration of one group.
+SMOKE_LOOP = ("collect.num_workers=1", "collect.preview_videos=0", "world_model.steps=6", "world_model.batch_size=2",
+              "world_model.sample_every=0", "world_model.checkpoint_every=3", "world_model.warmup_steps=1",
+              "world_model.model.denoiser.block_out_channels=[8,16]", "world_model.model.denoiser.norm_num_groups=4",
+              "world_model.model.head.channels=[4,8]", "bc.batch_size=4", "bc.policy.conv_channels=[8,8]",
+              "bc.policy.hidden=32", "eval.num_envs=1", "eval.max_steps=16", "eval.videos=0")
+SMOKE_RL = ("iterations=1", "num_groups=1", "group_size=2", "imagination.max_steps=16", "videos=0",
+            "checkpoint_every=1")
+
+
+def smoke_protocol(p: RLGainProtocol, root: str = "") -> RLGainProtocol:
+    """`p` shrunk to its first task, one init state per use and tiny BC and judge fits, under `root` (default
+    outputs/bench/smoke/<suite>)."""
+    return replace(p, root=root or f"outputs/bench/smoke/{p.suite}", tasks=p.tasks[:1], train_init_states=1,
+                   gate_init_states=1, bench_episodes_per_task=1, bc_steps=4, near_miss_episodes_per_task=1,
+                   proprio_steps=20, goal_reader_steps=4)
 
 
 def setting_path(root: str) -> Path:
@@ -161,16 +187,18 @@ def setting_path(root: str) -> Path:
     return Path(root) / "setting.json"
 
 
-def suite_protocol(suite: str, root: str = "") -> RLGainProtocol:
+def suite_protocol(suite: str, root: str = "", smoke: bool = False) -> RLGainProtocol:
     """Protocol v2 on `suite`, under `root` (default SUITE_ROOTS[suite]): the setting recorded in <root>/setting.json,
     else the suite's one in RECORDED_SETTINGS (LIBERO-Spatial's PROTOCOL_V2, Goal's, LIBERO-10's). ValueError naming the
-    command that chooses it when there is neither."""
+    command that chooses it when there is neither, unless `smoke` (a --smoke run then takes the suite's task 0)."""
     if suite not in SUITE_ROOTS:
         raise ValueError(f"--suite: expected one of {sorted(SUITE_ROOTS)}, got {suite!r}")
     root = root or SUITE_ROOTS[suite]
     path = setting_path(root)
     if suite in RECORDED_SETTINGS and not path.is_file():
         return replace(RECORDED_SETTINGS[suite], root=root)
+    if not path.is_file() and smoke:
+        return RLGainProtocol(root=root, suite=suite, tasks=(0,), recipe=suite_recipe(suite))
     if not path.is_file():
         raise ValueError(f"--suite {suite}: no setting is chosen for it yet ({path} not found); choose it on init "
                          f"states 0-19 first: python bench/choose_start.py --suite {suite}")
@@ -180,7 +208,14 @@ def suite_protocol(suite: str, root: str = "") -> RLGainProtocol:
         raise ValueError(f"{path}: expected the setting of {suite} with fields {list(SETTING_FIELDS)}, got "
                          f"suite {chosen.get('suite')!r} and missing {missing}")
     return RLGainProtocol(root=root, suite=suite, tasks=tuple(int(t) for t in chosen["tasks"]),
-                          bc_demos_per_task=int(chosen["bc_demos_per_task"]), bc_steps=int(chosen["bc_steps"]))
+                          bc_demos_per_task=int(chosen["bc_demos_per_task"]), bc_steps=int(chosen["bc_steps"]),
+                          recipe=str(chosen.get("recipe", suite_recipe(suite))))
+
+
+def suite_recipe(suite: str) -> str:
+    """The recipe protocol v2 runs on `suite` unless its setting names one: LIBERO-Spatial's grasp judge there (its
+    task one-hot holds Spatial's tasks), the goal judge (configs/rl/goal.yaml) on every other suite."""
+    return PROTOCOL_V2.recipe if suite == PROTOCOL_V2.suite else "goal"
 
 
 def _done(path: str) -> bool:
@@ -210,7 +245,13 @@ def build(p: RLGainProtocol, loop: LoopConfig) -> dict[str, str]:
                          clips=replace(loop.world_model.clips, data_dir=data, views=list(p.views)))
         print("[protocol] training the world model")
         train_world_model(wm_cfg)
-        calibrate_success(CalibrateConfig(checkpoint=wm_file, data_dir=data, num_threads=loop.world_model.num_threads))
+        outcomes = {bool(m.success) for m in EpisodeDataset(data, verify=False).meta}
+        if outcomes == {True, False}:
+            calibrate_success(CalibrateConfig(checkpoint=wm_file, data_dir=data,
+                                              num_threads=loop.world_model.num_threads))
+        else:  # a --smoke run's one episode a task: the threshold stays the model's 0.5, and the file says why
+            print("[protocol] calibration skipped: the data has one outcome only; the success threshold stays 0.5")
+            atomic_write_json(Path(wm_file).parent / "calibration.json", {"skipped": "the data has one outcome only"})
     bc_file = p.path("bc_file")
     result = Path(bc_file).parent / "result.json"
     if _done(str(result)):
@@ -257,29 +298,52 @@ def _inputs_config(p: RLGainProtocol) -> GraspInputsConfig:
                              near_miss_strength=p.near_miss_strength, proprio_steps=p.proprio_steps)
 
 
+def recipe_reward(p: RLGainProtocol) -> str:
+    """The judge of the protocol's recipe (configs/rl/<p.recipe>.yaml imagination.reward): "goal" or "grasp"."""
+    reward = load_config(ImagineRLConfig, p.recipe, group="rl").imagination.reward
+    if reward not in ("goal", "grasp"):
+        raise ValueError(f"recipe: protocol v2 builds the inputs of a recipe with reward goal or grasp; configs/rl/"
+                         f"{p.recipe}.yaml has reward {reward!r}")
+    return reward
+
+
 def build_recipe(p: RLGainProtocol, paths: dict[str, str], loop: LoopConfig) -> dict[str, str]:
-    """What the default recipe reads besides `build`'s paths (data, world_model, bc), made or reused on the
-    training init states (imagination/loop/grasp_inputs.py): simulator labels of the data, the BC policy's own
-    labelled rollouts, near-miss grasps and the proprio model fitted on both datasets. Returns their paths."""
+    """What the protocol's recipe reads besides `build`'s paths (data, world_model, bc), made or reused on the
+    training init states. Reward "grasp" (imagination/loop/grasp_inputs.py): simulator labels of the data, the BC
+    policy's own labelled rollouts, near-miss grasps and the proprio model fitted on both datasets. Reward "goal"
+    (imagination/loop/goal_inputs.py): the BC policy's own rollouts and the goal reader trained on them and the data.
+    Returns their paths."""
+    jobs = replace(loop.eval, env=p.suite, tasks=list(p.tasks), episodes_per_task=p.train_init_states,
+                   init_state_offset=0)
+    if recipe_reward(p) == "goal":
+        reader = replace(quick_reader(), steps=p.goal_reader_steps)
+        return build_goal_inputs(GoalInputPaths(own_rollouts=p.path("own_rollouts"), goal_reader=p.path("goal_reader")),
+                                 paths["data"], paths["bc"], jobs,
+                                 GoalInputsConfig(own_rollout_seed=p.own_rollout_seed, reader=reader))
     where = GraspInputPaths(own_rollouts=p.path("own_rollouts"),
                             near_miss_labels=p.path(f"near_miss_labels_s{round(10 * p.near_miss_strength)}"),
                             proprio=p.path("own_proprio_file"))
-    jobs = replace(loop.eval, env=p.suite, tasks=list(p.tasks), episodes_per_task=p.train_init_states,
-                   init_state_offset=0)
     return build_grasp_inputs(where, paths["data"], paths["bc"], paths["world_model"], jobs, _inputs_config(p))
 
 
 def recipe_config(p: RLGainProtocol, paths: dict[str, str], out_dir: str,
                   overrides: Sequence[str] = ()) -> ImagineRLConfig:
     """The recipe preset (configs/rl/<p.recipe>.yaml) with `overrides`, pointed at the protocol's inputs:
-    `paths` holds build's and build_recipe's."""
+    `paths` holds build's and build_recipe's. A goal recipe imagines to the suite's own horizon unless an override
+    sets imagination.max_steps."""
     cfg = load_config(ImagineRLConfig, p.recipe, list(overrides), group="rl")
+    cfg = replace(cfg, policy=paths["bc"], world_model=paths["world_model"], start_data=paths["data"], out_dir=out_dir)
+    if cfg.imagination.reward == "goal":
+        horizon = any(o.split("=")[0].strip() == "imagination.max_steps" for o in overrides)
+        im = replace(cfg.imagination, goal_reader=paths["goal_reader"],
+                     max_steps=cfg.imagination.max_steps if horizon else suite_info(p.suite).max_steps)
+        return replace(cfg, imagination=im)
     im = replace(cfg.imagination, grasp_train_data=[paths["data"], paths["own_rollouts"]],
                  grasp_label_dirs=[paths["near_miss_labels"]])
-    return replace(cfg, policy=paths["bc"], world_model=paths["world_model"], start_data=paths["data"],
-                   proprio=paths["proprio"], out_dir=out_dir, imagination=im)
+    return replace(cfg, proprio=paths["proprio"], imagination=im)
 
 
 __all__ = ["PROTOCOLS", "PROTOCOL_V2", "PROTOCOL_V2_10", "PROTOCOL_V2_GOAL", "RECORDED_SETTINGS", "SETTING_FIELDS",
-           "SUITE_ROOTS", "RLGainProtocol", "build", "build_recipe", "collect_data", "recipe_config", "setting_path",
-           "start_bc_config", "suite_protocol"]
+           "SMOKE_LOOP", "SMOKE_RL", "SUITE_ROOTS", "RLGainProtocol", "build", "build_recipe", "collect_data",
+           "recipe_config", "recipe_reward", "setting_path", "smoke_protocol", "start_bc_config", "suite_protocol",
+           "suite_recipe"]

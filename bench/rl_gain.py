@@ -51,10 +51,13 @@ from omegaconf import DictConfig, OmegaConf
 from bench.ledger import record_scored, scored_recipes
 from bench.protocol import (
     PROTOCOLS,
+    SMOKE_LOOP,
+    SMOKE_RL,
     RLGainProtocol,
     build,
     build_recipe,
     recipe_config,
+    smoke_protocol,
     start_bc_config,
     suite_protocol,
 )
@@ -167,16 +170,20 @@ def arm_lines(arms: dict[str, dict]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__ or "")
     args = p.parse_args(argv)
-    loop = load_config(LoopConfig, args.preset, group="loop")
+    loop = load_config(LoopConfig, args.preset, list(SMOKE_LOOP) if args.smoke else [], group="loop")
     if args.suite and args.protocol != "v2":
         p.error(f"--suite: runs protocol v2 on a suite; --protocol {args.protocol} is LIBERO-Spatial's recorded one")
-    base_proto = suite_protocol(args.suite, args.root) if args.suite else PROTOCOLS[args.protocol]
+    base_proto = suite_protocol(args.suite, args.root, smoke=args.smoke) if args.suite else PROTOCOLS[args.protocol]
     changes: dict[str, Any] = {"recipe": args.recipe or base_proto.recipe, "root": args.root or base_proto.root}
     for name in ("bc_augment_noise", "bc_steps", "bc_task_weights", "tasks"):
         value = getattr(args, name)
         if value is not None:
             changes[name] = tuple(value) if isinstance(value, list) else value
     proto = replace(base_proto, **changes)
+    rl_overrides = [*SMOKE_RL, *args.rl] if args.smoke else list(args.rl)
+    if args.smoke:
+        proto = smoke_protocol(proto, args.root)
+        args.seeds, args.min_seeds = args.seeds[:1], 1
     tasks = list(proto.tasks)
     per_task = args.episodes_per_task or proto.bench_episodes_per_task
     offset = proto.bench_offset if args.init_state_offset is None else args.init_state_offset
@@ -189,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         bc, wm, data = built["bc"], built["world_model"], built["data"]
         if not args.rl_run and "recipe" in args.arms:
             built.update(build_recipe(proto, built, loop))
-            rl_cfgs = [recipe_config(proto, built, str(out / seed_dir("rl", k)), [*args.rl, f"seed={s}"])
+            rl_cfgs = [recipe_config(proto, built, str(out / seed_dir("rl", k)), [*rl_overrides, f"seed={s}"])
                        for k, s in enumerate(seeds)]
     else:
         bc = args.bc or (str(run / "bc" / "policy.pt") if run else "")
@@ -201,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"{name}: {path or '(not given)'} does not exist; give it, --run with a finished `make demo` run, "
                     "or no path at all to build the protocol's own")
     evalcfg = replace(loop.eval, env=proto.suite, tasks=tasks, episodes_per_task=per_task, num_envs=args.num_envs,
-                      init_state_offset=offset, seed=proto.seed, fast_render=True, videos=2,
+                      init_state_offset=offset, seed=proto.seed, fast_render=True, videos=0 if args.smoke else 2,
                       image_size=args.image_size)
     print(f"protocol {args.protocol}: {proto.describe()}; recipes scored on these jobs so far: "
           f"{len(scored_recipes(Path(proto.root) / 'scored.json'))}")
@@ -247,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
             rl_cfgs = [load_config(ImagineRLConfig, str(Path(r) / "config.yaml"), group="rl") for r in args.rl_run]
         else:
             if not rl_cfgs:
-                rl_cfgs = [replace(load_config(ImagineRLConfig, proto.recipe, [*args.rl, f"seed={s}"], group="rl"),
+                rl_cfgs = [replace(load_config(ImagineRLConfig, proto.recipe, [*rl_overrides, f"seed={s}"],
+                                               group="rl"),
                                    policy=bc, world_model=wm, start_data=data, out_dir=str(out / seed_dir("rl", k)))
                            for k, s in enumerate(seeds)]
             for cfg in rl_cfgs:

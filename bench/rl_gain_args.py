@@ -67,6 +67,11 @@ def parser(doc: str) -> argparse.ArgumentParser:
                    help="holding: every arm but the start acts only once the gripper closes, the start while it is "
                         "open (policies/phase_switch.py), for a recipe that trains the carry and the placement; "
                         "the controls are switched alike; a recipe of its own on the ledger")
+    p.add_argument("--smoke", action="store_true",
+                   help="the protocol end to end on --suite in minutes (bench/protocol.py smoke_protocol: its first "
+                        "task, one init state per use, tiny models, one RL iteration, one seed) under "
+                        "outputs/bench/smoke/<suite> unless --root: checks that every stage runs; its figures measure "
+                        "nothing")
     return p
 
 

@@ -13,8 +13,8 @@ A gain of imagined RL is imagination's only against what a user gets without it 
     imagination's own gain = d (job-averaged over its seeds) - max(a, b, c), paired over the benchmark's jobs.
 
 What the recipe consumed is read from its own config (start data, the grasp judge's training data and label
-folders), so the control cannot drift from it. Label-collection folders hold simulator states without camera
-frames: they count in the budget, and no pixel policy can imitate them.
+folders, the datasets its goal reader was trained on), so the control cannot drift from it. Label-collection
+folders hold simulator states without camera frames: they count in the budget, and no pixel policy can imitate them.
 """
 from __future__ import annotations
 
@@ -70,6 +70,19 @@ def label_budget(folder: str) -> Budget:
     return Budget(len(files), sum(len(np.load(f)["action"]) for f in files))
 
 
+def goal_reader_data(rl_cfg: ImagineRLConfig) -> list[str]:
+    """The recorded datasets the recipe's goal reader was trained on (its result.json, written beside reader.pt by
+    scripts/train_goal_reader.py); [] unless the recipe's judge is reward "goal"."""
+    im = rl_cfg.imagination
+    if im.reward != "goal" or not im.goal_reader:
+        return []
+    result = Path(im.goal_reader).parent / "result.json"
+    if not result.is_file():
+        raise FileNotFoundError(f"imagination.goal_reader: {result} not found (scripts/train_goal_reader.py writes it "
+                                "beside reader.pt; it names the real episodes the judge was trained on)")
+    return [str(d) for d in json.loads(result.read_text())["data_dirs"]]
+
+
 def consumed(rl_cfg: ImagineRLConfig) -> tuple[list[str], list[str]]:
     """What the recipe reads of the real world: (recorded datasets with camera frames, label-collection folders),
     each once, in the order its config names them. The held-out check's start episodes count too: they choose
@@ -77,7 +90,8 @@ def consumed(rl_cfg: ImagineRLConfig) -> tuple[list[str], list[str]]:
     control is never given less than the recipe read)."""
     anchor = [rl_cfg.bc_data] if rl_cfg.bc_data and rl_cfg.bc_coef > 0 else []
     heldout = [rl_cfg.heldout.start_data] if rl_cfg.heldout.every and rl_cfg.heldout.start_data else []
-    image = list(dict.fromkeys([rl_cfg.start_data, *anchor, *rl_cfg.imagination.grasp_train_data, *heldout]))
+    image = list(dict.fromkeys([rl_cfg.start_data, *anchor, *rl_cfg.imagination.grasp_train_data,
+                                *goal_reader_data(rl_cfg), *heldout]))
     labels = list(dict.fromkeys(rl_cfg.imagination.grasp_label_dirs))
     return image, labels
 
@@ -98,6 +112,12 @@ def control_config(rl_cfg: ImagineRLConfig, start_bc: BCConfig, out_dir: str) ->
     """Arm b's BC: the start (rl_cfg.policy) fine-tuned on every successful episode of the recipe's recorded
     datasets, with the start's own BC settings (steps, lr, batch, augmentation)."""
     image, _ = consumed(rl_cfg)
+    # a dataset with no success to imitate (a weak start's own rollouts) adds nothing to a success-only fine-tune
+    image = [d for d in image if any(m.success and m.source in IMITATED_SOURCES
+                                     for m in EpisodeDataset(d, verify=False).meta)]
+    if not image:
+        raise ValueError(f"real-data control: no successful real episode in what the recipe consumed "
+                         f"({consumed(rl_cfg)[0]}) to imitate")
     return replace(start_bc, data_dir=image[0], extra_data_dirs=image[1:], out_dir=out_dir, init_policy=rl_cfg.policy,
                    sources=list(IMITATED_SOURCES), success_only=True, episodes_per_task=0, max_episodes=0,
                    task_weights=[])

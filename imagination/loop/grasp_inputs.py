@@ -53,9 +53,10 @@ class GraspInputPaths:
     proprio: str
 
 
-def own_rollouts(root: str, policy: str, data: str, eval_cfg: EvalConfig, seed: int) -> str:
-    """The policy's real episodes on eval_cfg's jobs, recorded into root/data (source "policy") and labelled.
-    `data` gives the dataset layout (views, image size)."""
+def own_rollouts(root: str, policy: str, data: str, eval_cfg: EvalConfig, seed: int, sim_labels: bool = True) -> str:
+    """The policy's real episodes on eval_cfg's jobs, recorded into root/data (source "policy"), with their simulator
+    labels unless `sim_labels` is False (a judge that reads other labels). `data` gives the dataset layout (views,
+    image size)."""
     own, done = str(Path(root) / "data"), Path(root) / "result.json"
     if not done.is_file():
         # an interrupted recording would be appended to twice on a re-run: start it over (it is derived)
@@ -63,11 +64,12 @@ def own_rollouts(root: str, policy: str, data: str, eval_cfg: EvalConfig, seed: 
         EpisodeWriter(own, EpisodeDataset(data, verify=False).config).close()
         cfg = replace(eval_cfg, checkpoint=policy, seed=seed, fast_render=True, videos=0,
                       out_dir=str(Path(root) / "eval"))
-        print(f"[grasp inputs] recording {policy}'s own rollouts: {len(cfg.tasks)} tasks x {cfg.episodes_per_task} "
+        print(f"[own rollouts] recording {policy}'s own rollouts: {len(cfg.tasks)} tasks x {cfg.episodes_per_task} "
               f"from init state {cfg.init_state_offset}")
         result = evaluate_and_record(cfg, Policy.load(policy), own, {"policy": policy, "phase": "own_rollouts"})
         atomic_write_text(done, json.dumps({"recorded": result["recorded"], "policy": policy}, indent=2))
-    label_dataset(own, progress=False)
+    if sim_labels:
+        label_dataset(own, progress=False)
     return own
 
 

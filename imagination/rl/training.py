@@ -168,8 +168,9 @@ def start_indices(cfg: ImagineRLConfig, source: str | None = None) -> list[int]:
 
 def labelled_starts(data: str, picked: list[int], icfg: ImaginationConfig) -> list[int]:
     """`picked` episodes of `data`; with reward "state" or "grasp", only those with simulator labels (the object starts
-    where the simulator had it), saying how many are left out (a replay that diverged has none)."""
-    if icfg.reward == "head":
+    where the simulator had it), saying how many are left out (a replay that diverged has none). The head and the goal
+    judge read only imagined frames: every picked episode."""
+    if icfg.reward in ("head", "goal"):
         return picked
     from robot_data.sim_labels import label_path
 
@@ -201,7 +202,7 @@ def load_rl_env(cfg: ImagineRLConfig, out_dir: Path, policy: Policy | None = Non
     if not picked:
         raise ValueError(f"start_data: no episode of {cfg.start_data} matches tasks={cfg.tasks} sources={cfg.sources} "
                          f"suites={cfg.suites}"
-                         + (" and has simulator labels" if cfg.imagination.reward != "head" else ""))
+                         + (" and has simulator labels" if cfg.imagination.reward in ("state", "grasp") else ""))
     # with no proprio model given, one is fitted on every episode of start_data (all of them teach the
     # dynamics) and kept in out_dir; so is the grasp judge, given its training data and no judge file
     return open_imagination(cfg.world_model, cfg.start_data, cfg.proprio,

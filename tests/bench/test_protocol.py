@@ -4,6 +4,7 @@ tested in its own package); what is checked is the protocol's wiring of init sta
 import json
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -42,8 +43,14 @@ def recorded(tmp_path, monkeypatch):
     monkeypatch.setattr(protocol, "train_world_model", world_model)
     monkeypatch.setattr(protocol, "calibrate_success", calibrate)
     monkeypatch.setattr(protocol, "train_bc_on_data", bc)
-    # the recorded collection writes no episodes: count them as all there once its info.json exists
-    monkeypatch.setattr(protocol, "EpisodeDataset", lambda path, verify: range(50))
+    # the recorded collection writes no episodes: count them as all there, of both outcomes, once its info.json exists
+    class Recorded:
+        meta = [SimpleNamespace(success=k % 2 == 0) for k in range(50)]
+
+        def __len__(self) -> int:
+            return len(self.meta)
+
+    monkeypatch.setattr(protocol, "EpisodeDataset", lambda path, verify: Recorded())
     return calls
 
 
@@ -163,3 +170,65 @@ def test_the_protocols_job_split_is_disjoint(version):
     assert jobs["train"] | jobs["gate"] == jobs["choose"] and not jobs["train"] & jobs["gate"]
     assert max(jobs["bench"]) < 50  # LIBERO's official init states per task
     assert PROTOCOLS["v2"].tasks == (5, 6, 7, 8, 9) and not set(PROTOCOLS["v2"].tasks) & set(PROTOCOLS["v1"].tasks)
+
+
+@pytest.fixture
+def goal_recorded(monkeypatch):
+    """The goal recipe's stages (imagination/loop/goal_inputs.py) replaced by recorders (each is tested in its own
+    package: the recording in imagination/eval, the labels in robot_data, the reader in world_models)."""
+    calls: dict[str, list] = {"rollouts": [], "label": [], "reader": []}
+    import imagination.loop.goal_inputs as inputs
+
+    def rollouts(root, policy, data, eval_cfg, seed, sim_labels=True):
+        calls["rollouts"].append((eval_cfg, seed, sim_labels))
+        return str(Path(root) / "data")
+
+    def reader(cfg):
+        calls["reader"].append(cfg)
+        Path(cfg.out_dir).mkdir(parents=True)
+        Path(cfg.out_dir, "reader.pt").write_bytes(b"r")
+
+    monkeypatch.setattr(inputs, "own_rollouts", rollouts)
+    monkeypatch.setattr(inputs, "label_goal_dataset", lambda d, progress: calls["label"].append(d))
+    monkeypatch.setattr(inputs, "train_goal_reader", reader)
+    return calls
+
+
+def test_the_goal_recipe_builds_its_reader_on_the_data_and_the_starts_own_rollouts(tmp_path, goal_recorded):
+    """Every suite but LIBERO-Spatial runs the goal recipe: the start's own rollouts on the training init states, goal
+    labels of both datasets, one reader trained on both; RL reads that reader and imagines to the suite's horizon."""
+    p = protocol.suite_protocol("libero_goal", str(tmp_path / "goal"))
+    assert p.recipe == "goal" and protocol.recipe_reward(p) == "goal"
+    loop = load_config(LoopConfig, "quick", [], group="loop")
+    paths = {"data": p.path("data"), "world_model": p.path("world_model_file"), "bc": p.path("bc_file")}
+    got = protocol.build_recipe(p, paths, loop)
+    ((jobs, seed, sim_labels),) = goal_recorded["rollouts"]
+    assert (jobs.env, jobs.tasks, jobs.init_state_offset, jobs.episodes_per_task) == (
+        "libero_goal", [0, 1, 2, 3, 4], 0, p.train_init_states)
+    assert seed == p.own_rollout_seed and not sim_labels  # the goal judge reads goal labels, not the grasp's
+    assert goal_recorded["label"] == [paths["data"], got["own_rollouts"]]
+    (fit,) = goal_recorded["reader"]
+    assert fit.data_dirs == [paths["data"], got["own_rollouts"]] and fit.reader.steps == p.goal_reader_steps
+    protocol.build_recipe(p, paths, loop)  # the reader is there: not trained again
+    assert len(goal_recorded["reader"]) == 1
+    cfg = protocol.recipe_config(p, {**paths, **got}, str(tmp_path / "rl"), ["seed=2"])
+    assert cfg.imagination.reward == "goal" and cfg.imagination.goal_reader == got["goal_reader"]
+    assert cfg.imagination.max_steps == 300 and cfg.seed == 2 and cfg.bc_target == "start_policy"
+    assert (cfg.policy, cfg.start_data) == (paths["bc"], paths["data"])
+    long = protocol.recipe_config(replace(p, suite="libero_10"), {**paths, **got}, str(tmp_path / "rl"))
+    assert long.imagination.max_steps == 520  # LIBERO-10's horizon
+    short = protocol.recipe_config(p, {**paths, **got}, str(tmp_path / "rl"), ["imagination.max_steps=16"])
+    assert short.imagination.max_steps == 16  # an override wins
+
+
+def test_a_smoke_run_shrinks_the_suites_setting_and_keeps_its_jobs_disjoint(tmp_path):
+    assert protocol.suite_recipe("libero_spatial") == protocol.PROTOCOL_V2.recipe
+    assert {protocol.suite_recipe(s) for s in ("libero_object", "libero_goal", "libero_10")} == {"goal"}
+    with pytest.raises(ValueError, match="no setting is chosen"):
+        protocol.suite_protocol("libero_object", str(tmp_path / "object"))
+    unchosen = protocol.suite_protocol("libero_object", str(tmp_path / "object"), smoke=True)
+    assert unchosen.tasks == (0,) and unchosen.recipe == "goal"
+    smoke = protocol.smoke_protocol(protocol.PROTOCOL_V2_10)
+    assert smoke.root == "outputs/bench/smoke/libero_10" and smoke.tasks == (2,) and smoke.recipe == "goal"
+    jobs = smoke.job_sets()
+    assert jobs == {"train": {0}, "gate": {1}, "choose": {0, 1}, "bench": {2}}

@@ -108,6 +108,27 @@ def test_the_held_out_checks_start_episodes_are_consumed_when_the_check_runs(rec
     assert sum(e.source == "policy" for e in episodes) == 2 + 1  # the own rollouts' 2 successes and the gate's 1
 
 
+def test_the_goal_readers_training_data_is_consumed_and_a_dataset_without_a_success_adds_nothing(recipe, tmp_path):
+    """Reward "goal": the datasets its reader was trained on (result.json beside reader.pt) are real episodes the
+    recipe consumed; the control imitates their successes, and a dataset of failures only is left out of its fit."""
+    failures = _dataset(tmp_path / "failures", [(5, False, "policy"), (6, False, "policy")], 3)
+    reader = tmp_path / "goal_reader"
+    reader.mkdir()
+    cfg = replace(recipe, imagination=replace(recipe.imagination, reward="goal", grasp_train_data=[],
+                                              grasp_label_dirs=[], goal_reader=str(reader / "reader.pt")))
+    with pytest.raises(FileNotFoundError, match="result.json not found"):
+        consumed(cfg)
+    (reader / "result.json").write_text(json.dumps({"data_dirs": [recipe.start_data, failures]}))
+    assert consumed(cfg) == ([recipe.start_data, failures], [])
+    assert recipe_budget(cfg) == dataset_budget(recipe.start_data) + dataset_budget(failures)
+    start_bc = BCConfig(data_dir=recipe.start_data, policy=VLAConfig(views=["agentview"], image_size=SIZE, chunk_len=4))
+    control = control_config(cfg, start_bc, str(tmp_path / "control"))
+    assert (control.data_dir, control.extra_data_dirs) == (recipe.start_data, [])
+    (reader / "result.json").write_text(json.dumps({"data_dirs": [failures]}))
+    with pytest.raises(ValueError, match="no successful real episode"):
+        control_config(replace(cfg, start_data=failures), start_bc, str(tmp_path / "control"))
+
+
 def test_the_anchor_control_repeats_the_recipes_anchor_updates_and_no_rl(recipe, tmp_path, monkeypatch):
     calls: list[int] = []
     real = arms.bc_anchor

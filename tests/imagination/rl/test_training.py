@@ -151,6 +151,8 @@ def test_state_reward_runs_start_only_from_labelled_episodes(tmp_path, capsys):
     assert labelled_starts(str(tmp_path), [0, 1, 2], ImaginationConfig()) == [0, 1, 2]  # the head needs no labels
     assert labelled_starts(str(tmp_path), [0, 1, 2], ImaginationConfig(reward="state")) == [1]
     assert "2 of 3 start episodes" in capsys.readouterr().out
+    # the goal judge reads only imagined frames: a dataset without simulator labels starts it (a real robot's)
+    assert labelled_starts(str(tmp_path), [0, 1, 2], ImaginationConfig(reward="goal")) == [0, 1, 2]
 
 
 def test_bc_anchor_is_the_bc_loss_on_expert_episodes_and_reaches_the_update(square_setup, tmp_path):
