@@ -125,10 +125,10 @@ def control_config(rl_cfg: ImagineRLConfig, start_bc: BCConfig, out_dir: str) ->
 
 def real_data_control(rl_cfg: ImagineRLConfig, start_bc: BCConfig, out_dir: str) -> dict:
     """Train (or reuse) arm b; returns {"policy_path", "episodes", "env_steps"} of what it imitated."""
-    cfg = control_config(rl_cfg, start_bc, out_dir)
     done = Path(out_dir) / "control.json"
-    if done.is_file():
+    if done.is_file():  # before reading the recipe's datasets: a control trained elsewhere is reused as it is
         return json.loads(done.read_text())
+    cfg = control_config(rl_cfg, start_bc, out_dir)
     episodes, _ = load_episodes(cfg)
     print(f"[real-data control] the start fine-tuned on {len(episodes)} successful real episodes of "
           f"{[cfg.data_dir, *cfg.extra_data_dirs]}, {cfg.steps} steps")
