@@ -95,3 +95,16 @@ def test_carry_is_place_with_the_overrides_the_notebook_measured():
         "out_dir=x"], group="rl")
     carry = load_config(ImagineRLConfig, "carry", ["out_dir=x"], group="rl")
     assert asdict(carry) == asdict(measured)
+
+
+def test_carry_goal_is_the_carry_judged_by_the_goal_reader():
+    """configs/rl/carry_goal.yaml = `carry` with the goal judge (its read distance) in place of the grasp judge."""
+    from dataclasses import asdict
+
+    R = "outputs/bench/rl_gain_v2"
+    expected = load_config(ImagineRLConfig, "carry", [
+        "imagination.reward=goal", f"imagination.goal_reader={R}/goal_reader/reader.pt",
+        "imagination.goal_score=distance", "imagination.grasp_until=close", "imagination.grasp_train_data=[]",
+        "imagination.grasp_label_dirs=[]", "imagination.object_reader=''", "out_dir=x"], group="rl")
+    got = load_config(ImagineRLConfig, "carry_goal", ["out_dir=x"], group="rl")
+    assert asdict(got) == asdict(expected)
