@@ -111,13 +111,13 @@ def recipe_budget(rl_cfg: ImagineRLConfig) -> Budget:
 def control_config(rl_cfg: ImagineRLConfig, start_bc: BCConfig, out_dir: str) -> BCConfig:
     """Arm b's BC: the start (rl_cfg.policy) fine-tuned on every successful episode of the recipe's recorded
     datasets, with the start's own BC settings (steps, lr, batch, augmentation)."""
-    image, _ = consumed(rl_cfg)
+    read, _ = consumed(rl_cfg)
     # a dataset with no success to imitate (a weak start's own rollouts) adds nothing to a success-only fine-tune
-    image = [d for d in image if any(m.success and m.source in IMITATED_SOURCES
-                                     for m in EpisodeDataset(d, verify=False).meta)]
+    image = [d for d in read if any(m.success and m.source in IMITATED_SOURCES
+                                    for m in EpisodeDataset(d, verify=False).meta)]
     if not image:
-        raise ValueError(f"real-data control: no successful real episode in what the recipe consumed "
-                         f"({consumed(rl_cfg)[0]}) to imitate")
+        raise ValueError(f"real-data control: no successful real episode in what the recipe consumed ({read}) to "
+                         "imitate")
     return replace(start_bc, data_dir=image[0], extra_data_dirs=image[1:], out_dir=out_dir, init_policy=rl_cfg.policy,
                    sources=list(IMITATED_SOURCES), success_only=True, episodes_per_task=0, max_episodes=0,
                    task_weights=[])
