@@ -24,8 +24,7 @@ from world_models.goal_reader import GoalReaderConfig, TrainGoalReaderConfig, tr
 
 
 def quick_reader() -> GoalReaderConfig:
-    """The quick reader measured on every suite's real frames (docs/results.md, "The goal reader on each suite"):
-    9-16 min on 2 CPU cores for about 60 episodes."""
+    """The quick reader measured on every suite's real frames (docs/results.md, "The goal reader on each suite")."""
     return GoalReaderConfig(channels=[16, 32, 32], batch_size=32, steps=2000)
 
 
