@@ -29,7 +29,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from envs.libero_suites import suite_info
-from imagination.eval.calibrate import CalibrateConfig, calibrate_success
+from imagination.eval.calibrate import CalibrateConfig, calibrate_success, missing_outcome
 from imagination.eval.jobs import EvalConfig
 from imagination.loop.config import LoopConfig
 from imagination.loop.goal_inputs import GoalInputPaths, GoalInputsConfig, build_goal_inputs, quick_reader
@@ -245,13 +245,13 @@ def build(p: RLGainProtocol, loop: LoopConfig) -> dict[str, str]:
                          clips=replace(loop.world_model.clips, data_dir=data, views=list(p.views)))
         print("[protocol] training the world model")
         train_world_model(wm_cfg)
-        outcomes = {bool(m.success) for m in EpisodeDataset(data, verify=False).meta}
-        if outcomes == {True, False}:
+        missing = missing_outcome(data)
+        if not missing:
             calibrate_success(CalibrateConfig(checkpoint=wm_file, data_dir=data,
                                               num_threads=loop.world_model.num_threads))
-        else:  # a --smoke run's one episode a task: the threshold stays the model's 0.5, and the file says why
-            print("[protocol] calibration skipped: the data has one outcome only; the success threshold stays 0.5")
-            atomic_write_json(Path(wm_file).parent / "calibration.json", {"skipped": "the data has one outcome only"})
+        else:  # the threshold stays the model's 0.5, and the file says why
+            print(f"[protocol] calibration skipped: {missing}; the success threshold stays 0.5")
+            atomic_write_json(Path(wm_file).parent / "calibration.json", {"skipped": missing})
     bc_file = p.path("bc_file")
     result = Path(bc_file).parent / "result.json"
     if _done(str(result)):

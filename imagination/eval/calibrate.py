@@ -158,6 +158,15 @@ def _data_dir(cfg: CalibrateConfig) -> str:
     return json.loads(split.read_text())["data_dir"]
 
 
+def missing_outcome(data_dir: str) -> str:
+    """Why data_dir's episodes cannot calibrate a success threshold, or "" when they can: the threshold is chosen
+    between real successes and real failures, so the data needs both (a --smoke run's one episode a task may not)."""
+    outcomes = {bool(m.success) for m in EpisodeDataset(data_dir, verify=False).meta}
+    if outcomes == {True, False}:
+        return ""
+    return f"the data has only {'successes' if True in outcomes else 'failures'}"
+
+
 def calibrate_success(cfg: CalibrateConfig) -> dict:
     """Replay cfg's episodes, write the best threshold into the checkpoint (or cfg.out) and
     calibration.json / calibration.png beside it; returns calibration.json's content."""

@@ -13,7 +13,7 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from imagination.eval.calibrate import CalibrateConfig, calibrate_success
+from imagination.eval.calibrate import CalibrateConfig, calibrate_success, missing_outcome
 from imagination.eval.closed_loop import paired_separation
 from imagination.eval.evaluate import evaluate, finished_results
 from imagination.eval.grasp_gate import GraspGateConfig
@@ -80,11 +80,10 @@ def _calibrate(cfg: LoopConfig, state: LoopState, name: str, model_path: str, da
     imagination.eval.calibrate). Needs both outcomes in the data: skipped, and said, otherwise."""
     if not cfg.calibrate:
         return None
-    outcomes = {bool(m.success) for m in EpisodeDataset(data, verify=False).meta}
-    if outcomes != {True, False}:
-        print(f"[loop] calibrate {name}: skipped, the data has only {'successes' if True in outcomes else 'failures'}; "
-              "the success threshold stays 0.5")
-        return {"skipped": "the data has one outcome only"}
+    missing = missing_outcome(data)
+    if missing:
+        print(f"[loop] calibrate {name}: skipped, {missing}; the success threshold stays 0.5")
+        return {"skipped": missing}
     cal_cfg = CalibrateConfig(checkpoint=model_path, data_dir=data, proprio=proprio,
                               num_threads=cfg.world_model.num_threads)
     keep = ("threshold", "balanced_accuracy", "balanced_accuracy_at_default", "positives", "negatives")

@@ -166,3 +166,14 @@ def test_script_fits_the_proprio_model_with_the_world_models_chunk_length(tmp_pa
     result = calibrate_success(CalibrateConfig(checkpoint=str(tmp_path / "wm.pt"), data_dir=str(tmp_path / "data"),
                                                out=str(tmp_path / "cal" / "wm.pt")))
     assert fitted == [K] and len(result["episodes"]) == 2
+
+
+def test_missing_outcome_names_the_outcome_the_data_lacks(tmp_path):
+    from imagination.eval.calibrate import missing_outcome
+
+    _write_data(tmp_path / "both", [True, False])
+    _write_data(tmp_path / "wins", [True, True])
+    _write_data(tmp_path / "losses", [False])
+    assert missing_outcome(str(tmp_path / "both")) == ""
+    assert missing_outcome(str(tmp_path / "wins")) == "the data has only successes"
+    assert missing_outcome(str(tmp_path / "losses")) == "the data has only failures"
