@@ -332,12 +332,12 @@ def recipe_config(p: RLGainProtocol, paths: dict[str, str], out_dir: str,
     `paths` holds build's and build_recipe's. A goal recipe imagines to the suite's own horizon unless an override
     sets imagination.max_steps."""
     cfg = load_config(ImagineRLConfig, p.recipe, list(overrides), group="rl")
+    if cfg.imagination.reward == "goal":  # the suite's horizon goes first, so that an override still wins
+        horizon = f"imagination.max_steps={suite_info(p.suite).max_steps}"
+        cfg = load_config(ImagineRLConfig, p.recipe, [horizon, *overrides], group="rl")
     cfg = replace(cfg, policy=paths["bc"], world_model=paths["world_model"], start_data=paths["data"], out_dir=out_dir)
     if cfg.imagination.reward == "goal":
-        horizon = any(o.split("=")[0].strip() == "imagination.max_steps" for o in overrides)
-        im = replace(cfg.imagination, goal_reader=paths["goal_reader"],
-                     max_steps=cfg.imagination.max_steps if horizon else suite_info(p.suite).max_steps)
-        return replace(cfg, imagination=im)
+        return replace(cfg, imagination=replace(cfg.imagination, goal_reader=paths["goal_reader"]))
     im = replace(cfg.imagination, grasp_train_data=[paths["data"], paths["own_rollouts"]],
                  grasp_label_dirs=[paths["near_miss_labels"]])
     return replace(cfg, proprio=paths["proprio"], imagination=im)
