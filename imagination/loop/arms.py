@@ -140,9 +140,12 @@ def real_data_control(rl_cfg: ImagineRLConfig, start_bc: BCConfig, out_dir: str)
 
 
 def anchor_updates(rl_result: dict) -> int:
-    """How many minibatch updates the recipe's RL run applied (each carried one anchor loss)."""
-    counts = [row.get("updates") for row in rl_result["history"]]
-    if not counts or any(c is None for c in counts):
+    """How many minibatch updates the recipe's kept policy received (each carried one anchor loss): every iteration's,
+    or up to the iteration its held-out check kept (result.json's heldout.best_iteration; 0 = the start itself)."""
+    kept = (rl_result.get("heldout") or {}).get("best_iteration")
+    history = [row for row in rl_result["history"] if kept is None or row["iteration"] <= kept]
+    counts = [row.get("updates") for row in history]
+    if (not counts and kept is None) or any(c is None for c in counts):
         raise ValueError("rl run: its history does not count its updates (a run made before they were logged); "
                          "run the recipe again to give the anchor control its count")
     return int(sum(counts))
@@ -150,7 +153,8 @@ def anchor_updates(rl_result: dict) -> int:
 
 def anchor_control(rl_cfg: ImagineRLConfig, rl_result: dict, out_dir: str) -> dict:
     """Arm c: from the start, the recipe's anchor loss alone (the same draws, optimiser, learning rate and gradient
-    clip), applied as many times as the recipe's run applied it. Returns {"policy_path", "updates"}."""
+    clip), applied as many times as the recipe's kept policy received it (anchor_updates).
+    Returns {"policy_path", "updates"}."""
     if rl_cfg.bc_coef <= 0:
         raise ValueError("bc_coef: the recipe adds no supervised anchor, so it has no anchor control")
     done, path = Path(out_dir) / "control.json", Path(out_dir) / "policy.pt"

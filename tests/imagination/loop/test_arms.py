@@ -15,6 +15,7 @@ from imagination.loop import arms
 from imagination.loop.arms import (
     Budget,
     anchor_control,
+    anchor_updates,
     consumed,
     control_config,
     dataset_budget,
@@ -149,6 +150,9 @@ def test_the_anchor_control_repeats_the_recipes_anchor_updates_and_no_rl(recipe,
     assert any(not torch.equal(start[k], moved[k]) for k in start if isinstance(start[k], torch.Tensor))
     assert json.loads((tmp_path / "anchor" / "control.json").read_text()) == out
     assert anchor_control(recipe, {"history": history}, str(tmp_path / "anchor")) == out and len(calls) == 10  # reused
+    kept = {"history": [*history, {"iteration": 3, "updates": 6.0}], "heldout": {"best_iteration": 2}}
+    assert anchor_updates(kept) == 10  # the held-out check kept iteration 2: iteration 3's updates are not its
+    assert anchor_updates({**kept, "heldout": {"best_iteration": 0}}) == 0  # it kept the start
     with pytest.raises(ValueError, match="does not count its updates"):
         anchor_control(recipe, {"history": [{"iteration": 1}]}, str(tmp_path / "old"))
     with pytest.raises(ValueError, match="bc_coef"):
