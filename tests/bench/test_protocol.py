@@ -51,6 +51,7 @@ def recorded(tmp_path, monkeypatch):
             return len(self.meta)
 
     monkeypatch.setattr(protocol, "EpisodeDataset", lambda path, verify: Recorded())
+    monkeypatch.setattr(protocol, "missing_outcome", lambda data: "")  # Recorded holds both outcomes
     return calls
 
 
