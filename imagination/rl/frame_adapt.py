@@ -1,0 +1,225 @@
+"""Teach a policy to act on imagined frames as it acts on real ones, before RL reads its imagined episodes.
+
+Why: imagined RL scores what the policy does on the world model's frames. On protocol v2's CPU world model the
+start lets go of the bowl in 6 of 35 closed-loop placements where the same starts let go in reality every time, and
+with the recorded frames in place of the imagined ones it lets go again (docs/notebook/protocol_v2.md, section 20):
+the policy reads the blurred imagined arm otherwise than the real one. Whatever RL then learns, it learns for a
+policy that does not behave as the real one does.
+
+The adaptation is supervised and adds no action label the start had not produced itself: from the start's own
+recorded rollouts (`data`), each episode is imagined open loop with its recorded actions from `leads` steps before
+its recorded release; the policy is fit to output the recorded chunk at each imagined step, from the imagined frame
+and the predicted robot state (what it reads in imagined RL), with every recorded step of the same episodes weighted
+`real_weight` beside them (what it reads in reality, approach and grasp included). The updates are supervision, not RL: protocol v2's anchor
+control (arm c) starts from the adapted policy, so any gain from the adaptation alone is the control's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from imagination.env import ImaginationVectorEnv
+from imagination.eval.grasp_gate import placement_starts
+from imagination.keyframes import Keyframe
+from policies.base import Policy
+
+
+@dataclass
+class FrameAdaptConfig:
+    policy: str = ""  # the policy to adapt (a Policy file): the start whose own rollouts `data` holds
+    world_model: str = ""  # the world model RL imagines in
+    proprio: str = ""  # its ProprioModel file (the RL recipe's `proprio`)
+    data: str = ""  # the policy's own recorded rollouts (dataset directory)
+    out_dir: str = ""  # writes policy.pt and adapt.json
+    leads: list[int] = field(default_factory=lambda: [40, 32, 24, 16, 8])  # starts, steps before each release
+    imagined_steps: int = 40  # imagined steps from each start (rounded up to whole chunks)
+    steps: int = 300  # optimiser steps
+    lr: float = 1e-4
+    batch_size: int = 64  # imagined samples per step (and as many recorded ones when real_weight > 0)
+    real_weight: float = 1.0  # weight of the recorded observations: every step of `data`'s episodes
+    # "start": the policy's own chunks on the recorded observation of each step (start_targets); "recorded": the
+    # recorded actions (the rollouts' own, which a start evaluated deterministically produced on full-size frames)
+    target: str = "start"
+    seed: int = 0  # the world model's noise and the batches' draws
+    num_threads: int = 2
+
+    def validate(self) -> None:
+        for name in ("policy", "world_model", "data", "out_dir"):
+            if not getattr(self, name):
+                raise ValueError(f"{name}: required (see scripts/adapt_to_imagination.py --help)")
+        if self.target not in ("start", "recorded"):
+            raise ValueError(f"target: expected 'start' or 'recorded', got {self.target!r}")
+        if not self.leads or min(self.leads) < 1:
+            raise ValueError(f"leads: expected a non-empty list of integers >= 1, got {self.leads}")
+        if self.imagined_steps < 1 or self.steps < 0 or self.batch_size < 1 or self.lr <= 0 or self.real_weight < 0:
+            raise ValueError("imagined_steps, steps, batch_size, lr, real_weight: expected >= 1, >= 0, >= 1, > 0, "
+                             f">= 0; got {self.imagined_steps}, {self.steps}, {self.batch_size}, {self.lr}, "
+                             f"{self.real_weight}")
+
+
+@dataclass
+class Pairs:
+    """Observations and the recorded chunk at the same step. image uint8 [N, V, H, W, 3] (imagined or recorded),
+    state float32 [N, S], target float32 [N, K, 7], mask bool [N, K] (False past the episode's end)."""
+
+    image: np.ndarray
+    state: np.ndarray
+    instruction: list[str]
+    target: np.ndarray
+    mask: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.target)
+
+    def batch(self, idx: np.ndarray) -> tuple[dict, torch.Tensor, torch.Tensor]:
+        obs = {"image": self.image[idx], "state": self.state[idx], "instruction": [self.instruction[i] for i in idx]}
+        return obs, torch.as_tensor(self.target[idx]), torch.as_tensor(self.mask[idx])
+
+
+def release_starts(env: ImaginationVectorEnv, leads: list[int], align: int) -> list[Keyframe]:
+    """Keyframes `lead` steps before each of env's episodes' first release after its close (rounded down to
+    `align`), for every lead; episodes that never release that far after a close give none."""
+    actions = [np.asarray(ep.action) for ep in env.episodes]
+    starts = []
+    for lead in leads:
+        t0 = placement_starts(actions, lead, align)
+        starts += [Keyframe(int(e), int(t0[e])) for e in np.flatnonzero(t0 >= 0)]
+    return starts
+
+
+def imagined_pairs(env: ImaginationVectorEnv, starts: list[Keyframe], chunks: int,
+                   seed: int = 0) -> tuple[Pairs, Pairs]:
+    """From `starts` (at most env.num_envs at a time), `chunks` chunks of each episode imagined open loop with its
+    recorded actions -> (imagined, recorded): the observation the policy reads at each chunk's first step in the
+    world model and in the recording, both with the recorded chunk from that step as the target."""
+    K, B = env.K, env.num_envs
+    out: dict[str, dict[str, list]] = {k: {"image": [], "state": [], "instruction": [], "target": [], "mask": []}
+                                       for k in ("imagined", "recorded")}
+    for lo in range(0, len(starts), B):
+        part = starts[lo: lo + B]
+        part = part + [part[-1]] * (B - len(part))  # pad the last batch; the padding is dropped below
+        n_real = min(B, len(starts) - lo)
+        obs, _ = env.reset(seed=seed + lo, options={"keyframes": part})
+        eps = [env.episodes[kf.episode] for kf in part]
+        for j in range(chunks):
+            t = [kf.t + j * K for kf in part]
+            act = np.zeros((B, K, 7), np.float32)
+            mask = np.zeros((B, K), bool)
+            for b, (ep, s) in enumerate(zip(eps, t)):
+                a = np.asarray(ep.action[s: s + K], np.float32)
+                act[b, : len(a)], mask[b, : len(a)] = a, True
+                if len(a) < K:  # past the recording's end the world model gets its last action again
+                    act[b, len(a):] = a[-1] if len(a) else 0.0
+            live = [b for b in range(n_real) if t[b] < len(eps[b].action)]
+            rec_img = env.policy_views(np.stack([eps[b].frames[t[b]] for b in live])) if live else None
+            for key, image, state in (
+                    ("imagined", obs["image"][live], obs["state"][live]),
+                    ("recorded", rec_img, np.stack([eps[b].state[t[b]] for b in live]) if live else None)):
+                if not live:
+                    continue
+                out[key]["image"].append(np.asarray(image))
+                out[key]["state"].append(np.asarray(state, np.float32))
+                out[key]["instruction"] += [eps[b].instruction for b in live]
+                out[key]["target"].append(act[live])
+                out[key]["mask"].append(mask[live])
+            obs, *_ = env.step(act)
+
+    def pairs(d: dict[str, list]) -> Pairs:
+        if not d["target"]:
+            raise ValueError("data: no imagined step to adapt on (no episode releases after its close)")
+        return Pairs(np.concatenate(d["image"]), np.concatenate(d["state"]), d["instruction"],
+                     np.concatenate(d["target"]), np.concatenate(d["mask"]))
+
+    return pairs(out["imagined"]), pairs(out["recorded"])
+
+
+def recorded_pairs(env: ImaginationVectorEnv, stride: int = 1) -> Pairs:
+    """Every `stride`-th step of env's episodes as the recording shows it, with the recorded chunk from that step:
+    what holds the policy's real behaviour over whole episodes (approach and grasp included) while it adapts."""
+    K = env.K
+    image, state, instruction, target, mask = [], [], [], [], []
+    for ep in env.episodes:
+        T = len(ep.action)
+        steps = np.arange(0, T, stride)
+        idx = steps[:, None] + np.arange(K)[None, :]  # [n, K]
+        image.append(env.policy_views(np.asarray(ep.frames)[steps]))
+        state.append(np.asarray(ep.state, np.float32)[steps])
+        instruction += [ep.instruction] * len(steps)
+        target.append(np.asarray(ep.action, np.float32)[np.minimum(idx, T - 1)])
+        mask.append(idx < T)
+    return Pairs(np.concatenate(image), np.concatenate(state), instruction, np.concatenate(target),
+                 np.concatenate(mask))
+
+
+def masked_mse(policy: Policy, obs: dict, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """MSE of the policy's mean chunk [B, K, 7] against target over the unmasked steps."""
+    mean = policy(obs).mean
+    m = mask[..., None].to(mean.dtype).to(mean.device)
+    return ((mean - target.to(mean.device)) ** 2 * m).sum() / (m.sum() * target.shape[-1]).clamp(min=1.0)
+
+
+def adapt(policy: Policy, imagined: Pairs, recorded: Pairs, cfg: FrameAdaptConfig) -> list[dict]:
+    """cfg.steps Adam steps on the imagined pairs (and the recorded ones, weighted cfg.real_weight); returns one
+    log row per 50 steps and the last."""
+    rng = np.random.default_rng(cfg.seed)
+    opt = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=cfg.lr)
+    policy.train()
+    logs = []
+    for step in range(cfg.steps):
+        idx = rng.integers(0, len(imagined), cfg.batch_size)
+        loss_i = masked_mse(policy, *imagined.batch(idx))
+        loss_r = masked_mse(policy, *recorded.batch(rng.integers(0, len(recorded), cfg.batch_size))) \
+            if cfg.real_weight > 0 else torch.zeros(())
+        loss = loss_i + cfg.real_weight * loss_r
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+        opt.step()
+        if step % 50 == 0 or step == cfg.steps - 1:
+            logs.append({"step": step, "imagined_mse": loss_i.item(), "recorded_mse": loss_r.item()})
+    policy.eval()
+    return logs
+
+
+@torch.no_grad()
+def own_targets(policy: Policy, pairs: Pairs) -> np.ndarray:
+    """The policy's mean chunks [N, K, 7] on `pairs`' observations (evaluation mode)."""
+    was = policy.training
+    policy.eval()
+    out = [policy(pairs.batch(np.arange(lo, min(lo + 256, len(pairs))))[0]).mean.cpu().numpy()
+           for lo in range(0, len(pairs), 256)]
+    policy.train(was)
+    return np.concatenate(out).astype(np.float32)
+
+
+def start_targets(policy: Policy, imagined: Pairs, window: Pairs, recorded: Pairs) -> None:
+    """Set every target to the policy's own chunk on the recorded observation of the same step, before it moves:
+    on an imagined step, what it does on the real frame of that step (`window`, pair for pair); on a recorded step,
+    what it does there already. No action label it had not produced itself enters, and the recorded term starts
+    at zero: it only holds what reality sees of the policy while the imagined term moves it."""
+    if len(imagined) != len(window):
+        raise ValueError(f"window: expected one recorded step per imagined one ({len(imagined)}), got {len(window)}")
+    imagined.target = own_targets(policy, window)
+    recorded.target = own_targets(policy, recorded)
+    for p in (imagined, recorded):
+        p.mask = np.ones_like(p.mask)  # the policy's chunk is whole, also near an episode's end
+
+
+@torch.no_grad()
+def pair_mse(policy: Policy, pairs: Pairs) -> float:
+    """The policy's masked MSE against the recorded chunks over every pair (evaluation mode)."""
+    was = policy.training
+    policy.eval()
+    total, n = 0.0, 0
+    for lo in range(0, len(pairs), 256):
+        idx = np.arange(lo, min(lo + 256, len(pairs)))
+        total += float(masked_mse(policy, *pairs.batch(idx))) * len(idx)
+        n += len(idx)
+    policy.train(was)
+    return total / max(n, 1)
+
+
+__all__ = ["FrameAdaptConfig", "Pairs", "adapt", "imagined_pairs", "own_targets", "pair_mse", "recorded_pairs",
+           "release_starts", "start_targets"]
