@@ -6,10 +6,11 @@
         data=outputs/bench/rl_gain_v2/own_rollouts/data out_dir=outputs/bench/rl_gain_v2/adapted
 
 Each of the policy's own recorded rollouts in `data` is imagined open loop with its recorded actions from `leads`
-steps before its recorded release; the policy is fit to output its recorded chunks from the imagined frames and
-predicted state, beside every recorded step of the same episodes. Writes out_dir/policy.pt and out_dir/adapt.json (the fit's
-figures before and after). Then `bench/closed_loop_inputs.py --policy out_dir/policy.pt` says whether it now acts in
-imagination as it does in reality, and `scripts/imagine_rl.py policy=out_dir/policy.pt` starts RL from it.
+steps before its recorded release; the policy is fit to act on the imagined frames and predicted state as it acts on
+the recorded observation of the same step, beside every recorded step of the same episodes. Writes out_dir/policy.pt
+and out_dir/adapt.json (the fit's figures before and after). Then `bench/closed_loop_inputs.py --policy
+out_dir/policy.pt` says whether it now acts in imagination as it does in reality, and
+`scripts/imagine_rl.py policy=out_dir/policy.pt` starts RL from it.
 """
 from __future__ import annotations
 
@@ -21,8 +22,15 @@ import torch
 
 from imagination.env import ImaginationConfig
 from imagination.imagine import open_imagination
-from imagination.rl.frame_adapt import (FrameAdaptConfig, adapt, imagined_pairs, pair_mse, recorded_pairs,
-                                         release_starts, start_targets)
+from imagination.rl.frame_adapt import (
+    FrameAdaptConfig,
+    adapt,
+    imagined_pairs,
+    pair_mse,
+    recorded_pairs,
+    release_starts,
+    start_targets,
+)
 from infra.atomic import atomic_write_text
 from infra.cli import run_script
 from policies.base import Policy

@@ -8,10 +8,11 @@ policy that does not behave as the real one does.
 
 The adaptation is supervised and adds no action label the start had not produced itself: from the start's own
 recorded rollouts (`data`), each episode is imagined open loop with its recorded actions from `leads` steps before
-its recorded release; the policy is fit to output the recorded chunk at each imagined step, from the imagined frame
-and the predicted robot state (what it reads in imagined RL), with every recorded step of the same episodes weighted
-`real_weight` beside them (what it reads in reality, approach and grasp included). The updates are supervision, not RL: protocol v2's anchor
-control (arm c) starts from the adapted policy, so any gain from the adaptation alone is the control's.
+its recorded release. The policy is fit to output, from each imagined frame and predicted robot state (what it reads
+in imagined RL), the chunk it outputs on the recorded observation of the same step (target "start"), with every
+recorded step of the same episodes weighted `real_weight` beside them (what it reads in reality, approach and grasp
+included). The updates are supervision, not RL: protocol v2's anchor control (arm c) starts from the adapted
+policy, so any gain from the adaptation alone is the control's.
 """
 from __future__ import annotations
 

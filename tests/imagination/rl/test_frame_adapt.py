@@ -1,0 +1,104 @@
+"""The adaptation of a policy to the world model's frames (imagination/rl/frame_adapt.py,
+scripts/adapt_to_imagination.py), on the tiny square world (tests/conftest.py square_setup) with a gripper that
+closes and opens in every episode."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from imagination.env import ImaginationConfig
+from imagination.imagine import open_imagination
+from imagination.rl.frame_adapt import (FrameAdaptConfig, adapt, imagined_pairs, pair_mse, recorded_pairs,
+                                        release_starts, start_targets)
+from policies.base import Policy
+from robot_data.dataset import DatasetConfig, EpisodeWriter
+from tests.world_models.conftest import SIZE, square_episode
+
+CLOSE, RELEASE, T = 4, 22, 32
+
+
+@pytest.fixture(scope="module")
+def grip_data(tmp_path_factory):
+    """Square episodes whose gripper closes at step CLOSE and opens at step RELEASE."""
+    root = tmp_path_factory.mktemp("grip") / "data"
+    rng = np.random.default_rng(1)
+    with EpisodeWriter(root, DatasetConfig(views=("agentview",), image_size=(SIZE, SIZE), fps=10)) as w:
+        for _ in range(4):
+            ep = square_episode(rng, T)
+            ep.action[:, 6] = -1.0
+            ep.action[CLOSE:RELEASE, 6] = 1.0
+            w.append(ep)
+    return root
+
+
+def _env(square_setup, data, num_envs):
+    _, wm, policy_file, proprio = square_setup
+    policy = Policy.load(policy_file)
+    policy.eval()
+    env = open_imagination(wm, str(data), proprio, num_envs=num_envs,
+                           config=ImaginationConfig(max_steps=10_000, success_threshold=2.0), policy=policy)
+    return env, policy
+
+
+def test_pairs_start_before_each_release_and_pair_imagined_with_recorded_steps(square_setup, grip_data):
+    env, policy = _env(square_setup, grip_data, num_envs=3)
+    starts = release_starts(env, [8, 12], align=4)
+    # 8 and 12 steps before the release at 22, rounded down to the chunk grid: steps 12 and 8 of every episode
+    assert sorted((kf.episode, kf.t) for kf in starts) == sorted((e, t) for e in range(4) for t in (12, 8))
+    imagined, window = imagined_pairs(env, starts, chunks=2)
+    assert len(imagined) == len(window) == 2 * len(starts)  # two chunks of every start (3 envs: 3 batches)
+    assert imagined.image.shape == window.image.shape == (len(imagined), 1, SIZE, SIZE, 3)
+    # the recorded side is the recording itself at each chunk's first step, with its recorded chunk as the target
+    ep = env.episodes[starts[0].episode]
+    assert np.array_equal(window.image[0], env.policy_views(ep.frames[starts[0].t][None])[0])
+    assert np.allclose(window.target[0], ep.action[starts[0].t: starts[0].t + env.K])
+    assert np.allclose(imagined.target, window.target)
+    # the first chunk starts on the recorded frame; the second reads what the world model imagined
+    second = np.arange(1, len(imagined), 2)
+    assert np.abs(imagined.image[second].astype(int) - window.image[second].astype(int)).mean() > 0
+
+
+def test_adaptation_fits_the_imagined_steps_to_the_policys_own_recorded_chunks(square_setup, grip_data):
+    env, policy = _env(square_setup, grip_data, num_envs=4)
+    imagined, window = imagined_pairs(env, release_starts(env, [12], align=4), chunks=3)
+    recorded = recorded_pairs(env)
+    assert len(recorded) == 4 * T
+    start_targets(policy, imagined, window, recorded)
+    # the targets are the policy's own chunks: it fits its recorded steps exactly before it moves
+    assert pair_mse(policy, recorded) == pytest.approx(0.0, abs=1e-12)
+    before = pair_mse(policy, imagined)
+    torch.manual_seed(0)
+    logs = adapt(policy, imagined, recorded, FrameAdaptConfig(steps=60, lr=3e-3, batch_size=8, real_weight=1.0))
+    assert logs[-1]["step"] == 59
+    assert pair_mse(policy, imagined) < before
+
+
+def test_the_script_writes_the_adapted_policy_and_its_figures(square_setup, grip_data, tmp_path):
+    from scripts.adapt_to_imagination import main
+
+    _, wm, policy_file, proprio = square_setup
+    cfg = FrameAdaptConfig(policy=str(policy_file), world_model=str(wm), proprio=str(proprio), data=str(grip_data),
+                           out_dir=str(tmp_path / "adapted"), leads=[12], imagined_steps=8, steps=5, batch_size=4,
+                           num_threads=1)
+    out = main(cfg)
+    saved = json.loads((tmp_path / "adapted" / "adapt.json").read_text())
+    assert saved["pairs"] == out["pairs"] == 4 * 2 and saved["starts"] == 4
+    assert saved["before"]["recorded_mse"] == pytest.approx(0.0, abs=1e-12)
+    Policy.load(out["policy_path"])  # a policy file RL can start from
+
+
+def test_bad_settings_name_the_field(square_setup, grip_data, tmp_path):
+    from scripts.adapt_to_imagination import main
+
+    with pytest.raises(ValueError, match="leads"):
+        FrameAdaptConfig(policy="p", world_model="w", data="d", out_dir="o", leads=[0]).validate()
+    with pytest.raises(ValueError, match="target"):
+        FrameAdaptConfig(policy="p", world_model="w", data="d", out_dir="o", target="demos").validate()
+    _, wm, policy_file, proprio = square_setup
+    with pytest.raises(FileNotFoundError, match="data"):
+        main(FrameAdaptConfig(policy=str(policy_file), world_model=str(wm), proprio=str(proprio),
+                              data=str(tmp_path / "none"), out_dir=str(tmp_path / "o")))
+    with pytest.raises(ValueError, match="data"):  # no episode releases 40 steps after its close
+        main(FrameAdaptConfig(policy=str(policy_file), world_model=str(wm), proprio=str(proprio),
+                              data=str(grip_data), out_dir=str(tmp_path / "o"), leads=[40], num_threads=1))
