@@ -9,8 +9,15 @@ import torch
 
 from imagination.env import ImaginationConfig
 from imagination.imagine import open_imagination
-from imagination.rl.frame_adapt import (FrameAdaptConfig, adapt, imagined_pairs, pair_mse, recorded_pairs,
-                                        release_starts, start_targets)
+from imagination.rl.frame_adapt import (
+    FrameAdaptConfig,
+    adapt,
+    imagined_pairs,
+    pair_mse,
+    recorded_pairs,
+    release_starts,
+    start_targets,
+)
 from policies.base import Policy
 from robot_data.dataset import DatasetConfig, EpisodeWriter
 from tests.world_models.conftest import SIZE, square_episode
