@@ -37,6 +37,7 @@ from imagination.keyframes import KeyframeConfig, KeyframeSampler
 from imagination.rewards.base import Reward, build_reward
 from imagination.rewards.horizon import episode_end
 from robot_data.dataset import ReaderConfig
+from world_models import rng
 from world_models.grasp_point import GraspPointConfig
 from world_models.model import WorldModel
 from world_models.proprio import ProprioModel, history_at
@@ -53,6 +54,11 @@ class ImaginationConfig:
     imagined_steps: int = 0
     success_threshold: float | None = None  # on sigmoid(success logit); None = the checkpoint's calibrated one
     sampling_steps: int | None = None  # denoising steps per chunk; None = the world model's default
+    # > 1: envs k*noise_group .. (k+1)*noise_group-1 share the world model's noise (common random numbers). Why:
+    # imagined RL's GRPO groups are consecutive envs started from one keyframe; with the noise shared, what
+    # differs within a group is what the actions did (measured on protocol v2: the noise alone made about half
+    # of a group's return variance, docs/notebook/protocol_v2.md section 24)
+    noise_group: int = 1
     keyframes: KeyframeConfig = field(default_factory=KeyframeConfig)
     uncertainty: str = "off"  # off | report | truncate | penalize
     uncertainty_threshold: float = 0.08
@@ -129,6 +135,9 @@ class ImaginationVectorEnv(VectorEnv):
             raise ValueError(f"imagined_steps: expected an integer >= 0 (0: to max_steps), got {cfg.imagined_steps}")
         if num_envs < 1:
             raise ValueError(f"num_envs: expected an integer >= 1, got {num_envs}")
+        if cfg.noise_group < 1 or num_envs % cfg.noise_group:
+            raise ValueError(f"noise_group: expected an integer >= 1 that divides num_envs ({num_envs}), "
+                             f"got {cfg.noise_group}")
         if not episodes:
             raise ValueError("episodes: need at least one real episode to start imagined episodes from")
         self.wm = world_model.to(cfg.device).eval()
@@ -193,6 +202,16 @@ class ImaginationVectorEnv(VectorEnv):
         """Frames of the world model's views [N, V, H, W, 3] as the policy sees them: its views, in its order
         (ImaginationConfig.policy_views) [N, V', H, W, 3]."""
         return frames[:, self._pick]
+
+    def _group_noise(self, active: np.ndarray) -> torch.Tensor | None:
+        """The sampler's starting noise [b, K, c, h, w] for the `active` envs, one draw per noise group
+        (ImaginationConfig.noise_group); None (each env its own draw) when groups are off."""
+        g = self.cfg.noise_group
+        if g <= 1:
+            return None
+        groups, inverse = np.unique(active // g, return_inverse=True)
+        shape = (len(groups), self.K, *self._context.shape[2:])
+        return rng.randn(shape, self._gen)[torch.as_tensor(inverse)].to(self.device)
 
     def _obs(self) -> dict:
         return {"image": self.policy_views(self._image), "state": self._state.cpu().numpy().astype(np.float32),
@@ -279,7 +298,7 @@ class ImaginationVectorEnv(VectorEnv):
             a = torch.as_tensor(active, device=self.device)
             # [b, K, c, h, w] in the denoiser's space; only the frame each env stops on is decoded (below)
             x, s_logits, _ = self.wm.predict_encoded(self._context[a], self._anchor[a], acts.to(self._dtype),
-                                                     self.cfg.sampling_steps, self._gen)
+                                                     self.cfg.sampling_steps, self._gen, self._group_noise(active))
             states = self.proprio.predict(self._state[a], acts, self._history[a])  # [b, K, S]
             frames = None  # the whole chunk decoded: only uncertainty and a judge that reads frames need it
             if self.cfg.uncertainty != "off":  # in pixels, whatever the space: its threshold is a pixel difference

@@ -56,7 +56,10 @@ class Sampler:
 
     @torch.no_grad()
     def sample(self, denoiser: Denoiser, context: torch.Tensor, anchor: torch.Tensor, actions: torch.Tensor,
-               steps: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+               steps: int | None = None, generator: torch.Generator | None = None,
+               noise: torch.Tensor | None = None) -> torch.Tensor:
+        """noise: the starting noise [B, K, ch, H, W] to use instead of drawing it from `generator` (envs that
+        share their world model's noise draw it themselves: imagination/env.py noise_group)."""
         steps = self.cfg.steps if steps is None else int(steps)
         if steps < 1:
             raise ValueError(f"steps: expected >= 1, got {steps}")
@@ -65,7 +68,12 @@ class Sampler:
         shape = (B, actions.shape[1], ch, H, W)
         # drawn on the generator's device (world_models.rng): a CPU generator gives the same frames on
         # any device for one seed; a CUDA one (a GPU imagination env) saves the host-to-device copy
-        noise = rng.randn(shape, generator).to(context)
+        if noise is None:
+            noise = rng.randn(shape, generator).to(context)
+        elif tuple(noise.shape) != shape:
+            raise ValueError(f"noise: expected shape {shape}, got {tuple(noise.shape)}")
+        else:
+            noise = noise.to(context)
         scheduler = self.make_scheduler(denoiser)
         if self.cfg.scheduler == "edm_euler":
             scheduler.set_timesteps(steps)

@@ -281,7 +281,8 @@ def heldout_env(cfg: ImagineRLConfig, env: ImaginationVectorEnv) -> ImaginationV
     if not picked:
         raise ValueError(f"heldout.start_data: no episode of {data} matches heldout.tasks={h.tasks}")
     keyframes = KeyframeConfig(mode="start") if h.starts == "start" else env.cfg.keyframes
-    icfg = replace(env.cfg, keyframes=keyframes, uncertainty="off")
+    # one episode per start with fixed noise: no groups to share it within
+    icfg = replace(env.cfg, keyframes=keyframes, uncertainty="off", noise_group=1)
     return open_imagination(h.world_model or env.wm, data, env.proprio,
                             min(len(picked), cfg.num_groups * cfg.group_size), icfg, indices=picked)
 
@@ -312,6 +313,9 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
         raise ValueError(f"exploration: expected one of {list(EXPLORATION_MODES)}, got {cfg.exploration!r}")
     if not cfg.exploration_data_scale > 0:
         raise ValueError(f"exploration_data_scale: expected a number > 0, got {cfg.exploration_data_scale}")
+    if cfg.group_size % cfg.imagination.noise_group:
+        raise ValueError(f"imagination.noise_group: envs share noise within a group of {cfg.group_size} episodes "
+                         f"(group_size): expected a divisor of it, got {cfg.imagination.noise_group}")
     if cfg.rl.algo == "grpo" and cfg.group_size < 2:
         raise ValueError("group_size: GRPO compares episodes within a group; expected >= 2")
     if not cfg.obs_noise >= 0:

@@ -139,6 +139,26 @@ def test_masked_reset_keeps_other_envs(models):
     assert list(info["t"]) == [7, 5]
 
 
+def test_noise_groups_share_the_world_models_noise_and_only_there(models):
+    """noise_group=2: envs 0-1 and 2-3 draw one noise each; from one keyframe with the same actions a group's envs
+    imagine the same frames, and the two groups do not (without groups no two envs do)."""
+    wm, prop = models
+    eps = _episodes()
+    act = np.zeros((4, 4, 7), np.float32)
+    frames = {}
+    for g in (1, 2):
+        venv = ImaginationVectorEnv(wm, prop, eps, num_envs=4,
+                                    config=ImaginationConfig(success_threshold=1.01, noise_group=g))
+        venv.reset(seed=0, options={"keyframes": [Keyframe(0, 3)] * 4})
+        frames[g] = venv.step(act)[0]["image"].astype(int)
+    same = [[np.array_equal(frames[g][i], frames[g][j]) for j in range(4)] for g in (1, 2) for i in range(4)]
+    assert same[4:] == [[True, True, False, False], [True, True, False, False],
+                        [False, False, True, True], [False, False, True, True]]
+    assert not any(same[i][j] for i in range(4) for j in range(4) if i != j)
+    with pytest.raises(ValueError, match="noise_group"):
+        ImaginationVectorEnv(wm, prop, eps, num_envs=4, config=ImaginationConfig(noise_group=3))
+
+
 def test_policy_views_show_a_subset_of_the_imagined_views(models):
     """A two-view model (agentview + wrist) shown to a policy that reads agentview only: obs carry that
     view alone, and they still come from the imagined frames after a step."""

@@ -66,3 +66,14 @@ def test_bad_sampler_config():
         Sampler(SamplerConfig(scheduler="ddim"))
     with pytest.raises(ValueError, match="steps"):
         Sampler(SamplerConfig(steps=0))
+
+
+def test_given_noise_replaces_the_generators_draw(model):
+    ctx, anc, act = _inputs()
+    enc_ctx, enc_anc = model.encode(ctx), model.encode(anc)
+    noise = torch.randn(2, 4, *enc_ctx.shape[2:], generator=torch.Generator().manual_seed(5))
+    drawn, _, _ = model.predict_encoded(enc_ctx, enc_anc, act, 2, torch.Generator().manual_seed(5))
+    given, _, _ = model.predict_encoded(enc_ctx, enc_anc, act, 2, torch.Generator().manual_seed(9), noise)
+    assert torch.equal(drawn, given)  # the generator's draw of seed 5 is that noise; seed 9's is not used
+    with pytest.raises(ValueError, match="noise: expected shape"):
+        model.predict_encoded(enc_ctx, enc_anc, act, 2, None, noise[:1])

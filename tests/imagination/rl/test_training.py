@@ -103,6 +103,8 @@ def test_bad_inputs_give_clear_errors(square_setup, tmp_path):
         train_rl(replace(cfg, policy=str(tmp_path / "missing.pt")), progress=False)
     with pytest.raises(ValueError, match="group_size"):
         train_rl(replace(cfg, group_size=1), progress=False)
+    with pytest.raises(ValueError, match="imagination.noise_group"):
+        train_rl(replace(cfg, imagination=replace(cfg.imagination, noise_group=3)), progress=False)
     with pytest.raises(ValueError, match="exploration: expected one of"):
         train_rl(replace(cfg, exploration="wide"), progress=False)
     with pytest.raises(ValueError, match="exploration_data_scale"):
