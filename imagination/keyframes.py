@@ -15,9 +15,12 @@ real trajectories puts the policy right before the grasp or the placement, where
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from world_models.grasp_point import first_close, release_after
 
 KEYFRAME_MODES = ("start", "uniform", "hard", "release")
 
@@ -133,3 +136,29 @@ class KeyframeSampler:
                 idx[where] = rng.choice(rows, size=len(where), p=self._p[rows] / self._p[rows].sum())
             idx = idx[rng.permutation(n)]
         return [Keyframe(int(e), int(t)) for e, t in self._pairs[idx]]
+
+
+def placement_starts(actions: Sequence[np.ndarray], lead: int, align: int = 0) -> np.ndarray:
+    """Per episode (actions [T, 7]), the step `lead` steps before its first release after its first close (with
+    align > 1: rounded down to a multiple of `align`), -1 where that step would not come after the close (no
+    release, or one too soon)."""
+    t0 = np.full(len(actions), -1, np.int64)
+    for k, a in enumerate(actions):
+        c = first_close(a)
+        r = release_after(a, c) if c >= 0 else -1
+        t = align_down(r - lead, align)
+        if r >= 0 and t > c >= 0:
+            t0[k] = t
+    return t0
+
+
+def grasp_starts(actions: Sequence[np.ndarray], lead: int, align: int = 0) -> np.ndarray:
+    """Per episode (actions [T, 7]), the step `lead` steps before its first close (with align > 1: rounded down to a
+    multiple of `align`), -1 where the episode never closes or closes sooner."""
+    t0 = np.full(len(actions), -1, np.int64)
+    for k, a in enumerate(actions):
+        c = first_close(a)
+        t = align_down(c - lead, align)
+        if c >= 0 and t >= 0:
+            t0[k] = t
+    return t0

@@ -21,18 +21,16 @@ import torch
 
 from imagination.env import ImaginationConfig
 from imagination.imagine import ImaginedEpisodes, imagine, open_imagination, policy_mean, recorded_actions
-from imagination.keyframes import Keyframe, align_down
+from imagination.keyframes import Keyframe, grasp_starts, placement_starts
 from policies.base import Policy
 from robot_data.sim_labels import read_sim_labels
 from world_models.grasp_point import (
     GraspPointClassifier,
     GraspPointConfig,
     dataset_features,
-    first_close,
     fit_grasp_point,
     grasp_features,
     place_features,
-    release_after,
 )
 from world_models.proprio import ProprioModel
 
@@ -99,32 +97,6 @@ def imagined_features(run: ImaginedEpisodes, proprio: ProprioModel, starts: list
         out.append(featurize(states, np.concatenate([past_a, run.actions[rows].reshape(-1, 7)]), starts[e],
                              targets[e]))
     return out
-
-
-def placement_starts(actions: Sequence[np.ndarray], lead: int, align: int = 0) -> np.ndarray:
-    """Per episode (actions [T, 7]), the step `lead` steps before its first release after its first close (with
-    align > 1: rounded down to a multiple of `align`), -1 where that step would not come after the close (no
-    release, or one too soon)."""
-    t0 = np.full(len(actions), -1, np.int64)
-    for k, a in enumerate(actions):
-        c = first_close(a)
-        r = release_after(a, c) if c >= 0 else -1
-        t = align_down(r - lead, align)
-        if r >= 0 and t > c >= 0:
-            t0[k] = t
-    return t0
-
-
-def grasp_starts(actions: Sequence[np.ndarray], lead: int, align: int = 0) -> np.ndarray:
-    """Per episode (actions [T, 7]), the step `lead` steps before its first close (with align > 1: rounded down to a
-    multiple of `align`), -1 where the episode never closes or closes sooner."""
-    t0 = np.full(len(actions), -1, np.int64)
-    for k, a in enumerate(actions):
-        c = first_close(a)
-        t = align_down(c - lead, align)
-        if c >= 0 and t >= 0:
-            t0[k] = t
-    return t0
 
 
 def fit_gate_classifier(cfg: GraspGateConfig) -> GraspPointClassifier:

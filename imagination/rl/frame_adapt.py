@@ -16,14 +16,18 @@ policy, so any gain from the adaptation alone is the control's.
 """
 from __future__ import annotations
 
+import json
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from imagination.env import ImaginationVectorEnv
-from imagination.eval.grasp_gate import placement_starts
-from imagination.keyframes import Keyframe
+from imagination.env import ImaginationConfig, ImaginationVectorEnv
+from imagination.imagine import open_imagination
+from imagination.keyframes import Keyframe, placement_starts
+from infra.atomic import atomic_write_text
 from policies.base import Policy
 
 
@@ -222,5 +226,55 @@ def pair_mse(policy: Policy, pairs: Pairs) -> float:
     return total / max(n, 1)
 
 
+def run_adapt(cfg: FrameAdaptConfig) -> dict:
+    """scripts/adapt_to_imagination.py: imagine cfg.data's release windows, adapt the policy, write out_dir/policy.pt
+    and out_dir/adapt.json (both errors before and after); returns what adapt.json holds."""
+    cfg.validate()
+    for name in ("policy", "world_model", "proprio"):
+        path = getattr(cfg, name)
+        if path and not Path(path).is_file():
+            raise FileNotFoundError(f"{name}: {path!r} is not a file")
+    if not Path(cfg.data).is_dir():
+        raise FileNotFoundError(f"data: {cfg.data!r} is not a dataset directory")
+    torch.set_num_threads(cfg.num_threads)
+    torch.manual_seed(cfg.seed)
+    t0 = time.time()
+    policy = Policy.load(cfg.policy)
+    policy.eval()
+    probe = open_imagination(cfg.world_model, cfg.data, cfg.proprio, num_envs=1,
+                             config=ImaginationConfig(max_steps=10_000, success_threshold=2.0), policy=policy)
+    starts = release_starts(probe, list(cfg.leads), policy.n_action_steps)
+    if not starts:
+        raise ValueError(f"data: no episode of {cfg.data} releases {min(cfg.leads)} steps or more after its close")
+    env = open_imagination(probe.wm, probe.episodes, probe.proprio, num_envs=min(64, len(starts)),
+                           config=ImaginationConfig(max_steps=10_000, success_threshold=2.0), policy=policy)
+    chunks = -(-cfg.imagined_steps // env.K)
+    imagined, window = imagined_pairs(env, starts, chunks, cfg.seed)
+    recorded = recorded_pairs(env)
+    if cfg.target == "start":
+        window_actions = window.target.copy()
+        start_targets(policy, imagined, window, recorded)
+        window.target, window.mask = imagined.target, imagined.mask  # the window now scores against the same chunks
+        print(f"the start against its recorded actions in the window: "
+              f"{float(((window.target - window_actions) ** 2).mean()):.5f}")
+
+    def fit() -> dict:
+        return {"imagined_mse": pair_mse(policy, imagined), "recorded_window_mse": pair_mse(policy, window),
+                "recorded_mse": pair_mse(policy, recorded)}
+
+    before = fit()
+    print(f"{len(starts)} starts, {len(imagined)} imagined steps, {len(recorded)} recorded steps; before: {before}")
+    logs = adapt(policy, imagined, recorded, cfg)
+    after = fit()
+    print(f"after {cfg.steps} steps: {after}")
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    policy.save(out / "policy.pt")
+    result = {"policy_path": str(out / "policy.pt"), "starts": len(starts), "pairs": len(imagined),
+              "before": before, "after": after, "log": logs, "seconds": time.time() - t0}
+    atomic_write_text(out / "adapt.json", json.dumps(result, indent=2))
+    return result
+
+
 __all__ = ["FrameAdaptConfig", "Pairs", "adapt", "imagined_pairs", "own_targets", "pair_mse", "recorded_pairs",
-           "release_starts", "start_targets"]
+           "release_starts", "run_adapt", "start_targets"]
