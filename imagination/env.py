@@ -56,8 +56,8 @@ class ImaginationConfig:
     sampling_steps: int | None = None  # denoising steps per chunk; None = the world model's default
     # > 1: envs k*noise_group .. (k+1)*noise_group-1 share the world model's noise (common random numbers). Why:
     # imagined RL's GRPO groups are consecutive envs started from one keyframe; with the noise shared, what
-    # differs within a group is what the actions did (measured on protocol v2: the noise alone made about half
-    # of a group's return variance, docs/notebook/protocol_v2.md section 24)
+    # differs within a group is what the actions did (how much of the spread the noise makes: docs/results.md,
+    # "Adapting the start to the imagined frames")
     noise_group: int = 1
     keyframes: KeyframeConfig = field(default_factory=KeyframeConfig)
     uncertainty: str = "off"  # off | report | truncate | penalize

@@ -1,10 +1,9 @@
 """Teach a policy to act on imagined frames as it acts on real ones, before RL reads its imagined episodes.
 
-Why: imagined RL scores what the policy does on the world model's frames. On protocol v2's CPU world model the
-start lets go of the bowl in 6 of 35 closed-loop placements where the same starts let go in reality every time, and
-with the recorded frames in place of the imagined ones it lets go again (docs/notebook/protocol_v2.md, section 20):
-the policy reads the blurred imagined arm otherwise than the real one. Whatever RL then learns, it learns for a
-policy that does not behave as the real one does.
+Why: imagined RL scores what the policy does on the world model's frames. A policy that reads the blurred imagined
+arm otherwise than the real one (on protocol v2's CPU world model the start seldom let go of the bowl in imagination
+where it always did in reality: docs/results.md, "Adapting the start to the imagined frames") is not the policy that
+will act in reality, and whatever RL learns, it learns for that other policy.
 
 The adaptation is supervised and adds no action label the start had not produced itself: from the start's own
 recorded rollouts (`data`), each episode is imagined open loop with its recorded actions from `leads` steps before
