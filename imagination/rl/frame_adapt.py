@@ -28,6 +28,7 @@ from imagination.imagine import open_imagination
 from imagination.keyframes import Keyframe, placement_starts
 from infra.atomic import atomic_write_text
 from policies.base import Policy
+from policies.bc import bc_loss
 
 
 @dataclass
@@ -158,10 +159,8 @@ def recorded_pairs(env: ImaginationVectorEnv, stride: int = 1) -> Pairs:
 
 
 def masked_mse(policy: Policy, obs: dict, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """MSE of the policy's mean chunk [B, K, 7] against target over the unmasked steps."""
-    mean = policy(obs).mean
-    m = mask[..., None].to(mean.dtype).to(mean.device)
-    return ((mean - target.to(mean.device)) ** 2 * m).sum() / (m.sum() * target.shape[-1]).clamp(min=1.0)
+    """MSE of the policy's mean chunk [B, K, 7] against target over the unmasked steps (BC's own loss)."""
+    return bc_loss(policy, obs, target.to(policy.device), mask.to(policy.device), "mse")[0]
 
 
 def adapt(policy: Policy, imagined: Pairs, recorded: Pairs, cfg: FrameAdaptConfig) -> list[dict]:
