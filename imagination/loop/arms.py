@@ -152,7 +152,8 @@ def anchor_updates(rl_result: dict) -> int:
 
 
 def anchor_control(rl_cfg: ImagineRLConfig, rl_result: dict, out_dir: str) -> dict:
-    """Arm c: from the start, the recipe's anchor loss alone (the same draws, optimiser, learning rate and gradient
+    """Arm c: from the recipe's start (rl_result's start_policy: the start adapted to the world model's frames when the
+    recipe adapts it), the recipe's anchor loss alone (the same draws, optimiser, learning rate and gradient
     clip), applied as many times as the recipe's kept policy received it (anchor_updates).
     Returns {"policy_path", "updates"}."""
     if rl_cfg.bc_coef <= 0:
@@ -162,10 +163,11 @@ def anchor_control(rl_cfg: ImagineRLConfig, rl_result: dict, out_dir: str) -> di
         return json.loads(done.read_text())
     n = anchor_updates(rl_result)
     torch.manual_seed(rl_cfg.seed)
-    policy = Policy.load(rl_cfg.policy)
-    anchor = bc_anchor(rl_cfg, policy, torch.Generator().manual_seed(rl_cfg.seed))
+    start = rl_result.get("start_policy") or rl_cfg.policy  # the adapted start when the recipe adapts (cfg.adapt)
+    policy = Policy.load(start)
+    anchor = bc_anchor(replace(rl_cfg, policy=start), policy, torch.Generator().manual_seed(rl_cfg.seed))
     optimizer, schedule = make_optimizer(policy, rl_cfg.rl)  # the recipe's warmup too
-    print(f"[anchor control] {n} anchor updates from {rl_cfg.policy}, no RL")
+    print(f"[anchor control] {n} anchor updates from {start}, no RL")
     policy.train()
     for _ in range(n):
         optimizer_step(policy, optimizer, anchor(), rl_cfg.rl.max_grad_norm, schedule)  # the step update() takes

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -268,11 +268,23 @@ def run_adapt(cfg: FrameAdaptConfig) -> dict:
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     policy.save(out / "policy.pt")
-    result = {"policy_path": str(out / "policy.pt"), "starts": len(starts), "pairs": len(imagined),
-              "before": before, "after": after, "log": logs, "seconds": time.time() - t0}
+    result = {"policy_path": str(out / "policy.pt"), "config": asdict(cfg), "starts": len(starts),
+              "pairs": len(imagined), "before": before, "after": after, "log": logs, "seconds": time.time() - t0}
     atomic_write_text(out / "adapt.json", json.dumps(result, indent=2))
     return result
 
 
-__all__ = ["FrameAdaptConfig", "Pairs", "adapt", "imagined_pairs", "own_targets", "pair_mse", "recorded_pairs",
-           "release_starts", "run_adapt", "start_targets"]
+def adapt_once(cfg: FrameAdaptConfig) -> str:
+    """The adapted policy's path: the one an earlier run_adapt with the same config wrote in cfg.out_dir (a resumed
+    RL run adapts once), else run_adapt(cfg)'s."""
+    done = Path(cfg.out_dir) / "adapt.json"
+    if done.is_file():
+        earlier = json.loads(done.read_text())
+        if earlier.get("config") == asdict(cfg) and Path(earlier["policy_path"]).is_file():
+            print(f"[adapt] reusing {earlier['policy_path']}")
+            return str(earlier["policy_path"])
+    return str(run_adapt(cfg)["policy_path"])
+
+
+__all__ = ["FrameAdaptConfig", "Pairs", "adapt", "adapt_once", "imagined_pairs", "own_targets", "pair_mse",
+           "recorded_pairs", "release_starts", "run_adapt", "start_targets"]

@@ -159,6 +159,22 @@ def test_the_anchor_control_repeats_the_recipes_anchor_updates_and_no_rl(recipe,
         anchor_control(replace(recipe, bc_coef=0.0), {"history": history}, str(tmp_path / "none"))
 
 
+
+def test_the_anchor_control_starts_where_the_recipe_started(recipe, tmp_path):
+    """A recipe that adapts its start (ImagineRLConfig.adapt) names the adapted policy in result.json's start_policy:
+    the anchor control starts from it, not from the unadapted one."""
+    torch.manual_seed(1)
+    other = VLAPolicy(VLAConfig(views=["agentview"], image_size=SIZE, chunk_len=4, conv_channels=[8, 16],
+                                image_features=16, language_features=8, state_features=8, hidden=32))
+    other.set_state_stats(np.zeros(8, np.float32), np.ones(8, np.float32))
+    other.save(tmp_path / "adapted.pt")
+    kept_start = {"history": [{"iteration": 1, "updates": 3.0}], "heldout": {"best_iteration": 0},
+                  "start_policy": str(tmp_path / "adapted.pt")}
+    out = anchor_control(recipe, kept_start, str(tmp_path / "anchor"))  # 0 updates: the control is its start
+    got, want = Policy.load(out["policy_path"]).state_dict(), other.state_dict()
+    assert all(torch.equal(got[k], want[k]) for k in want if isinstance(want[k], torch.Tensor))
+
+
 def _episodes(outcomes: list[bool]) -> list[dict]:
     return [{"task_id": 0, "init_state_id": 20 + j, "seed": j, "success": ok} for j, ok in enumerate(outcomes)]
 

@@ -2,6 +2,7 @@
 scripts/adapt_to_imagination.py), on the tiny square world (tests/conftest.py square_setup) with a gripper that
 closes and opens in every episode."""
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -109,3 +110,33 @@ def test_bad_settings_name_the_field(square_setup, grip_data, tmp_path):
     with pytest.raises(ValueError, match="data"):  # no episode releases 40 steps after its close
         main(FrameAdaptConfig(policy=str(policy_file), world_model=str(wm), proprio=str(proprio),
                               data=str(grip_data), out_dir=str(tmp_path / "o"), leads=[40], num_threads=1))
+
+
+def test_an_rl_run_that_adapts_starts_from_the_adapted_policy_and_adapts_once(square_setup, grip_data, tmp_path,
+                                                                                capsys):
+    from imagination.keyframes import KeyframeConfig
+    from imagination.rl.algo import RLConfig
+    from imagination.rl.training import ImagineRLConfig, train_rl
+
+    data, wm, policy_file, proprio = square_setup
+    cfg = ImagineRLConfig(
+        policy=str(policy_file), world_model=str(wm), start_data=str(data), proprio=str(proprio), sources=[],
+        out_dir=str(tmp_path / "rl"), iterations=1, num_groups=2, group_size=2, num_threads=1, videos=0,
+        exploration="uniform", bc_coef=0.0, imagination=ImaginationConfig(max_steps=8, keyframes=KeyframeConfig(
+            mode="start")), rl=RLConfig(algo="grpo", lr=1e-3, kl_coef=0.0, epochs=1, minibatch_size=4),
+        adapt=FrameAdaptConfig(data=str(grip_data), leads=[12], imagined_steps=8, steps=5, batch_size=4))
+    result = train_rl(cfg)
+    adapted = tmp_path / "rl" / "adapt" / "policy.pt"
+    assert result["start_policy"] == str(adapted)
+    saved = json.loads((tmp_path / "rl" / "adapt" / "adapt.json").read_text())
+    assert saved["config"]["policy"] == str(policy_file) and saved["config"]["steps"] == 5
+    start, moved = Policy.load(policy_file).state_dict(), Policy.load(adapted).state_dict()
+    assert any(not torch.equal(start[k], moved[k]) for k in start if isinstance(start[k], torch.Tensor))
+    written = adapted.stat().st_mtime_ns
+    capsys.readouterr()
+    again = train_rl(replace(cfg, iterations=2))  # resumed: the adaptation is reused, not run again
+    assert again["start_policy"] == str(adapted) and adapted.stat().st_mtime_ns == written
+    assert "[adapt] reusing" in capsys.readouterr().out
+    # another adaptation setting is another adapted start
+    third = train_rl(replace(cfg, out_dir=str(tmp_path / "rl2"), adapt=replace(cfg.adapt, steps=0)))
+    assert third["start_policy"] == str(policy_file) and not (tmp_path / "rl2" / "adapt").exists()

@@ -108,3 +108,14 @@ def test_carry_goal_is_the_carry_judged_by_the_goal_reader():
         "imagination.grasp_label_dirs=[]", "imagination.object_reader=''", "out_dir=x"], group="rl")
     got = load_config(ImagineRLConfig, "carry_goal", ["out_dir=x"], group="rl")
     assert asdict(got) == asdict(expected)
+
+
+def test_crn_goal_is_carry_goal_from_the_adapted_start_with_noise_shared_in_each_group():
+    """configs/rl/crn_goal.yaml = `carry_goal`, adapting its start first (400 steps at lr 1e-4) and sharing the world
+    model's noise within each GRPO group of 8."""
+    from dataclasses import asdict
+
+    expected = load_config(ImagineRLConfig, "carry_goal", ["adapt.steps=400", "adapt.lr=1e-4",
+                                                          "imagination.noise_group=8", "out_dir=x"], group="rl")
+    got = load_config(ImagineRLConfig, "crn_goal", ["out_dir=x"], group="rl")
+    assert asdict(got) == asdict(expected)
