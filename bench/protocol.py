@@ -33,7 +33,13 @@ from imagination.eval.calibrate import CalibrateConfig, calibrate_success, missi
 from imagination.eval.jobs import EvalConfig
 from imagination.loop.config import LoopConfig
 from imagination.loop.goal_inputs import GoalInputPaths, GoalInputsConfig, build_goal_inputs, quick_reader
-from imagination.loop.grasp_inputs import GraspInputPaths, GraspInputsConfig, build_grasp_inputs
+from imagination.loop.grasp_inputs import (
+    GraspInputPaths,
+    GraspInputsConfig,
+    build_grasp_inputs,
+    fit_proprio_once,
+    own_rollouts,
+)
 from imagination.rl.training import ImagineRLConfig
 from infra.atomic import atomic_write_json
 from infra.cli import load_config
@@ -317,13 +323,30 @@ def build_recipe(p: RLGainProtocol, paths: dict[str, str], loop: LoopConfig) -> 
                    init_state_offset=0)
     if recipe_reward(p) == "goal":
         reader = replace(quick_reader(), steps=p.goal_reader_steps)
-        return build_goal_inputs(GoalInputPaths(own_rollouts=p.path("own_rollouts"), goal_reader=p.path("goal_reader")),
-                                 paths["data"], paths["bc"], jobs,
-                                 GoalInputsConfig(own_rollout_seed=p.own_rollout_seed, reader=reader))
+        goal_paths = GoalInputPaths(own_rollouts=p.path("own_rollouts"), goal_reader=p.path("goal_reader"))
+        built = build_goal_inputs(goal_paths, paths["data"], paths["bc"], jobs,
+                                  GoalInputsConfig(own_rollout_seed=p.own_rollout_seed, reader=reader))
+        return {**built, **_goal_recipe_extras(p, paths, built["own_rollouts"], jobs)}
     where = GraspInputPaths(own_rollouts=p.path("own_rollouts"),
                             near_miss_labels=p.path(f"near_miss_labels_s{round(10 * p.near_miss_strength)}"),
                             proprio=p.path("own_proprio_file"))
     return build_grasp_inputs(where, paths["data"], paths["bc"], paths["world_model"], jobs, _inputs_config(p))
+
+
+def _goal_recipe_extras(p: RLGainProtocol, paths: dict[str, str], own: str, jobs: EvalConfig) -> dict[str, str]:
+    """What a goal recipe reads besides the own rollouts and the reader, when its preset names it (configs/rl/
+    carry_goal.yaml, crn_goal.yaml): the proprio model fitted on the data and the own rollouts (`proprio`), and the
+    start's own rollouts on the gate's init states, where its held-out check starts (`heldout.start_data`)."""
+    cfg = load_config(ImagineRLConfig, p.recipe, group="rl")
+    extras = {}
+    if cfg.heldout.every and cfg.heldout.start_data:
+        gate = replace(jobs, init_state_offset=p.gate_offset, episodes_per_task=p.gate_init_states)
+        extras["gate_rollouts"] = own_rollouts(p.path("gate_rollouts"), paths["bc"], paths["data"], gate,
+                                               p.own_rollout_seed, sim_labels=False)
+    if cfg.proprio:
+        extras["proprio"] = fit_proprio_once(p.path("own_proprio_file"), [paths["data"], own], paths["world_model"],
+                                             p.proprio_steps)
+    return extras
 
 
 def recipe_config(p: RLGainProtocol, paths: dict[str, str], out_dir: str,
@@ -337,6 +360,14 @@ def recipe_config(p: RLGainProtocol, paths: dict[str, str], out_dir: str,
         cfg = load_config(ImagineRLConfig, p.recipe, [horizon, *overrides], group="rl")
     cfg = replace(cfg, policy=paths["bc"], world_model=paths["world_model"], start_data=paths["data"], out_dir=out_dir)
     if cfg.imagination.reward == "goal":
+        # a recipe that starts from the start's own rollouts (sources [policy]) and anchors on them reads the
+        # protocol's; its proprio model and its held-out check's starts too, when it names them (_goal_recipe_extras)
+        own = cfg.sources == ["policy"]
+        cfg = replace(cfg, start_data=paths["own_rollouts"] if own else paths["data"],
+                      bc_data=paths["own_rollouts"] if cfg.bc_data else "",
+                      proprio=paths["proprio"] if cfg.proprio else "",
+                      heldout=replace(cfg.heldout, start_data=paths["gate_rollouts"]) if cfg.heldout.start_data
+                      else cfg.heldout)
         return replace(cfg, imagination=replace(cfg.imagination, goal_reader=paths["goal_reader"]))
     im = replace(cfg.imagination, grasp_train_data=[paths["data"], paths["own_rollouts"]],
                  grasp_label_dirs=[paths["near_miss_labels"]])

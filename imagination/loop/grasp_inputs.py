@@ -87,12 +87,19 @@ def build_grasp_inputs(paths: GraspInputPaths, data: str, policy: str, world_mod
                                       episodes_per_task=cfg.near_miss_episodes_per_task,
                                       init_state_offset=eval_cfg.init_state_offset,
                                       init_states=eval_cfg.episodes_per_task, strength=cfg.near_miss_strength))
-    if not Path(paths.proprio).is_file():
-        chunk = WorldModel.load(world_model).chunk_len
-        print("[grasp inputs] fitting the proprio model on the demonstrations and the own rollouts")
-        fit_proprio_on_data(FitProprioConfig(data=[data, own], out=paths.proprio,
-                                             model=ProprioConfig(chunk_len=chunk, steps=cfg.proprio_steps)))
+    fit_proprio_once(paths.proprio, [data, own], world_model, cfg.proprio_steps)
     return {"own_rollouts": own, "near_miss_labels": paths.near_miss_labels, "proprio": paths.proprio}
 
 
-__all__ = ["GraspInputPaths", "GraspInputsConfig", "build_grasp_inputs", "own_rollouts"]
+def fit_proprio_once(out: str, data: list[str], world_model: str, steps: int) -> str:
+    """The proprio model fitted on `data` (the demonstrations and the own rollouts) with the world model's chunk
+    length, saved at `out` unless it is there. Returns `out`."""
+    if not Path(out).is_file():
+        chunk = WorldModel.load(world_model).chunk_len
+        print(f"[recipe inputs] fitting the proprio model on {data}")
+        fit_proprio_on_data(FitProprioConfig(data=list(data), out=out, model=ProprioConfig(chunk_len=chunk,
+                                                                                            steps=steps)))
+    return out
+
+
+__all__ = ["GraspInputPaths", "GraspInputsConfig", "build_grasp_inputs", "fit_proprio_once", "own_rollouts"]

@@ -222,6 +222,38 @@ def test_the_goal_recipe_builds_its_reader_on_the_data_and_the_starts_own_rollou
     assert short.imagination.max_steps == 16  # an override wins
 
 
+
+def test_a_recipe_from_the_own_rollouts_gets_its_proprio_model_and_gate_rollouts(tmp_path, goal_recorded,
+                                                                                  monkeypatch):
+    """configs/rl/crn_goal.yaml starts from the start's own rollouts, reads a proprio model and checks held-out starts
+    on the gate's init states: build_recipe makes both, and recipe_config points the recipe at them."""
+    made: dict[str, list] = {"proprio": [], "gate": []}
+
+    def fit(out, data, world_model, steps):
+        made["proprio"].append((data, world_model, steps))
+        return out
+
+    def gate(root, policy, data, eval_cfg, seed, sim_labels=True):
+        made["gate"].append((root, policy, eval_cfg, seed, sim_labels))
+        return str(Path(root) / "data")
+
+    monkeypatch.setattr(protocol, "fit_proprio_once", fit)
+    monkeypatch.setattr(protocol, "own_rollouts", gate)
+    p = replace(protocol.PROTOCOL_V2, root=str(tmp_path / "v2"), recipe="crn_goal")
+    loop = load_config(LoopConfig, "quick", [], group="loop")
+    paths = {"data": p.path("data"), "world_model": p.path("world_model_file"), "bc": p.path("bc_file")}
+    got = protocol.build_recipe(p, paths, loop)
+    (((data, own), wm, steps),) = made["proprio"]
+    assert (data, own, wm, steps) == (paths["data"], got["own_rollouts"], paths["world_model"], p.proprio_steps)
+    ((root, policy, jobs, seed, sim_labels),) = made["gate"]
+    assert (root, policy, seed, sim_labels) == (p.path("gate_rollouts"), paths["bc"], p.own_rollout_seed, False)
+    assert (jobs.init_state_offset, jobs.episodes_per_task, jobs.tasks) == (10, 10, [5, 6, 7, 8, 9])  # the gate's
+    cfg = protocol.recipe_config(p, {**paths, **got}, str(tmp_path / "rl"), ["seed=1"])
+    assert (cfg.start_data, cfg.bc_data, cfg.sources) == (got["own_rollouts"], got["own_rollouts"], ["policy"])
+    assert (cfg.proprio, cfg.heldout.start_data) == (p.path("own_proprio_file"), got["gate_rollouts"])
+    assert cfg.adapt.steps == 400 and cfg.imagination.noise_group == 8 and cfg.policy == paths["bc"]
+
+
 def test_a_smoke_run_shrinks_the_suites_setting_and_keeps_its_jobs_disjoint(tmp_path):
     assert protocol.suite_recipe("libero_spatial") == protocol.PROTOCOL_V2.recipe
     assert {protocol.suite_recipe(s) for s in ("libero_object", "libero_goal", "libero_10")} == {"goal"}
