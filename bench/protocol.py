@@ -366,8 +366,8 @@ def recipe_config(p: RLGainProtocol, paths: dict[str, str], out_dir: str,
         cfg = replace(cfg, start_data=paths["own_rollouts"] if own else paths["data"],
                       bc_data=paths["own_rollouts"] if cfg.bc_data else "",
                       proprio=paths["proprio"] if cfg.proprio else "",
-                      heldout=replace(cfg.heldout, start_data=paths["gate_rollouts"]) if cfg.heldout.start_data
-                      else cfg.heldout)
+                      heldout=replace(cfg.heldout, start_data=paths["gate_rollouts"])
+                      if cfg.heldout.every and cfg.heldout.start_data else cfg.heldout)
         return replace(cfg, imagination=replace(cfg.imagination, goal_reader=paths["goal_reader"]))
     im = replace(cfg.imagination, grasp_train_data=[paths["data"], paths["own_rollouts"]],
                  grasp_label_dirs=[paths["near_miss_labels"]])
