@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from envs.outcome import failure_counts
 from imagination.eval.stats import PairedDifference, paired_difference
 
 
@@ -65,11 +66,7 @@ def compare_evaluations(cfg: CompareConfig) -> dict:
         print(_line(f"task {task}", d, cfg.confidence))
         per_task[task] = summary(d)
     for label, records in (("before", before), ("after", after)):
-        kinds: dict[str, int] = {}
-        for r in records:
-            if not r["success"] and r.get("outcome"):
-                kinds[r["outcome"]] = kinds.get(r["outcome"], 0) + 1
-        if kinds:
+        if kinds := failure_counts(records):
             print(f"{label} failures: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
     return {"overall": summary(overall), "per_task": per_task}
 

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[3]
 def _write(folder: Path, outcomes: dict[tuple[int, int], bool]) -> str:
     folder.mkdir(parents=True)
     episodes = [{"task_id": t, "init_state_id": i, "seed": 100 + i, "success": ok,
-                 **({} if ok else {"outcome": "never_lifted"})} for (t, i), ok in outcomes.items()]
+                 **({} if ok else {"outcome": "never lifted"})} for (t, i), ok in outcomes.items()]
     (folder / "results.json").write_text(json.dumps({"episodes": episodes}))
     return str(folder)
 
@@ -31,7 +31,7 @@ def test_the_comparison_pairs_the_jobs_overall_and_per_task(tmp_path, capsys):
     assert lo < 10.0 < hi
     assert out["per_task"][5]["gain_points"] == pytest.approx(30.0) and out["per_task"][6]["lost"] == 1
     printed = capsys.readouterr().out
-    assert "all jobs: 10/20 -> 12/20   +10.0 points" in printed and "before failures: never_lifted 10" in printed
+    assert "all jobs: 10/20 -> 12/20   +10.0 points" in printed and "before failures: never lifted 10" in printed
 
 
 def test_other_jobs_and_missing_files_are_refused_by_name(tmp_path):
