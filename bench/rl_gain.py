@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
                                                group="rl"),
                                    policy=bc, world_model=wm, start_data=data, out_dir=str(out / seed_dir("rl", k)))
                            for k, s in enumerate(seeds)]
-            for cfg in rl_cfgs:
+            for cfg in [shared_adaptation(c, out / "adapt") for c in rl_cfgs]:
                 steps_before = LiberoEnv.process_steps
                 rls.append(run_rl(cfg))
                 real_steps += LiberoEnv.process_steps - steps_before  # LiberoEnv steps simulated here during RL
@@ -379,7 +379,17 @@ def recipe_identity(cfg: ImagineRLConfig) -> dict:
     for key in ("seed", "out_dir", "device", "num_threads", "policy_modules"):
         ident.pop(key, None)
     ident["imagination"].pop("device", None)
+    for key in ("out_dir", "num_threads"):  # where the adaptation was written and the threads it ran with
+        ident["adapt"].pop(key, None)
     return ident
+
+
+def shared_adaptation(cfg: ImagineRLConfig, folder: Path) -> ImagineRLConfig:
+    """cfg with its adaptation (when it adapts and names no folder of its own) made in `folder`: the recipe's seeds
+    then share one adaptation (its seed is its own, not the RL run's) instead of each making the same one again."""
+    if cfg.adapt.steps <= 0 or cfg.adapt.out_dir:
+        return cfg
+    return replace(cfg, adapt=replace(cfg.adapt, out_dir=str(folder)))
 
 
 def canonical_entry(entry: dict) -> dict:

@@ -275,15 +275,28 @@ def run_adapt(cfg: FrameAdaptConfig) -> dict:
 
 
 def adapt_once(cfg: FrameAdaptConfig) -> str:
-    """The adapted policy's path: the one an earlier run_adapt with the same config wrote in cfg.out_dir (a resumed
-    RL run adapts once), else run_adapt(cfg)'s."""
-    done = Path(cfg.out_dir) / "adapt.json"
-    if done.is_file():
-        earlier = json.loads(done.read_text())
-        if earlier.get("config") == asdict(cfg) and Path(earlier["policy_path"]).is_file():
-            print(f"[adapt] reusing {earlier['policy_path']}")
-            return str(earlier["policy_path"])
-    return str(run_adapt(cfg)["policy_path"])
+    """The adapted policy's path: the one an earlier run_adapt with the same config wrote in cfg.out_dir, else
+    run_adapt(cfg)'s. So a resumed RL run adapts once, and the seeds of one recipe given one out_dir share one
+    adaptation (its seed is its own, not the RL run's): the threads it ran with do not make another. A lock on the
+    folder makes seeds started together wait for the first one's adaptation instead of making it twice."""
+    from filelock import FileLock  # a torch dependency; imported here so the module imports without it
+
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out / "adapt.lock")):
+        done = out / "adapt.json"
+        if done.is_file():
+            earlier = json.loads(done.read_text())
+            if (_same_adaptation(earlier.get("config", {}), asdict(cfg))
+                    and Path(earlier["policy_path"]).is_file()):
+                print(f"[adapt] reusing {earlier['policy_path']}")
+                return str(earlier["policy_path"])
+        return str(run_adapt(cfg)["policy_path"])
+
+
+def _same_adaptation(a: dict, b: dict) -> bool:
+    """Two adapt configs that make the same adaptation: equal but for the threads they ran with."""
+    return {k: v for k, v in a.items() if k != "num_threads"} == {k: v for k, v in b.items() if k != "num_threads"}
 
 
 __all__ = ["FrameAdaptConfig", "Pairs", "adapt", "adapt_once", "imagined_pairs", "own_targets", "pair_mse",

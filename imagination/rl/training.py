@@ -137,11 +137,12 @@ class ImagineRLConfig:
     # stays off.
     obs_noise: float = 0.0
     # Adapt the start to the world model's frames before RL (imagination/rl/frame_adapt.py); adapt.steps 0 = off.
-    # Its policy, world model, proprio model and threads are the run's, its out_dir <out_dir>/adapt, its data (when
-    # empty) bc_data, else start_data: the start's own recorded rollouts. Why: on the CPU world model the start let go
-    # of the bowl in 6 of 35 imagined carries where it always did in reality (docs/results.md, "Adapting the start to
-    # the imagined frames"). The adapted policy is then the run's start: the KL reference, the anchor's start_policy
-    # target, and the anchor control's start (result.json's start_policy).
+    # Its policy, world model, proprio model and threads are the run's, its out_dir (when empty) <out_dir>/adapt
+    # (runs given one folder share one adaptation), its data (when empty) bc_data, else start_data: the start's own
+    # recorded rollouts. Why: on the CPU world model the start let go of the bowl in 6 of 35 imagined carries where
+    # it always did in reality (docs/results.md, "Adapting the start to the imagined frames"). The adapted policy is
+    # then the run's start: the KL reference, the anchor's start_policy target, and the anchor control's start
+    # (result.json's start_policy).
     adapt: FrameAdaptConfig = field(default_factory=lambda: FrameAdaptConfig(steps=0))
     seed: int = 0
     checkpoint_every: int = 5
@@ -191,12 +192,13 @@ def labelled_starts(data: str, picked: list[int], icfg: ImaginationConfig) -> li
 
 def adapted_start(cfg: ImagineRLConfig) -> str:
     """The run's start adapted to the world model's frames (cfg.adapt, filled in from the run; made once, reused on
-    resume): the path of its policy."""
+    resume, and by every run given the same adapt.out_dir): the path of its policy."""
     if not Path(cfg.policy).is_file():
         raise FileNotFoundError(f"policy: {cfg.policy!r} is not a file (the start to adapt, a Policy.save checkpoint)")
     data = cfg.adapt.data or cfg.bc_data or cfg.start_data
     return adapt_once(replace(cfg.adapt, policy=cfg.policy, world_model=cfg.world_model, proprio=cfg.proprio,
-                              data=data, out_dir=str(Path(cfg.out_dir) / "adapt"), num_threads=cfg.num_threads))
+                              data=data, out_dir=cfg.adapt.out_dir or str(Path(cfg.out_dir) / "adapt"),
+                              num_threads=cfg.num_threads))
 
 
 def bc_anchor(cfg: ImagineRLConfig, policy: Policy, generator: torch.Generator | None = None):

@@ -24,6 +24,9 @@ def test_a_recipe_is_its_config_whatever_its_seed_folder_or_device(tmp_path):
     again = replace(cfg, seed=2, out_dir="elsewhere", device="cuda",
                     imagination=replace(cfg.imagination, device="cuda"))
     assert recipe_identity(again) == recipe_identity(cfg)
+    shared = replace(cfg, adapt=replace(cfg.adapt, out_dir="run/adapt", num_threads=1))  # where seeds adapt
+    assert recipe_identity(shared) == recipe_identity(cfg)
+    assert recipe_identity(replace(cfg, adapt=replace(cfg.adapt, steps=7))) != recipe_identity(cfg)
     ledger = tmp_path / "scored.json"
     assert record_scored(ledger, {"protocol": "v2", "recipe": recipe_identity(cfg)}) == 1
     assert record_scored(ledger, {"protocol": "v2", "recipe": recipe_identity(again)}) == 1  # the same recipe
@@ -52,3 +55,20 @@ def test_a_field_added_since_an_entry_was_written_does_not_count_the_recipe_twic
     # a ledger that already counted both forms merges them
     ledger.write_text(json.dumps({"scored": [old, now]}))
     assert record_scored(ledger, now, canonical_entry) == 1 and len(scored_recipes(ledger)) == 1
+
+
+def test_a_recipes_seeds_share_one_adaptation_folder():
+    from dataclasses import replace
+    from pathlib import Path
+
+    from bench.rl_gain import shared_adaptation
+    from imagination.rl.training import ImagineRLConfig
+    from infra.cli import load_config
+
+    cfg = load_config(ImagineRLConfig, "crn_goal", group="rl")
+    assert cfg.adapt.steps > 0
+    assert shared_adaptation(cfg, Path("run/adapt")).adapt.out_dir == "run/adapt"
+    own = replace(cfg, adapt=replace(cfg.adapt, out_dir="mine"))
+    assert shared_adaptation(own, Path("run/adapt")).adapt.out_dir == "mine"  # a folder named by the user stays
+    off = replace(cfg, adapt=replace(cfg.adapt, steps=0))
+    assert shared_adaptation(off, Path("run/adapt")) == off

@@ -140,3 +140,30 @@ def test_an_rl_run_that_adapts_starts_from_the_adapted_policy_and_adapts_once(sq
     # another adaptation setting is another adapted start
     third = train_rl(replace(cfg, out_dir=str(tmp_path / "rl2"), adapt=replace(cfg.adapt, steps=0)))
     assert third["start_policy"] == str(policy_file) and not (tmp_path / "rl2" / "adapt").exists()
+
+
+def test_seeds_given_one_adapt_folder_share_one_adaptation(square_setup, grip_data, tmp_path, capsys):
+    """Two RL seeds with the same adapt.out_dir (bench/rl_gain.py gives a recipe's seeds one) adapt once, whatever
+    threads each runs with; a changed adaptation setting in that folder adapts again."""
+    from imagination.keyframes import KeyframeConfig
+    from imagination.rl.algo import RLConfig
+    from imagination.rl.training import ImagineRLConfig, train_rl
+
+    data, wm, policy_file, proprio = square_setup
+    shared = tmp_path / "adapt"
+    cfg = ImagineRLConfig(
+        policy=str(policy_file), world_model=str(wm), start_data=str(data), proprio=str(proprio), sources=[],
+        out_dir=str(tmp_path / "s0"), iterations=1, num_groups=2, group_size=2, num_threads=1, videos=0,
+        exploration="uniform", bc_coef=0.0, imagination=ImaginationConfig(max_steps=8, keyframes=KeyframeConfig(
+            mode="start")), rl=RLConfig(algo="grpo", lr=1e-3, kl_coef=0.0, epochs=1, minibatch_size=4),
+        adapt=FrameAdaptConfig(data=str(grip_data), leads=[12], imagined_steps=8, steps=5, batch_size=4,
+                               out_dir=str(shared)))
+    first = train_rl(cfg)
+    assert first["start_policy"] == str(shared / "policy.pt") and not (tmp_path / "s0" / "adapt").exists()
+    written = (shared / "policy.pt").stat().st_mtime_ns
+    capsys.readouterr()
+    second = train_rl(replace(cfg, seed=1, out_dir=str(tmp_path / "s1"), num_threads=2))
+    assert second["start_policy"] == first["start_policy"]
+    assert (shared / "policy.pt").stat().st_mtime_ns == written and "[adapt] reusing" in capsys.readouterr().out
+    train_rl(replace(cfg, out_dir=str(tmp_path / "s2"), adapt=replace(cfg.adapt, steps=6)))
+    assert json.loads((shared / "adapt.json").read_text())["config"]["steps"] == 6  # adapted again
