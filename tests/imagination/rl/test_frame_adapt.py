@@ -112,19 +112,28 @@ def test_bad_settings_name_the_field(square_setup, grip_data, tmp_path):
                               data=str(grip_data), out_dir=str(tmp_path / "o"), leads=[40], num_threads=1))
 
 
-def test_an_rl_run_that_adapts_starts_from_the_adapted_policy_and_adapts_once(square_setup, grip_data, tmp_path,
-                                                                                capsys):
+def _adapting_rl(square_setup, grip_data, out_dir, adapt_dir: str = ""):
+    """A one-iteration GRPO run on the square world that adapts its start first (5 steps on grip_data)."""
     from imagination.keyframes import KeyframeConfig
     from imagination.rl.algo import RLConfig
-    from imagination.rl.training import ImagineRLConfig, train_rl
+    from imagination.rl.training import ImagineRLConfig
 
     data, wm, policy_file, proprio = square_setup
-    cfg = ImagineRLConfig(
+    return ImagineRLConfig(
         policy=str(policy_file), world_model=str(wm), start_data=str(data), proprio=str(proprio), sources=[],
-        out_dir=str(tmp_path / "rl"), iterations=1, num_groups=2, group_size=2, num_threads=1, videos=0,
+        out_dir=str(out_dir), iterations=1, num_groups=2, group_size=2, num_threads=1, videos=0,
         exploration="uniform", bc_coef=0.0, imagination=ImaginationConfig(max_steps=8, keyframes=KeyframeConfig(
             mode="start")), rl=RLConfig(algo="grpo", lr=1e-3, kl_coef=0.0, epochs=1, minibatch_size=4),
-        adapt=FrameAdaptConfig(data=str(grip_data), leads=[12], imagined_steps=8, steps=5, batch_size=4))
+        adapt=FrameAdaptConfig(data=str(grip_data), leads=[12], imagined_steps=8, steps=5, batch_size=4,
+                               out_dir=adapt_dir))
+
+
+def test_an_rl_run_that_adapts_starts_from_the_adapted_policy_and_adapts_once(square_setup, grip_data, tmp_path,
+                                                                                capsys):
+    from imagination.rl.training import train_rl
+
+    policy_file = square_setup[2]
+    cfg = _adapting_rl(square_setup, grip_data, tmp_path / "rl")
     result = train_rl(cfg)
     adapted = tmp_path / "rl" / "adapt" / "policy.pt"
     assert result["start_policy"] == str(adapted)
@@ -145,19 +154,10 @@ def test_an_rl_run_that_adapts_starts_from_the_adapted_policy_and_adapts_once(sq
 def test_seeds_given_one_adapt_folder_share_one_adaptation(square_setup, grip_data, tmp_path, capsys):
     """Two RL seeds with the same adapt.out_dir (bench/rl_gain.py gives a recipe's seeds one) adapt once, whatever
     threads each runs with; a changed adaptation setting in that folder adapts again."""
-    from imagination.keyframes import KeyframeConfig
-    from imagination.rl.algo import RLConfig
-    from imagination.rl.training import ImagineRLConfig, train_rl
+    from imagination.rl.training import train_rl
 
-    data, wm, policy_file, proprio = square_setup
     shared = tmp_path / "adapt"
-    cfg = ImagineRLConfig(
-        policy=str(policy_file), world_model=str(wm), start_data=str(data), proprio=str(proprio), sources=[],
-        out_dir=str(tmp_path / "s0"), iterations=1, num_groups=2, group_size=2, num_threads=1, videos=0,
-        exploration="uniform", bc_coef=0.0, imagination=ImaginationConfig(max_steps=8, keyframes=KeyframeConfig(
-            mode="start")), rl=RLConfig(algo="grpo", lr=1e-3, kl_coef=0.0, epochs=1, minibatch_size=4),
-        adapt=FrameAdaptConfig(data=str(grip_data), leads=[12], imagined_steps=8, steps=5, batch_size=4,
-                               out_dir=str(shared)))
+    cfg = _adapting_rl(square_setup, grip_data, tmp_path / "s0", adapt_dir=str(shared))
     first = train_rl(cfg)
     assert first["start_policy"] == str(shared / "policy.pt") and not (tmp_path / "s0" / "adapt").exists()
     written = (shared / "policy.pt").stat().st_mtime_ns
