@@ -4,6 +4,7 @@
         --data R/own_rollouts/data --proprio R/own_rollouts/proprio.pt
     python bench/goal_judge.py ... --samples 3          # three imagined samples of each episode, averaged
     python bench/goal_judge.py ... --last-steps 40      # imagine only the last 40 steps (a keyframe near the end)
+    python bench/goal_judge.py --reader ADAPTED ... --compare-reader R/goal_reader/reader.pt   # paired, same frames
 
 For every recorded episode of --data (real outcomes known; take episodes neither the reader nor the world model
 trained on), scores against its real outcome, each read two ways: "last", the episode's last frame (what reward
@@ -60,12 +61,12 @@ def recorded_scores(reader: Any, data: str, indices: list[int]) -> dict[str, np.
     return {k: np.array(v) for k, v in out.items()}
 
 
-def imagined_scores(reader: Any, world_model: str, data: str, indices: list[int], proprio: str, seed: int,
-                    device: str, last_steps: int = 0) -> dict[str, np.ndarray]:
-    """Per episode [N], over the chunks the world model imagines from its first frame (with last_steps > 0: from
-    that many steps before its end, the recording before it as context) under its recorded actions: the reader's
-    goal probability on the last and the highest chunk frame, its progress on the last, and the success head's
-    probability on the last chunk and its highest."""
+def imagined_scores(readers: list[Any], world_model: str, data: str, indices: list[int], proprio: str, seed: int,
+                    device: str, last_steps: int = 0) -> list[dict[str, np.ndarray]]:
+    """Per reader, per episode [N], over the chunks the world model imagines from its first frame (with last_steps >
+    0: from that many steps before its end, the recording before it as context) under its recorded actions: the
+    reader's goal probability on the last and the highest chunk frame, its progress on the last, and the success
+    head's probability on the last chunk and its highest. Every reader reads the same imagined frames."""
     import torch
 
     from imagination.env import ImaginationConfig
@@ -75,9 +76,10 @@ def imagined_scores(reader: Any, world_model: str, data: str, indices: list[int]
     from world_models.model import WorldModel
 
     wm = WorldModel.load(world_model, map_location=device)
-    if reader.cfg.view not in wm.cfg.views:
-        raise ValueError(f"--reader reads view {reader.cfg.view!r}, the world model imagines {list(wm.cfg.views)}")
-    v = list(wm.cfg.views).index(reader.cfg.view)
+    for reader in readers:
+        if reader.cfg.view not in wm.cfg.views:
+            raise ValueError(f"--reader reads view {reader.cfg.view!r}, the world model imagines {list(wm.cfg.views)}")
+    v = [list(wm.cfg.views).index(reader.cfg.view) for reader in readers]
     episodes = load_start_episodes(data, list(wm.cfg.views), indices)
     K, T = wm.chunk_len, np.array([len(e.action) for e in episodes])
     t0 = np.maximum(0, T - last_steps) if last_steps > 0 else np.zeros_like(T)  # each one's first imagined step
@@ -89,7 +91,8 @@ def imagined_scores(reader: Any, world_model: str, data: str, indices: list[int]
     torch.manual_seed(seed)
     env.reset(seed=seed, options={"keyframes": [Keyframe(i, int(t0[i])) for i in range(len(episodes))]})
     tasks = np.array([e.task_id for e in episodes])
-    goal, progress, head = (np.full((len(episodes), chunks), np.nan) for _ in range(3))
+    goal, progress = (np.full((len(readers), len(episodes), chunks), np.nan) for _ in range(2))
+    head = np.full((len(episodes), chunks), np.nan)
     for c in range(chunks):
         acts = np.zeros((len(episodes), K, 7), np.float32)
         for i, e in enumerate(episodes):  # past its end an episode repeats its last action (not scored)
@@ -97,10 +100,12 @@ def imagined_scores(reader: Any, world_model: str, data: str, indices: list[int]
             acts[i] = np.concatenate([a, np.repeat(e.action[-1:], K - len(a), 0)]) if len(a) else e.action[-1]
         obs, _, _, _, info = env.step(acts)
         live = c * K < T - t0  # chunks that start inside the recording
-        g, prog = reader_scores(reader, obs["image"][:, v], tasks)
-        goal[live, c], progress[live, c], head[live, c] = g[live], prog[live], info["success_prob"][live]
-    return {"goal_last": _last(goal), "goal_max": np.nanmax(goal, 1), "progress_last": _last(progress),
-            "head_last": _last(head), "head_max": np.nanmax(head, 1)}
+        head[live, c] = info["success_prob"][live]
+        for r, reader in enumerate(readers):
+            g, prog = reader_scores(reader, obs["image"][:, v[r]], tasks)
+            goal[r, live, c], progress[r, live, c] = g[live], prog[live]
+    return [{"goal_last": _last(goal[r]), "goal_max": np.nanmax(goal[r], 1), "progress_last": _last(progress[r]),
+             "head_last": _last(head), "head_max": np.nanmax(head, 1)} for r in range(len(readers))]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,11 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--samples", type=int, default=1, help="imagined samples per episode, scores averaged")
     p.add_argument("--last-steps", type=int, default=0,
                    help="imagine only each episode's last N steps, the recording before them as context (0: all)")
+    p.add_argument("--compare-reader", default="",
+                   help="another goal reader (e.g. the one --reader was adapted from) read on the same imagined "
+                        "frames: the paired AUC difference --reader minus it, last verdict and last progress")
     p.add_argument("--min-auc", type=float, default=0.5, help="PASS: the imagined AUC's interval lies above this")
     p.add_argument("--out-dir", default="", help="default: beside the reader")
     p.add_argument("--device", default="cpu")
     args = p.parse_args(argv)
-    for name in ("reader", "world_model", "data"):
+    for name in ("reader", "world_model", "data") + (("compare_reader",) if args.compare_reader else ()):
         if not Path(getattr(args, name)).exists():
             print(f"goal_judge: --{name.replace('_', '-')}: {getattr(args, name)} does not exist", file=sys.stderr)
             return 2
@@ -133,11 +141,22 @@ def main(argv: list[str] | None = None) -> int:
     success = np.array([bool(meta[i].success) for i in indices])
     tasks = np.array([int(meta[i].task_id) for i in indices])
     scores = {f"recorded_{k}": v for k, v in recorded_scores(reader, args.data, indices).items()}
-    runs = [imagined_scores(reader, args.world_model, args.data, indices, args.proprio, s, args.device,
+    readers = [reader] + ([GoalReader.load(args.compare_reader)[0]] if args.compare_reader else [])
+    runs = [imagined_scores(readers, args.world_model, args.data, indices, args.proprio, s, args.device,
                             args.last_steps) for s in range(args.samples)]
-    for k in runs[0]:
-        scores[k if k.startswith("head") else f"imagined_{k}"] = np.mean([r[k] for r in runs], 0)
+    for k in runs[0][0]:
+        scores[k if k.startswith("head") else f"imagined_{k}"] = np.mean([r[0][k] for r in runs], 0)
+        if args.compare_reader and not k.startswith("head"):
+            scores[f"compared_{k}"] = np.mean([r[1][k] for r in runs], 0)
     figs = {k: within_task_auc_interval(v, success, tasks) for k, v in scores.items()}
+    compared: dict[str, dict[str, Any]] = {}
+    for k in ("goal_last", "progress_last") if args.compare_reader else ():
+        both = resampled_within_task_aucs(np.stack([scores[f"imagined_{k}"], scores[f"compared_{k}"]]), success,
+                                          tasks, 2000, 0)
+        dk = both[0] - both[1]
+        dk = dk[~np.isnan(dk)]
+        compared[k] = {"point": figs[f"imagined_{k}"].point - figs[f"compared_{k}"].point,
+                       "ci95": [float(x) for x in np.quantile(dk, [0.025, 0.975])]}
     diff = resampled_within_task_aucs(np.stack([scores["imagined_goal_last"], scores["head_last"]]), success, tasks,
                                       2000, 0)
     d = diff[0] - diff[1]
@@ -155,18 +174,25 @@ def main(argv: list[str] | None = None) -> int:
         "samples": args.samples, "last_steps": args.last_steps, "per_task": per_task,
         "auc": {k: {"point": f.point, "ci95": list(f.ci95), "pairs": f.pairs} for k, f in figs.items()},
         "imagined_minus_head": {"point": point, "ci95": [lo, hi]},
+        **({"compare_reader": args.compare_reader, "minus_compared": compared} if compared else {}),
         "records": [{"episode": i, "task_id": int(t), "success": bool(s), **{k: float(v[j]) for k, v in scores.items()}}
                     for j, (i, t, s) in enumerate(zip(indices, tasks, success))]}, indent=1)
     for k, f in figs.items():
         print(f"{k:24s} within-task AUC {f.point:.3f} [{f.ci95[0]:.3f}, {f.ci95[1]:.3f}] ({f.pairs} pairs)")
     print(f"imagined - head (last frames): {point:+.3f} [{lo:+.3f}, {hi:+.3f}]")
+    vs = "".join(f" minus_compared_{k}={c['point']:+.3f} minus_compared_{k}_ci95=[{c['ci95'][0]:+.3f},"
+                 f"{c['ci95'][1]:+.3f}]" for k, c in compared.items())
+    for k, c in compared.items():
+        print(f"--reader - --compare-reader, imagined {k}: {c['point']:+.3f} "
+              f"[{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]")
     a = {k: f"{f.point:.3f}" for k, f in figs.items()}
     print(f"BENCH goal_judge episodes={len(indices)} successes={int(success.sum())} last_steps={args.last_steps} "
           f"recorded_last={a['recorded_goal_last']} recorded_max={a['recorded_goal_max']} "
           f"recorded_progress={a['recorded_progress_last']} imagined_last={a['imagined_goal_last']} "
           f"imagined_ci95=[{judged.ci95[0]:.3f},{judged.ci95[1]:.3f}] imagined_max={a['imagined_goal_max']} "
           f"imagined_progress={a['imagined_progress_last']} head_last={a['head_last']} head_max={a['head_max']} "
-          f"imagined_minus_head={point:+.3f} minutes={(time.time() - t0) / 60:.1f} threshold_auc_low={args.min_auc} "
+          f"imagined_minus_head={point:+.3f}{vs} minutes={(time.time() - t0) / 60:.1f} "
+          f"threshold_auc_low={args.min_auc} "
           f"{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 

@@ -132,9 +132,16 @@ class GoalReader(nn.Module):
 
 def fit_goal_reader(images: np.ndarray, task_ids: np.ndarray, holds: np.ndarray, progress: np.ndarray, suite: str,
                     predicates: dict[int, list[str]], cfg: GoalReaderConfig | None = None,
-                    progress_bar: bool = True) -> GoalReader:
+                    progress_bar: bool = True, init: GoalReader | None = None,
+                    weights: np.ndarray | None = None) -> GoalReader:
     """A reader fit on frames uint8 [N, H, W, 3] of one view, their task ids [N], and per predicate slot whether
-    it holds [N, P] (bool) and its progress [N, P] (nan where unknown or not the task's)."""
+    it holds [N, P] (bool) and its progress [N, P] (nan where unknown or not the task's).
+
+    init: a trained reader to go on from (fine-tuning: its net, its tasks' predicates and its progress statistics
+    are kept; `suite` and `predicates` must be its own). weights [N]: how often each frame is drawn (default
+    uniform)."""
+    import copy
+
     from tqdm import tqdm
 
     cfg = cfg or GoalReaderConfig()
@@ -142,10 +149,23 @@ def fit_goal_reader(images: np.ndarray, task_ids: np.ndarray, holds: np.ndarray,
     if not (len(task_ids) == len(holds) == len(progress) == n) or n < 2:
         raise ValueError(f"goal reader: expected N >= 2 frames with a task id, verdicts and progress each, got {n} "
                          f"frames, {len(task_ids)} task ids, {len(holds)} and {len(progress)} label rows")
+    draw = None
+    if weights is not None:
+        weights = np.asarray(weights, np.float64)
+        if weights.shape != (n,) or (weights < 0).any() or not weights.sum() > 0:
+            raise ValueError(f"weights: expected {n} non-negative weights, not all 0, got shape {weights.shape}")
+        draw = weights / weights.sum()
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     dev = torch.device(cfg.device)
-    reader = GoalReader(cfg, suite, predicates, images.shape[1])
+    if init is not None:
+        if init.suite != suite or init.image_size != images.shape[1]:
+            raise ValueError(f"init: a reader of {init.suite} at {init.image_size} px cannot go on with {suite} "
+                             f"frames of {images.shape[1]} px")
+        reader = copy.deepcopy(init).cpu()
+        reader.cfg = cfg
+    else:
+        reader = GoalReader(cfg, suite, predicates, images.shape[1])
     P = reader.slots
     if holds.shape[1] > P:
         raise ValueError(f"goal reader: labels have {holds.shape[1]} predicate slots, the tasks at most {P}")
@@ -155,7 +175,7 @@ def fit_goal_reader(images: np.ndarray, task_ids: np.ndarray, holds: np.ndarray,
     y_hold = torch.from_numpy(np.pad(holds.astype(np.float32), pad))
     prog = np.pad(progress.astype(np.float32), pad, constant_values=np.nan)
     known = mask & np.isfinite(prog)
-    for k, t in enumerate(reader.tasks):  # standardize each task's predicates' progress
+    for k, t in enumerate(reader.tasks if init is None else []):  # standardize each task's predicates' progress
         rows = task_ids == t
         for p in range(P):
             vals = prog[rows & known[:, p], p]
@@ -168,12 +188,15 @@ def fit_goal_reader(images: np.ndarray, task_ids: np.ndarray, holds: np.ndarray,
     # a verdict is true on a few frames of each successful episode: weigh the two outcomes equally
     pos = float((y_hold * m_hold).sum())
     pos_weight = torch.tensor(max(1.0, (float(m_hold.sum()) - pos) / max(pos, 1.0)))
-    reader.to(dev)
+    reader.to(dev).train()
     opt = torch.optim.AdamW(reader.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, cfg.lr, total_steps=cfg.steps, pct_start=0.05)
+    # at least two warm-up steps: OneCycleLR divides by their count less one (a short fine-tune has few steps)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, cfg.lr, total_steps=cfg.steps,
+                                                pct_start=min(0.5, max(0.05, 2.5 / cfg.steps)))
     bar = tqdm(range(cfg.steps), desc="goal reader", unit="step", disable=not progress_bar)
     for step in bar:
-        b = torch.from_numpy(rng.integers(0, n, min(cfg.batch_size, n)))
+        b = torch.from_numpy(rng.choice(n, min(cfg.batch_size, n), p=draw) if draw is not None
+                             else rng.integers(0, n, min(cfg.batch_size, n)))
         xb = to_input(images[b.numpy()]).to(dev)  # per batch: all frames as floats would be 4x the memory
         xb = xb + cfg.jitter * 2 * (torch.rand_like(xb) - 0.5)
         logits, pred = reader(xb, idx[b].to(dev))

@@ -41,4 +41,13 @@ def test_the_bench_scores_every_episode_three_ways_and_prints_its_figures(tmp_pa
             str(scored), "--out-dir", str(tmp_path / "short"), "--last-steps", "8"]
     assert goal_judge.main(args) in (0, 1) and "last_steps=8 " in capsys.readouterr().out
     assert json.loads((tmp_path / "short" / "goal_judge.json").read_text())["last_steps"] == 8
+    # a reader compared with itself on the same imagined frames: paired, so every difference is exactly 0
+    same = args[:-4] + ["--out-dir", str(tmp_path / "same"), "--last-steps", "8", "--compare-reader",
+                        str(tmp_path / "reader" / "reader.pt")]
+    assert goal_judge.main(same) in (0, 1) and " minus_compared_progress_last=+0.000 " in capsys.readouterr().out
+    both = json.loads((tmp_path / "same" / "goal_judge.json").read_text())
+    for r in both["records"]:
+        assert r["compared_progress_last"] == r["imagined_progress_last"]
+        assert r["compared_goal_last"] == r["imagined_goal_last"]
+    assert goal_judge.main(same[:-1] + ["missing.pt"]) == 2
     assert goal_judge.main(["--reader", "missing.pt", "--world-model", "x", "--data", "y"]) == 2

@@ -1,6 +1,8 @@
 """The goal reader on the square world: the goal "(on square right_edge)" holds when the square touches the right
 edge, its progress is the square's distance from it. Labels are written in the goal-label layout, as
 scripts/label_goals.py writes them from LIBERO replays."""
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -12,6 +14,7 @@ from world_models.goal_reader import (
     GoalReader,
     GoalReaderConfig,
     TrainGoalReaderConfig,
+    fit_goal_reader,
     goal_frames,
     train_goal_reader,
 )
@@ -85,3 +88,30 @@ def test_tasks_with_fewer_predicates_get_nan_in_the_other_slots():
     assert p[0] == pytest.approx(holds[0].prod()) and p[1] == pytest.approx(holds[1, 0])  # a product over the goal
     with pytest.raises(ValueError, match="expected images uint8"):
         reader.read(images[..., :2], np.array([0, 1]))
+
+
+def test_fine_tuning_draws_only_the_weighted_frames_and_keeps_the_readers_scale(labelled):
+    data = goal_frames([str(labelled)], "agentview")
+    few = dataclasses.replace(TINY, steps=20)
+    first = fit_goal_reader(data["images"], data["task_id"], data["holds"], data["progress"], "synthetic",
+                            data["predicates"], few, progress_bar=False)
+    # every frame but the first two weighted 0: those two are all it is fit on; their labels are set far off, so the
+    # fit moves the progress read on them and the scale (progress_mean/std) stays the first reader's
+    progress = data["progress"].copy()
+    progress[:2] = 5.0
+    weights = np.zeros(len(progress))
+    weights[:2] = 1.0
+    tuned = fit_goal_reader(data["images"], data["task_id"], data["holds"], progress, "synthetic",
+                            data["predicates"], dataclasses.replace(few, steps=60, lr=3e-3), progress_bar=False,
+                            init=first, weights=weights)
+    torch.testing.assert_close(tuned.progress_mean, first.progress_mean)
+    torch.testing.assert_close(tuned.progress_std, first.progress_std)
+    before, after = first.read(data["images"][:2], data["task_id"][:2])[1], tuned.read(data["images"][:2],
+                                                                                        data["task_id"][:2])[1]
+    assert np.abs(after - 5.0).max() < np.abs(before - 5.0).min()
+    with pytest.raises(ValueError, match="weights"):
+        fit_goal_reader(data["images"], data["task_id"], data["holds"], progress, "synthetic", data["predicates"],
+                        few, progress_bar=False, weights=np.zeros(len(progress)))
+    with pytest.raises(ValueError, match="init"):
+        fit_goal_reader(data["images"], data["task_id"], data["holds"], progress, "libero_10", data["predicates"],
+                        few, progress_bar=False, init=first)
