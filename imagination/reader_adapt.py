@@ -134,27 +134,29 @@ def imagine_frames(env: ImaginationVectorEnv, starts: list[Keyframe], chunks: in
     tap = FrameTap(env.reward, view)
     env.reward = tap  # the env asks its judge for every chunk; the tap keeps the decoded frames on the way
     images, episode, after = [], [], []
-    for lo in range(0, len(starts), B):
-        part = starts[lo:lo + B]
-        part = part + [part[-1]] * (B - len(part))  # pad the last batch; the padding is dropped below
-        n_real = min(B, len(starts) - lo)
-        env.reset(seed=seed + lo, options={"keyframes": part})
-        tap.frames, tap.env, tap.after = [], [], []
-        for j in range(chunks):
-            act = np.zeros((B, K, 7), np.float32)
-            for b, kf in enumerate(part):
-                a = np.asarray(env.episodes[kf.episode].action[kf.t + j * K: kf.t + (j + 1) * K], np.float32)
-                last = np.asarray(env.episodes[kf.episode].action[-1], np.float32)
-                act[b] = np.concatenate([a, np.repeat(last[None], K - len(a), 0)]) if len(a) < K else a
-            env.step(act)
-        f, e, a = np.concatenate(tap.frames), np.concatenate(tap.env), np.concatenate(tap.after)
-        ep = np.array([part[i].episode for i in e])
-        T = np.array([len(env.episodes[k].action) for k in ep])
-        keep = (e < n_real) & (a < T)
-        images.append(f[keep])
-        episode.append(ep[keep])
-        after.append(a[keep])
-    env.reward = tap.inner
+    try:
+        for lo in range(0, len(starts), B):
+            part = starts[lo:lo + B]
+            part = part + [part[-1]] * (B - len(part))  # pad the last batch; the padding is dropped below
+            n_real = min(B, len(starts) - lo)
+            env.reset(seed=seed + lo, options={"keyframes": part})
+            tap.frames, tap.env, tap.after = [], [], []
+            for j in range(chunks):
+                act = np.zeros((B, K, 7), np.float32)
+                for b, kf in enumerate(part):
+                    a = np.asarray(env.episodes[kf.episode].action[kf.t + j * K: kf.t + (j + 1) * K], np.float32)
+                    last = np.asarray(env.episodes[kf.episode].action[-1], np.float32)
+                    act[b] = np.concatenate([a, np.repeat(last[None], K - len(a), 0)]) if len(a) < K else a
+                env.step(act)
+            f, e, a = np.concatenate(tap.frames), np.concatenate(tap.env), np.concatenate(tap.after)
+            ep = np.array([part[i].episode for i in e])
+            T = np.array([len(env.episodes[k].action) for k in ep])
+            keep = (e < n_real) & (a < T)
+            images.append(f[keep])
+            episode.append(ep[keep])
+            after.append(a[keep])
+    finally:  # the env's own judge back, whatever happened
+        env.reward = tap.inner
     return {"images": np.concatenate(images), "episode": np.concatenate(episode), "after": np.concatenate(after)}
 
 
