@@ -96,8 +96,7 @@ def imagined_scores(readers: list[Any], world_model: str, data: str, indices: li
     for c in range(chunks):
         acts = np.zeros((len(episodes), K, 7), np.float32)
         for i, e in enumerate(episodes):  # past its end an episode repeats its last action (not scored)
-            a = e.action[t0[i] + c * K:t0[i] + (c + 1) * K]
-            acts[i] = np.concatenate([a, np.repeat(e.action[-1:], K - len(a), 0)]) if len(a) else e.action[-1]
+            acts[i] = e.recorded_chunk(int(t0[i]) + c * K, K)
         obs, _, _, _, info = env.step(acts)
         live = c * K < T - t0  # chunks that start inside the recording
         head[live, c] = info["success_prob"][live]

@@ -33,6 +33,12 @@ class StartEpisode:
         """`ep` with `views` stacked (envs.frames.stack_views); state and action are ep's arrays, not copies."""
         return cls(stack_views(ep.frames, views), ep.state, ep.action, ep.instruction, ep.task_id, sim, ep.suite)
 
+    def recorded_chunk(self, t: int, K: int) -> np.ndarray:
+        """The recorded actions t..t+K [K, 7] (float32), the last recorded action repeated past the recording's end:
+        what an open-loop replay of the recording in the world model feeds it."""
+        a = np.asarray(self.action[t:t + K], np.float32)
+        return np.concatenate([a, np.repeat(np.asarray(self.action[-1:], np.float32), K - len(a), 0)])
+
 
 def task_keys(episodes: Sequence[StartEpisode]) -> tuple[list[int], dict[int, str]]:
     """One int per episode naming its task (the task id; suite index x 1000 + task id when the episodes span

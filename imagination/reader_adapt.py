@@ -144,9 +144,7 @@ def imagine_frames(env: ImaginationVectorEnv, starts: list[Keyframe], chunks: in
             for j in range(chunks):
                 act = np.zeros((B, K, 7), np.float32)
                 for b, kf in enumerate(part):
-                    a = np.asarray(env.episodes[kf.episode].action[kf.t + j * K: kf.t + (j + 1) * K], np.float32)
-                    last = np.asarray(env.episodes[kf.episode].action[-1], np.float32)
-                    act[b] = np.concatenate([a, np.repeat(last[None], K - len(a), 0)]) if len(a) < K else a
+                    act[b] = env.episodes[kf.episode].recorded_chunk(kf.t + j * K, K)
                 env.step(act)
             f, e, a = np.concatenate(tap.frames), np.concatenate(tap.env), np.concatenate(tap.after)
             ep = np.array([part[i].episode for i in e])

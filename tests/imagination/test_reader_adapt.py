@@ -111,3 +111,13 @@ def test_bad_settings_name_their_field(square_world, tmp_path):
     with pytest.raises(ValueError, match="no episode with goal labels"):
         labelled_episodes([str(unlabelled)], ["agentview"])
     assert load_start_episodes(str(unlabelled), ["agentview"])  # the data itself loads: only the labels are missing
+
+
+def test_a_recorded_chunk_repeats_the_last_action_past_the_recordings_end():
+    ep = _episode(10, close=3, release=8)
+    ep.action[:, 0] = np.arange(10)
+    np.testing.assert_array_equal(ep.recorded_chunk(2, 4), ep.action[2:6])
+    tail = ep.recorded_chunk(8, 4)  # two recorded actions, then the last one twice
+    np.testing.assert_array_equal(tail[:, 0], [8, 9, 9, 9])
+    np.testing.assert_array_equal(ep.recorded_chunk(12, 3), np.repeat(ep.action[-1:], 3, 0))
+    assert tail.dtype == np.float32 and tail.shape == (4, 7)
