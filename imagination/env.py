@@ -102,7 +102,8 @@ class ImaginationConfig:
     # first frame past the success threshold ends it (imagination/rewards/goal.py says why horizon is the default)
     goal_until: str = "horizon"
     # what the goal judge pays: "probability", the goal's; "distance", exp(-d / goal_distance_scale) of the read
-    # distance d (m) of each On/In predicate (imagination/rewards/goal.py says why)
+    # distance d (m) of each On/In predicate; "progress", each predicate's read progress placed between its start
+    # and its goal, any kind of predicate (imagination/rewards/goal.py says why)
     goal_score: str = "probability"
     goal_distance_scale: float = 0.05
     # which features of a start dataset (start_data) are the views, the state and the action

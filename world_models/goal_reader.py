@@ -12,6 +12,11 @@ predicate's own measure (a distance in metres, a height, a fixture's joint posit
 regressed beside the verdict. Why: a verdict is true on a few frames at the end of a successful episode, while
 the distance of a bowl to its plate moves on every frame; the shared features learn from both.
 
+Each task's predicates also carry progress anchors (`progress_anchors`, from the training labels): the median
+progress on episodes' first frames and where the predicate holds. The goal judge's "progress" score places a read
+progress between the two (0 at the start, 1 at the goal) for every kind of predicate alike: a drawer's joint, a
+knob's angle, a bowl's distance to its plate.
+
 The image net is the object reader's (world_models/object_reader.py: convolutions, then a spatial softmax whose
 keypoints move below one pixel), with one linear head per task. A task it was not trained on has no predicates
 here and is refused with one error naming it.
@@ -65,6 +70,9 @@ class GoalReader(nn.Module):
                                   nn.Linear(256, 2 * self.slots * len(self.tasks)))
         self.register_buffer("progress_mean", torch.zeros(len(self.tasks), self.slots))
         self.register_buffer("progress_std", torch.ones(len(self.tasks), self.slots))
+        # [tasks, P, 2] (start, goal) in each predicate's units, nan where the labels showed none; None: not made
+        # (a reader saved before anchors existed). Kept out of the state dict so that such a file still loads.
+        self.progress_anchors: np.ndarray | None = None
 
     def forward(self, image: torch.Tensor, task_index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         n = len(image)
@@ -112,7 +120,28 @@ class GoalReader(nn.Module):
         holds, _ = self.read(images, task_ids)
         return np.nanprod(holds, axis=1)
 
+    def goal_fraction(self, progress: np.ndarray, task_ids: np.ndarray) -> np.ndarray:
+        """Progress [N, P] (read, in the predicates' units) of tasks [N] -> where each lies between its task's start
+        anchor (0) and goal anchor (1), clipped to [0, 1] [N, P]; nan in slots the task does not have. ValueError
+        when the reader has no anchors, or none for a predicate of these tasks."""
+        if self.progress_anchors is None:
+            raise ValueError("goal reader: it has no progress anchors (saved before they existed); train it again "
+                             "with scripts/train_goal_reader.py")
+        idx = self.task_index(task_ids).numpy()
+        start, goal = self.progress_anchors[idx, :, 0], self.progress_anchors[idx, :, 1]
+        mask = self.slot_mask(task_ids)
+        bad = mask & ~(np.isfinite(start) & np.isfinite(goal) & (goal != start))
+        if bad.any():
+            t = int(np.asarray(task_ids)[bad.any(1)][0])
+            missing = [self.predicates[t][p] for p in np.flatnonzero(bad[bad.any(1)][0])]
+            raise ValueError(f"goal reader: task {t}'s predicates {missing} have no progress anchors (their labels "
+                             "never showed them both unmet at a start and met); use goal_score=probability")
+        frac = np.clip((progress - start) / np.where(mask, goal - start, 1.0), 0.0, 1.0)
+        return np.where(mask, frac, np.nan)
+
     def save(self, path: str | os.PathLike, **extra) -> None:
+        if self.progress_anchors is not None:
+            extra = {**extra, "progress_anchors": self.progress_anchors.tolist()}
         save_model_file(path, _FORMAT, asdict(self.cfg), self.state_dict(), suite=self.suite,
                         predicates={str(k): v for k, v in self.predicates.items()}, image_size=self.image_size,
                         **extra)
@@ -125,8 +154,11 @@ class GoalReader(nn.Module):
         reader = cls(config_from(GoalReaderConfig, blob["config"], path, "goal reader"), blob["suite"],
                      {int(k): v for k, v in blob["predicates"].items()}, int(blob["image_size"]))
         restore(reader, blob["state_dict"], path, "goal reader")
+        if blob.get("progress_anchors") is not None:
+            reader.progress_anchors = np.asarray(blob["progress_anchors"], np.float64)
         extra = {k: v for k, v in blob.items()
-                 if k not in ("format", "config", "state_dict", "suite", "predicates", "image_size")}
+                 if k not in ("format", "config", "state_dict", "suite", "predicates", "image_size",
+                              "progress_anchors")}
         return reader.eval(), extra
 
 
@@ -298,6 +330,24 @@ def reader_figures(reader: GoalReader, data: dict[str, Any], episodes: np.ndarra
     return out
 
 
+def progress_anchors(reader: GoalReader, task_ids: np.ndarray, episode: np.ndarray, holds: np.ndarray,
+                     progress: np.ndarray) -> np.ndarray:
+    """Each task's predicates' (start, goal) progress [tasks, P, 2] from labelled frames (goal_frames' rows): the
+    median progress on the episodes' first frames where the predicate does not hold yet, and the median on every
+    frame where it holds; nan where the frames show neither. Labels supervise this at build time only: the judge then
+    reads progress from imagined frames alone."""
+    first = np.r_[True, episode[1:] != episode[:-1]]
+    out = np.full((len(reader.tasks), reader.slots, 2), np.nan)
+    for k, t in enumerate(reader.tasks):
+        rows = task_ids == t
+        for p in range(min(reader.slots, holds.shape[1])):
+            known = rows & np.isfinite(progress[:, p])
+            start, goal = progress[known & first & ~holds[:, p], p], progress[known & holds[:, p], p]
+            if len(start) and len(goal):
+                out[k, p] = float(np.median(start)), float(np.median(goal))
+    return out
+
+
 def train_goal_reader(cfg: TrainGoalReaderConfig, progress_bar: bool = True) -> dict[str, Any]:
     """Fit a reader on cfg's labelled datasets but their held-out episodes, save it with what it was trained on and
     how it reads the held-out episodes (result.json beside it)."""
@@ -320,6 +370,8 @@ def train_goal_reader(cfg: TrainGoalReaderConfig, progress_bar: bool = True) -> 
     t0 = time.time()
     reader = fit_goal_reader(data["images"][rows], data["task_id"][rows], data["holds"][rows],
                              data["progress"][rows], data["suite"], data["predicates"], cfg.reader, progress_bar)
+    reader.progress_anchors = progress_anchors(reader, data["task_id"][rows], data["episode"][rows],
+                                               data["holds"][rows], data["progress"][rows])
     result: dict[str, Any] = {"data_dirs": list(cfg.data_dirs), "suite": data["suite"],
                               "predicates": {str(k): v for k, v in data["predicates"].items()},
                               "train_seconds": round(time.time() - t0, 1),
@@ -334,4 +386,4 @@ def train_goal_reader(cfg: TrainGoalReaderConfig, progress_bar: bool = True) -> 
 
 
 __all__ = ["GoalReader", "GoalReaderConfig", "TrainGoalReaderConfig", "fit_goal_reader", "goal_frames",
-           "reader_figures", "train_goal_reader"]
+           "progress_anchors", "reader_figures", "train_goal_reader"]

@@ -20,6 +20,12 @@ verdict is (ImaginationConfig.goal_score):
                    last tens of steps the imagined distance ranks real outcomes better than the imagined
                    probability (bench/goal_judge.py --last-steps), and a graded distance orders a group whose
                    episodes all miss by how far each missed. A task with another kind of predicate is refused.
+    "progress"     where the read progress of each of the goal's predicates lies between its start and its goal
+                   (the reader's progress anchors, from its training labels), clipped to [0, 1], multiplied over
+                   them. Why: graded like "distance", for every kind of predicate (a drawer's joint, a knob's
+                   angle, a distance). On LIBERO-Goal's drawer task the imagined goal probability is near 0 on
+                   every imagined episode, successes included, while the read joint follows the real outcome
+                   (docs/results.md, "Protocol v2 on LIBERO-Goal").
 
 Why "horizon" by default: on real rollouts (bench/goal_judge.py) the reader's verdict on the last frame ranks real
 outcomes far better than its highest verdict over the episode, because it passes the threshold on frames
@@ -44,7 +50,7 @@ if TYPE_CHECKING:
 
 
 GOAL_ENDINGS = ("horizon", "threshold")
-GOAL_SCORES = ("probability", "distance")
+GOAL_SCORES = ("probability", "distance", "progress")
 
 
 class GoalJudge:
@@ -99,7 +105,9 @@ class GoalJudge:
                 other = [p for p in reader.predicates[int(task)] if not p.lower().startswith(("(on ", "(in "))]
                 if other:
                     raise ValueError(f"goal_score: 'distance' reads the distance of On/In predicates; task {task}'s "
-                                     f"goal also has {other} (use goal_score=probability)")
+                                     f"goal also has {other} (use goal_score=probability or progress)")
+        if score == "progress":  # one error naming the task and predicates without anchors, before any imagining
+            reader.goal_fraction(np.zeros((len(tasks), reader.slots)), tasks)
         return cls(reader, num_envs, list(views).index(reader.cfg.view), len(views), max_steps,
                    0.5 if threshold is None else threshold, until, score, distance_scale, imagined_steps)
 
@@ -124,6 +132,8 @@ class GoalJudge:
         holds, progress = self.reader.read(images, tasks)
         if self.score == "probability":
             return np.nanprod(holds, axis=1)
+        if self.score == "progress":
+            return np.nanprod(self.reader.goal_fraction(progress, tasks), axis=1)
         return np.nanprod(np.exp(-np.clip(progress, 0, None) / self.distance_scale), axis=1)
 
     def verdicts(self, t: np.ndarray, p: np.ndarray, limits: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -254,6 +254,31 @@ def test_a_recipe_from_the_own_rollouts_gets_its_proprio_model_and_gate_rollouts
     assert cfg.adapt.steps == 400 and cfg.imagination.noise_group == 8 and cfg.policy == paths["bc"]
 
 
+def test_goal_window_reads_the_suites_own_rollouts_and_gate_rollouts_of_its_tasks(tmp_path, goal_recorded,
+                                                                                  monkeypatch):
+    """configs/rl/goal_window.yaml on LIBERO-Goal: imagined windows from the start's own rollouts, the held-out check
+    on the gate rollouts of the same tasks, no proprio model to fit beforehand (the run fits its own), and the suite's
+    horizon as the outer bound of every window."""
+    gates: list = []
+
+    def gate(root, policy, data, eval_cfg, seed, sim_labels=True):
+        gates.append((eval_cfg.init_state_offset, sim_labels))
+        return str(Path(root) / "data")
+
+    monkeypatch.setattr(protocol, "own_rollouts", gate)
+    p = replace(protocol.suite_protocol("libero_goal", str(tmp_path / "goal")), recipe="goal_window")
+    loop = load_config(LoopConfig, "quick", [], group="loop")
+    paths = {"data": p.path("data"), "world_model": p.path("world_model_file"), "bc": p.path("bc_file")}
+    got = protocol.build_recipe(p, paths, loop)
+    assert gates == [(p.gate_offset, False)] and "proprio" not in got
+    cfg = protocol.recipe_config(p, {**paths, **got}, str(tmp_path / "rl"), ["seed=1"])
+    assert (cfg.start_data, cfg.bc_data, cfg.sources) == (got["own_rollouts"], got["own_rollouts"], ["policy"])
+    assert cfg.heldout.start_data == got["gate_rollouts"] and cfg.heldout.tasks == cfg.tasks == [0, 2]
+    assert cfg.proprio == "" and cfg.imagination.goal_reader == got["goal_reader"]
+    assert (cfg.imagination.max_steps, cfg.imagination.imagined_steps) == (300, 64)
+    assert cfg.imagination.keyframes.mode == "hard" and cfg.adapt.steps == 400 and cfg.seed == 1
+
+
 def test_a_smoke_run_shrinks_the_suites_setting_and_keeps_its_jobs_disjoint(tmp_path):
     assert protocol.suite_recipe("libero_spatial") == protocol.PROTOCOL_V2.recipe
     assert {protocol.suite_recipe(s) for s in ("libero_object", "libero_goal", "libero_10")} == {"goal"}

@@ -16,6 +16,7 @@ from world_models.goal_reader import (
     TrainGoalReaderConfig,
     fit_goal_reader,
     goal_frames,
+    progress_anchors,
     train_goal_reader,
 )
 
@@ -76,6 +77,12 @@ def test_the_reader_reads_the_goal_on_held_out_episodes_and_loads_as_trained(lab
     with pytest.raises(ValueError, match=r"goal reader: it knows the goal predicates of synthetic tasks \[0\], "
                                          r"not of tasks \[3\]"):
         reader.read(data["images"][:2], np.array([0, 3]))
+    # the progress anchors travel with the file: the square's distance on first frames, and where it touches
+    assert reader.progress_anchors is not None
+    start, goal = reader.progress_anchors[0, 0]
+    first = np.r_[True, data["episode"][1:] != data["episode"][:-1]]
+    assert start == pytest.approx(np.median(data["progress"][first & ~data["holds"][:, 0], 0]))
+    assert goal == pytest.approx(np.median(data["progress"][data["holds"][:, 0], 0])) and goal < start
 
 
 def test_tasks_with_fewer_predicates_get_nan_in_the_other_slots():
@@ -88,6 +95,23 @@ def test_tasks_with_fewer_predicates_get_nan_in_the_other_slots():
     assert p[0] == pytest.approx(holds[0].prod()) and p[1] == pytest.approx(holds[1, 0])  # a product over the goal
     with pytest.raises(ValueError, match="expected images uint8"):
         reader.read(images[..., :2], np.array([0, 1]))
+
+
+def test_progress_anchors_place_a_read_between_the_start_and_the_goal():
+    reader = GoalReader(TINY, "libero_10", {0: ["(on a b)", "(open e)"], 3: ["(open e)"]}, SIZE)
+    task = np.array([0, 0, 0, 0, 3, 3])
+    episode = np.array([0, 0, 0, 1, 2, 2])
+    holds = np.array([[0, 0], [0, 0], [1, 1], [0, 0], [0, 0], [0, 0]], bool)  # task 3's drawer never opened
+    progress = np.array([[0.3, 0.0], [0.2, -0.05], [0.04, -0.15], [0.5, 0.0], [0.0, np.nan], [-0.01, np.nan]])
+    reader.progress_anchors = progress_anchors(reader, task, episode, holds, progress)
+    np.testing.assert_allclose(reader.progress_anchors[0], [[0.4, 0.04], [0.0, -0.15]])  # median of the 2 starts
+    frac = reader.goal_fraction(np.array([[0.4, 0.0], [0.22, -0.075], [0.0, -0.3]]), np.zeros(3, int))
+    np.testing.assert_allclose(frac, [[0.0, 0.0], [0.5, 0.5], [1.0, 1.0]])  # clipped past the goal
+    with pytest.raises(ValueError, match=r"task 3's predicates \['\(open e\)'\] have no progress anchors"):
+        reader.goal_fraction(np.zeros((1, 2)), np.array([3]))
+    reader.progress_anchors = None
+    with pytest.raises(ValueError, match="no progress anchors .* train it again"):
+        reader.goal_fraction(np.zeros((1, 2)), np.array([0]))
 
 
 def test_fine_tuning_draws_only_the_weighted_frames_and_keeps_the_readers_scale(labelled):

@@ -98,7 +98,8 @@ def test_the_distance_score_pays_nearer_more_and_refuses_goals_without_a_distanc
     judge.reader = Reads()  # type: ignore[assignment]
     np.testing.assert_allclose(judge.scores(np.array([0.0, 0.05, 0.5, -0.01]), np.zeros(4)),  # type: ignore[arg-type]
                                [1.0, np.exp(-1), np.exp(-10), 1.0])  # a negative read is at the target
-    with pytest.raises(ValueError, match=r"goal_score: expected one of \['probability', 'distance'\], got 'near'"):
+    with pytest.raises(ValueError, match=r"goal_score: expected one of \['probability', 'distance', 'progress'\], "
+                                         r"got 'near'"):
         GoalJudge(None, 1, 0, 1, score="near")  # type: ignore[arg-type]
     wm, prop = models
     torch.manual_seed(0)
@@ -108,6 +109,40 @@ def test_the_distance_score_pays_nearer_more_and_refuses_goals_without_a_distanc
     with pytest.raises(ValueError, match=r"task 1's goal also has \['\(open drawer_1\)'\]"):
         ImaginationVectorEnv(wm, prop, _spatial(_episodes()), 1,
                              ImaginationConfig(reward="goal", goal_reader=str(path), goal_score="distance"))
+
+
+def test_the_progress_score_pays_each_predicate_by_its_place_between_start_and_goal(models, tmp_path):
+    """goal_score "progress": any kind of predicate (here a drawer's joint and a distance) is paid by where its read
+    progress lies between the reader's anchors, multiplied over the goal; a reader without anchors is refused."""
+    judge = GoalJudge(None, 1, 0, 1, score="progress")  # type: ignore[arg-type]
+    reader = GoalReader(READER, "libero_goal", {0: ["(open drawer_1)", "(on bowl_1 plate_1)"]}, H)
+    reader.progress_anchors = np.array([[[0.0, -0.16], [0.4, 0.04]]])
+
+    class Reads:  # the reader's anchors, reading the progress given
+        goal_fraction = reader.goal_fraction
+
+        def read(self, images, tasks):
+            return np.full((len(images), 2), 0.1), np.asarray(images, np.float64)
+
+    judge.reader = Reads()  # type: ignore[assignment]
+    got = judge.scores(np.array([[0.0, 0.4], [-0.08, 0.22], [-0.2, 0.0]]), np.zeros(3))  # type: ignore[arg-type]
+    np.testing.assert_allclose(got, [0.0, 0.25, 1.0])
+    wm, prop = models
+    eps = [StartEpisode(e.frames, e.state, e.action, e.instruction, 0, None, "libero_goal") for e in _episodes()]
+    torch.manual_seed(0)
+    path = tmp_path / "plain.pt"
+    reader.progress_anchors = None
+    reader.save(path)
+    with pytest.raises(ValueError, match="no progress anchors"):
+        ImaginationVectorEnv(wm, prop, eps, 1, ImaginationConfig(reward="goal", goal_reader=str(path),
+                                                                 goal_score="progress"))
+    reader.progress_anchors = np.array([[[0.0, -0.16], [0.4, 0.04]]])
+    reader.save(path)
+    env = ImaginationVectorEnv(wm, prop, eps, 1, ImaginationConfig(reward="goal", goal_reader=str(path),
+                                                                   goal_score="progress"))
+    assert isinstance(env.reward, GoalJudge) and env.reward.score == "progress"
+    loaded = env.reward.reader.progress_anchors  # loaded with the file
+    assert loaded is not None and np.allclose(loaded, [[[0.0, -0.16], [0.4, 0.04]]])
 
 
 def test_imagined_steps_end_each_episode_that_many_steps_after_its_keyframe(models, tmp_path):
