@@ -167,6 +167,17 @@ def arm_lines(arms: dict[str, dict]) -> list[str]:
     return lines
 
 
+def kept_line(heldout: dict | None) -> str:
+    """Which iteration the held-out check kept (result.json "heldout"), said plainly when it kept none of RL's: the
+    recipe's policy is then its start (adapted, when the recipe adapts it), and any gain is not RL's."""
+    if not heldout or "best_iteration" not in heldout:
+        return ""
+    best = int(heldout["best_iteration"])
+    if best == 0:
+        return "; the held-out check kept iteration 0: this seed's policy is the recipe's start, no RL update"
+    return f"; the held-out check kept iteration {best}"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__ or "")
     args = p.parse_args(argv)
@@ -212,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
                       image_size=args.image_size)
     print(f"protocol {args.protocol}: {proto.describe()}; recipes scored on these jobs so far: "
           f"{len(scored_recipes(Path(proto.root) / 'scored.json'))}")
+    if offset != proto.bench_offset:  # e.g. a recipe choice on the choose jobs: say so before anything runs
+        print(f"evaluating on init states {offset}-{offset + per_task - 1} of tasks {tasks}, not the benchmark's "
+              f"jobs: nothing is recorded as scored")
 
     if args.acts == "holding" and args.gate == "task":
         p.error("--acts holding: not with --gate task (one composition of the start and an arm at a time)")
@@ -329,7 +343,7 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
     for rl in rls:
         print(f"imagined success during RL: {rl['first'].get('imagined_success_rate', 0):.2f} -> "
               f"{rl['last'].get('imagined_success_rate', 0):.2f} over {rl['iterations']} iterations "
-              f"({rl['seconds']:.0f} s)")
+              f"({rl['seconds']:.0f} s)" + kept_line(rl.get("heldout")))
     if len(seeds) == 1:
         print("\n".join(per_task_lines(start, seeds[0], rls[0]["history"] if rls else [])))
     minutes = (sum(r["timing"]["seconds"] for r in arms.values()) + sum(r["seconds"] for r in rls)) / 60

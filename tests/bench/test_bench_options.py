@@ -332,3 +332,11 @@ def test_rl_gain_acts_holding_switches_every_arm_but_the_start_and_is_its_own_re
     with pytest.raises(SystemExit):
         rl_gain.main([*args, "--gate", "task"])
     assert "--acts holding: not with --gate task" in capsys.readouterr().err
+
+
+def test_rl_gain_says_when_the_held_out_check_kept_no_rl_update():
+    rl_gain = _load("rl_gain")
+    assert "kept iteration 0: this seed's policy is the recipe's start, no RL update" in rl_gain.kept_line(
+        {"scores": [[0, 0.05], [2, 0.05]], "best_iteration": 0})
+    assert rl_gain.kept_line({"best_iteration": 2}) == "; the held-out check kept iteration 2"
+    assert rl_gain.kept_line(None) == "" and rl_gain.kept_line({}) == ""  # no check: the last iteration, unsaid

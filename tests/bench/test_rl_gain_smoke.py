@@ -64,3 +64,10 @@ def test_every_suite_runs_the_protocol_end_to_end(suite, tmp_path, capsys):
     again = capsys.readouterr().out
     assert "start (BC): reusing" in again and "real-data control: reusing" in again
     assert "recipes_scored=1" in again.strip().splitlines()[-1]  # the same recipe is not counted twice
+    if suite == "libero_goal":  # a look at the choose jobs says so, and leaves the ledger as it was
+        ledger = (root / "scored.json").read_text()
+        choose = ["--suite", suite, "--smoke", "--root", str(root), "--num-envs", "1", "--arms", "start",
+                  "--init-state-offset", "0", "--out-dir", str(tmp_path / "choose")]
+        assert rl_gain.main(choose) in (0, 1)
+        assert f"evaluating on init states 0-0 of tasks [{task}], not the benchmark's jobs" in capsys.readouterr().out
+        assert (root / "scored.json").read_text() == ledger
