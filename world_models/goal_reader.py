@@ -132,8 +132,9 @@ class GoalReader(nn.Module):
         mask = self.slot_mask(task_ids)
         bad = mask & ~(np.isfinite(start) & np.isfinite(goal) & (goal != start))
         if bad.any():
-            t = int(np.asarray(task_ids)[bad.any(1)][0])
-            missing = [self.predicates[t][p] for p in np.flatnonzero(bad[bad.any(1)][0])]
+            row = int(np.flatnonzero(bad.any(1))[0])
+            t = int(np.asarray(task_ids)[row])
+            missing = [self.predicates[t][p] for p in np.flatnonzero(bad[row])]
             raise ValueError(f"goal reader: task {t}'s predicates {missing} have no progress anchors (their labels "
                              "never showed them both unmet at a start and met); use goal_score=probability")
         frac = np.clip((progress - start) / np.where(mask, goal - start, 1.0), 0.0, 1.0)

@@ -107,7 +107,8 @@ class GoalJudge:
                     raise ValueError(f"goal_score: 'distance' reads the distance of On/In predicates; task {task}'s "
                                      f"goal also has {other} (use goal_score=probability or progress)")
         if score == "progress":  # one error naming the task and predicates without anchors, before any imagining
-            reader.goal_fraction(np.zeros((len(tasks), reader.slots)), tasks)
+            known = np.unique(tasks)
+            reader.goal_fraction(np.zeros((len(known), reader.slots)), known)
         return cls(reader, num_envs, list(views).index(reader.cfg.view), len(views), max_steps,
                    0.5 if threshold is None else threshold, until, score, distance_scale, imagined_steps)
 
