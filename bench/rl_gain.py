@@ -178,12 +178,20 @@ def kept_line(heldout: dict | None) -> str:
     return f"; the held-out check kept iteration {best}"
 
 
+# the recipe's fields every arm's run takes from the protocol (bench/protocol.py recipe_config), never from --rl
+SET_BY_THE_PROTOCOL = ("policy", "world_model", "start_data", "out_dir")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__ or "")
     args = p.parse_args(argv)
     loop = load_config(LoopConfig, args.preset, list(SMOKE_LOOP) if args.smoke else [], group="loop")
     if args.suite and args.protocol != "v2":
         p.error(f"--suite: runs protocol v2 on a suite; --protocol {args.protocol} is LIBERO-Spatial's recorded one")
+    if set_here := [o for o in args.rl if o.split("=", 1)[0].strip() in SET_BY_THE_PROTOCOL]:
+        # they would be replaced by the protocol's own inputs without a word: the run would not be the one asked for
+        p.error(f"--rl {' '.join(set_here)}: the benchmark sets the recipe's {', '.join(SET_BY_THE_PROTOCOL)} "
+                "itself; give another start with --bc (with --world-model and --data), another folder with --out-dir")
     base_proto = suite_protocol(args.suite, args.root, smoke=args.smoke) if args.suite else PROTOCOLS[args.protocol]
     changes: dict[str, Any] = {"recipe": args.recipe or base_proto.recipe, "root": args.root or base_proto.root}
     for name in ("bc_augment_noise", "bc_steps", "bc_task_weights", "tasks"):

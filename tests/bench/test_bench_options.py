@@ -340,3 +340,15 @@ def test_rl_gain_says_when_the_held_out_check_kept_no_rl_update():
         {"scores": [[0, 0.05], [2, 0.05]], "best_iteration": 0})
     assert rl_gain.kept_line({"best_iteration": 2}) == "; the held-out check kept iteration 2"
     assert rl_gain.kept_line(None) == "" and rl_gain.kept_line({}) == ""  # no check: the last iteration, unsaid
+
+
+@pytest.mark.parametrize("override", ["policy=other/policy.pt", "world_model=wm.pt", " start_data =d", "out_dir=x"])
+def test_rl_gain_refuses_an_rl_override_the_protocol_would_replace(override, tmp_path, capsys):
+    """`--rl policy=X` once ran the protocol's own start without a word; now it stops before building anything."""
+    with pytest.raises(SystemExit) as stop:
+        _load("rl_gain").main(["--suite", "libero_goal", "--root", str(tmp_path / "root"), "--rl", "bc_coef=300",
+                               override])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--rl {override}:" in err and "--bc" in err and "bc_coef" not in err.split("error:")[1]
+    assert not (tmp_path / "root").exists()
