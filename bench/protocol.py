@@ -354,7 +354,36 @@ def recipe_config(p: RLGainProtocol, paths: dict[str, str], out_dir: str,
     """The recipe preset (configs/rl/<p.recipe>.yaml) with `overrides`, pointed at the protocol's inputs:
     `paths` holds build's and build_recipe's. A goal recipe imagines to the suite's own horizon unless an override
     sets imagination.max_steps."""
-    cfg = load_config(ImagineRLConfig, p.recipe, list(overrides), group="rl")
+    asked = load_config(ImagineRLConfig, p.recipe, list(overrides), group="rl")
+    cfg = _pointed_at_inputs(p, asked, paths, out_dir, overrides)
+    if replaced := [o for o in overrides if _field(asked, _key(o)) != _field(cfg, _key(o))]:
+        # the run would silently not be the one asked for (an override of the start ran the protocol's start)
+        raise ValueError(f"--rl {' '.join(replaced)}: the benchmark points the recipe at the protocol's own inputs and "
+                         "folders; give another start with --bc (with --world-model and --data), another folder "
+                         "with --out-dir")
+    return cfg
+
+
+class Unbuilt(dict[str, str]):
+    """The inputs a recipe_config dry run points at before anything is built: bench/rl_gain.py checks --rl with it
+    instead of finding a refused override after an hour of building."""
+
+    def __missing__(self, key: str) -> str:
+        return f"<the protocol's {key}>"
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].strip().lstrip("+~")
+
+
+def _field(cfg: object, dotted: str) -> object:
+    for name in dotted.split("."):
+        cfg = getattr(cfg, name, None)
+    return cfg
+
+
+def _pointed_at_inputs(p: RLGainProtocol, cfg: ImagineRLConfig, paths: dict[str, str], out_dir: str,
+                       overrides: Sequence[str]) -> ImagineRLConfig:
     if cfg.imagination.reward == "goal":  # the suite's horizon goes first, so that an override still wins
         horizon = f"imagination.max_steps={suite_info(p.suite).max_steps}"
         cfg = load_config(ImagineRLConfig, p.recipe, [horizon, *overrides], group="rl")
@@ -375,6 +404,6 @@ def recipe_config(p: RLGainProtocol, paths: dict[str, str], out_dir: str,
 
 
 __all__ = ["PROTOCOLS", "PROTOCOL_V2", "PROTOCOL_V2_10", "PROTOCOL_V2_GOAL", "RECORDED_SETTINGS", "SETTING_FIELDS",
-           "SMOKE_LOOP", "SMOKE_RL", "SUITE_ROOTS", "RLGainProtocol", "build", "build_recipe", "collect_data",
-           "recipe_config", "recipe_reward", "setting_path", "smoke_protocol", "start_bc_config", "suite_protocol",
-           "suite_recipe"]
+           "SMOKE_LOOP", "SMOKE_RL", "SUITE_ROOTS", "RLGainProtocol", "Unbuilt", "build", "build_recipe",
+           "collect_data", "recipe_config", "recipe_reward", "setting_path", "smoke_protocol", "start_bc_config",
+           "suite_protocol", "suite_recipe"]

@@ -54,6 +54,7 @@ from bench.protocol import (
     SMOKE_LOOP,
     SMOKE_RL,
     RLGainProtocol,
+    Unbuilt,
     build,
     build_recipe,
     recipe_config,
@@ -178,7 +179,8 @@ def kept_line(heldout: dict | None) -> str:
     return f"; the held-out check kept iteration {best}"
 
 
-# the recipe's fields every arm's run takes from the protocol (bench/protocol.py recipe_config), never from --rl
+# the recipe's fields every run takes from the protocol or from --bc/--world-model/--data, never from --rl (with the
+# protocol's own start, recipe_config's dry run refuses the rest it sets: a goal recipe's reader, a grasp judge's data)
 SET_BY_THE_PROTOCOL = ("policy", "world_model", "start_data", "out_dir")
 
 
@@ -211,6 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     seeds = list(range(len(args.rl_run))) if args.rl_run else list(args.seeds)
     rl_cfgs: list[ImagineRLConfig] = []
     if not (run or args.bc or args.world_model or args.data):  # the protocol end to end
+        if "recipe" in args.arms and not args.rl_run:
+            try:  # an override the protocol would replace by its own input is refused before anything is built
+                recipe_config(proto, Unbuilt(), str(out), rl_overrides)
+            except ValueError as e:
+                p.error(str(e))
         built = build(proto, loop)
         bc, wm, data = built["bc"], built["world_model"], built["data"]
         if not args.rl_run and "recipe" in args.arms:

@@ -47,7 +47,7 @@ def parser(doc: str) -> argparse.ArgumentParser:
     p.add_argument("--recipe", default="", help="RL preset (configs/rl/; default the protocol's); with the "
                                                 "protocol's own start, pointed at the protocol's inputs")
     p.add_argument("--rl", nargs="*", default=[], help="extra overrides of the recipe, e.g. iterations=20 (not "
-                                                       "policy, world_model, start_data or out_dir: the protocol's)")
+                                                       "an input the protocol sets: policy, its judge's inputs)")
     p.add_argument("--tasks", type=int, nargs="+", default=None, help="default: the protocol's")
     p.add_argument("--episodes-per-task", type=int, default=None, help="default: the protocol's (30 x 5 tasks = "
                                                                        "150 episodes per arm)")

@@ -352,3 +352,11 @@ def test_rl_gain_refuses_an_rl_override_the_protocol_would_replace(override, tmp
     err = capsys.readouterr().err
     assert f"--rl {override}:" in err and "--bc" in err and "bc_coef" not in err.split("error:")[1]
     assert not (tmp_path / "root").exists()
+
+
+def test_rl_gain_refuses_an_override_of_the_goal_reader_before_building(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        _load("rl_gain").main(["--suite", "libero_goal", "--recipe", "goal_window", "--root", str(tmp_path / "root"),
+                               "--rl", "imagination.goal_reader=mine.pt"])
+    assert stop.value.code == 2 and "--rl imagination.goal_reader=mine.pt:" in capsys.readouterr().err
+    assert not (tmp_path / "root").exists()

@@ -290,3 +290,18 @@ def test_a_smoke_run_shrinks_the_suites_setting_and_keeps_its_jobs_disjoint(tmp_
     assert smoke.root == "outputs/bench/smoke/libero_10" and smoke.tasks == (2,) and smoke.recipe == "goal"
     jobs = smoke.job_sets()
     assert jobs == {"train": {0}, "gate": {1}, "choose": {0, 1}, "bench": {2}}
+
+
+def test_recipe_config_refuses_an_override_it_would_replace_with_the_protocols_input():
+    """An override of an input the protocol points the recipe at (a goal recipe's reader, a grasp recipe's judge data)
+    would be dropped without a word; an override it keeps (the horizon, a seed) is the run's."""
+    goal = protocol.PROTOCOL_V2_GOAL
+    cfg = protocol.recipe_config(replace(goal, recipe="goal_window"), protocol.Unbuilt(), "rl",
+                                 ["seed=4", "imagination.max_steps=32", "bc_coef=300"])
+    assert (cfg.seed, cfg.imagination.max_steps, cfg.bc_coef) == (4, 32, 300)
+    assert cfg.imagination.goal_reader == "<the protocol's goal_reader>"
+    with pytest.raises(ValueError, match=r"^--rl imagination.goal_reader=mine.pt: .*--bc"):
+        protocol.recipe_config(replace(goal, recipe="goal_window"), protocol.Unbuilt(), "rl",
+                               ["seed=4", "imagination.goal_reader=mine.pt"])
+    with pytest.raises(ValueError, match=r"^--rl proprio=p.pt: "):
+        protocol.recipe_config(protocol.PROTOCOL_V2, protocol.Unbuilt(), "rl", ["proprio=p.pt"])
