@@ -356,7 +356,7 @@ def recipe_config(p: RLGainProtocol, paths: dict[str, str], out_dir: str,
     sets imagination.max_steps."""
     asked = load_config(ImagineRLConfig, p.recipe, list(overrides), group="rl")
     cfg = _pointed_at_inputs(p, asked, paths, out_dir, overrides)
-    if replaced := [o for o in overrides if _field(asked, _key(o)) != _field(cfg, _key(o))]:
+    if replaced := [o for o in overrides if _field(asked, override_key(o)) != _field(cfg, override_key(o))]:
         # the run would silently not be the one asked for (an override of the start ran the protocol's start)
         raise ValueError(f"--rl {' '.join(replaced)}: the benchmark points the recipe at the protocol's own inputs and "
                          "folders; give another start with --bc (with --world-model and --data), another folder "
@@ -372,7 +372,8 @@ class Unbuilt(dict[str, str]):
         return f"<the protocol's {key}>"
 
 
-def _key(override: str) -> str:
+def override_key(override: str) -> str:
+    """The field a key=value override sets (`a.b` of `+a.b=1`)."""
     return override.split("=", 1)[0].strip().lstrip("+~")
 
 
@@ -405,5 +406,5 @@ def _pointed_at_inputs(p: RLGainProtocol, cfg: ImagineRLConfig, paths: dict[str,
 
 __all__ = ["PROTOCOLS", "PROTOCOL_V2", "PROTOCOL_V2_10", "PROTOCOL_V2_GOAL", "RECORDED_SETTINGS", "SETTING_FIELDS",
            "SMOKE_LOOP", "SMOKE_RL", "SUITE_ROOTS", "RLGainProtocol", "Unbuilt", "build", "build_recipe",
-           "collect_data", "recipe_config", "recipe_reward", "setting_path", "smoke_protocol", "start_bc_config",
-           "suite_protocol", "suite_recipe"]
+           "collect_data", "override_key", "recipe_config", "recipe_reward", "setting_path", "smoke_protocol",
+           "start_bc_config", "suite_protocol", "suite_recipe"]

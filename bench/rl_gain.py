@@ -57,6 +57,7 @@ from bench.protocol import (
     Unbuilt,
     build,
     build_recipe,
+    override_key,
     recipe_config,
     smoke_protocol,
     start_bc_config,
@@ -190,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     loop = load_config(LoopConfig, args.preset, list(SMOKE_LOOP) if args.smoke else [], group="loop")
     if args.suite and args.protocol != "v2":
         p.error(f"--suite: runs protocol v2 on a suite; --protocol {args.protocol} is LIBERO-Spatial's recorded one")
-    if set_here := [o for o in args.rl if o.split("=", 1)[0].strip() in SET_BY_THE_PROTOCOL]:
+    if set_here := [o for o in args.rl if override_key(o) in SET_BY_THE_PROTOCOL]:
         # they would be replaced by the protocol's own inputs without a word: the run would not be the one asked for
         p.error(f"--rl {' '.join(set_here)}: the benchmark sets the recipe's {', '.join(SET_BY_THE_PROTOCOL)} "
                 "itself; give another start with --bc (with --world-model and --data), another folder with --out-dir")
