@@ -14,6 +14,8 @@ recipe over several seeds, all on the same benchmark jobs.
     python bench/rl_gain.py --protocol v1 --arms start recipe --seeds 0   # the recorded v1 benchmark (start -> RL)
     python bench/rl_gain.py --recipe grasp --out-dir outputs/bench/rl_gain_v2/run_grasp   # another configs/rl preset
     python bench/rl_gain.py --bc bc/policy.pt --world-model wm/world_model.pt --data data --arms start recipe
+    python bench/rl_gain.py --suite libero_goal --recipe goal_window --rl-from control   # RL starts from arm b,
+                                                 # the start fine-tuned on the same real episodes (its own recipe)
     python bench/rl_gain.py --suite libero_object   # protocol v2 on another suite, in the setting that
                                                  # bench/choose_start.py --suite libero_object chose and recorded
 
@@ -129,9 +131,9 @@ def run_rl(cfg: ImagineRLConfig) -> dict:
     return train_rl(cfg)
 
 
-def finished_rl_run(run: Path, bc: str) -> dict:
-    """result.json of a finished imagine_rl.py out_dir, checked to have started from the BC policy `bc`; its
-    policy_path is the policy the run kept, in `run`."""
+def finished_rl_run(run: Path, bc: str, start_name: str = "--bc") -> dict:
+    """result.json of a finished imagine_rl.py out_dir, checked to have started from the policy `bc` (named
+    `start_name` in the error); its policy_path is the policy the run kept, in `run`."""
     for name in ("result.json", "policy.pt", "config.yaml"):
         if not (run / name).is_file():
             raise SystemExit(f"--rl-run: {run / name} not found (expected a finished scripts/imagine_rl.py out_dir)")
@@ -139,7 +141,7 @@ def finished_rl_run(run: Path, bc: str) -> dict:
     started = str(run_cfg.get("policy", ""))
     # the run may have been made on another machine, under another path: the file name must match
     if Path(started).name != Path(bc).name:
-        raise SystemExit(f"--rl-run: that run started from {started!r}, not from --bc {bc!r}")
+        raise SystemExit(f"--rl-run: that run started from {started!r}, not from {start_name} {bc!r}")
     rl = json.loads((run / "result.json").read_text())
     # the policy the run kept: its held-out check's best iterate (best_policy.pt) when it had one, else the last;
     # by file name, as the run may have been made under another path
@@ -191,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     loop = load_config(LoopConfig, args.preset, list(SMOKE_LOOP) if args.smoke else [], group="loop")
     if args.suite and args.protocol != "v2":
         p.error(f"--suite: runs protocol v2 on a suite; --protocol {args.protocol} is LIBERO-Spatial's recorded one")
+    if args.rl_from == "control" and not {"control", "recipe"} <= set(args.arms):
+        p.error("--rl-from control: RL starts from the real-data control, which must be scored beside it: "
+                "--arms must hold control and recipe")
     if set_here := [o for o in args.rl if override_key(o) in SET_BY_THE_PROTOCOL]:
         # they would be replaced by the protocol's own inputs without a word: the run would not be the one asked for
         p.error(f"--rl {' '.join(set_here)}: the benchmark sets the recipe's {', '.join(SET_BY_THE_PROTOCOL)} "
@@ -277,17 +282,28 @@ def main(argv: list[str] | None = None) -> int:
     rls: list[dict] = []
     gates: list[dict] = []
     real_steps = 0
+    consumed_by: ImagineRLConfig | None = None  # the recipe from the start: what it consumes, arm b imitates
+
+    def control_arm() -> dict:
+        assert consumed_by is not None
+        start_bc = replace(start_bc_config(proto, loop), data_dir=data)
+        return real_data_control(consumed_by, start_bc, str(out / "control"))
+
     if "recipe" in args.arms:
         if args.rl_run:
-            rls = [finished_rl_run(Path(r), bc) for r in args.rl_run]
-            real_steps = sum(r["real_env_steps"] for r in rls)  # counted by LiberoEnv in the process that ran RL
             rl_cfgs = [load_config(ImagineRLConfig, str(Path(r) / "config.yaml"), group="rl") for r in args.rl_run]
+        elif not rl_cfgs:
+            rl_cfgs = [replace(load_config(ImagineRLConfig, proto.recipe, [*rl_overrides, f"seed={s}"], group="rl"),
+                               policy=bc, world_model=wm, start_data=data, out_dir=str(out / seed_dir("rl", k)))
+                       for k, s in enumerate(seeds)]
+        consumed_by = replace(rl_cfgs[0], policy=bc)
+        rl_start = control_arm()["policy_path"] if args.rl_from == "control" else bc
+        rl_cfgs = [replace(c, policy=rl_start) for c in rl_cfgs]
+        if args.rl_run:
+            named = "the real-data control (--rl-from control)" if args.rl_from == "control" else "--bc"
+            rls = [finished_rl_run(Path(r), rl_start, named) for r in args.rl_run]
+            real_steps = sum(r["real_env_steps"] for r in rls)  # counted by LiberoEnv in the process that ran RL
         else:
-            if not rl_cfgs:
-                rl_cfgs = [replace(load_config(ImagineRLConfig, proto.recipe, [*rl_overrides, f"seed={s}"],
-                                               group="rl"),
-                                   policy=bc, world_model=wm, start_data=data, out_dir=str(out / seed_dir("rl", k)))
-                           for k, s in enumerate(seeds)]
             for cfg in [shared_adaptation(c, out / "adapt") for c in rl_cfgs]:
                 steps_before = LiberoEnv.process_steps
                 rls.append(run_rl(cfg))
@@ -300,10 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     recipe_cfg = rl_cfgs[0] if rl_cfgs else None
     budgets = {"start": _known(dataset_budget, data, True, proto.bc_demos_per_task)}
     if "control" in args.arms:
-        if recipe_cfg is None:
+        if consumed_by is None:
             p.error("--arms control: the real-data control trains on what the recipe consumed; run the recipe arm too")
-        control = real_data_control(recipe_cfg, replace(start_bc_config(proto, loop), data_dir=data),
-                                    str(out / "control"))
+        control = control_arm()
         arms["control"] = (score(control["policy_path"], "eval_control", "real-data control") if not gates else
                            score_gated(gate_arm(control["policy_path"], "control"), "control"))
         budgets["control"] = Budget(control["episodes"], control["env_steps"])
@@ -379,6 +394,9 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
         gate = {"gate": f"task, margin {args.gate_margin:g}"} if args.gate == "task" else {}
         if args.acts == "holding":  # so is a recipe whose policies act only once the gripper closes
             gate["acts"] = "holding"
+        if args.rl_from == "control":  # and one whose RL starts from arm b (wherever b's folder is)
+            gate["rl_from"] = "control"
+            recipe_cfg = replace(recipe_cfg, policy=proto.path("bc_file"))
         scored = record_scored(Path(proto.root) / "scored.json", {"protocol": args.protocol,
                                                                   "recipe": recipe_identity(recipe_cfg), **gate},
                                canonical=canonical_entry)
@@ -397,7 +415,8 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
           f"seeds={len(seeds)} "
           f"{arms_rates} best_control={best} own_gain_points={d.gain_points:+.1f} own_gain_ci95=[{lo:+.1f},{hi:+.1f}] "
           f"judge_reads_simulator={'yes' if sim else 'no'} real_env_steps_during_rl={real_steps} gate={args.gate} "
-          f"acts={args.acts} minutes={minutes:.0f} recipes_scored={scored} threshold_points={args.threshold:+.0f} "
+          f"acts={args.acts} rl_from={args.rl_from} minutes={minutes:.0f} recipes_scored={scored} "
+          f"threshold_points={args.threshold:+.0f} "
           f"{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 

@@ -68,6 +68,10 @@ def parser(doc: str) -> argparse.ArgumentParser:
                    help="holding: every arm but the start acts only once the gripper closes, the start while it is "
                         "open (policies/phase_switch.py), for a recipe that trains the carry and the placement; "
                         "the controls are switched alike; a recipe of its own on the ledger")
+    p.add_argument("--rl-from", choices=("start", "control"), default="start",
+                   help="control: the recipe's RL starts from arm b, the start fine-tuned on the successful real "
+                        "episodes the recipe consumes (same real data, no more), so the own gain over b is what "
+                        "imagined RL adds to them; needs the control arm; a recipe of its own on the ledger")
     p.add_argument("--smoke", action="store_true",
                    help="the protocol end to end on --suite in minutes (bench/protocol.py smoke_protocol: its first "
                         "task, one init state per use, tiny models, one RL iteration, one seed) under "

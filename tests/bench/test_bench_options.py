@@ -360,3 +360,33 @@ def test_rl_gain_refuses_an_override_of_the_goal_reader_before_building(tmp_path
                                "--rl", "imagination.goal_reader=mine.pt"])
     assert stop.value.code == 2 and "--rl imagination.goal_reader=mine.pt:" in capsys.readouterr().err
     assert not (tmp_path / "root").exists()
+
+
+def test_rl_gain_rl_from_control_starts_the_recipe_from_arm_b_and_is_its_own_recipe(tmp_path, capsys):
+    """--rl-from control: the recipe's RL starts from the real-data control (a run from the start is refused), b is
+    scored beside it, and the BENCH line says where RL started."""
+    rl_gain = _load("rl_gain")
+    bc, control = tmp_path / "bc.pt", tmp_path / "control.pt"
+    for f in (bc, control):
+        f.write_bytes(b"weights")
+    out = tmp_path / "bench"
+    (out / "control").mkdir(parents=True)
+    (out / "control" / "control.json").write_text(json.dumps({"policy_path": str(control), "episodes": 7,
+                                                              "env_steps": 700}))
+    (tmp_path / "c").mkdir()
+    (tmp_path / "s").mkdir()
+    from_control, from_start = _rl_run(tmp_path / "c", str(control)), _rl_run(tmp_path / "s", str(bc))
+    _finished_eval(out / "eval_bc", str(bc), [False, False, True, False])
+    _finished_eval(out / "eval_control", str(control), [True, False, True, False])
+    _finished_eval(out / "eval_rl", str(from_control / "policy.pt"), [True, True, True, False])
+    args = ["--bc", str(bc), "--out-dir", str(out), "--tasks", "0", "1", "--episodes-per-task", "2",
+            "--init-state-offset", "20", "--min-seeds", "1", "--rl-from", "control"]
+    assert rl_gain.main([*args, "--rl-run", str(from_control), "--arms", "start", "control", "recipe"]) == 1
+    bench = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "start=0.250 control=0.500 best_control=control own_gain_points=+25.0" in bench
+    assert "rl_from=control" in bench
+    with pytest.raises(SystemExit, match="not from the real-data control"):  # a run from the start is another recipe
+        rl_gain.main([*args, "--rl-run", str(from_start), "--arms", "start", "control", "recipe"])
+    with pytest.raises(SystemExit) as stop:
+        rl_gain.main([*args, "--rl-run", str(from_control), "--arms", "start", "recipe"])
+    assert stop.value.code == 2 and "--arms must hold control and recipe" in capsys.readouterr().err
