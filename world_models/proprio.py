@@ -193,13 +193,13 @@ def fit_proprio(states: list[np.ndarray], actions: list[np.ndarray],
     cfg = cfg or ProprioConfig()
     s0, hist, acts, targets, masks = (torch.from_numpy(a)
                                       for a in chunk_pairs(states, actions, cfg.chunk_len, cfg.history))
+    torch.manual_seed(cfg.seed)  # before the model: its initial weights come from the global generator
     model = ProprioModel(cfg)
     model.state_mean.copy_(s0.mean(0))
     model.state_std.copy_(s0.std(0).clamp_min(1e-3))
     step_deltas = (targets[:, 0] - s0)
     model.delta_std.copy_(step_deltas.std(0).clamp_min(1e-4))
     gen = torch.Generator().manual_seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, cfg.steps)
     losses = []

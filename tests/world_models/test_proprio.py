@@ -63,3 +63,17 @@ def test_a_file_saved_before_the_history_loads_as_history_zero(tmp_path):
     assert loaded.cfg.history == 0
     s, a = torch.zeros(2, 8), torch.ones(2, 4, 7)
     torch.testing.assert_close(loaded.predict(s, a), old.predict(s, a))
+
+
+def test_a_fit_is_the_same_whatever_ran_before_it():
+    """The model's initial weights come from cfg.seed, not from the global generator's state: an RL run fits its
+    proprio model after other work has drawn from that generator, and the same run must give the same model."""
+    states, actions = _momentum_episodes(4, T=16)
+    cfg = ProprioConfig(chunk_len=4, history=2, hidden=16, steps=5)
+    fitted = []
+    for draws in (0, 3):
+        torch.manual_seed(1234)
+        torch.rand(draws)  # the global generator left in another state
+        fitted.append(fit_proprio(states, actions, cfg)[0].state_dict())
+    for name, weights in fitted[0].items():
+        torch.testing.assert_close(weights, fitted[1][name], rtol=0, atol=0, msg=name)
