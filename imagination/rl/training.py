@@ -145,7 +145,7 @@ class ImagineRLConfig:
     # (result.json's start_policy).
     adapt: FrameAdaptConfig = field(default_factory=lambda: FrameAdaptConfig(steps=0))
     seed: int = 0
-    checkpoint_every: int = 5
+    checkpoint_every: int = 5  # iterations between checkpoints; 0: only at the last one
     videos: int = 4  # imagined episodes of the final iteration written as mp4
     num_threads: int = 2
     device: str = "cpu"
@@ -338,6 +338,9 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
                          f"(group_size): expected a divisor of it, got {cfg.imagination.noise_group}")
     if cfg.rl.algo == "grpo" and cfg.group_size < 2:
         raise ValueError("group_size: GRPO compares episodes within a group; expected >= 2")
+    if cfg.checkpoint_every < 0:
+        raise ValueError(f"checkpoint_every: expected iterations between checkpoints >= 0 (0: only at the last), got "
+                         f"{cfg.checkpoint_every}")
     if not cfg.obs_noise >= 0:
         raise ValueError(f"obs_noise: expected a pixel-noise std >= 0 (0-255 units), got {cfg.obs_noise}")
     torch.set_num_threads(cfg.num_threads)
@@ -451,7 +454,7 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
             # the last iteration's videos before the checkpoint that records it: a run killed after that
             # checkpoint resumes past the last iteration, with no rollouts left to draw them from
             videos = _write_videos(out / "videos", rollouts, cfg.videos)
-        if checked or (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.iterations:
+        if checked or (cfg.checkpoint_every and (it + 1) % cfg.checkpoint_every == 0) or it + 1 == cfg.iterations:
             check_replicas(acc, policy)
             if main:  # the replicas are equal: one policy and one checkpoint hold every process's state
                 policy.save(out / "policy.pt")

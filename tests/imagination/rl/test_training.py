@@ -88,7 +88,8 @@ def test_resume_continues_exactly(square_setup, tmp_path):
         c = _config(square_setup, tmp_path / out, iterations=iterations, checkpoint_every=1)
         return replace(c, rl=replace(c.rl, warmup_updates=1000))
 
-    straight = train_rl(cfg("a", 3), progress=False)
+    # checkpoint_every=0: a checkpoint at the last iteration only, the same run
+    straight = train_rl(replace(cfg("a", 3), checkpoint_every=0), progress=False)
     train_rl(cfg("b", 2), progress=False)
     resumed = train_rl(cfg("b", 3), progress=False)
     assert [r["imagined_return"] for r in resumed["history"]] == [r["imagined_return"] for r in straight["history"]]
@@ -105,6 +106,8 @@ def test_bad_inputs_give_clear_errors(square_setup, tmp_path):
         train_rl(replace(cfg, group_size=1), progress=False)
     with pytest.raises(ValueError, match="imagination.noise_group"):
         train_rl(replace(cfg, imagination=replace(cfg.imagination, noise_group=3)), progress=False)
+    with pytest.raises(ValueError, match="checkpoint_every: expected"):
+        train_rl(replace(cfg, checkpoint_every=-1), progress=False)
     with pytest.raises(ValueError, match="exploration: expected one of"):
         train_rl(replace(cfg, exploration="wide"), progress=False)
     with pytest.raises(ValueError, match="exploration_data_scale"):
