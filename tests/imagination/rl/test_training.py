@@ -48,16 +48,19 @@ def _imagined_success(setup, policy: Policy, n: int = 64) -> float:
 
 
 def test_grpo_in_imagination_raises_the_imagined_success(square_setup, tmp_path):
-    result = train_rl(_config(square_setup, tmp_path / "run", iterations=24), progress=False)
+    cfg = _config(square_setup, tmp_path / "run", iterations=24)
+    # lr 1e-2: at 3e-3, 24 iterations moved the deterministic-chunk success of seeds 0-2 by -0.02 to +0.09 (a coin
+    # flip against the +0.05 asked below); at 1e-2, seeds 0-4 reached 0.44-0.63 from 0.44, seed 0 0.63
+    result = train_rl(replace(cfg, rl=replace(cfg.rl, lr=1e-2)), progress=False)
     returns = [row["imagined_return"] for row in result["history"]]
     assert len(returns) == 24
     assert np.mean(returns[-8:]) > np.mean(returns[:8]), returns  # sampled episodes (noisy: fresh starts each time)
     assert result["real_env_steps"] == 0
     trained, first = Policy.load(tmp_path / "run" / "policy.pt"), Policy.load(square_setup[2])
     before, after = _imagined_success(square_setup, first), _imagined_success(square_setup, trained)
-    # deterministic chunks from 64 fixed starts; within 12 steps only about half of the starts can reach
-    # the goal at all (measured ceiling ~0.55), so the untrained policy's share (0.375-0.44 across
-    # library versions) leaves room for a rise of ~0.1 at most: ask for 0.05, i.e. 4 more starts
+    # deterministic chunks from 64 fixed starts; within 12 steps not every start can reach the goal, and the
+    # untrained policy's share (0.375-0.44 across library versions) leaves room for a rise of ~0.2 at most: ask
+    # for 0.05, i.e. 4 more starts
     assert after >= before + 0.05, (before, after)
     obs = {"image": np.zeros((1, 1, SIZE, SIZE, 3), np.uint8), "state": np.zeros((1, 8), np.float32),
            "instruction": ["move the square"]}
