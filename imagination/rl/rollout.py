@@ -28,7 +28,8 @@ class Rollouts:
     image uint8 [N, V, H, W, 3], state float32 [N, S], instruction N strings, actions [N, K, 7],
     log_prob, value, reward [N], episode int [N] (env index), step int [N] (chunk index in the episode);
     episode_return float [E], success bool [E], length int [E] (chunks), group int [E],
-    keyframe int [E, 2] (start episode, start frame), uncertainty float [E] (mean over the episode).
+    keyframe int [E, 2] (start episode, start frame), uncertainty float [E] (mean over the episode);
+    chunk_uncertainty float [N] (each chunk's disagreement; zeros with imagination.uncertainty off).
     """
 
     image: np.ndarray
@@ -47,11 +48,19 @@ class Rollouts:
     group: np.ndarray
     keyframe: np.ndarray
     uncertainty: np.ndarray
+    chunk_uncertainty: np.ndarray
 
-    def stats(self) -> dict[str, float]:
-        return {"success_rate": float(self.success.mean()), "return": float(self.episode_return.mean()),
-                "episode_chunks": float(self.length.mean()), "samples": float(len(self.episode)),
-                "uncertainty": float(self.uncertainty.mean())}
+    def stats(self, threshold: float | None = None) -> dict[str, float]:
+        """Means over the batch; with the env's uncertainty threshold, also the chunks' disagreement at its 90th
+        percentile and the fraction of chunks above the threshold. Why: the threshold is a pixel difference whose
+        useful value depends on the world model, and these two say whether truncate/penalize fires at all."""
+        out = {"success_rate": float(self.success.mean()), "return": float(self.episode_return.mean()),
+               "episode_chunks": float(self.length.mean()), "samples": float(len(self.episode)),
+               "uncertainty": float(self.uncertainty.mean())}
+        if threshold is not None and len(self.chunk_uncertainty):
+            out["uncertainty_p90"] = float(np.quantile(self.chunk_uncertainty, 0.9))
+            out["uncertain_fraction"] = float((self.chunk_uncertainty > threshold).mean())
+        return out
 
 
 class NoisyObservations:
@@ -108,6 +117,7 @@ def collect_rollouts(env: ImaginationVectorEnv, policy: Policy, num_groups: int,
         episode_return=run.episode_return, success=run.success, length=run.length,
         group=np.repeat(np.arange(num_groups), group_size),
         keyframe=np.array([(kf.episode, kf.t) for kf in keyframes]), uncertainty=run.mean_uncertainty,
+        chunk_uncertainty=np.asarray(run.uncertainty, np.float32),
     )
 
 

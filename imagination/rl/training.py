@@ -499,7 +499,7 @@ def imagined_stats(acc: Accelerator | None, r: Rollouts, env: ImaginationVectorE
     """The imagined_* figures (Rollouts.stats) and per-task success of this iteration's episodes; under a
     launch, of every process's episodes (each process holds as many)."""
     if acc is None:
-        return {**{f"imagined_{k}": v for k, v in r.stats().items()}, **per_task_success(r, env)}
+        return {**{f"imagined_{k}": v for k, v in r.stats(_threshold(env)).items()}, **per_task_success(r, env)}
     tasks, names = _start_tasks(r, env)
     mine = np.stack([r.success, r.episode_return, r.length, r.uncertainty, tasks], 1).astype(np.float64)
     success, ret, length, uncertainty, task = acc.gather(torch.from_numpy(mine).to(acc.device)).cpu().numpy().T
@@ -509,7 +509,20 @@ def imagined_stats(acc: Accelerator | None, r: Rollouts, env: ImaginationVectorE
            "imagined_episode_chunks": float(length.mean()), "imagined_samples": float(samples),
            "imagined_uncertainty": float(uncertainty.mean())}
     out.update({f"imagined_success_{names[int(t)]}": float(success[task == t].mean()) for t in np.unique(task)})
+    threshold = _threshold(env)
+    if threshold is not None:  # per chunk: the processes' batches differ in length, so pad to gather
+        chunks = torch.from_numpy(r.chunk_uncertainty.astype(np.float64)).to(acc.device)
+        gathered = acc.pad_across_processes(chunks, pad_index=float("nan"))
+        every = acc.gather(gathered).cpu().numpy()
+        every = every[~np.isnan(every)]
+        out["imagined_uncertainty_p90"] = float(np.quantile(every, 0.9))
+        out["imagined_uncertain_fraction"] = float((every > threshold).mean())
     return out
+
+
+def _threshold(env: ImaginationVectorEnv) -> float | None:
+    """The env's uncertainty threshold when it measures disagreement at all, else None."""
+    return None if env.cfg.uncertainty == "off" else float(env.cfg.uncertainty_threshold)
 
 
 def _start_tasks(r: Rollouts, env: ImaginationVectorEnv) -> tuple[np.ndarray, dict[int, str]]:

@@ -48,11 +48,12 @@ HEAD_REWARD = ["imagination.reward=head", "imagination.keyframes.balance_tasks=f
 
 
 def run_args(inputs: list[str], out: Path) -> list[str]:
-    """4 groups of 4 (2 groups a process), GRPO with a behaviour-cloning anchor, a checkpoint every iteration."""
+    """4 groups of 4 (2 groups a process), GRPO with a behaviour-cloning anchor, a checkpoint every iteration, the
+    world model's disagreement reported."""
     return [*inputs, f"out_dir={out}", f"iterations={ITERATIONS}", "num_groups=4", "group_size=4", "init_log_std=-1.0",
             "num_threads=1", "videos=1", "imagination.max_steps=8", "imagination.keyframes.mode=start",
             "rl.algo=grpo", "rl.lr=3e-3", "rl.kl_coef=0.0", "rl.epochs=4", "rl.minibatch_size=8", "bc_coef=1.0",
-            "checkpoint_every=1", *HEAD_REWARD]
+            "checkpoint_every=1", "imagination.uncertainty=report", *HEAD_REWARD]
 
 
 def history(out: Path) -> list[dict]:
@@ -70,6 +71,8 @@ def test_two_processes_train_and_resume_exactly(tmp_path):
     assert len(rows) == ITERATIONS
     # the figures are over both processes' episodes: 16 a batch, each of at least one chunk
     assert all(row["imagined_samples"] >= 16 for row in rows), rows
+    # the disagreement's spread over both processes' chunks (their batches differ in length: padded, then dropped)
+    assert all(row["imagined_uncertainty_p90"] > 0 and 0 <= row["imagined_uncertain_fraction"] <= 1 for row in rows)
     anchor = [row["anchor_loss"] for row in rows]  # what the averaged gradients descend besides GRPO's objective
     assert anchor[-1] < 0.85 * anchor[0], anchor
 

@@ -213,6 +213,28 @@ def test_resume_with_a_bc_anchor_draws_the_anchor_batches_it_would_have(square_s
     assert resumed["history"] == straight["history"]
 
 
+def test_rollout_stats_say_how_often_the_uncertainty_threshold_fires(square_setup):
+    data, wm, policy_path, proprio = square_setup
+
+    def rollouts(mode: str, threshold: float):
+        cfg = ImaginationConfig(max_steps=12, keyframes=KeyframeConfig(mode="start"), uncertainty=mode,
+                                uncertainty_threshold=threshold)
+        env = ImaginationVectorEnv(WorldModel.load(wm), ProprioModel.load(proprio),
+                                   load_start_episodes(str(data), ["agentview"]), 8, cfg)
+        r = collect_rollouts(env, Policy.load(policy_path), 2, 4, seed=5)
+        return r, r.stats(None if mode == "off" else threshold)
+
+    r, stats = rollouts("report", 0.0)
+    assert r.chunk_uncertainty.shape == r.reward.shape and (r.chunk_uncertainty > 0).all()
+    assert stats["uncertain_fraction"] == 1.0  # every chunk disagrees by more than 0
+    assert stats["uncertainty_p90"] == pytest.approx(np.quantile(r.chunk_uncertainty, 0.9))
+    middle = float(np.median(r.chunk_uncertainty))
+    _, at_median = rollouts("report", middle)  # the same seed: the same chunks, another threshold
+    assert 0.3 <= at_median["uncertain_fraction"] <= 0.7, at_median
+    off, off_stats = rollouts("off", 0.0)
+    assert not off.chunk_uncertainty.any() and "uncertain_fraction" not in off_stats
+
+
 def test_obs_noise_rollouts_hold_the_noisy_images_the_policy_sampled_on(square_setup):
     data, wm, policy_path, proprio = square_setup
     env = ImaginationVectorEnv(WorldModel.load(wm), ProprioModel.load(proprio),
