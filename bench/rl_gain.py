@@ -326,12 +326,13 @@ def main(argv: list[str] | None = None) -> int:
         anchor = anchor_control(recipe_cfg, rls[0], str(out / "anchor"))
         arms["anchor"] = (score(anchor["policy_path"], "eval_anchor", "anchor control") if not gates else
                           score_gated(gate_arm(anchor["policy_path"], "anchor"), "anchor"))
-        budgets["anchor"] = budgets["start"]
     for k, rl in enumerate(rls[1:], start=1):  # the other seeds after the controls: a first look needs one seed
         arms[seed_dir("recipe", k)] = (score_gated(gates[k], _run_name(args.rl_run, k)) if gates else
                                        score(rl["policy_path"], seed_dir("eval_rl", k), f"recipe seed {seeds[k]}"))
     if recipe_cfg is not None:
         budgets["recipe"] = _known(recipe_budget, recipe_cfg)
+        if "anchor" in arms:  # the recipe without its RL: the same world model, adaptation and anchor data
+            budgets["anchor"] = budgets["recipe"]
     for name, g in gated.items():
         print("\n".join(decision_lines(name, g["decisions"])))
         budgets[f"gate of {name} (choose jobs)"] = Budget(len(g["candidate_episodes"]),

@@ -267,6 +267,8 @@ def test_rl_gain_scores_every_arm_and_the_own_gain_against_the_best_control(tmp_
     assert own == pytest.approx(100 * ((18 + 18 + 19) / 60 - 0.75), abs=0.05)
     assert "judge_reads_simulator=yes" in bench and bench.endswith("FAIL")
     assert "real data of control: 7 episodes, 700 env steps" in text
+    # the anchor control consumed what the recipe did (here made elsewhere: neither is counted)
+    assert "real data of anchor: its inputs are not on this machine" in text
     assert "control - start: +25.0 points" in text and "recipe2 - start: +45.0 points" in text
 
 

@@ -56,6 +56,10 @@ def test_every_suite_runs_the_protocol_end_to_end(suite, tmp_path, capsys):
     assert control["episodes"] == len(successes) and control["env_steps"] == sum(m.length for m in successes)
     budget = re.search(r"real data of recipe: (\d+) episodes", out)
     assert budget and int(budget.group(1)) >= sum(len(EpisodeDataset(d, verify=False)) for d in consumed)
+    # the anchor control is the recipe without RL: the same world model, adaptation and anchor data, the same budget
+    anchor_budget = re.search(r"real data of anchor: (\d+) episodes, (\d+) env steps", out)
+    recipe_budget = re.search(r"real data of recipe: (\d+) episodes, (\d+) env steps", out)
+    assert anchor_budget and recipe_budget and anchor_budget.groups() == recipe_budget.groups()
     # the anchor control applied the recipe's updates, and a second run reuses every stage
     rl = json.loads((root / "run" / "rl" / "result.json").read_text())
     anchor = json.loads((root / "run" / "anchor" / "control.json").read_text())
