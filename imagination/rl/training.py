@@ -237,13 +237,15 @@ _RL_CHECKPOINT = "RL checkpoint (resume=false, or delete it, starts over)"
 def _save_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimizer, iteration: int,
                      history: list[dict], heldout: list[tuple[int, float]],
                      anchor_gen: torch.Generator | None = None,
-                     schedule: torch.optim.lr_scheduler.LRScheduler | None = None) -> None:
+                     schedule: torch.optim.lr_scheduler.LRScheduler | None = None, seconds: float = 0.0) -> None:
     """Tensors and plain data only, so `_load_checkpoint` reads it with weights_only=True. The history
     rows and held-out scores go as JSON text: their numbers may be numpy scalars, which are objects
     to pickle (a file holding them could not be loaded without trusting it). anchor_gen: the generator
     of the behaviour-cloning anchor's batches, when there is one (a resume draws the batches it would have).
-    schedule: the learning rate's (its step count: a resumed warmup goes on where it was)."""
+    schedule: the learning rate's (its step count: a resumed warmup goes on where it was). seconds: the run's
+    time so far, over every process that ran it (result.json's seconds stays the run's, not the last resume's)."""
     blob = {"iteration": iteration, "policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
+            "seconds": float(seconds),
             "history_json": json.dumps(history, default=_number), "heldout_json": json.dumps(heldout, default=_number)}
     if anchor_gen is not None:
         blob["anchor_generator"] = anchor_gen.get_state()
@@ -262,9 +264,10 @@ def _number(value: Any) -> Any:
 def _load_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimizer,
                      anchor_gen: torch.Generator | None = None,
                      schedule: torch.optim.lr_scheduler.LRScheduler | None = None,
-                     ) -> tuple[int, list[dict], list[tuple[int, float]]]:
+                     ) -> tuple[int, list[dict], list[tuple[int, float]], float]:
     """Restore policy and optimizer (and the anchor's generator and the learning rate's schedule, when both
-    sides have one) from `path`; (iteration, history, held-out scores).
+    sides have one) from `path`; (iteration, history, held-out scores, seconds of training so far: 0 in files from
+    before it was kept).
 
     One checkpoint per run (rewritten atomically), so an unusable one has no older one to fall back to:
     CheckpointError names it. Files from before the JSON fields hold the same lists as plain data,
@@ -280,7 +283,7 @@ def _load_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimize
             schedule.last_epoch = int(ck["schedule_steps"])
         history = json.loads(ck["history_json"]) if "history_json" in ck else list(ck["history"])
         scores = json.loads(ck["heldout_json"]) if "heldout_json" in ck else list(ck.get("heldout", []))
-        return int(ck["iteration"]), history, [(int(i), float(s)) for i, s in scores]
+        return int(ck["iteration"]), history, [(int(i), float(s)) for i, s in scores], float(ck.get("seconds", 0.0))
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise CheckpointError(f"{path}: its history, anchor generator or schedule is unusable "
                               f"({type(err).__name__}: {err})") from None
@@ -389,8 +392,9 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     ckpt_path, start = out / "checkpoint.pt", 0
     history: list[dict] = []
     scores: list[tuple[int, float]] = []
+    before = 0.0  # seconds spent by the processes this run resumes
     if cfg.resume and ckpt_path.exists():
-        start, history, scores = _load_checkpoint(ckpt_path, policy, optimizer, anchor_gen, schedule)
+        start, history, scores, before = _load_checkpoint(ckpt_path, policy, optimizer, anchor_gen, schedule)
     best_path, stopper, check_env = out / "best_policy.pt", None, None
     approach, start_chunks = None, None  # the held-out approach frames and the start policy's chunks on them
     if cfg.heldout.every:
@@ -459,7 +463,7 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
             if main:  # the replicas are equal: one policy and one checkpoint hold every process's state
                 policy.save(out / "policy.pt")
                 _save_checkpoint(ckpt_path, policy, optimizer, it + 1, history, stopper.scores if stopper else [],
-                                 anchor_gen, schedule)
+                                 anchor_gen, schedule, before + time.time() - t0)
             if acc:  # no process runs ahead of a checkpoint not yet on disk
                 acc.wait_for_everyone()
             crash_point("rl.checkpoint_saved")
@@ -477,7 +481,7 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
             policy.save(out / "policy.pt")
     result = {"policy_path": str(best_path if stopper else out / "policy.pt"), "iterations": len(history),
               "start_policy": cfg.policy,  # the policy RL started from: the adapted one when cfg.adapt.steps > 0
-              "seconds": time.time() - t0,
+              "seconds": before + time.time() - t0,
               "algo": cfg.rl.algo,
               "real_env_steps": LiberoEnv.process_steps - real_steps_before, "history": history, "videos": videos,
               "first": history[0] if history else {}, "last": history[-1] if history else {},

@@ -163,7 +163,8 @@ def test_rl_checkpoint_keeps_its_history_exactly_and_reads_older_files(tmp_path)
     opt = torch.optim.Adam(policy.parameters())
     history = [{"iteration": 1, "imagined_return": 0.1 + 0.2, "std": float("nan")}]
     _save_checkpoint(tmp_path / "ck.pt", policy, opt, 1, history, [(1, 0.25)])
-    it, got, scores = load_rl_checkpoint(tmp_path / "ck.pt", policy, opt)
+    it, got, scores, seconds = load_rl_checkpoint(tmp_path / "ck.pt", policy, opt)
+    assert seconds == 0.0  # saved with the default: no time recorded
     assert it == 1 and got[0]["imagined_return"] == 0.1 + 0.2 and got[0]["std"] != got[0]["std"]
     assert scores == [(1, 0.25)]
     # a file from before the JSON fields: the same lists as plain data

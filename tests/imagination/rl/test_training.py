@@ -211,6 +211,9 @@ def test_resume_with_a_bc_anchor_draws_the_anchor_batches_it_would_have(square_s
     resumed = train_rl(cfg("b", 2), progress=False)
     assert resumed["history"][-1]["anchor_loss"] == straight["history"][-1]["anchor_loss"]
     assert resumed["history"] == straight["history"]
+    # a finished run asked again returns at once, and still reports the time its iterations took, not that instant's
+    again = train_rl(cfg("b", 2), progress=False)
+    assert again["history"] == straight["history"] and again["seconds"] > 0.5 * resumed["seconds"] > 0
 
 
 def test_rollout_stats_say_how_often_the_uncertainty_threshold_fires(square_setup):
