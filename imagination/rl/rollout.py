@@ -57,10 +57,17 @@ class Rollouts:
         out = {"success_rate": float(self.success.mean()), "return": float(self.episode_return.mean()),
                "episode_chunks": float(self.length.mean()), "samples": float(len(self.episode)),
                "uncertainty": float(self.uncertainty.mean())}
-        if threshold is not None and len(self.chunk_uncertainty):
-            out["uncertainty_p90"] = float(np.quantile(self.chunk_uncertainty, 0.9))
-            out["uncertain_fraction"] = float((self.chunk_uncertainty > threshold).mean())
+        if threshold is not None:
+            out.update(uncertainty_spread(self.chunk_uncertainty, threshold))
         return out
+
+
+def uncertainty_spread(chunks: np.ndarray, threshold: float) -> dict[str, float]:
+    """The chunks' disagreement [N] at its 90th percentile, and the fraction of chunks above `threshold`."""
+    if not len(chunks):
+        return {}
+    return {"uncertainty_p90": float(np.quantile(chunks, 0.9)),
+            "uncertain_fraction": float((chunks > threshold).mean())}
 
 
 class NoisyObservations:

@@ -55,7 +55,7 @@ from imagination.rl.early_stop import (
     move_from,
 )
 from imagination.rl.frame_adapt import FrameAdaptConfig, adapt_once
-from imagination.rl.rollout import Rollouts, collect_rollouts, to_batch
+from imagination.rl.rollout import Rollouts, collect_rollouts, to_batch, uncertainty_spread
 from infra.atomic import atomic_torch_save, atomic_write, atomic_write_json
 from infra.checkpoint import CheckpointError, expect_format, load_torch, restore
 from infra.crash_points import crash_point
@@ -518,9 +518,8 @@ def imagined_stats(acc: Accelerator | None, r: Rollouts, env: ImaginationVectorE
         chunks = torch.from_numpy(r.chunk_uncertainty.astype(np.float64)).to(acc.device)
         gathered = acc.pad_across_processes(chunks, pad_index=float("nan"))
         every = acc.gather(gathered).cpu().numpy()
-        every = every[~np.isnan(every)]
-        out["imagined_uncertainty_p90"] = float(np.quantile(every, 0.9))
-        out["imagined_uncertain_fraction"] = float((every > threshold).mean())
+        spread = uncertainty_spread(every[~np.isnan(every)], threshold)
+        out.update({f"imagined_{k}": v for k, v in spread.items()})
     return out
 
 
