@@ -176,4 +176,4 @@ def to_batch(r: Rollouts, cfg: RLConfig, policy: Policy | None = None, reference
     return Batch(obs, r.actions, old, adv.float(), ret.float(), ref)
 
 
-__all__ = ["NoisyObservations", "Rollouts", "advantages", "collect_rollouts", "to_batch"]
+__all__ = ["NoisyObservations", "Rollouts", "advantages", "collect_rollouts", "to_batch", "uncertainty_spread"]
