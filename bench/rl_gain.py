@@ -16,6 +16,8 @@ recipe over several seeds, all on the same benchmark jobs.
     python bench/rl_gain.py --bc bc/policy.pt --world-model wm/world_model.pt --data data --arms start recipe
     python bench/rl_gain.py --suite libero_goal --recipe goal_window --rl-from control   # RL starts from arm b,
                                                  # the start fine-tuned on the same real episodes (its own recipe)
+    python bench/rl_gain.py --suite libero_goal --recipe goal_window --refine-world-model 1500   # the world model
+                                                 # fine-tuned on the start's own rollouts first (no new real data)
     python bench/rl_gain.py --suite libero_object   # protocol v2 on another suite, in the setting that
                                                  # bench/choose_start.py --suite libero_object chose and recorded
 
@@ -79,6 +81,7 @@ from imagination.loop.arms import (
     recipe_budget,
 )
 from imagination.loop.config import LoopConfig
+from imagination.loop.refine import refine_world_model
 from imagination.rewards.base import reads_simulator
 from imagination.rl.training import ImagineRLConfig, train_rl
 from infra.cli import load_config, save_config
@@ -196,6 +199,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.rl_from == "control" and not {"control", "recipe"} <= set(args.arms):
         p.error("--rl-from control: RL starts from the real-data control, which must be scored beside it: "
                 "--arms must hold control and recipe")
+    if args.refine_world_model and (args.run or args.bc or args.world_model or args.data or args.rl_run):
+        p.error("--refine-world-model: refines the protocol's own world model on its own rollouts; not with --run, "
+                "--bc, --world-model, --data or --rl-run")
+    if args.refine_world_model < 0:
+        p.error(f"--refine-world-model: expected fine-tune steps >= 0 (0: off), got {args.refine_world_model}")
     if set_here := [o for o in args.rl if override_key(o) in SET_BY_THE_PROTOCOL]:
         # they would be replaced by the protocol's own inputs without a word: the run would not be the one asked for
         p.error(f"--rl {' '.join(set_here)}: the benchmark sets the recipe's {', '.join(SET_BY_THE_PROTOCOL)} "
@@ -228,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
         bc, wm, data = built["bc"], built["world_model"], built["data"]
         if not args.rl_run and "recipe" in args.arms:
             built.update(build_recipe(proto, built, loop))
+            if args.refine_world_model:  # the recipe (and its anchor control's adaptation) imagine in the refined one
+                built["world_model"] = refine_world_model(
+                    loop, built["world_model"], built["data"], built["own_rollouts"],
+                    proto.path(f"world_model_refined{args.refine_world_model}"), args.refine_world_model, proto.views)
             rl_cfgs = [recipe_config(proto, built, str(out / seed_dir("rl", k)), [*rl_overrides, f"seed={s}"])
                        for k, s in enumerate(seeds)]
     else:
@@ -416,7 +428,8 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
           f"seeds={len(seeds)} "
           f"{arms_rates} best_control={best} own_gain_points={d.gain_points:+.1f} own_gain_ci95=[{lo:+.1f},{hi:+.1f}] "
           f"judge_reads_simulator={'yes' if sim else 'no'} real_env_steps_during_rl={real_steps} gate={args.gate} "
-          f"acts={args.acts} rl_from={args.rl_from} minutes={minutes:.0f} recipes_scored={scored} "
+          f"acts={args.acts} rl_from={args.rl_from} refine_world_model={args.refine_world_model} "
+          f"minutes={minutes:.0f} recipes_scored={scored} "
           f"threshold_points={args.threshold:+.0f} "
           f"{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1

@@ -72,6 +72,11 @@ def parser(doc: str) -> argparse.ArgumentParser:
                    help="control: the recipe's RL starts from arm b, the start fine-tuned on the successful real "
                         "episodes the recipe consumes (same real data, no more), so the own gain over b is what "
                         "imagined RL adds to them; needs the control arm; a recipe of its own on the ledger")
+    p.add_argument("--refine-world-model", type=int, default=0, metavar="STEPS",
+                   help="fine-tune the protocol's world model for STEPS on its data and the start's own rollouts (the "
+                        "real episodes the recipe already consumes: no arm's budget grows) before RL; the recipe and "
+                        "its anchor control imagine in it (imagination/loop/refine.py); a recipe of its own on the "
+                        "ledger; 0: off")
     p.add_argument("--smoke", action="store_true",
                    help="the protocol end to end on --suite in minutes (bench/protocol.py smoke_protocol: its first "
                         "task, one init state per use, tiny models, one RL iteration, one seed) under "

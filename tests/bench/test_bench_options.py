@@ -392,3 +392,14 @@ def test_rl_gain_rl_from_control_starts_the_recipe_from_arm_b_and_is_its_own_rec
     with pytest.raises(SystemExit) as stop:
         rl_gain.main([*args, "--rl-run", str(from_control), "--arms", "start", "recipe"])
     assert stop.value.code == 2 and "--arms must hold control and recipe" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("given", [["--bc", "bc.pt"], ["--rl-run", "rl_s0"], ["--refine-world-model", "-1"]])
+def test_rl_gain_refines_only_the_protocols_own_world_model(given, tmp_path, capsys):
+    """--refine-world-model fine-tunes the protocol's own model on its own rollouts: with a start or a run made
+    elsewhere there is no such model to refine, and negative steps are no setting; both stop before building."""
+    args = ["--suite", "libero_goal", "--root", str(tmp_path / "root"), "--refine-world-model", "1500", *given]
+    with pytest.raises(SystemExit) as stop:
+        _load("rl_gain").main(args)
+    assert stop.value.code == 2 and "--refine-world-model:" in capsys.readouterr().err
+    assert not (tmp_path / "root").exists()

@@ -24,11 +24,14 @@ def test_every_suite_runs_the_protocol_end_to_end(suite, tmp_path, capsys):
     rl_gain = importlib.import_module("bench.rl_gain")
     torch.set_num_threads(1)
     root = tmp_path / suite
-    assert rl_gain.main(["--suite", suite, "--smoke", "--root", str(root), "--num-envs", "1"]) in (0, 1)
+    # on Goal the recipe imagines in the protocol's world model refined on the own rollouts (--refine-world-model)
+    refine = ["--refine-world-model", "2"] if suite == "libero_goal" else []
+    assert rl_gain.main(["--suite", suite, "--smoke", "--root", str(root), "--num-envs", "1", *refine]) in (0, 1)
     out = capsys.readouterr().out
     bench = out.strip().splitlines()[-1]
     assert bench.startswith("BENCH rl_gain episodes=1 ") and " seeds=1 " in bench
     assert "real_env_steps_during_rl=0" in bench and "recipes_scored=1" in bench
+    assert f" refine_world_model={2 if refine else 0} " in bench
     # the suite's own first task (LIBERO-Object has no setting chosen yet: its task 0)
     task = RECORDED_SETTINGS[suite].tasks[0] if suite in RECORDED_SETTINGS else 0
     assert f" task{task}=" in bench
@@ -50,6 +53,11 @@ def test_every_suite_runs_the_protocol_end_to_end(suite, tmp_path, capsys):
         consumed = reader["data_dirs"]
         rl_cfg = (root / "run" / "rl" / "config.yaml").read_text()
         assert str(root / "goal_reader" / "reader.pt") in rl_cfg and "reward: goal" in rl_cfg
+        world_model = root / ("world_model_refined2" if refine else "world_model") / "world_model.pt"
+        assert f"world_model: {world_model}" in rl_cfg
+        if refine:  # the refined model trained on the data and the own rollouts, from the protocol's
+            split = json.loads((world_model.parent / "split.json").read_text())
+            assert list(split["extra_train"]) == [str(own)]
     # the real-data control imitated exactly the successes among the real episodes the recipe consumed
     control = json.loads((root / "run" / "control" / "control.json").read_text())
     successes = [m for d in consumed for m in EpisodeDataset(d, verify=False).meta if m.success]
@@ -64,13 +72,13 @@ def test_every_suite_runs_the_protocol_end_to_end(suite, tmp_path, capsys):
     rl = json.loads((root / "run" / "rl" / "result.json").read_text())
     anchor = json.loads((root / "run" / "anchor" / "control.json").read_text())
     assert anchor["updates"] == sum(row["updates"] for row in rl["history"]) > 0
-    assert rl_gain.main(["--suite", suite, "--smoke", "--root", str(root), "--num-envs", "1"]) in (0, 1)
+    assert rl_gain.main(["--suite", suite, "--smoke", "--root", str(root), "--num-envs", "1", *refine]) in (0, 1)
     again = capsys.readouterr().out
     assert "start (BC): reusing" in again and "real-data control: reusing" in again
     assert "recipes_scored=1" in again.strip().splitlines()[-1]  # the same recipe is not counted twice
     if suite == "libero_goal":  # a look at the choose jobs says so, and leaves the ledger as it was
         ledger = (root / "scored.json").read_text()
-        choose = ["--suite", suite, "--smoke", "--root", str(root), "--num-envs", "1", "--arms", "start",
+        choose = ["--suite", suite, "--smoke", "--root", str(root), "--num-envs", "1", *refine, "--arms", "start",
                   "--init-state-offset", "0", "--out-dir", str(tmp_path / "choose")]
         assert rl_gain.main(choose) in (0, 1)
         assert f"evaluating on init states 0-0 of tasks [{task}], not the benchmark's jobs" in capsys.readouterr().out
