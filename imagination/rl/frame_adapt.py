@@ -49,6 +49,9 @@ class FrameAdaptConfig:
     target: str = "start"
     seed: int = 0  # the world model's noise and the batches' draws
     num_threads: int = 2
+    # where the world model imagines and the policy is fit (an RL run passes its imagination.device). Why: on one GPU
+    # a 16M-parameter world model's adaptation took 172 s on the machine's CPUs, longer than the RL after it
+    device: str = "cpu"
 
     def validate(self) -> None:
         for name in ("policy", "world_model", "data", "out_dir"):
@@ -237,15 +240,15 @@ def run_adapt(cfg: FrameAdaptConfig) -> dict:
     torch.set_num_threads(cfg.num_threads)
     torch.manual_seed(cfg.seed)
     t0 = time.time()
-    policy = Policy.load(cfg.policy)
+    policy = Policy.load(cfg.policy, map_location=cfg.device)
     policy.eval()
-    probe = open_imagination(cfg.world_model, cfg.data, cfg.proprio, num_envs=1,
-                             config=ImaginationConfig(max_steps=10_000, success_threshold=2.0), policy=policy)
+    imagine = ImaginationConfig(max_steps=10_000, success_threshold=2.0, device=cfg.device)
+    probe = open_imagination(cfg.world_model, cfg.data, cfg.proprio, num_envs=1, config=imagine, policy=policy)
     starts = release_starts(probe, list(cfg.leads), policy.n_action_steps)
     if not starts:
         raise ValueError(f"data: no episode of {cfg.data} releases {min(cfg.leads)} steps or more after its close")
-    env = open_imagination(probe.wm, probe.episodes, probe.proprio, num_envs=min(64, len(starts)),
-                           config=ImaginationConfig(max_steps=10_000, success_threshold=2.0), policy=policy)
+    env = open_imagination(probe.wm, probe.episodes, probe.proprio, num_envs=min(64, len(starts)), config=imagine,
+                           policy=policy)
     chunks = -(-cfg.imagined_steps // env.K)
     imagined, window = imagined_pairs(env, starts, chunks, cfg.seed)
     recorded = recorded_pairs(env)
@@ -294,9 +297,13 @@ def adapt_once(cfg: FrameAdaptConfig) -> str:
         return str(run_adapt(cfg)["policy_path"])
 
 
+_WHERE_IT_RAN = ("num_threads", "device")  # an adaptation made on a GPU is reused on the CPU, and back
+
+
 def _same_adaptation(a: dict, b: dict) -> bool:
-    """Two adapt configs that make the same adaptation: equal but for the threads they ran with."""
-    return {k: v for k, v in a.items() if k != "num_threads"} == {k: v for k, v in b.items() if k != "num_threads"}
+    """Two adapt configs that make the same adaptation: equal but for where they ran (threads, device)."""
+    return ({k: v for k, v in a.items() if k not in _WHERE_IT_RAN}
+            == {k: v for k, v in b.items() if k not in _WHERE_IT_RAN})
 
 
 __all__ = ["FrameAdaptConfig", "Pairs", "adapt", "adapt_once", "imagined_pairs", "own_targets", "pair_mse",

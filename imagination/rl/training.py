@@ -198,7 +198,7 @@ def adapted_start(cfg: ImagineRLConfig) -> str:
     data = cfg.adapt.data or cfg.bc_data or cfg.start_data
     return adapt_once(replace(cfg.adapt, policy=cfg.policy, world_model=cfg.world_model, proprio=cfg.proprio,
                               data=data, out_dir=cfg.adapt.out_dir or str(Path(cfg.out_dir) / "adapt"),
-                              num_threads=cfg.num_threads))
+                              num_threads=cfg.num_threads, device=cfg.imagination.device))
 
 
 def bc_anchor(cfg: ImagineRLConfig, policy: Policy, generator: torch.Generator | None = None):

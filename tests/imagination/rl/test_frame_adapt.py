@@ -139,6 +139,7 @@ def test_an_rl_run_that_adapts_starts_from_the_adapted_policy_and_adapts_once(sq
     assert result["start_policy"] == str(adapted)
     saved = json.loads((tmp_path / "rl" / "adapt" / "adapt.json").read_text())
     assert saved["config"]["policy"] == str(policy_file) and saved["config"]["steps"] == 5
+    assert saved["config"]["device"] == cfg.imagination.device  # adapted where the run imagines
     start, moved = Policy.load(policy_file).state_dict(), Policy.load(adapted).state_dict()
     assert any(not torch.equal(start[k], moved[k]) for k in start if isinstance(start[k], torch.Tensor))
     written = adapted.stat().st_mtime_ns
@@ -153,7 +154,7 @@ def test_an_rl_run_that_adapts_starts_from_the_adapted_policy_and_adapts_once(sq
 
 def test_seeds_given_one_adapt_folder_share_one_adaptation(square_setup, grip_data, tmp_path, capsys):
     """Two RL seeds with the same adapt.out_dir (bench/rl_gain.py gives a recipe's seeds one) adapt once, whatever
-    threads each runs with; a changed adaptation setting in that folder adapts again."""
+    threads or device each runs with; a changed adaptation setting in that folder adapts again."""
     from imagination.rl.training import train_rl
 
     shared = tmp_path / "adapt"
@@ -164,6 +165,11 @@ def test_seeds_given_one_adapt_folder_share_one_adaptation(square_setup, grip_da
     capsys.readouterr()
     second = train_rl(replace(cfg, seed=1, out_dir=str(tmp_path / "s1"), num_threads=2))
     assert second["start_policy"] == first["start_policy"]
+    assert (shared / "policy.pt").stat().st_mtime_ns == written and "[adapt] reusing" in capsys.readouterr().out
+    made = json.loads((shared / "adapt.json").read_text())  # as if made on a GPU: still this run's adaptation
+    made["config"]["device"] = "cuda"
+    (shared / "adapt.json").write_text(json.dumps(made))
+    train_rl(replace(cfg, seed=2, out_dir=str(tmp_path / "s3")))
     assert (shared / "policy.pt").stat().st_mtime_ns == written and "[adapt] reusing" in capsys.readouterr().out
     train_rl(replace(cfg, out_dir=str(tmp_path / "s2"), adapt=replace(cfg.adapt, steps=6)))
     assert json.loads((shared / "adapt.json").read_text())["config"]["steps"] == 6  # adapted again
