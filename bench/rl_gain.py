@@ -18,6 +18,9 @@ recipe over several seeds, all on the same benchmark jobs.
                                                  # the start fine-tuned on the same real episodes (its own recipe)
     python bench/rl_gain.py --suite libero_goal --recipe goal_window --refine-world-model 1500   # the world model
                                                  # fine-tuned on the start's own rollouts first (no new real data)
+    python bench/rl_gain.py --suite libero_goal --recipe goal_window --world-model-preset rl_gain_gpu \
+        --rl device=cuda imagination.device=cuda  # one GPU: a 16M-parameter world model on the same data and own
+                                                 # rollouts, RL there; every real evaluation on the CPU
     python bench/rl_gain.py --suite libero_object   # protocol v2 on another suite, in the setting that
                                                  # bench/choose_start.py --suite libero_object chose and recorded
 
@@ -81,7 +84,7 @@ from imagination.loop.arms import (
     recipe_budget,
 )
 from imagination.loop.config import LoopConfig
-from imagination.loop.refine import refine_world_model
+from imagination.loop.refine import refine_world_model, retrain_world_model
 from imagination.rewards.base import reads_simulator
 from imagination.rl.training import ImagineRLConfig, train_rl
 from infra.cli import load_config, save_config
@@ -199,9 +202,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.rl_from == "control" and not {"control", "recipe"} <= set(args.arms):
         p.error("--rl-from control: RL starts from the real-data control, which must be scored beside it: "
                 "--arms must hold control and recipe")
-    if args.refine_world_model and (args.run or args.bc or args.world_model or args.data or args.rl_run):
+    elsewhere = args.run or args.bc or args.world_model or args.data or args.rl_run
+    if args.refine_world_model and elsewhere:
         p.error("--refine-world-model: refines the protocol's own world model on its own rollouts; not with --run, "
                 "--bc, --world-model, --data or --rl-run")
+    if args.world_model_preset and (elsewhere or args.refine_world_model):
+        p.error("--world-model-preset: trains the protocol's world model afresh on its data and own rollouts; not "
+                "with --refine-world-model, --run, --bc, --world-model, --data or --rl-run")
     if args.refine_world_model < 0:
         p.error(f"--refine-world-model: expected fine-tune steps >= 0 (0: off), got {args.refine_world_model}")
     if set_here := [o for o in args.rl if override_key(o) in SET_BY_THE_PROTOCOL]:
@@ -240,6 +247,10 @@ def main(argv: list[str] | None = None) -> int:
                 built["world_model"] = refine_world_model(
                     loop, built["world_model"], built["data"], built["own_rollouts"],
                     proto.path(f"world_model_refined{args.refine_world_model}"), args.refine_world_model, proto.views)
+            elif args.world_model_preset:  # the same, in a world model of another preset trained afresh
+                built["world_model"] = retrain_world_model(
+                    args.world_model_preset, built["world_model"], built["data"], built["own_rollouts"],
+                    proto.path(f"world_model_{Path(args.world_model_preset).stem}"))
             rl_cfgs = [recipe_config(proto, built, str(out / seed_dir("rl", k)), [*rl_overrides, f"seed={s}"])
                        for k, s in enumerate(seeds)]
     else:
@@ -429,6 +440,7 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
           f"{arms_rates} best_control={best} own_gain_points={d.gain_points:+.1f} own_gain_ci95=[{lo:+.1f},{hi:+.1f}] "
           f"judge_reads_simulator={'yes' if sim else 'no'} real_env_steps_during_rl={real_steps} gate={args.gate} "
           f"acts={args.acts} rl_from={args.rl_from} refine_world_model={args.refine_world_model} "
+          f"world_model_preset={args.world_model_preset or 'none'} "
           f"minutes={minutes:.0f} recipes_scored={scored} "
           f"threshold_points={args.threshold:+.0f} "
           f"{'PASS' if ok else 'FAIL'}")

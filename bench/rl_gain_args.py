@@ -77,6 +77,12 @@ def parser(doc: str) -> argparse.ArgumentParser:
                         "real episodes the recipe already consumes: no arm's budget grows) before RL; the recipe and "
                         "its anchor control imagine in it (imagination/loop/refine.py); a recipe of its own on the "
                         "ledger; 0: off")
+    p.add_argument("--world-model-preset", default="", metavar="NAME",
+                   help="train a world model of this preset (configs/world_model/, e.g. rl_gain_gpu on one GPU) afresh "
+                        "on the protocol's data, held out as the protocol's model held it out, and the start's own "
+                        "rollouts, into <root>/world_model_<NAME>; the recipe and its anchor control imagine in it "
+                        "(imagination/loop/refine.py); a recipe of its own on the ledger; not with "
+                        "--refine-world-model")
     p.add_argument("--smoke", action="store_true",
                    help="the protocol end to end on --suite in minutes (bench/protocol.py smoke_protocol: its first "
                         "task, one init state per use, tiny models, one RL iteration, one seed) under "

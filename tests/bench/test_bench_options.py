@@ -403,3 +403,14 @@ def test_rl_gain_refines_only_the_protocols_own_world_model(given, tmp_path, cap
         _load("rl_gain").main(args)
     assert stop.value.code == 2 and "--refine-world-model:" in capsys.readouterr().err
     assert not (tmp_path / "root").exists()
+
+
+@pytest.mark.parametrize("given", [["--world-model", "wm.pt"], ["--rl-run", "rl_s0"], ["--refine-world-model", "9"]])
+def test_rl_gain_trains_a_preset_world_model_only_for_the_protocols_own_inputs(given, tmp_path, capsys):
+    """--world-model-preset trains a model afresh on the protocol's data and own rollouts: not beside a model, a run
+    or a refinement from elsewhere; refused before anything is built."""
+    args = ["--suite", "libero_goal", "--root", str(tmp_path / "root"), "--world-model-preset", "rl_gain_gpu", *given]
+    with pytest.raises(SystemExit) as stop:
+        _load("rl_gain").main(args)
+    assert stop.value.code == 2 and "--world-model-preset:" in capsys.readouterr().err
+    assert not (tmp_path / "root").exists()
