@@ -5,6 +5,8 @@
     python bench/goal_judge.py ... --samples 3          # three imagined samples of each episode, averaged
     python bench/goal_judge.py ... --last-steps 40      # imagine only the last 40 steps (a keyframe near the end)
     python bench/goal_judge.py --reader ADAPTED ... --compare-reader R/goal_reader/reader.pt   # paired, same frames
+    python bench/goal_judge.py ... --world-model BIG/world_model.pt --compare-world-model R/world_model/world_model.pt
+                                                        # two world models, the same episodes, actions and reader
 
 For every recorded episode of --data (real outcomes known; take episodes neither the reader nor the world model
 trained on), scores against its real outcome, each read two ways: "last", the episode's last frame (what reward
@@ -18,7 +20,8 @@ threshold first with goal_until=threshold):
                 before it).
 Each as a within-task AUC with a 95% bootstrap interval (jobs resampled within each task), and the paired
 difference imagined - head (last frames). PASS when the imagined last-frame AUC's interval lies above --min-auc
-(0.5: the judge sees real outcomes through imagination at all). Writes <out-dir>/goal_judge.json.
+(0.5: the judge sees real outcomes through imagination at all). With --compare-reader or --compare-world-model, the
+paired AUC difference against it (the same episodes resampled in both). Writes <out-dir>/goal_judge.json.
 Exit 1 on FAIL, 2 on a missing input.
 """
 from __future__ import annotations
@@ -107,6 +110,18 @@ def imagined_scores(readers: list[Any], world_model: str, data: str, indices: li
              "head_last": _last(head), "head_max": np.nanmax(head, 1)} for r in range(len(readers))]
 
 
+def paired_auc_difference(a: np.ndarray, b: np.ndarray, success: np.ndarray, tasks: np.ndarray) -> dict[str, Any]:
+    """Within-task AUC of scores a [N] minus that of b [N] over the same episodes, with its 95% bootstrap interval
+    (the episodes resampled within each task, both scores together: the pairing is kept)."""
+    from imagination.eval.reward_gate import resampled_within_task_aucs, within_task_auc_interval
+
+    both = resampled_within_task_aucs(np.stack([a, b]), success, tasks, 2000, 0)
+    d = both[0] - both[1]
+    d = d[~np.isnan(d)]
+    point = within_task_auc_interval(a, success, tasks).point - within_task_auc_interval(b, success, tasks).point
+    return {"point": float(point), "ci95": [float(x) for x in np.quantile(d, [0.025, 0.975])]}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--reader", required=True, help="goal reader (scripts/train_goal_reader.py reader.pt)")
@@ -120,15 +135,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare-reader", default="",
                    help="another goal reader (e.g. the one --reader was adapted from) read on the same imagined "
                         "frames: the paired AUC difference --reader minus it, last verdict and last progress")
+    p.add_argument("--compare-world-model", default="",
+                   help="another WorldModel checkpoint imagining the same episodes under the same actions, read by "
+                        "the same reader: the paired AUC difference --world-model minus it, last verdict and progress")
     p.add_argument("--min-auc", type=float, default=0.5, help="PASS: the imagined AUC's interval lies above this")
     p.add_argument("--out-dir", default="", help="default: beside the reader")
     p.add_argument("--device", default="cpu")
     args = p.parse_args(argv)
-    for name in ("reader", "world_model", "data") + (("compare_reader",) if args.compare_reader else ()):
+    if args.compare_reader and args.compare_world_model:
+        p.error("--compare-reader, --compare-world-model: one comparison at a time")
+    named = ("reader", "world_model", "data") + tuple(n for n in ("compare_reader", "compare_world_model")
+                                                      if getattr(args, n))
+    for name in named:
         if not Path(getattr(args, name)).exists():
             print(f"goal_judge: --{name.replace('_', '-')}: {getattr(args, name)} does not exist", file=sys.stderr)
             return 2
-    from imagination.eval.reward_gate import resampled_within_task_aucs, within_task_auc_interval
+    from imagination.eval.reward_gate import within_task_auc_interval
     from infra.atomic import atomic_write_json
     from robot_data.dataset import EpisodeDataset
     from world_models.goal_reader import GoalReader
@@ -147,21 +169,17 @@ def main(argv: list[str] | None = None) -> int:
         scores[k if k.startswith("head") else f"imagined_{k}"] = np.mean([r[0][k] for r in runs], 0)
         if args.compare_reader and not k.startswith("head"):
             scores[f"compared_{k}"] = np.mean([r[1][k] for r in runs], 0)
+    if args.compare_world_model:  # the same reader on the other model's frames, seeded alike
+        other = [imagined_scores([reader], args.compare_world_model, args.data, indices, args.proprio, s, args.device,
+                                 args.last_steps)[0] for s in range(args.samples)]
+        for k in other[0]:
+            if not k.startswith("head"):
+                scores[f"compared_{k}"] = np.mean([r[k] for r in other], 0)
     figs = {k: within_task_auc_interval(v, success, tasks) for k, v in scores.items()}
-    compared: dict[str, dict[str, Any]] = {}
-    for k in ("goal_last", "progress_last") if args.compare_reader else ():
-        both = resampled_within_task_aucs(np.stack([scores[f"imagined_{k}"], scores[f"compared_{k}"]]), success,
-                                          tasks, 2000, 0)
-        dk = both[0] - both[1]
-        dk = dk[~np.isnan(dk)]
-        compared[k] = {"point": figs[f"imagined_{k}"].point - figs[f"compared_{k}"].point,
-                       "ci95": [float(x) for x in np.quantile(dk, [0.025, 0.975])]}
-    diff = resampled_within_task_aucs(np.stack([scores["imagined_goal_last"], scores["head_last"]]), success, tasks,
-                                      2000, 0)
-    d = diff[0] - diff[1]
-    d = d[~np.isnan(d)]
-    point = figs["imagined_goal_last"].point - figs["head_last"].point
-    lo, hi = (float(x) for x in np.quantile(d, [0.025, 0.975]))
+    compared = {k: paired_auc_difference(scores[f"imagined_{k}"], scores[f"compared_{k}"], success, tasks)
+                for k in (("goal_last", "progress_last") if "compared_goal_last" in scores else ())}
+    vs_head = paired_auc_difference(scores["imagined_goal_last"], scores["head_last"], success, tasks)
+    point, (lo, hi) = vs_head["point"], vs_head["ci95"]
     judged = figs["imagined_goal_last"]
     ok = judged.ci95[0] > args.min_auc
     per_task = {int(t): {"episodes": int((tasks == t).sum()), "successes": int(success[tasks == t].sum())}
@@ -173,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         "samples": args.samples, "last_steps": args.last_steps, "per_task": per_task,
         "auc": {k: {"point": f.point, "ci95": list(f.ci95), "pairs": f.pairs} for k, f in figs.items()},
         "imagined_minus_head": {"point": point, "ci95": [lo, hi]},
-        **({"compare_reader": args.compare_reader, "minus_compared": compared} if compared else {}),
+        **({"compare_reader": args.compare_reader, "compare_world_model": args.compare_world_model,
+            "minus_compared": compared} if compared else {}),
         "records": [{"episode": i, "task_id": int(t), "success": bool(s), **{k: float(v[j]) for k, v in scores.items()}}
                     for j, (i, t, s) in enumerate(zip(indices, tasks, success))]}, indent=1)
     for k, f in figs.items():
@@ -181,8 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"imagined - head (last frames): {point:+.3f} [{lo:+.3f}, {hi:+.3f}]")
     vs = "".join(f" minus_compared_{k}={c['point']:+.3f} minus_compared_{k}_ci95=[{c['ci95'][0]:+.3f},"
                  f"{c['ci95'][1]:+.3f}]" for k, c in compared.items())
+    what = "--world-model" if args.compare_world_model else "--reader"
     for k, c in compared.items():
-        print(f"--reader - --compare-reader, imagined {k}: {c['point']:+.3f} "
+        print(f"{what} minus its comparison, imagined {k}: {c['point']:+.3f} "
               f"[{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]")
     a = {k: f"{f.point:.3f}" for k, f in figs.items()}
     print(f"BENCH goal_judge episodes={len(indices)} successes={int(success.sum())} last_steps={args.last_steps} "

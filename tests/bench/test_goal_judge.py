@@ -3,6 +3,7 @@ model, and other episodes scored on real frames, imagined frames and the success
 import json
 
 import numpy as np
+import pytest
 import torch
 
 from bench import goal_judge
@@ -50,4 +51,23 @@ def test_the_bench_scores_every_episode_three_ways_and_prints_its_figures(tmp_pa
         assert r["compared_progress_last"] == r["imagined_progress_last"]
         assert r["compared_goal_last"] == r["imagined_goal_last"]
     assert goal_judge.main(same[:-1] + ["missing.pt"]) == 2
+    # two world models on the same episodes and actions, read by the same reader
+    torch.manual_seed(1)
+    WorldModel(tiny_model_config()).save(tmp_path / "wm_other.pt")
+    models = args[:-4] + ["--out-dir", str(tmp_path / "models"), "--last-steps", "8", "--compare-world-model"]
+    assert goal_judge.main(models + [str(tmp_path / "wm.pt")]) in (0, 1)  # a model against itself: exactly 0
+    assert " minus_compared_goal_last=+0.000 " in capsys.readouterr().out
+    itself = json.loads((tmp_path / "models" / "goal_judge.json").read_text())
+    assert all(r["compared_goal_last"] == r["imagined_goal_last"] for r in itself["records"])
+    assert goal_judge.main(models + [str(tmp_path / "wm_other.pt")]) in (0, 1)
+    assert "--world-model minus its comparison" in capsys.readouterr().out
+    other = json.loads((tmp_path / "models" / "goal_judge.json").read_text())
+    assert other["compare_world_model"] == str(tmp_path / "wm_other.pt")
+    assert any(r["compared_goal_last"] != r["imagined_goal_last"] for r in other["records"])  # other frames
+    diff = other["minus_compared"]["goal_last"]
+    if not np.isnan(diff["point"]):  # both outcomes in some task: the difference is the two AUCs'
+        aucs = other["auc"]
+        assert np.isclose(diff["point"], aucs["imagined_goal_last"]["point"] - aucs["compared_goal_last"]["point"])
+    with pytest.raises(SystemExit):  # one comparison at a time
+        goal_judge.main(models + [str(tmp_path / "wm.pt"), "--compare-reader", args[1]])
     assert goal_judge.main(["--reader", "missing.pt", "--world-model", "x", "--data", "y"]) == 2
