@@ -110,15 +110,15 @@ def imagined_scores(readers: list[Any], world_model: str, data: str, indices: li
              "head_last": _last(head), "head_max": np.nanmax(head, 1)} for r in range(len(readers))]
 
 
-def paired_auc_difference(a: np.ndarray, b: np.ndarray, success: np.ndarray, tasks: np.ndarray) -> dict[str, Any]:
-    """Within-task AUC of scores a [N] minus that of b [N] over the same episodes, with its 95% bootstrap interval
-    (the episodes resampled within each task, both scores together: the pairing is kept)."""
-    from imagination.eval.reward_gate import resampled_within_task_aucs, within_task_auc_interval
+def paired_auc_difference(a: np.ndarray, b: np.ndarray, success: np.ndarray, tasks: np.ndarray,
+                          point: float) -> dict[str, Any]:
+    """The within-task AUC of scores a [N] minus that of b [N] over the same episodes (`point`, the two AUCs' own
+    difference), with its 95% bootstrap interval: the episodes resampled within each task, both scores together."""
+    from imagination.eval.reward_gate import resampled_within_task_aucs
 
     both = resampled_within_task_aucs(np.stack([a, b]), success, tasks, 2000, 0)
     d = both[0] - both[1]
     d = d[~np.isnan(d)]
-    point = within_task_auc_interval(a, success, tasks).point - within_task_auc_interval(b, success, tasks).point
     return {"point": float(point), "ci95": [float(x) for x in np.quantile(d, [0.025, 0.975])]}
 
 
@@ -176,9 +176,11 @@ def main(argv: list[str] | None = None) -> int:
             if not k.startswith("head"):
                 scores[f"compared_{k}"] = np.mean([r[k] for r in other], 0)
     figs = {k: within_task_auc_interval(v, success, tasks) for k, v in scores.items()}
-    compared = {k: paired_auc_difference(scores[f"imagined_{k}"], scores[f"compared_{k}"], success, tasks)
+    compared = {k: paired_auc_difference(scores[f"imagined_{k}"], scores[f"compared_{k}"], success, tasks,
+                                         figs[f"imagined_{k}"].point - figs[f"compared_{k}"].point)
                 for k in (("goal_last", "progress_last") if "compared_goal_last" in scores else ())}
-    vs_head = paired_auc_difference(scores["imagined_goal_last"], scores["head_last"], success, tasks)
+    vs_head = paired_auc_difference(scores["imagined_goal_last"], scores["head_last"], success, tasks,
+                                    figs["imagined_goal_last"].point - figs["head_last"].point)
     point, (lo, hi) = vs_head["point"], vs_head["ci95"]
     judged = figs["imagined_goal_last"]
     ok = judged.ci95[0] > args.min_auc
