@@ -21,6 +21,9 @@ recipe over several seeds, all on the same benchmark jobs.
     python bench/rl_gain.py --suite libero_goal --recipe goal_window --world-model-preset rl_gain_gpu \
         --rl device=cuda imagination.device=cuda  # one GPU: a 16M-parameter world model on the same data and own
                                                  # rollouts, RL there; every real evaluation on the CPU
+    python bench/rl_gain.py --suite libero_goal --recipe goal_window --recipe-world-model wm/world_model.pt
+                                                 # the recipe imagines in a model trained by hand (another batch size,
+                                                 # another machine); the protocol's data, start and judge as they are
     python bench/rl_gain.py --suite libero_object   # protocol v2 on another suite, in the setting that
                                                  # bench/choose_start.py --suite libero_object chose and recorded
 
@@ -209,6 +212,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.world_model_preset and (elsewhere or args.refine_world_model):
         p.error("--world-model-preset: trains the protocol's world model afresh on its data and own rollouts; not "
                 "with --refine-world-model, --run, --bc, --world-model, --data or --rl-run")
+    if args.recipe_world_model:
+        if elsewhere or args.refine_world_model or args.world_model_preset:
+            p.error("--recipe-world-model: the recipe imagines in this model beside the protocol's own inputs; not "
+                    "with --refine-world-model, --world-model-preset, --run, --bc, --world-model, --data or --rl-run")
+        if not Path(args.recipe_world_model).is_file():
+            p.error(f"--recipe-world-model: {args.recipe_world_model} is not a file (expected a world_model.pt "
+                    "written by scripts/train_world_model.py)")
     if args.refine_world_model < 0:
         p.error(f"--refine-world-model: expected fine-tune steps >= 0 (0: off), got {args.refine_world_model}")
     if set_here := [o for o in args.rl if override_key(o) in SET_BY_THE_PROTOCOL]:
@@ -251,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
                 built["world_model"] = retrain_world_model(
                     args.world_model_preset, built["world_model"], built["data"], built["own_rollouts"],
                     proto.path(f"world_model_{Path(args.world_model_preset).stem}"))
+            elif args.recipe_world_model:  # the same, in a model the user trained elsewhere
+                built["world_model"] = args.recipe_world_model
             rl_cfgs = [recipe_config(proto, built, str(out / seed_dir("rl", k)), [*rl_overrides, f"seed={s}"])
                        for k, s in enumerate(seeds)]
     else:
@@ -441,6 +453,7 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
           f"judge_reads_simulator={'yes' if sim else 'no'} real_env_steps_during_rl={real_steps} gate={args.gate} "
           f"acts={args.acts} rl_from={args.rl_from} refine_world_model={args.refine_world_model} "
           f"world_model_preset={args.world_model_preset or 'none'} "
+          f"recipe_world_model={args.recipe_world_model or 'none'} "
           f"minutes={minutes:.0f} recipes_scored={scored} "
           f"threshold_points={args.threshold:+.0f} "
           f"{'PASS' if ok else 'FAIL'}")

@@ -83,6 +83,11 @@ def parser(doc: str) -> argparse.ArgumentParser:
                         "rollouts, into <root>/world_model_<NAME>; the recipe and its anchor control imagine in it "
                         "(imagination/loop/refine.py); a recipe of its own on the ledger; not with "
                         "--refine-world-model")
+    p.add_argument("--recipe-world-model", default="", metavar="PATH",
+                   help="a world model file the recipe and its anchor control imagine in instead of the protocol's, "
+                        "e.g. one trained by scripts/train_world_model.py with other settings or on another machine; "
+                        "the protocol's data, start and judge stay its own; a recipe of its own on the ledger; not "
+                        "with --refine-world-model or --world-model-preset")
     p.add_argument("--smoke", action="store_true",
                    help="the protocol end to end on --suite in minutes (bench/protocol.py smoke_protocol: its first "
                         "task, one init state per use, tiny models, one RL iteration, one seed) under "

@@ -414,3 +414,27 @@ def test_rl_gain_trains_a_preset_world_model_only_for_the_protocols_own_inputs(g
         _load("rl_gain").main(args)
     assert stop.value.code == 2 and "--world-model-preset:" in capsys.readouterr().err
     assert not (tmp_path / "root").exists()
+
+
+@pytest.mark.parametrize("given", [["--bc", "bc.pt"], ["--rl-run", "rl_s0"], ["--refine-world-model", "9"],
+                                   ["--world-model-preset", "rl_gain_gpu"]])
+def test_rl_gain_imagines_in_a_given_world_model_only_beside_the_protocols_own_inputs(given, tmp_path, capsys):
+    """--recipe-world-model swaps the model the recipe imagines in and keeps the protocol's other inputs: not beside
+    a start or a run from elsewhere, nor beside another way of making the recipe's model; refused before building."""
+    model = tmp_path / "world_model.pt"
+    model.write_bytes(b"")
+    args = ["--suite", "libero_goal", "--root", str(tmp_path / "root"), "--recipe-world-model", str(model), *given]
+    with pytest.raises(SystemExit) as stop:
+        _load("rl_gain").main(args)
+    assert stop.value.code == 2 and "--recipe-world-model:" in capsys.readouterr().err
+    assert not (tmp_path / "root").exists()
+
+
+def test_rl_gain_refuses_a_recipe_world_model_that_is_not_a_file(tmp_path, capsys):
+    args = ["--suite", "libero_goal", "--root", str(tmp_path / "root"), "--recipe-world-model",
+            str(tmp_path / "missing.pt")]
+    with pytest.raises(SystemExit) as stop:
+        _load("rl_gain").main(args)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "--recipe-world-model:" in err and "missing.pt is not a file" in err
+    assert not (tmp_path / "root").exists()
