@@ -32,3 +32,14 @@ def test_latent_gpu_preset_is_the_cpu_latent_model_scaled_up():
     assert gpu.model.sampler.steps == cpu.model.sampler.steps == 1
     wide, narrow = gpu.model.denoiser.block_out_channels, cpu.model.denoiser.block_out_channels
     assert len(wide) == len(narrow) and all(w >= n for w, n in zip(wide, narrow)) and wide != narrow
+
+
+def test_cpu_rl_gain_preset_is_quick_with_more_clips():
+    """rl_gain_cpu is the measured batch-32 CPU model (docs/results.md): quick's denoiser, sampler and split, four
+    times the batch for two thirds of the steps."""
+    quick = load_config(TrainWorldModelConfig, "quick", group="world_model")
+    cpu = load_config(TrainWorldModelConfig, "rl_gain_cpu", group="world_model")
+    assert cpu.model == quick.model and cpu.bootstrap == quick.bootstrap
+    split = ("holdout_fraction", "holdout_min", "split_seed", "views", "context_frames", "chunk_len")
+    assert [getattr(cpu.clips, k) for k in split] == [getattr(quick.clips, k) for k in split]
+    assert (cpu.batch_size, cpu.steps) == (32, 2000) and cpu.batch_size * cpu.steps > quick.batch_size * quick.steps
