@@ -59,8 +59,14 @@ class ClosedLoopConfig:
     max_steps: int = 0  # imagined horizon; 0 = the real evaluation's
     num_envs: int = 16  # imagined episodes per batch
     num_threads: int = 1
-    reward: str = "head"  # what judges success in imagination: the world model's head, or "state" (ImaginationConfig)
+    reward: str = "head"  # what judges success in imagination: the head, "state" or "goal" (ImaginationConfig)
     state_reward: str = ""  # StateReward checkpoint for reward "state"
+    # reward "goal": the goal reader (scripts/train_goal_reader.py) whose verdict on the last imagined frame is the
+    # job's figure, as imagined RL's goal judge pays it (ImaginationConfig.goal_until "horizon")
+    goal_reader: str = ""
+    # branches only: how many steps each one imagines from its start (0: to max_steps). Why: the window recipes
+    # (configs/rl/goal_window.yaml) imagine 64 steps from a keyframe, and this checks exactly that
+    imagined_steps: int = 0
     device: str = "cpu"
     # modules of your own package that define the policy's class, imported before it loads (docs/policies.md)
     policy_modules: list[str] = field(default_factory=list)
@@ -81,7 +87,8 @@ def real_jobs_config(real_results: dict, policy_path: str, cfg: ClosedLoopConfig
         deterministic=bool(rc["deterministic"]), max_steps=cfg.max_steps or int(rc["max_steps"]), videos=0,
         out_dir=out_dir, num_envs=cfg.num_envs, num_threads=cfg.num_threads, world_model=cfg.world_model,
         start_data=cfg.start_data, proprio=cfg.proprio, success_threshold=math.inf, reward=cfg.reward,
-        state_reward=cfg.state_reward, device=cfg.device, policy_modules=list(cfg.policy_modules))
+        state_reward=cfg.state_reward, goal_reader=cfg.goal_reader, device=cfg.device,
+        policy_modules=list(cfg.policy_modules))
 
 
 def closed_loop_records(real_results: dict, policy_path: str, cfg: ClosedLoopConfig, out_dir: str,
@@ -122,8 +129,9 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
     The episodes are the data's `source: policy` ones whose `extra.policy` is `policy_path` (written by
     `imagination.eval.real_rollouts.evaluate_and_record`). Each starts at `decisive_step`, its real frames up
     to there as context, the policy acting deterministically to the horizon (`cfg.max_steps`, 0 = the
-    suite's) with a head that never ends an episode. Each record: episode, task_id, init_state_id,
-    start_t, real_success, max_success_prob."""
+    suite's, or `cfg.imagined_steps` from the start) with a judge that never ends an episode. Each record:
+    episode, task_id, init_state_id, start_t, end_t, real_success, max_success_prob (with reward "goal", the
+    reader's verdict on the last imagined frame: the goal judge pays nothing before it)."""
     meta = EpisodeDataset(data_dir, verify=False).meta
     mine = [m for m in select_meta(meta, source="policy") if m.extra.get("policy") == policy_path]
     if not mine:
@@ -140,15 +148,18 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
     n = min(cfg.num_envs, len(mine))
     venv = open_imagination(wm, episodes, proprio, n, ImaginationConfig(
         max_steps=horizon, success_threshold=math.inf, keyframes=KeyframeConfig(mode="start"), reward=cfg.reward,
-        state_reward=cfg.state_reward, device=cfg.device), policy=policy)
+        state_reward=cfg.state_reward, goal_reader=cfg.goal_reader, imagined_steps=cfg.imagined_steps,
+        device=cfg.device), policy=policy)
     indices = [int(m.episode_index) for m in mine]
     starts = [Keyframe(i, decisive_step(venv.episodes[i].action, lead_steps)) for i in indices]
     act = policy_mean(policy)
-    best = np.concatenate([imagine(venv, act, starts[b:b + n], seed=b).max_success_prob
-                           for b in tqdm(range(0, len(starts), n), desc="branches", disable=not progress)])
+    runs = [imagine(venv, act, starts[b:b + n], seed=b)
+            for b in tqdm(range(0, len(starts), n), desc="branches", disable=not progress)]
+    best = np.concatenate([r.max_success_prob for r in runs])
+    end = np.concatenate([r.final_t for r in runs])
     return [{"episode": int(m.episode_index), "task_id": int(m.task_id), "init_state_id": int(m.init_state_id),
-             "start_t": kf.t, "real_success": bool(m.success), "max_success_prob": float(p)}
-            for m, kf, p in zip(mine, starts, best)]
+             "start_t": kf.t, "end_t": int(e), "real_success": bool(m.success), "max_success_prob": float(p)}
+            for m, kf, p, e in zip(mine, starts, best, end)]
 
 
 @dataclass

@@ -19,6 +19,7 @@ from imagination.eval.closed_loop import (
     closed_loop_records,
     outcome_separation,
 )
+from imagination.rewards.goal import GOAL_THRESHOLD
 from infra.atomic import atomic_write_json
 from infra.cli import save_config
 from infra.provenance import provenance
@@ -51,6 +52,12 @@ def _check(cfg: CheckConfig) -> list[str]:
                          f"got {len(cfg.real_results)}")
     if not cfg.world_model:
         raise SystemExit("world_model: required (the world model to check)")
+    if cfg.reward == "goal" and not Path(cfg.goal_reader).is_file():
+        raise SystemExit(f"goal_reader: reward goal needs a goal reader file (scripts/train_goal_reader.py), "
+                         f"got {cfg.goal_reader!r}")
+    if cfg.imagined_steps < 0 or (cfg.imagined_steps and not cfg.branch_data):
+        raise SystemExit(f"imagined_steps: expected an integer >= 0, and only with branch_data (jobs from the first "
+                         f"frame run to max_steps), got {cfg.imagined_steps}")
     if not cfg.branch_data and not cfg.start_data:
         raise SystemExit("start_data: required (the real episodes whose first frames start the jobs)")
     for p in [cfg.world_model, *cfg.policies, *cfg.real_results]:
@@ -73,7 +80,8 @@ def check_closed_loop(cfg: CheckConfig) -> dict:
     names = _check(cfg)
     out = Path(cfg.out_dir)
     save_config(cfg, out / "config.yaml")
-    threshold = WorldModel.load(cfg.world_model).cfg.head.success_threshold
+    # the goal judge's verdict is a probability read against 0.5, as imagined RL counts its successes
+    threshold = GOAL_THRESHOLD if cfg.reward == "goal" else WorldModel.load(cfg.world_model).cfg.head.success_threshold
     rows, table = [], {}
     for i, (name, policy) in enumerate(zip(names, cfg.policies)):
         if cfg.branch_data:

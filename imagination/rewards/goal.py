@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 GOAL_ENDINGS = ("horizon", "threshold")
 GOAL_SCORES = ("probability", "distance", "progress")
+GOAL_THRESHOLD = 0.5  # a goal probability at or above it is an imagined success
 
 
 class GoalJudge:
@@ -60,7 +61,7 @@ class GoalJudge:
     reads_frames = True
 
     def __init__(self, reader: GoalReader, num_envs: int, view: int, views: int, max_steps: int = 220,
-                 threshold: float = 0.5, until: str = "horizon", score: str = "probability",
+                 threshold: float = GOAL_THRESHOLD, until: str = "horizon", score: str = "probability",
                  distance_scale: float = 0.05, imagined_steps: int = 0):
         """view: the index of the reader's view among the world model's `views` (frames stack them as channels);
         imagined_steps > 0: an episode also ends that many steps after its start (ImaginationConfig)."""
@@ -110,7 +111,7 @@ class GoalJudge:
             known = np.unique(tasks)
             reader.goal_fraction(np.zeros((len(known), reader.slots)), known)
         return cls(reader, num_envs, list(views).index(reader.cfg.view), len(views), max_steps,
-                   0.5 if threshold is None else threshold, until, score, distance_scale, imagined_steps)
+                   GOAL_THRESHOLD if threshold is None else threshold, until, score, distance_scale, imagined_steps)
 
     def start_limit(self, episode: StartEpisode, max_steps: int) -> int:
         return max_steps

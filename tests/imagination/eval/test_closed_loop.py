@@ -210,3 +210,36 @@ def test_branches_start_from_the_policy_own_rollouts(setup):
     with pytest.raises(SystemExit, match="real_results: not used with branch_data"):
         check_closed_loop(CheckConfig(**vars(cfg), policies=[policy], branch_data=str(setup / "policy_data"),
                                       real_results=[str(setup / "real.json")]))
+
+
+@pytest.mark.libero
+def test_branches_judged_by_a_goal_reader_over_a_window(setup):
+    """reward "goal": each branch is the goal reader's verdict on its last imagined frame, read against 0.5, and
+    `imagined_steps` ends every branch that many steps after its start (the window recipes' check)."""
+    from imagination.eval.closed_loop_check import CheckConfig, check_closed_loop
+    from world_models.goal_reader import GoalReader, GoalReaderConfig
+
+    policy = str(setup / "policy.pt")
+    data = setup / "policy_data_goal"
+    _policy_data(data, policy)
+    torch.manual_seed(0)
+    GoalReader(GoalReaderConfig(channels=[8, 8], keypoints=8), "libero_spatial",
+               {t: ["(on akita_black_bowl_1 plate_1)"] for t in (0, 1)}, H).save(setup / "reader.pt")
+    cfg = ClosedLoopConfig(world_model=str(setup / "wm.pt"), proprio=str(setup / "proprio.pt"), max_steps=12,
+                           num_envs=2, reward="goal", goal_reader=str(setup / "reader.pt"), imagined_steps=4)
+    records = branch_records(str(data), policy, cfg, lead_steps=4, progress=False)
+    assert [(r["start_t"], r["end_t"]) for r in records] == [(2, 6)] * 3  # one chunk of 4 from step 2
+    probs = np.array([r["max_success_prob"] for r in records])
+    assert ((probs >= 0) & (probs <= 1)).all()
+    assert not np.allclose(probs, 1 / (1 + math.exp(-2.0)), atol=1e-3)  # the reader judged, not the head
+    whole = ClosedLoopConfig(**{**vars(cfg), "imagined_steps": 0})
+    assert [r["end_t"] for r in branch_records(str(data), policy, whole, lead_steps=4, progress=False)] == [12] * 3
+
+    result = check_closed_loop(CheckConfig(**vars(cfg), policies=[policy], branch_data=str(data), lead_steps=4,
+                                           out_dir=str(setup / "goal_check")))
+    assert result["success_threshold"] == 0.5
+    assert result["separation"]["all"]["imagined_successes"] == int((probs >= 0.5).sum())
+    with pytest.raises(SystemExit, match="goal_reader: reward goal needs a goal reader file"):
+        check_closed_loop(CheckConfig(**{**vars(cfg), "goal_reader": ""}, policies=[policy], branch_data=str(data)))
+    with pytest.raises(SystemExit, match="imagined_steps: expected an integer >= 0, and only with branch_data"):
+        check_closed_loop(CheckConfig(**vars(cfg), policies=[policy], real_results=[str(setup / "real.json")]))
