@@ -42,7 +42,7 @@ from imagination.episodes import load_start_episodes
 from imagination.eval.calibrate import ThresholdChoice, pick_threshold
 from imagination.eval.evaluate import evaluate
 from imagination.eval.jobs import EvalConfig
-from imagination.imagine import imagine, open_imagination, open_proprio, policy_mean
+from imagination.imagine import RecordedActions, imagine, open_imagination, open_proprio, policy_mean
 from imagination.keyframes import Keyframe, KeyframeConfig
 from policies.base import Policy
 from robot_data.dataset import EpisodeDataset, select_meta
@@ -122,8 +122,11 @@ def decisive_step(actions: np.ndarray, lead_steps: int) -> int:
     return max(0, int(closes[0]) - lead_steps if len(closes) else len(actions) // 2)
 
 
+BRANCH_ACTIONS = ("policy", "recorded")
+
+
 def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_steps: int = 8,
-                   progress: bool = True) -> list[dict]:
+                   progress: bool = True, actions: str = "policy") -> list[dict]:
     """Continue the policy's recorded real episodes in imagination from their decisive step.
 
     The episodes are the data's `source: policy` ones whose `extra.policy` is `policy_path` (written by
@@ -131,7 +134,12 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
     to there as context, the policy acting deterministically to the horizon (`cfg.max_steps`, 0 = the
     suite's, or `cfg.imagined_steps` from the start) with a judge that never ends an episode. Each record:
     episode, task_id, init_state_id, start_t, end_t, real_success, max_success_prob (with reward "goal", the
-    reader's verdict on the last imagined frame: the goal judge pays nothing before it)."""
+    reader's verdict on the last imagined frame: the goal judge pays nothing before it).
+
+    actions "recorded": the episodes' own recorded actions instead of the policy's (open loop), from the same
+    starts: the control that tells what the world model loses in closed loop from what the window itself holds."""
+    if actions not in BRANCH_ACTIONS:
+        raise ValueError(f"branch_actions: expected one of {list(BRANCH_ACTIONS)}, got {actions!r}")
     meta = EpisodeDataset(data_dir, verify=False).meta
     mine = [m for m in select_meta(meta, source="policy") if m.extra.get("policy") == policy_path]
     if not mine:
@@ -152,7 +160,7 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
         device=cfg.device), policy=policy)
     indices = [int(m.episode_index) for m in mine]
     starts = [Keyframe(i, decisive_step(venv.episodes[i].action, lead_steps)) for i in indices]
-    act = policy_mean(policy)
+    act = RecordedActions(venv) if actions == "recorded" else policy_mean(policy)
     runs = [imagine(venv, act, starts[b:b + n], seed=b)
             for b in tqdm(range(0, len(starts), n), desc="branches", disable=not progress)]
     best = np.concatenate([r.max_success_prob for r in runs])

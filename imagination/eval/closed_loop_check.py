@@ -13,6 +13,7 @@ import numpy as np
 
 from imagination.eval.calibrate import plot_outcome_histogram
 from imagination.eval.closed_loop import (
+    BRANCH_ACTIONS,
     ClosedLoopConfig,
     Separation,
     branch_records,
@@ -32,6 +33,9 @@ class CheckConfig(ClosedLoopConfig):
     real_results: list[str] = field(default_factory=list)  # one real results.json per policy, same order
     branch_data: str = ""  # a dataset with the policies' recorded real episodes: start from their decisive step
     lead_steps: int = 8  # branch start: this many steps before the policy first closes the gripper
+    # branches: "policy" acts (closed loop), or "recorded" replays each episode's own actions from the same start
+    # (open loop: the control that says how much of what closed loop loses is the policy acting on imagined frames)
+    branch_actions: str = "policy"
     names: list[str] = field(default_factory=list)  # labels for the table; [] = each policy file's parent folder
     out_dir: str = "outputs/closed_loop"
 
@@ -45,6 +49,8 @@ def _check(cfg: CheckConfig) -> list[str]:
         if cfg.real_results:
             raise SystemExit("real_results: not used with branch_data (its recorded episodes carry their outcomes); "
                              "give one of the two")
+        if cfg.branch_actions not in BRANCH_ACTIONS:
+            raise SystemExit(f"branch_actions: expected one of {list(BRANCH_ACTIONS)}, got {cfg.branch_actions!r}")
         if cfg.lead_steps < 0:
             raise SystemExit(f"lead_steps: expected an integer >= 0, got {cfg.lead_steps}")
     elif len(cfg.real_results) != len(cfg.policies):
@@ -85,7 +91,7 @@ def check_closed_loop(cfg: CheckConfig) -> dict:
     rows, table = [], {}
     for i, (name, policy) in enumerate(zip(names, cfg.policies)):
         if cfg.branch_data:
-            records = branch_records(cfg.branch_data, policy, cfg, cfg.lead_steps)
+            records = branch_records(cfg.branch_data, policy, cfg, cfg.lead_steps, actions=cfg.branch_actions)
         else:
             real = json.loads(Path(cfg.real_results[i]).read_text())
             records = closed_loop_records(real, policy, cfg, str(out / name))
@@ -94,7 +100,8 @@ def check_closed_loop(cfg: CheckConfig) -> dict:
     labels = np.array([r["real_success"] for r in rows])
     tasks = np.array([r["task_id"] for r in rows])
     where = f"from {cfg.lead_steps} steps before the first grasp" if cfg.branch_data else "from the first frame"
-    print(f"closed loop {where}, {cfg.world_model} (success threshold {threshold:.3f}):")
+    mode = "open loop (recorded actions)" if cfg.branch_data and cfg.branch_actions == "recorded" else "closed loop"
+    print(f"{mode} {where}, {cfg.world_model} (success threshold {threshold:.3f}):")
     for name in [*names, "all"]:
         m = np.array([name in ("all", r["policy"]) for r in rows])
         sep = outcome_separation(probs[m], labels[m], tasks[m])

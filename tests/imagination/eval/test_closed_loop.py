@@ -243,3 +243,39 @@ def test_branches_judged_by_a_goal_reader_over_a_window(setup):
         check_closed_loop(CheckConfig(**{**vars(cfg), "goal_reader": ""}, policies=[policy], branch_data=str(data)))
     with pytest.raises(SystemExit, match="imagined_steps: expected an integer >= 0, and only with branch_data"):
         check_closed_loop(CheckConfig(**vars(cfg), policies=[policy], real_results=[str(setup / "real.json")]))
+
+
+@pytest.mark.libero
+def test_recorded_branches_replay_the_episodes_own_actions(setup, capsys, monkeypatch):
+    """branch_actions "recorded": the same starts, played with each episode's recorded actions (the open-loop control);
+    an unknown mode is refused by name."""
+    import imagination.eval.closed_loop as closed_loop
+    from imagination.episodes import load_start_episodes
+    from imagination.eval.closed_loop_check import CheckConfig, check_closed_loop
+    from imagination.imagine import RecordedActions
+
+    policy = str(setup / "policy.pt")
+    data = setup / "policy_data_recorded"
+    _policy_data(data, policy)
+    cfg = ClosedLoopConfig(world_model=str(setup / "wm.pt"), proprio=str(setup / "proprio.pt"), max_steps=12,
+                           num_envs=3)
+    seen = []
+
+    class Spy(RecordedActions):
+        def __call__(self, obs):
+            out = super().__call__(obs)
+            seen.append(np.array(out))
+            return out
+
+    monkeypatch.setattr(closed_loop, "RecordedActions", Spy)
+    records = branch_records(str(data), policy, cfg, lead_steps=4, progress=False, actions="recorded")
+    episodes = load_start_episodes(str(data), ["agentview"])
+    first = np.stack([episodes[r["episode"]].action[2:2 + K] for r in records])
+    np.testing.assert_allclose(seen[0], first, atol=1e-6)  # the first chunk is each episode's own, from step 2
+    with pytest.raises(ValueError, match=r"branch_actions: expected one of \['policy', 'recorded'\], got 'mine'"):
+        branch_records(str(data), policy, cfg, progress=False, actions="mine")
+    check_closed_loop(CheckConfig(**vars(cfg), policies=[policy], branch_data=str(data), lead_steps=4,
+                                  branch_actions="recorded", out_dir=str(setup / "recorded_check")))
+    assert "open loop (recorded actions) from 4 steps before the first grasp" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="branch_actions: expected one of"):
+        check_closed_loop(CheckConfig(**vars(cfg), policies=[policy], branch_data=str(data), branch_actions="mine"))
