@@ -126,10 +126,11 @@ BRANCH_ACTIONS = ("policy", "recorded")
 
 
 def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_steps: int = 8,
-                   progress: bool = True, actions: str = "policy") -> list[dict]:
+                   progress: bool = True, actions: str = "policy", recorded_by: str = "") -> list[dict]:
     """Continue the policy's recorded real episodes in imagination from their decisive step.
 
-    The episodes are the data's `source: policy` ones whose `extra.policy` is `policy_path` (written by
+    The episodes are the data's `source: policy` ones whose `extra.policy` is `recorded_by` (default: `policy_path`;
+    another policy's, e.g. the start's for the start adapted to imagined frames, which acts from them) (written by
     `imagination.eval.real_rollouts.evaluate_and_record`). Each starts at `decisive_step`, its real frames up
     to there as context, the policy acting deterministically to the horizon (`cfg.max_steps`, 0 = the
     suite's, or `cfg.imagined_steps` from the start) with a judge that never ends an episode. Each record:
@@ -141,10 +142,11 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
     if actions not in BRANCH_ACTIONS:
         raise ValueError(f"branch_actions: expected one of {list(BRANCH_ACTIONS)}, got {actions!r}")
     meta = EpisodeDataset(data_dir, verify=False).meta
-    mine = [m for m in select_meta(meta, source="policy") if m.extra.get("policy") == policy_path]
+    recorder = recorded_by or policy_path
+    mine = [m for m in select_meta(meta, source="policy") if m.extra.get("policy") == recorder]
     if not mine:
         known = sorted({str(m.extra.get("policy")) for m in select_meta(meta, source="policy")})
-        raise ValueError(f"policy: {data_dir} has no recorded real episode of {policy_path} "
+        raise ValueError(f"policy: {data_dir} has no recorded real episode of {recorder} "
                          f"(its policy episodes come from {known or 'no policy'})")
     torch.set_num_threads(cfg.num_threads)
     wm = WorldModel.load(cfg.world_model, map_location=cfg.device)

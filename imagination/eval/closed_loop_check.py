@@ -36,6 +36,9 @@ class CheckConfig(ClosedLoopConfig):
     # branches: "policy" acts (closed loop), or "recorded" replays each episode's own actions from the same start
     # (open loop: the control that says how much of what closed loop loses is the policy acting on imagined frames)
     branch_actions: str = "policy"
+    # branches: whose recorded episodes each policy starts from, one per policy ([] = its own). Why: a policy
+    # adapted to the imagined frames (scripts/adapt_to_imagination.py) has no real rollouts; it acts from its start's
+    recorded_by: list[str] = field(default_factory=list)
     names: list[str] = field(default_factory=list)  # labels for the table; [] = each policy file's parent folder
     out_dir: str = "outputs/closed_loop"
 
@@ -43,6 +46,8 @@ class CheckConfig(ClosedLoopConfig):
 def _check(cfg: CheckConfig) -> list[str]:
     if not cfg.policies:
         raise SystemExit("policies: expected one or more policy checkpoints, e.g. policies=[bc/policy.pt]")
+    if cfg.recorded_by and not cfg.branch_data:
+        raise SystemExit("recorded_by: only with branch_data (whose recorded episodes the policies start from)")
     if cfg.branch_data:
         if not Path(cfg.branch_data).is_dir():
             raise SystemExit(f"branch_data: {cfg.branch_data} is not a dataset folder")
@@ -51,6 +56,9 @@ def _check(cfg: CheckConfig) -> list[str]:
                              "give one of the two")
         if cfg.branch_actions not in BRANCH_ACTIONS:
             raise SystemExit(f"branch_actions: expected one of {list(BRANCH_ACTIONS)}, got {cfg.branch_actions!r}")
+        if cfg.recorded_by and len(cfg.recorded_by) != len(cfg.policies):
+            raise SystemExit(f"recorded_by: expected one recording policy per policy ({len(cfg.policies)}), "
+                             f"got {len(cfg.recorded_by)}")
         if cfg.lead_steps < 0:
             raise SystemExit(f"lead_steps: expected an integer >= 0, got {cfg.lead_steps}")
     elif len(cfg.real_results) != len(cfg.policies):
@@ -91,7 +99,8 @@ def check_closed_loop(cfg: CheckConfig) -> dict:
     rows, table = [], {}
     for i, (name, policy) in enumerate(zip(names, cfg.policies)):
         if cfg.branch_data:
-            records = branch_records(cfg.branch_data, policy, cfg, cfg.lead_steps, actions=cfg.branch_actions)
+            records = branch_records(cfg.branch_data, policy, cfg, cfg.lead_steps, actions=cfg.branch_actions,
+                                         recorded_by=cfg.recorded_by[i] if cfg.recorded_by else "")
         else:
             real = json.loads(Path(cfg.real_results[i]).read_text())
             records = closed_loop_records(real, policy, cfg, str(out / name))

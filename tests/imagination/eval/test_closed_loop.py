@@ -279,3 +279,32 @@ def test_recorded_branches_replay_the_episodes_own_actions(setup, capsys, monkey
     assert "open loop (recorded actions) from 4 steps before the first grasp" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="branch_actions: expected one of"):
         check_closed_loop(CheckConfig(**vars(cfg), policies=[policy], branch_data=str(data), branch_actions="mine"))
+
+
+@pytest.mark.libero
+def test_a_policy_branches_from_another_policys_recordings(setup, tmp_path):
+    """recorded_by: a policy without real rollouts of its own (the start adapted to imagined frames) acts from its
+    start's recorded episodes; one recorder per policy, and only with branch_data."""
+    import shutil
+
+    from imagination.eval.closed_loop_check import CheckConfig, check_closed_loop
+
+    policy = str(setup / "policy.pt")
+    data = setup / "policy_data_by"
+    _policy_data(data, policy)
+    adapted = str(shutil.copy(policy, tmp_path / "adapted.pt"))
+    cfg = ClosedLoopConfig(world_model=str(setup / "wm.pt"), proprio=str(setup / "proprio.pt"), max_steps=12,
+                           num_envs=3)
+    with pytest.raises(ValueError, match="no recorded real episode of .*adapted.pt"):
+        branch_records(str(data), adapted, cfg, lead_steps=4, progress=False)
+    records = branch_records(str(data), adapted, cfg, lead_steps=4, progress=False, recorded_by=policy)
+    assert [(r["task_id"], r["init_state_id"]) for r in records] == [(0, 0), (0, 1), (1, 0)]
+    result = check_closed_loop(CheckConfig(**vars(cfg), policies=[adapted], recorded_by=[policy],
+                                           branch_data=str(data), lead_steps=4, out_dir=str(tmp_path / "check")))
+    assert result["separation"]["all"]["jobs"] == 3
+    with pytest.raises(SystemExit, match="recorded_by: expected one recording policy per policy"):
+        check_closed_loop(CheckConfig(**vars(cfg), policies=[adapted, policy], recorded_by=[policy],
+                                      branch_data=str(data)))
+    with pytest.raises(SystemExit, match="recorded_by: only with branch_data"):
+        check_closed_loop(CheckConfig(**vars(cfg), policies=[adapted], recorded_by=[policy],
+                                      real_results=[str(setup / "real.json")]))
