@@ -64,6 +64,7 @@ class ClosedLoopConfig:
     # reward "goal": the goal reader (scripts/train_goal_reader.py) whose verdict on the last imagined frame is the
     # job's figure, as imagined RL's goal judge pays it (ImaginationConfig.goal_until "horizon")
     goal_reader: str = ""
+    goal_score: str = "probability"  # reward "goal": what its verdict is (ImaginationConfig.goal_score)
     # branches only: how many steps each one imagines from its start (0: to max_steps). Why: the window recipes
     # (configs/rl/goal_window.yaml) imagine 64 steps from a keyframe, and this checks exactly that
     imagined_steps: int = 0
@@ -158,7 +159,8 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
     n = min(cfg.num_envs, len(mine))
     venv = open_imagination(wm, episodes, proprio, n, ImaginationConfig(
         max_steps=horizon, success_threshold=math.inf, keyframes=KeyframeConfig(mode="start"), reward=cfg.reward,
-        state_reward=cfg.state_reward, goal_reader=cfg.goal_reader, imagined_steps=cfg.imagined_steps,
+        state_reward=cfg.state_reward, goal_reader=cfg.goal_reader, goal_score=cfg.goal_score,
+        imagined_steps=cfg.imagined_steps,
         device=cfg.device), policy=policy)
     indices = [int(m.episode_index) for m in mine]
     starts = [Keyframe(i, decisive_step(venv.episodes[i].action, lead_steps)) for i in indices]

@@ -46,6 +46,9 @@ class CheckConfig(ClosedLoopConfig):
 def _check(cfg: CheckConfig) -> list[str]:
     if not cfg.policies:
         raise SystemExit("policies: expected one or more policy checkpoints, e.g. policies=[bc/policy.pt]")
+    if cfg.goal_score != "probability" and not cfg.branch_data:
+        raise SystemExit(f"goal_score: {cfg.goal_score!r} only with branch_data (jobs from the first frame are read "
+                         "by the goal probability)")
     if cfg.recorded_by and not cfg.branch_data:
         raise SystemExit("recorded_by: only with branch_data (whose recorded episodes the policies start from)")
     if cfg.branch_data:

@@ -232,6 +232,10 @@ def test_branches_judged_by_a_goal_reader_over_a_window(setup):
     probs = np.array([r["max_success_prob"] for r in records])
     assert ((probs >= 0) & (probs <= 1)).all()
     assert not np.allclose(probs, 1 / (1 + math.exp(-2.0)), atol=1e-3)  # the reader judged, not the head
+    distance = ClosedLoopConfig(**{**vars(cfg), "goal_score": "distance"})  # the score reaches the judge
+    by_distance = [r["max_success_prob"] for r in branch_records(str(data), policy, distance, lead_steps=4,
+                                                                 progress=False)]
+    assert not np.allclose(by_distance, probs)
     whole = ClosedLoopConfig(**{**vars(cfg), "imagined_steps": 0})
     assert [r["end_t"] for r in branch_records(str(data), policy, whole, lead_steps=4, progress=False)] == [12] * 3
 
@@ -241,6 +245,9 @@ def test_branches_judged_by_a_goal_reader_over_a_window(setup):
     assert result["separation"]["all"]["imagined_successes"] == int((probs >= 0.5).sum())
     with pytest.raises(SystemExit, match="goal_reader: reward goal needs a goal reader file"):
         check_closed_loop(CheckConfig(**{**vars(cfg), "goal_reader": ""}, policies=[policy], branch_data=str(data)))
+    with pytest.raises(SystemExit, match="goal_score: 'distance' only with branch_data"):
+        check_closed_loop(CheckConfig(**{**vars(cfg), "goal_score": "distance", "imagined_steps": 0},
+                                      policies=[policy], real_results=[str(setup / "real.json")]))
     with pytest.raises(SystemExit, match="imagined_steps: expected an integer >= 0, and only with branch_data"):
         check_closed_loop(CheckConfig(**vars(cfg), policies=[policy], real_results=[str(setup / "real.json")]))
 
