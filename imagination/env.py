@@ -43,6 +43,7 @@ from world_models.model import WorldModel
 from world_models.proprio import ProprioModel, history_at
 
 UNCERTAINTY_MODES = ("off", "report", "truncate", "penalize")
+OBSERVE_MODES = ("imagined", "recorded")
 
 
 @dataclass
@@ -60,6 +61,13 @@ class ImaginationConfig:
     # "Adapting the start to the imagined frames")
     noise_group: int = 1
     keyframes: KeyframeConfig = field(default_factory=KeyframeConfig)
+    # What the policy is shown: "imagined", the frame the world model imagined and the proprio model's state; or
+    # "recorded", the start episode's own recorded frame and state at the same step (the last past its end), while
+    # the world model imagines what the policy's actions do and the judge reads that. Why: a policy acting on its
+    # own imagined frames drifts from its real trajectory chunk by chunk, and on LIBERO-Goal's bottle task the CPU
+    # model's closed-loop windows rank real outcomes backwards where the same windows under the recorded actions
+    # rank them well (docs/results.md, "The closed-loop check with the goal judge")
+    observe: str = "imagined"
     uncertainty: str = "off"  # off | report | truncate | penalize
     uncertainty_threshold: float = 0.08
     uncertainty_penalty: float = 0.5
@@ -132,6 +140,8 @@ class ImaginationVectorEnv(VectorEnv):
             hint = " (YAML read outside infra/cli turns a bare off into false: quote it, 'off')" \
                 if str(cfg.uncertainty).lower() == "false" else ""
             raise ValueError(f"uncertainty: expected one of {list(UNCERTAINTY_MODES)}, got {cfg.uncertainty!r}{hint}")
+        if cfg.observe not in OBSERVE_MODES:
+            raise ValueError(f"observe: expected one of {list(OBSERVE_MODES)}, got {cfg.observe!r}")
         if cfg.imagined_steps < 0:
             raise ValueError(f"imagined_steps: expected an integer >= 0 (0: to max_steps), got {cfg.imagined_steps}")
         if num_envs < 1:
@@ -215,8 +225,11 @@ class ImaginationVectorEnv(VectorEnv):
         return rng.randn(shape, self._gen)[torch.as_tensor(inverse)].to(self.device)
 
     def _obs(self) -> dict:
-        return {"image": self.policy_views(self._image), "state": self._state.cpu().numpy().astype(np.float32),
-                "instruction": tuple(self._instruction)}
+        image, state = self._image, self._state.cpu().numpy().astype(np.float32)
+        if self.cfg.observe == "recorded":
+            seen = [self.episodes[e].recorded_at(t) for e, t in zip(self._start[:, 0], self._t)]
+            image, state = np.stack([f for f, _ in seen]), np.stack([s for _, s in seen])
+        return {"image": self.policy_views(image), "state": state, "instruction": tuple(self._instruction)}
 
     def _start_envs(self, mask: np.ndarray, keyframes=None) -> None:
         """Put the envs in `mask` at keyframes of real episodes: context frames, anchor, state."""

@@ -33,6 +33,12 @@ class StartEpisode:
         """`ep` with `views` stacked (envs.frames.stack_views); state and action are ep's arrays, not copies."""
         return cls(stack_views(ep.frames, views), ep.state, ep.action, ep.instruction, ep.task_id, sim, ep.suite)
 
+    def recorded_at(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """The recorded frame [V, H, W, 3] and state [S] at step t, the last ones past the recording's end: what the
+        policy sees in imagination with ImaginationConfig.observe "recorded"."""
+        t = min(int(t), len(self.frames) - 1)
+        return self.frames[t], np.asarray(self.state[t], np.float32)
+
     def recorded_chunk(self, t: int, K: int) -> np.ndarray:
         """The recorded actions t..t+K [K, 7] (float32), the last recorded action repeated past the recording's end:
         what an open-loop replay of the recording in the world model feeds it."""

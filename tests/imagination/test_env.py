@@ -540,3 +540,30 @@ def test_grasp_reward_with_an_object_reader_reads_no_simulator_label(models, tmp
     other = [StartEpisode(e.frames, e.state, e.action, e.instruction, e.task_id, None, "libero_object") for e in eps]
     with pytest.raises(ValueError, match="trained on libero_spatial"):
         ImaginationVectorEnv(wm, prop, other, 1, cfg)
+
+
+def test_observe_recorded_shows_the_recording_while_the_model_imagines(models):
+    """observe "recorded": after every chunk the policy sees its start episode's recorded frame and state at the
+    env's step (the last ones past the recording's end); the world model still imagines, and "imagined" (the
+    default) shows what it imagined."""
+    wm, prop = models
+    eps = _episodes()
+    T = len(eps[1].frames)
+    shown = ImaginationVectorEnv(wm, prop, eps, num_envs=2, config=ImaginationConfig(max_steps=T + 8,
+                                                                                   observe="recorded"))
+    dreamt = ImaginationVectorEnv(wm, prop, eps, num_envs=2, config=ImaginationConfig(max_steps=T + 8))
+    starts = {"keyframes": [Keyframe(1, 3), Keyframe(2, T - 2)]}
+    shown.reset(seed=0, options=starts)
+    dreamt.reset(seed=0, options=starts)
+    actions = np.zeros((2, 4, 7), np.float32)
+    obs, *_ , info = shown.step(actions)
+    other, *_ = dreamt.step(actions)
+    assert list(info["t"]) == [7, T + 2]
+    np.testing.assert_array_equal(obs["image"][0], eps[1].frames[7])
+    np.testing.assert_allclose(obs["state"][0], eps[1].state[7])
+    np.testing.assert_array_equal(obs["image"][1], eps[2].frames[-1])  # past the end: the last recorded frame
+    np.testing.assert_allclose(obs["state"][1], eps[2].state[-1])
+    assert not np.array_equal(other["image"][0], eps[1].frames[7])  # the default shows the imagined frame
+    np.testing.assert_array_equal(shown.render(), dreamt.render())  # both imagine the same frames
+    with pytest.raises(ValueError, match=r"observe: expected one of \['imagined', 'recorded'\], got 'real'"):
+        ImaginationVectorEnv(wm, prop, eps, config=ImaginationConfig(observe="real"))
