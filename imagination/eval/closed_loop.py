@@ -130,10 +130,10 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
                    progress: bool = True, actions: str = "policy", recorded_by: str = "") -> list[dict]:
     """Continue the policy's recorded real episodes in imagination from their decisive step.
 
-    The episodes are the data's `source: policy` ones whose `extra.policy` is `recorded_by` (default: `policy_path`;
-    another policy's, e.g. the start's for the start adapted to imagined frames, which acts from them) (written by
-    `imagination.eval.real_rollouts.evaluate_and_record`). Each starts at `decisive_step`, its real frames up
-    to there as context, the policy acting deterministically to the horizon (`cfg.max_steps`, 0 = the
+    The episodes are the data's `source: policy` ones whose `extra.policy` is `recorded_by`, written by
+    `imagination.eval.real_rollouts.evaluate_and_record`: `policy_path` by default, or another policy, e.g. the start
+    for the start adapted to imagined frames, which acts from its recordings. Each starts at `decisive_step`, its
+    real frames up to there as context, the policy acting deterministically to the horizon (`cfg.max_steps`, 0 = the
     suite's, or `cfg.imagined_steps` from the start) with a judge that never ends an episode. Each record:
     episode, task_id, init_state_id, start_t, end_t, real_success, max_success_prob (with reward "goal", the
     reader's verdict on the last imagined frame: the goal judge pays nothing before it).
@@ -160,8 +160,7 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
     venv = open_imagination(wm, episodes, proprio, n, ImaginationConfig(
         max_steps=horizon, success_threshold=math.inf, keyframes=KeyframeConfig(mode="start"), reward=cfg.reward,
         state_reward=cfg.state_reward, goal_reader=cfg.goal_reader, goal_score=cfg.goal_score,
-        imagined_steps=cfg.imagined_steps,
-        device=cfg.device), policy=policy)
+        imagined_steps=cfg.imagined_steps, device=cfg.device), policy=policy)
     indices = [int(m.episode_index) for m in mine]
     starts = [Keyframe(i, decisive_step(venv.episodes[i].action, lead_steps)) for i in indices]
     act = RecordedActions(venv) if actions == "recorded" else policy_mean(policy)
