@@ -219,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
         if not Path(args.recipe_world_model).is_file():
             p.error(f"--recipe-world-model: {args.recipe_world_model} is not a file (expected a world_model.pt "
                     "written by scripts/train_world_model.py)")
+    if args.recipe_goal_reader and not Path(args.recipe_goal_reader).is_file():
+        p.error(f"--recipe-goal-reader: {args.recipe_goal_reader} is not a file (expected a reader.pt written by "
+                "scripts/train_goal_reader.py)")
     if args.refine_world_model < 0:
         p.error(f"--refine-world-model: expected fine-tune steps >= 0 (0: off), got {args.refine_world_model}")
     if set_here := [o for o in args.rl if override_key(o) in SET_BY_THE_PROTOCOL]:
@@ -246,9 +249,12 @@ def main(argv: list[str] | None = None) -> int:
     if not (run or args.bc or args.world_model or args.data):  # the protocol end to end
         if "recipe" in args.arms and not args.rl_run:
             try:  # an override the protocol would replace by its own input is refused before anything is built
-                recipe_config(proto, Unbuilt(), str(out), rl_overrides)
+                dry = recipe_config(proto, Unbuilt(), str(out), rl_overrides)
             except ValueError as e:
                 p.error(str(e))
+            if args.recipe_goal_reader and dry.imagination.reward != "goal":
+                p.error(f"--recipe-goal-reader: the recipe {proto.recipe!r} pays reward {dry.imagination.reward!r}; "
+                        "a goal reader is read by reward goal only")
         built = build(proto, loop)
         bc, wm, data = built["bc"], built["world_model"], built["data"]
         if not args.rl_run and "recipe" in args.arms:
@@ -263,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
                     proto.path(f"world_model_{Path(args.world_model_preset).stem}"))
             elif args.recipe_world_model:  # the same, in a model the user trained elsewhere
                 built["world_model"] = args.recipe_world_model
+            if args.recipe_goal_reader:  # the recipe's judge reads with it; the protocol's inputs stay its own
+                built["goal_reader"] = args.recipe_goal_reader
             rl_cfgs = [recipe_config(proto, built, str(out / seed_dir("rl", k)), [*rl_overrides, f"seed={s}"])
                        for k, s in enumerate(seeds)]
     else:
@@ -454,6 +462,7 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
           f"acts={args.acts} rl_from={args.rl_from} refine_world_model={args.refine_world_model} "
           f"world_model_preset={args.world_model_preset or 'none'} "
           f"recipe_world_model={args.recipe_world_model or 'none'} "
+          f"recipe_goal_reader={args.recipe_goal_reader or 'none'} "
           f"minutes={minutes:.0f} recipes_scored={scored} "
           f"threshold_points={args.threshold:+.0f} "
           f"{'PASS' if ok else 'FAIL'}")

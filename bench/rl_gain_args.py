@@ -88,6 +88,10 @@ def parser(doc: str) -> argparse.ArgumentParser:
                         "e.g. one trained by scripts/train_world_model.py with other settings or on another machine; "
                         "the protocol's data, start and judge stay its own; a recipe of its own on the ledger; not "
                         "with --refine-world-model or --world-model-preset")
+    p.add_argument("--recipe-goal-reader", default="", metavar="PATH",
+                   help="a goal reader file the recipe's goal judge reads imagined frames with instead of the "
+                        "protocol's, e.g. an outcome reader (scripts/train_goal_reader.py target=outcome); recipes "
+                        "with reward goal only; a recipe of its own on the ledger")
     p.add_argument("--smoke", action="store_true",
                    help="the protocol end to end on --suite in minutes (bench/protocol.py smoke_protocol: its first "
                         "task, one init state per use, tiny models, one RL iteration, one seed) under "

@@ -10,6 +10,13 @@ training and the held-out episodes, how the reader's goal probability ranks fram
 against the others (frame AUC), and successful episodes against failed ones by their highest goal probability
 (episode AUC), pooled and per task, and its progress error per predicate slot. At RL time the goal judge
 (imagination.reward=goal, imagination.goal_reader=out_dir/reader.pt) reads imagined frames with it.
+
+    python scripts/train_goal_reader.py target=outcome 'data_dirs=[DATA,OWN_ROLLOUTS]' out_dir=outputs/outcome_reader
+
+`target=outcome` trains an outcome reader instead (world_models/outcome_reader.py): whether the episode succeeds,
+read from a frame of `outcome_window` (control steps from the first gripper close; no goal labels needed), and
+prints how its verdict ranks each task's successes against its failures at each step of the window. The goal judge
+reads it the same way: judge a short imagined window from before the grasp (imagination.imagined_steps=32).
 """
 from __future__ import annotations
 
@@ -26,6 +33,9 @@ def main(cfg: TrainGoalReaderConfig) -> dict:
                   f"episode AUC {f['episode_auc']:.3f}; " + ", ".join(
                       f"task {t}: {v['successes']}/{v['episodes']} episode AUC {v['episode_auc']:.3f}"
                       for t, v in f["per_task"].items()))
+            if "within_task_auc_by_step" in f:
+                print(f"{part}: within-task AUC of the outcome verdict k steps after the first close: " + ", ".join(
+                    f"{k}: {a:.2f}" for k, a in f["within_task_auc_by_step"].items()))
     print(f"written to {cfg.out_dir}/reader.pt ({result['train_seconds']} s of training)")
     return result
 

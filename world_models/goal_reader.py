@@ -292,11 +292,15 @@ def goal_frames(data_dirs: list[str], view: str) -> dict[str, Any]:
 
 @dataclass
 class TrainGoalReaderConfig:
-    data_dirs: list[str] = field(default_factory=list)  # recorded datasets labelled by scripts/label_goals.py
+    data_dirs: list[str] = field(default_factory=list)  # recorded datasets (target goal: labelled by label_goals.py)
     out_dir: str = "outputs/goal_reader"  # reader.pt and result.json
     # every holdout_every-th episode (of each task, in order) is held out and measured, never trained on;
     # 0: train on all of them (then no held-out figure)
     holdout_every: int = 5
+    # "goal": which of each task's goal predicates hold in a frame (labels by scripts/label_goals.py); "outcome":
+    # whether the frame's episode succeeds, on the frames of outcome_window (world_models/outcome_reader.py)
+    target: str = "goal"
+    outcome_window: list[int] = field(default_factory=lambda: [0, 64])  # control steps from the first gripper close
     reader: GoalReaderConfig = field(default_factory=GoalReaderConfig)
 
 
@@ -358,10 +362,18 @@ def train_goal_reader(cfg: TrainGoalReaderConfig, progress_bar: bool = True) -> 
     from infra.atomic import atomic_write_json
 
     if not cfg.data_dirs:
-        raise ValueError("data_dirs: expected at least one dataset labelled by scripts/label_goals.py")
+        raise ValueError("data_dirs: expected at least one recorded dataset (labelled by scripts/label_goals.py "
+                         "for target goal)")
     if cfg.holdout_every < 0 or cfg.holdout_every == 1:
         raise ValueError(f"holdout_every: expected 0 (none) or an integer >= 2, got {cfg.holdout_every}")
-    data = goal_frames(cfg.data_dirs, cfg.reader.view)
+    if cfg.target == "goal":
+        data = goal_frames(cfg.data_dirs, cfg.reader.view)
+    elif cfg.target == "outcome":
+        from world_models.outcome_reader import outcome_frames
+
+        data = outcome_frames(cfg.data_dirs, cfg.reader.view, cfg.outcome_window)
+    else:
+        raise ValueError(f"target: expected 'goal' or 'outcome', got {cfg.target!r}")
     n_ep = len(data["success"])
     ep_task = np.array([data["task_id"][data["episode"] == e][0] for e in range(n_ep)])
     held = np.array([e for t in np.unique(ep_task) for k, e in enumerate(np.flatnonzero(ep_task == t))
@@ -373,12 +385,19 @@ def train_goal_reader(cfg: TrainGoalReaderConfig, progress_bar: bool = True) -> 
                              data["progress"][rows], data["suite"], data["predicates"], cfg.reader, progress_bar)
     reader.progress_anchors = progress_anchors(reader, data["task_id"][rows], data["episode"][rows],
                                                data["holds"][rows], data["progress"][rows])
-    result: dict[str, Any] = {"data_dirs": list(cfg.data_dirs), "suite": data["suite"],
+    result: dict[str, Any] = {"data_dirs": list(cfg.data_dirs), "suite": data["suite"], "target": cfg.target,
+                              **({"outcome_window": list(cfg.outcome_window)} if cfg.target == "outcome" else {}),
                               "predicates": {str(k): v for k, v in data["predicates"].items()},
                               "train_seconds": round(time.time() - t0, 1),
                               "train": reader_figures(reader, data, train)}
     if len(held):
         result["heldout"] = reader_figures(reader, data, held)
+    if cfg.target == "outcome":  # where in the window the verdict parts successes from failures
+        from world_models.outcome_reader import outcome_by_step
+
+        for part, eps in (("train", train), ("heldout", held)):
+            if len(eps):
+                result[part]["within_task_auc_by_step"] = outcome_by_step(reader, data, eps)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     reader.save(out / "reader.pt", trained_on=result)

@@ -438,3 +438,27 @@ def test_rl_gain_refuses_a_recipe_world_model_that_is_not_a_file(tmp_path, capsy
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "--recipe-world-model:" in err and "missing.pt is not a file" in err
     assert not (tmp_path / "root").exists()
+
+
+def test_rl_gain_refuses_a_recipe_goal_reader_that_is_not_a_file(tmp_path, capsys):
+    args = ["--suite", "libero_goal", "--root", str(tmp_path / "root"), "--recipe-goal-reader",
+            str(tmp_path / "missing.pt")]
+    with pytest.raises(SystemExit) as stop:
+        _load("rl_gain").main(args)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "--recipe-goal-reader:" in err and "missing.pt is not a file" in err
+    assert not (tmp_path / "root").exists()
+
+
+def test_rl_gain_gives_a_goal_reader_only_to_a_recipe_that_pays_the_goal(tmp_path, capsys):
+    """A recipe paid by the grasp judge never reads a goal reader: swapping one in would change nothing the run
+    does, so it is refused before anything is built."""
+    reader = tmp_path / "reader.pt"
+    reader.write_bytes(b"")
+    args = ["--suite", "libero_goal", "--root", str(tmp_path / "root"), "--recipe", "grasp",
+            "--recipe-goal-reader", str(reader)]
+    with pytest.raises(SystemExit) as stop:
+        _load("rl_gain").main(args)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "--recipe-goal-reader:" in err and "pays reward 'grasp'" in err, err
+    assert not (tmp_path / "root").exists()
