@@ -44,8 +44,9 @@ def check_window(window: list[int] | tuple[int, ...]) -> tuple[int, int]:
 def outcome_frames(data_dirs: list[str], view: str, window: list[int] | tuple[int, ...]) -> dict[str, Any]:
     """The frames (uint8 [N, H, W, 3] of `view`) from `window[0]` to `window[1]` steps after each episode's first
     gripper close (outcome_window_start; clipped to the episode), every episode of the datasets, with per frame:
-    task id, episode (a running number over the datasets), step (from the first close), the episode's success as its one verdict [N, 1] and no
-    progress ([N, 1] nan); per episode its success; each task's one predicate, OUTCOME_PREDICATE; the suite.
+    task id, episode (a running number over the datasets), step (from the first close), the episode's success as
+    its one verdict [N, 1] and no progress ([N, 1] nan); per episode its success; each task's one predicate,
+    OUTCOME_PREDICATE; the suite.
     No goal labels are needed: only the recorded success."""
     from robot_data.dataset import EpisodeDataset
 
