@@ -12,6 +12,12 @@ real trajectories puts the policy right before the grasp or the placement, where
                     Why: a policy that carries the object to its target and lets go a few centimetres off fails
                     in the last tens of steps, and the world model keeps an outcome that near (bench/goal_judge.py
                     --last-steps) better than one a whole episode ahead
+    mode "grasp"    around `grasp_lead` steps before the episode's first close, up to the close, nowhere else; an
+                    episode that never closes gives no start. Why: an outcome reader (world_models/
+                    outcome_reader.py) reads the held or slipped object in a window after the first close, and a
+                    short imagined window from just before the grasp ends inside it; "hard" also starts far from
+                    any grasp, where its verdict reads frames it was never trained on (docs/results.md, "The
+                    outcome reader")
 """
 from __future__ import annotations
 
@@ -22,7 +28,7 @@ import numpy as np
 
 from world_models.grasp_point import first_close, release_after
 
-KEYFRAME_MODES = ("start", "uniform", "hard", "release")
+KEYFRAME_MODES = ("start", "uniform", "hard", "release", "grasp")
 
 
 @dataclass
@@ -32,6 +38,7 @@ class KeyframeConfig:
     hard_floor: float = 0.1  # relative weight of steps far from any event
     max_start_fraction: float = 0.8  # never start in the last 20% of an episode (nothing left to do)
     release_lead: int = 40  # mode "release": steps before the last release the starts centre on (width hard_width)
+    grasp_lead: int = 8  # mode "grasp": steps before the first close the starts centre on (width hard_width)
     # Spread every draw of n keyframes evenly over the tasks (n // tasks each, the rest to tasks drawn at random),
     # each task's keyframes by their weights. Why: GRPO draws a few groups per iteration; drawn freely, 4 groups
     # over 5 tasks leave a task out of most updates and let a run drift toward whichever tasks it happened to draw
@@ -73,6 +80,11 @@ def step_weights(actions: np.ndarray, cfg: KeyframeConfig) -> np.ndarray:
         if len(opened):
             t, centre = np.arange(T), opened[-1] - cfg.release_lead
             w[:opened[-1]] = np.exp(-0.5 * ((t[:opened[-1]] - centre) / cfg.hard_width) ** 2)
+    elif cfg.mode == "grasp":
+        close = first_close(actions)
+        if close >= 0:
+            t = np.arange(close + 1)
+            w[:close + 1] = np.exp(-0.5 * ((t - (close - cfg.grasp_lead)) / cfg.hard_width) ** 2)
     else:
         raise ValueError(f"keyframe mode: expected one of {list(KEYFRAME_MODES)}, got {cfg.mode!r}")
     if cfg.align > 1:  # each step's weight onto align_down of it, the first step of its block
@@ -116,7 +128,8 @@ class KeyframeSampler:
         """Each episode's most likely start (its first step of the highest weight), in episode order; an
         episode with no start under the mode gives none. Why: a held-out check scores a policy once per start
         episode from fixed starts (mode "start": frame 0; "release": the step `release_lead` before the
-        release, aligned), so that two checks differ only by the policy."""
+        release, aligned; "grasp": `grasp_lead` before the first close, aligned), so that two checks differ only by
+        the policy."""
         firsts = np.flatnonzero(np.r_[True, np.diff(self._pairs[:, 0]) != 0])  # each episode's first pair
         ends = np.r_[firsts[1:], len(self._pairs)]
         best = [a + int(np.argmax(self._p[a:b])) for a, b in zip(firsts, ends)]

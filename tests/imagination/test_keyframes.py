@@ -94,3 +94,18 @@ def test_modes_are_each_episodes_most_likely_start_in_episode_order():
     assert [(k.episode, k.t) for k in sampler.modes()] == [(0, 64), (2, 24)]
     # the first of equal weights: uniform starts give each episode's step 0
     assert {k.t for k in KeyframeSampler(_actions(2), KeyframeConfig(mode="uniform")).modes()} == {0}
+
+
+def test_grasp_starts_centre_on_the_lead_before_the_first_close_and_never_after_it():
+    cfg = KeyframeConfig(mode="grasp", grasp_lead=8, hard_width=3.0)
+    w = step_weights(_grip((50, 100, 1.0), (120, 150, 1.0)), cfg)  # two grasps: the first close is at step 50
+    assert int(np.argmax(w)) == 42 and w[51:].sum() == 0  # at the close at the latest; the second grasp gives none
+    assert w[:25].max() < 1e-6
+    assert not step_weights(_grip(), cfg).any()  # never shut: no start
+    with pytest.raises(ValueError, match="mode 'grasp' finds no step to start from in any of the 1 episodes"):
+        KeyframeSampler([_grip()], cfg)
+    sampler = KeyframeSampler([_grip(), _grip((50, 100, 1.0))], KeyframeConfig(mode="grasp", grasp_lead=8, align=8))
+    starts = sampler.sample(100, np.random.default_rng(0))
+    assert {k.episode for k in starts} == {1} and {k.t % 8 for k in starts} == {0}
+    assert max(k.t for k in starts) <= 50
+    assert [(k.episode, k.t) for k in sampler.modes()] == [(1, 40)]  # 50 - 8 = 42 lies in the block at 40
