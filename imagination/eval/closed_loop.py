@@ -42,7 +42,15 @@ from imagination.episodes import load_start_episodes
 from imagination.eval.calibrate import ThresholdChoice, pick_threshold
 from imagination.eval.evaluate import evaluate
 from imagination.eval.jobs import EvalConfig
-from imagination.imagine import RecordedActions, imagine, open_imagination, open_proprio, policy_mean
+from imagination.imagine import (
+    ActionSource,
+    RecordedActions,
+    imagine,
+    open_imagination,
+    open_proprio,
+    policy_mean,
+    policy_sample,
+)
 from imagination.keyframes import Keyframe, KeyframeConfig
 from policies.base import Policy
 from robot_data.dataset import EpisodeDataset, select_meta
@@ -127,7 +135,8 @@ BRANCH_ACTIONS = ("policy", "recorded")
 
 
 def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_steps: int = 8,
-                   progress: bool = True, actions: str = "policy", recorded_by: str = "") -> list[dict]:
+                   progress: bool = True, actions: str = "policy", recorded_by: str = "", draws: int = 1,
+                   noise_log_std: float | None = None) -> list[dict]:
     """Continue the policy's recorded real episodes in imagination from their decisive step.
 
     The episodes are the data's `source: policy` ones whose `extra.policy` is `recorded_by`, written by
@@ -139,9 +148,15 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
     reader's verdict on the last imagined frame: the goal judge pays nothing before it).
 
     actions "recorded": the episodes' own recorded actions instead of the policy's (open loop), from the same
-    starts: the control that tells what the world model loses in closed loop from what the window itself holds."""
+    starts: the control that tells what the world model loses in closed loop from what the window itself holds.
+
+    draws > 1: each start imagined that many times (one record each, `draw` 0.., consecutive), as a GRPO group
+    imagines one keyframe; noise_log_std: the policy samples its chunks with that exploration noise (log std on
+    every action dimension) instead of acting deterministically, as RL explores."""
     if actions not in BRANCH_ACTIONS:
         raise ValueError(f"branch_actions: expected one of {list(BRANCH_ACTIONS)}, got {actions!r}")
+    if draws < 1:
+        raise ValueError(f"draws: expected an integer >= 1, got {draws}")
     meta = EpisodeDataset(data_dir, verify=False).meta
     recorder = recorded_by or policy_path
     mine = [m for m in select_meta(meta, source="policy") if m.extra.get("policy") == recorder]
@@ -162,15 +177,24 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
         state_reward=cfg.state_reward, goal_reader=cfg.goal_reader, goal_score=cfg.goal_score,
         imagined_steps=cfg.imagined_steps, device=cfg.device), policy=policy)
     indices = [int(m.episode_index) for m in mine]
-    starts = [Keyframe(i, decisive_step(venv.episodes[i].action, lead_steps)) for i in indices]
-    act = RecordedActions(venv) if actions == "recorded" else policy_mean(policy)
+    starts = [Keyframe(i, decisive_step(venv.episodes[i].action, lead_steps)) for i in indices for _ in range(draws)]
+    mine = [m for m in mine for _ in range(draws)]
+    act: ActionSource = RecordedActions(venv) if actions == "recorded" else policy_mean(policy)
+    if noise_log_std is not None and actions == "policy":
+        log_std = policy.noise_log_std()
+        if log_std is None:
+            raise ValueError(f"noise_log_std: {policy_path} has no exploration noise to set (Policy.noise_log_std)")
+        with torch.no_grad():
+            log_std.fill_(float(noise_log_std))
+        act = policy_sample(policy, torch.Generator().manual_seed(0))
     runs = [imagine(venv, act, starts[b:b + n], seed=b)
             for b in tqdm(range(0, len(starts), n), desc="branches", disable=not progress)]
     best = np.concatenate([r.max_success_prob for r in runs])
     end = np.concatenate([r.final_t for r in runs])
     return [{"episode": int(m.episode_index), "task_id": int(m.task_id), "init_state_id": int(m.init_state_id),
-             "start_t": kf.t, "end_t": int(e), "real_success": bool(m.success), "max_success_prob": float(p)}
-            for m, kf, p, e in zip(mine, starts, best, end)]
+             "start_t": kf.t, "end_t": int(e), "real_success": bool(m.success), "max_success_prob": float(p),
+             **({"draw": k % draws} if draws > 1 else {})}
+            for k, (m, kf, p, e) in enumerate(zip(mine, starts, best, end))]
 
 
 @dataclass

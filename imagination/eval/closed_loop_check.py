@@ -39,6 +39,12 @@ class CheckConfig(ClosedLoopConfig):
     # branches: whose recorded episodes each policy starts from, one per policy ([] = its own). Why: a policy
     # adapted to the imagined frames (scripts/adapt_to_imagination.py) has no real rollouts; it acts from its start's
     recorded_by: list[str] = field(default_factory=list)
+    # branches: each start imagined this many times, the policy sampling with exploration noise noise_log_std (log
+    # std on every action dimension; nan: the policy's own). Why: a GRPO group imagines one keyframe several times
+    # and learns only from what differs among them; this says on how many starts the draws' verdicts split on the
+    # threshold before any RL is run (docs/results.md, "The outcome reader")
+    draws: int = 1
+    noise_log_std: float = float("nan")
     names: list[str] = field(default_factory=list)  # labels for the table; [] = each policy file's parent folder
     out_dir: str = "outputs/closed_loop"
 
@@ -64,6 +70,11 @@ def _check(cfg: CheckConfig) -> list[str]:
                              f"got {len(cfg.recorded_by)}")
         if cfg.lead_steps < 0:
             raise SystemExit(f"lead_steps: expected an integer >= 0, got {cfg.lead_steps}")
+        if cfg.draws < 1 or (cfg.draws > 1 and cfg.branch_actions != "policy"):
+            raise SystemExit(f"draws: expected an integer >= 1, and > 1 only with branch_actions=policy (recorded "
+                             f"actions are the same every draw), got {cfg.draws}")
+    elif cfg.draws != 1:
+        raise SystemExit(f"draws: only with branch_data (the starts a GRPO group would imagine), got {cfg.draws}")
     elif len(cfg.real_results) != len(cfg.policies):
         raise SystemExit(f"real_results: expected one results.json per policy ({len(cfg.policies)}), "
                          f"got {len(cfg.real_results)}")
@@ -103,19 +114,22 @@ def check_closed_loop(cfg: CheckConfig) -> dict:
     for i, (name, policy) in enumerate(zip(names, cfg.policies)):
         if cfg.branch_data:
             records = branch_records(cfg.branch_data, policy, cfg, cfg.lead_steps, actions=cfg.branch_actions,
-                                         recorded_by=cfg.recorded_by[i] if cfg.recorded_by else "")
+                                     recorded_by=cfg.recorded_by[i] if cfg.recorded_by else "", draws=cfg.draws,
+                                     noise_log_std=None if np.isnan(cfg.noise_log_std) else cfg.noise_log_std)
         else:
             real = json.loads(Path(cfg.real_results[i]).read_text())
             records = closed_loop_records(real, policy, cfg, str(out / name))
         rows += [{"policy": name, **r} for r in records]
-    probs = np.array([r["max_success_prob"] for r in rows])
-    labels = np.array([r["real_success"] for r in rows])
-    tasks = np.array([r["task_id"] for r in rows])
+    spread = draw_spread(rows, threshold) if cfg.draws > 1 else None
+    starts = rows[::cfg.draws]  # with draws, each start's mean verdict is its figure (draws are consecutive)
+    probs = np.array([r["max_success_prob"] for r in rows]).reshape(-1, cfg.draws).mean(axis=1)
+    labels = np.array([r["real_success"] for r in starts])
+    tasks = np.array([r["task_id"] for r in starts])
     where = f"from {cfg.lead_steps} steps before the first grasp" if cfg.branch_data else "from the first frame"
     mode = "open loop (recorded actions)" if cfg.branch_data and cfg.branch_actions == "recorded" else "closed loop"
     print(f"{mode} {where}, {cfg.world_model} (success threshold {threshold:.3f}):")
     for name in [*names, "all"]:
-        m = np.array([name in ("all", r["policy"]) for r in rows])
+        m = np.array([name in ("all", r["policy"]) for r in starts])
         sep = outcome_separation(probs[m], labels[m], tasks[m])
         fired = int((probs[m] >= threshold).sum())
         print(_line(name, sep, fired, int(m.sum())))
@@ -124,6 +138,11 @@ def check_closed_loop(cfg: CheckConfig) -> dict:
     if pooled["threshold"] is not None:
         print(f"  best closed-loop threshold {pooled['threshold']['threshold']:.3f}: balanced accuracy "
               f"{pooled['threshold']['balanced_accuracy']:.3f}")
+    if spread is not None:
+        print(f"  {cfg.draws} draws of each start: verdicts differ by {spread['mean_range']:.2f} on average (largest "
+              f"less smallest); they split on the threshold on {spread['split']}/{spread['starts']} starts, the only "
+              "ones whose GRPO groups would carry a signal")
+        table["draws"] = spread
     # the seeds are the real evaluations' (one per job, in "jobs"), so the record holds none of its own;
     # branches from recorded episodes (branch_data) have no evaluation seed: None there
     result = {"world_model": cfg.world_model, "success_threshold": threshold, "separation": table, "jobs": rows,
@@ -135,4 +154,16 @@ def check_closed_loop(cfg: CheckConfig) -> dict:
     return result
 
 
-__all__ = ["CheckConfig", "check_closed_loop"]
+def draw_spread(rows: list[dict], threshold: float) -> dict:
+    """rows: branch records whose consecutive runs of equal (policy, episode) are one start's draws -> per start the
+    range of its verdicts (largest less smallest), averaged, and how many starts have draws on both sides of the
+    threshold: {"starts", "mean_range", "split"}."""
+    groups: dict[tuple, list[float]] = {}
+    for r in rows:
+        groups.setdefault((r["policy"], r["episode"]), []).append(float(r["max_success_prob"]))
+    ranges = [max(v) - min(v) for v in groups.values()]
+    split = sum(1 for v in groups.values() if min(v) < threshold <= max(v))
+    return {"starts": len(groups), "mean_range": float(np.mean(ranges)), "split": split}
+
+
+__all__ = ["CheckConfig", "check_closed_loop", "draw_spread"]

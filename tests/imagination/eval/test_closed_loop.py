@@ -315,3 +315,61 @@ def test_a_policy_branches_from_another_policys_recordings(setup, tmp_path):
     with pytest.raises(SystemExit, match="recorded_by: only with branch_data"):
         check_closed_loop(CheckConfig(**vars(cfg), policies=[adapted], recorded_by=[policy],
                                       real_results=[str(setup / "real.json")]))
+
+
+def test_draw_spread_counts_the_starts_whose_draws_split_on_the_threshold():
+    from imagination.eval.closed_loop_check import draw_spread
+
+    rows = [{"policy": "p", "episode": e, "max_success_prob": v}
+            for e, vs in [(0, [0.9, 0.2, 0.8]), (1, [0.1, 0.1, 0.1]), (2, [0.6, 0.7, 0.5])] for v in vs]
+    spread = draw_spread(rows, 0.5)
+    assert spread["starts"] == 3 and spread["split"] == 1  # only episode 0 has draws on both sides of 0.5
+    assert spread["mean_range"] == pytest.approx((0.7 + 0.0 + 0.2) / 3)
+
+
+@pytest.mark.libero
+def test_draws_imagine_each_start_several_times_with_the_exploration_noise_given(setup, capsys, monkeypatch):
+    """draws: every start imagined `draws` times, consecutively, the policy sampling with noise_log_std as RL
+    explores; the check scores each start by its draws' mean and says how many starts split on the threshold."""
+    import imagination.eval.closed_loop as closed_loop
+    from imagination.eval.closed_loop_check import CheckConfig, check_closed_loop
+    from world_models.goal_reader import GoalReader, GoalReaderConfig
+
+    policy = str(setup / "policy.pt")
+    data = setup / "policy_data_draws"
+    _policy_data(data, policy)
+    torch.manual_seed(1)
+    GoalReader(GoalReaderConfig(channels=[8, 8], keypoints=8), "libero_spatial",
+               {t: ["(on akita_black_bowl_1 plate_1)"] for t in (0, 1)}, H).save(setup / "reader_draws.pt")
+    cfg = ClosedLoopConfig(world_model=str(setup / "wm.pt"), proprio=str(setup / "proprio.pt"), max_steps=12,
+                           num_envs=4, reward="goal", goal_reader=str(setup / "reader_draws.pt"), imagined_steps=4)
+    noise = []
+    real_sample = closed_loop.policy_sample
+
+    def spy(policy_obj, generator=None):
+        noise.append(policy_obj.noise_log_std().detach().clone())
+        return real_sample(policy_obj, generator)
+
+    monkeypatch.setattr(closed_loop, "policy_sample", spy)
+    records = branch_records(str(data), policy, cfg, lead_steps=4, progress=False, draws=3, noise_log_std=-0.5)
+    assert [(r["init_state_id"], r["task_id"], r["draw"]) for r in records] == [
+        (i, t, k) for i, t in [(0, 0), (1, 0), (0, 1)] for k in range(3)]
+    assert len(noise) == 1 and torch.allclose(noise[0], torch.full_like(noise[0], -0.5))
+    verdicts = np.array([r["max_success_prob"] for r in records]).reshape(3, 3)
+    assert not np.allclose(verdicts, verdicts[:, :1])  # the draws of a start differ
+    assert len(branch_records(str(data), policy, cfg, lead_steps=4, progress=False)) == 3  # one draw: deterministic
+    assert len(noise) == 1
+
+    result = check_closed_loop(CheckConfig(**vars(cfg), policies=[policy], branch_data=str(data), lead_steps=4,
+                                           draws=3, noise_log_std=-0.5, out_dir=str(setup / "draws_check")))
+    assert result["separation"]["all"]["jobs"] == 3 and result["separation"]["draws"]["starts"] == 3
+    assert len(result["jobs"]) == 9
+    assert "3 draws of each start" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="draws: expected an integer >= 1, got 0"):
+        branch_records(str(data), policy, cfg, progress=False, draws=0)
+    with pytest.raises(SystemExit, match="draws: expected an integer >= 1, and > 1 only with branch_actions=policy"):
+        check_closed_loop(CheckConfig(**vars(cfg), policies=[policy], branch_data=str(data), draws=2,
+                                      branch_actions="recorded"))
+    with pytest.raises(SystemExit, match="draws: only with branch_data"):
+        check_closed_loop(CheckConfig(**{**vars(cfg), "imagined_steps": 0}, policies=[policy], draws=2,
+                                      real_results=[str(setup / "real.json")]))
