@@ -430,23 +430,13 @@ def test_rl_gain_imagines_in_a_given_world_model_only_beside_the_protocols_own_i
     assert not (tmp_path / "root").exists()
 
 
-def test_rl_gain_refuses_a_recipe_world_model_that_is_not_a_file(tmp_path, capsys):
-    args = ["--suite", "libero_goal", "--root", str(tmp_path / "root"), "--recipe-world-model",
-            str(tmp_path / "missing.pt")]
+@pytest.mark.parametrize("flag", ["--recipe-world-model", "--recipe-goal-reader"])
+def test_rl_gain_refuses_a_recipe_input_that_is_not_a_file(flag, tmp_path, capsys):
+    args = ["--suite", "libero_goal", "--root", str(tmp_path / "root"), flag, str(tmp_path / "missing.pt")]
     with pytest.raises(SystemExit) as stop:
         _load("rl_gain").main(args)
     err = capsys.readouterr().err
-    assert stop.value.code == 2 and "--recipe-world-model:" in err and "missing.pt is not a file" in err
-    assert not (tmp_path / "root").exists()
-
-
-def test_rl_gain_refuses_a_recipe_goal_reader_that_is_not_a_file(tmp_path, capsys):
-    args = ["--suite", "libero_goal", "--root", str(tmp_path / "root"), "--recipe-goal-reader",
-            str(tmp_path / "missing.pt")]
-    with pytest.raises(SystemExit) as stop:
-        _load("rl_gain").main(args)
-    err = capsys.readouterr().err
-    assert stop.value.code == 2 and "--recipe-goal-reader:" in err and "missing.pt is not a file" in err
+    assert stop.value.code == 2 and f"{flag}:" in err and "missing.pt is not a file" in err
     assert not (tmp_path / "root").exists()
 
 

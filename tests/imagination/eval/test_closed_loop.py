@@ -185,6 +185,15 @@ def _policy_data(root, policy_path: str):
             w.append(grasping_episode(rng, 10, H, task, ok, "policy", init, {"policy": who}))
 
 
+def _random_reader(path, seed: int) -> None:
+    """An untrained goal reader of both tasks: its verdicts follow the imagined frames, unlike the fixed head."""
+    from world_models.goal_reader import GoalReader, GoalReaderConfig
+
+    torch.manual_seed(seed)
+    GoalReader(GoalReaderConfig(channels=[8, 8], keypoints=8), "libero_spatial",
+               {t: ["(on akita_black_bowl_1 plate_1)"] for t in (0, 1)}, H).save(path)
+
+
 @pytest.mark.libero
 def test_branches_start_from_the_policy_own_rollouts(setup):
     policy = str(setup / "policy.pt")
@@ -217,14 +226,11 @@ def test_branches_judged_by_a_goal_reader_over_a_window(setup):
     """reward "goal": each branch is the goal reader's verdict on its last imagined frame, read against 0.5, and
     `imagined_steps` ends every branch that many steps after its start (the window recipes' check)."""
     from imagination.eval.closed_loop_check import CheckConfig, check_closed_loop
-    from world_models.goal_reader import GoalReader, GoalReaderConfig
 
     policy = str(setup / "policy.pt")
     data = setup / "policy_data_goal"
     _policy_data(data, policy)
-    torch.manual_seed(0)
-    GoalReader(GoalReaderConfig(channels=[8, 8], keypoints=8), "libero_spatial",
-               {t: ["(on akita_black_bowl_1 plate_1)"] for t in (0, 1)}, H).save(setup / "reader.pt")
+    _random_reader(setup / "reader.pt", seed=0)
     cfg = ClosedLoopConfig(world_model=str(setup / "wm.pt"), proprio=str(setup / "proprio.pt"), max_steps=12,
                            num_envs=2, reward="goal", goal_reader=str(setup / "reader.pt"), imagined_steps=4)
     records = branch_records(str(data), policy, cfg, lead_steps=4, progress=False)
@@ -333,14 +339,11 @@ def test_draws_imagine_each_start_several_times_with_the_exploration_noise_given
     explores; the check scores each start by its draws' mean and says how many starts split on the threshold."""
     import imagination.eval.closed_loop as closed_loop
     from imagination.eval.closed_loop_check import CheckConfig, check_closed_loop
-    from world_models.goal_reader import GoalReader, GoalReaderConfig
 
     policy = str(setup / "policy.pt")
     data = setup / "policy_data_draws"
     _policy_data(data, policy)
-    torch.manual_seed(1)
-    GoalReader(GoalReaderConfig(channels=[8, 8], keypoints=8), "libero_spatial",
-               {t: ["(on akita_black_bowl_1 plate_1)"] for t in (0, 1)}, H).save(setup / "reader_draws.pt")
+    _random_reader(setup / "reader_draws.pt", seed=1)
     cfg = ClosedLoopConfig(world_model=str(setup / "wm.pt"), proprio=str(setup / "proprio.pt"), max_steps=12,
                            num_envs=4, reward="goal", goal_reader=str(setup / "reader_draws.pt"), imagined_steps=4)
     noise = []
