@@ -54,6 +54,7 @@ from imagination.imagine import (
 from imagination.keyframes import Keyframe, KeyframeConfig
 from policies.base import Policy
 from robot_data.dataset import EpisodeDataset, select_meta
+from world_models.grasp_point import first_close
 from world_models.model import WorldModel
 
 
@@ -127,8 +128,8 @@ def closed_loop_records(real_results: dict, policy_path: str, cfg: ClosedLoopCon
 def decisive_step(actions: np.ndarray, lead_steps: int) -> int:
     """`lead_steps` before an episode's first gripper close (actions [T, 7], +1 closes); an episode that
     never closes the gripper starts half-way."""
-    closes = np.flatnonzero(np.asarray(actions)[:, 6] > 0)
-    return max(0, int(closes[0]) - lead_steps if len(closes) else len(actions) // 2)
+    close = first_close(actions)
+    return max(0, close - lead_steps) if close >= 0 else len(actions) // 2
 
 
 BRANCH_ACTIONS = ("policy", "recorded")
@@ -180,7 +181,9 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
     starts = [Keyframe(i, decisive_step(venv.episodes[i].action, lead_steps)) for i in indices for _ in range(draws)]
     mine = [m for m in mine for _ in range(draws)]
     act: ActionSource = RecordedActions(venv) if actions == "recorded" else policy_mean(policy)
-    if noise_log_std is not None and actions == "policy":
+    if noise_log_std is not None:
+        if actions != "policy":
+            raise ValueError("noise_log_std: the policy's exploration noise, so only with branch_actions=policy")
         log_std = policy.noise_log_std()
         if log_std is None:
             raise ValueError(f"noise_log_std: {policy_path} has no exploration noise to set (Policy.noise_log_std)")

@@ -70,6 +70,8 @@ def _check(cfg: CheckConfig) -> list[str]:
                              f"got {len(cfg.recorded_by)}")
         if cfg.lead_steps < 0:
             raise SystemExit(f"lead_steps: expected an integer >= 0, got {cfg.lead_steps}")
+        if cfg.branch_actions != "policy" and not np.isnan(cfg.noise_log_std):
+            raise SystemExit("noise_log_std: the policy's exploration noise, so only with branch_actions=policy")
         if cfg.draws < 1 or (cfg.draws > 1 and cfg.branch_actions != "policy"):
             raise SystemExit(f"draws: expected an integer >= 1, and > 1 only with branch_actions=policy (recorded "
                              f"actions are the same every draw), got {cfg.draws}")

@@ -373,6 +373,11 @@ def test_draws_imagine_each_start_several_times_with_the_exploration_noise_given
     with pytest.raises(SystemExit, match="draws: expected an integer >= 1, and > 1 only with branch_actions=policy"):
         check_closed_loop(CheckConfig(**vars(cfg), policies=[policy], branch_data=str(data), draws=2,
                                       branch_actions="recorded"))
+    with pytest.raises(ValueError, match="noise_log_std: the policy's exploration noise, so only with branch_action"):
+        branch_records(str(data), policy, cfg, progress=False, actions="recorded", noise_log_std=-1.0)
+    with pytest.raises(SystemExit, match="noise_log_std: the policy's exploration noise, so only with branch_action"):
+        check_closed_loop(CheckConfig(**vars(cfg), policies=[policy], branch_data=str(data), noise_log_std=-1.0,
+                                      branch_actions="recorded"))
     with pytest.raises(SystemExit, match="draws: only with branch_data"):
         check_closed_loop(CheckConfig(**{**vars(cfg), "imagined_steps": 0}, policies=[policy], draws=2,
                                       real_results=[str(setup / "real.json")]))
