@@ -122,9 +122,11 @@ def check_closed_loop(cfg: CheckConfig) -> dict:
             real = json.loads(Path(cfg.real_results[i]).read_text())
             records = closed_loop_records(real, policy, cfg, str(out / name))
         rows += [{"policy": name, **r} for r in records]
-    spread = draw_spread(rows, threshold) if cfg.draws > 1 else None
-    starts = rows[::cfg.draws]  # with draws, each start's mean verdict is its figure (draws are consecutive)
-    probs = np.array([r["max_success_prob"] for r in rows]).reshape(-1, cfg.draws).mean(axis=1)
+    # with draws, each start's draws are consecutive rows, and their mean verdict is the start's figure
+    verdicts = np.array([r["max_success_prob"] for r in rows]).reshape(-1, cfg.draws)
+    spread = draw_spread(verdicts, threshold) if cfg.draws > 1 else None
+    starts = rows[::cfg.draws]
+    probs = verdicts.mean(axis=1)
     labels = np.array([r["real_success"] for r in starts])
     tasks = np.array([r["task_id"] for r in starts])
     where = f"from {cfg.lead_steps} steps before the first grasp" if cfg.branch_data else "from the first frame"
@@ -156,16 +158,13 @@ def check_closed_loop(cfg: CheckConfig) -> dict:
     return result
 
 
-def draw_spread(rows: list[dict], threshold: float) -> dict:
-    """rows: branch records whose consecutive runs of equal (policy, episode) are one start's draws -> per start the
-    range of its verdicts (largest less smallest), averaged, and how many starts have draws on both sides of the
-    threshold: {"starts", "mean_range", "split"}."""
-    groups: dict[tuple, list[float]] = {}
-    for r in rows:
-        groups.setdefault((r["policy"], r["episode"]), []).append(float(r["max_success_prob"]))
-    ranges = [max(v) - min(v) for v in groups.values()]
-    split = sum(1 for v in groups.values() if min(v) < threshold <= max(v))
-    return {"starts": len(groups), "mean_range": float(np.mean(ranges)), "split": split}
+def draw_spread(verdicts: np.ndarray, threshold: float) -> dict:
+    """verdicts [starts, draws]: each start's draws -> the range of a start's verdicts (largest less smallest),
+    averaged over the starts, and how many starts have draws on both sides of the threshold:
+    {"starts", "mean_range", "split"}."""
+    low, high = verdicts.min(axis=1), verdicts.max(axis=1)
+    split = int(((low < threshold) & (threshold <= high)).sum())
+    return {"starts": len(verdicts), "mean_range": float((high - low).mean()), "split": split}
 
 
 __all__ = ["CheckConfig", "check_closed_loop", "draw_spread"]

@@ -326,9 +326,7 @@ def test_a_policy_branches_from_another_policys_recordings(setup, tmp_path):
 def test_draw_spread_counts_the_starts_whose_draws_split_on_the_threshold():
     from imagination.eval.closed_loop_check import draw_spread
 
-    rows = [{"policy": "p", "episode": e, "max_success_prob": v}
-            for e, vs in [(0, [0.9, 0.2, 0.8]), (1, [0.1, 0.1, 0.1]), (2, [0.6, 0.7, 0.5])] for v in vs]
-    spread = draw_spread(rows, 0.5)
+    spread = draw_spread(np.array([[0.9, 0.2, 0.8], [0.1, 0.1, 0.1], [0.6, 0.7, 0.5]]), 0.5)
     assert spread["starts"] == 3 and spread["split"] == 1  # only episode 0 has draws on both sides of 0.5
     assert spread["mean_range"] == pytest.approx((0.7 + 0.0 + 0.2) / 3)
 
