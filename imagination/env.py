@@ -21,6 +21,7 @@ Autoreset: next-step (an env that ended is reset by the following `step`, which 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +56,9 @@ class ImaginationConfig:
     imagined_steps: int = 0
     success_threshold: float | None = None  # on sigmoid(success logit); None = the checkpoint's calibrated one
     sampling_steps: int | None = None  # denoising steps per chunk; None = the world model's default
+    # the world model's action guidance (world_models/sampler.py SamplerConfig.action_guidance); 0 = the model's
+    # own (1, none, unless it was saved with another). > 1 needs a model trained with denoiser.action_dropout
+    action_guidance: float = 0.0
     # > 1: envs k*noise_group .. (k+1)*noise_group-1 share the world model's noise (common random numbers). Why:
     # imagined RL's GRPO groups are consecutive envs started from one keyframe; with the noise shared, what
     # differs within a group is what the actions did (how much of the spread the noise makes: docs/results.md,
@@ -151,6 +155,14 @@ class ImaginationVectorEnv(VectorEnv):
                              f"got {cfg.noise_group}")
         if not episodes:
             raise ValueError("episodes: need at least one real episode to start imagined episodes from")
+        if not (math.isfinite(cfg.action_guidance) and cfg.action_guidance >= 0):
+            raise ValueError(f"action_guidance: expected a finite number >= 0 (0: the world model's own), "
+                             f"got {cfg.action_guidance}")
+        if cfg.action_guidance not in (0.0, 1.0) and not world_model.denoiser.guidable:
+            raise ValueError(f"action_guidance: {cfg.action_guidance} needs a world model trained with "
+                             "denoiser.action_dropout > 0 (scripts/train_world_model.py "
+                             "model.denoiser.action_dropout=0.1); this one has no null action")
+        self._guidance = cfg.action_guidance or None  # None: the model's own sampler setting
         self.wm = world_model.to(cfg.device).eval()
         # the judge (imagination/rewards/)
         self.reward = reward if reward is not None else build_reward(cfg, world_model, episodes, num_envs)
@@ -312,12 +324,13 @@ class ImaginationVectorEnv(VectorEnv):
             a = torch.as_tensor(active, device=self.device)
             # [b, K, c, h, w] in the denoiser's space; only the frame each env stops on is decoded (below)
             x, s_logits, _ = self.wm.predict_encoded(self._context[a], self._anchor[a], acts.to(self._dtype),
-                                                     self.cfg.sampling_steps, self._gen, self._group_noise(active))
+                                                     self.cfg.sampling_steps, self._gen, self._group_noise(active),
+                                                     self._guidance)
             states = self.proprio.predict(self._state[a], acts, self._history[a])  # [b, K, S]
             frames = None  # the whole chunk decoded: only uncertainty and a judge that reads frames need it
             if self.cfg.uncertainty != "off":  # in pixels, whatever the space: its threshold is a pixel difference
-                again, _, _ = self.wm.predict_encoded(self._context[a], self._anchor[a],
-                                                      acts.to(self._dtype), self.cfg.sampling_steps, self._gen)
+                again, _, _ = self.wm.predict_encoded(self._context[a], self._anchor[a], acts.to(self._dtype),
+                                                      self.cfg.sampling_steps, self._gen, guidance=self._guidance)
                 frames = self.wm.decode(x)
                 disagreement = (frames - self.wm.decode(again)).abs().mean(dim=(2, 3, 4))  # [b, K]
             if self.reward.reads_frames and frames is None:

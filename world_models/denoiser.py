@@ -69,6 +69,10 @@ class DenoiserConfig:
     # layers_per_block, attention, norm_num_groups) or "transformer" (world_models/video_transformer.py: patch
     # tokens of every frame, full attention; patch_size, width, depth, heads)
     family: str = "unet"
+    # Share of training clips whose actions are hidden: replaced by a learned null action chunk, so that one
+    # network also learns the action-free prediction from the context alone, which action guidance
+    # (SamplerConfig.action_guidance) steers away from. 0 (default): no null action, no guidance.
+    action_dropout: float = 0.0
     patch_size: int = 4
     width: int = 128
     depth: int = 4
@@ -89,8 +93,13 @@ class Denoiser(nn.Module):
             raise ValueError(f"denoiser.sigma_max_prob: expected a probability in [0, 1], got {cfg.sigma_max_prob}")
         if cfg.family not in ("unet", "transformer"):
             raise ValueError(f"denoiser.family: expected 'unet' or 'transformer', got {cfg.family!r}")
+        if not 0.0 <= cfg.action_dropout < 1.0:
+            raise ValueError(f"denoiser.action_dropout: expected a share in [0, 1), got {cfg.action_dropout}")
         self.cfg = cfg
         C, K, ch, A = cfg.context_frames, cfg.chunk_len, cfg.channels, cfg.action_dim
+        # the "no action given" input [K, A]; only in models trained to be guided, so older checkpoints load as
+        # they are. Zeros start it at a gripper command of 0, which real chunks (gripper -1 or +1) never hold
+        self.null_actions = nn.Parameter(torch.zeros(K, A)) if cfg.action_dropout > 0 else None
         if cfg.family == "transformer":
             self.net = VideoTransformer(cfg.image_size, ch, C, K, A, cfg.patch_size, cfg.width, cfg.depth, cfg.heads)
             return
@@ -125,14 +134,29 @@ class Denoiser(nn.Module):
     def c_noise(self, sigma: torch.Tensor) -> torch.Tensor:
         return 0.25 * sigma.log()
 
+    @property
+    def guidable(self) -> bool:
+        """Whether the model learned a null action (cfg.action_dropout > 0), which action guidance needs."""
+        return self.null_actions is not None
+
+    def hide(self, actions: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        """actions [B, K, 7] with the clips where hidden [B] (bool) is true replaced by the null action."""
+        if self.null_actions is None:
+            raise ValueError("hidden actions need a denoiser trained with denoiser.action_dropout > 0 (a null action)")
+        h = hidden.to(device=actions.device, dtype=torch.bool)[:, None, None]
+        return torch.where(h, self.null_actions.to(actions)[None], actions)
+
     def forward(self, noisy: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor, anchor: torch.Tensor,
-                actions: torch.Tensor) -> torch.Tensor:
+                actions: torch.Tensor, hidden: torch.Tensor | None = None) -> torch.Tensor:
         """Clean estimate x0 [B, K, ch, H, W] of `noisy` [B, K, ch, H, W] at noise level sigma [B].
 
         Both are in the diffused space: residuals from `reference(context, anchor)` when cfg.residual.
 
-        context [B, C, ch, H, W], anchor [B, ch, H, W], actions [B, K, 7]; all float.
+        context [B, C, ch, H, W], anchor [B, ch, H, W], actions [B, K, 7]; all float. hidden [B] bool: clips
+        whose actions the net is not shown (the null action instead; `hide`).
         """
+        if hidden is not None:
+            actions = self.hide(actions, hidden)
         B, K, ch, H, W = noisy.shape
         sigma = sigma.to(noisy).reshape(B)
         s = sigma[:, None, None, None]

@@ -120,7 +120,7 @@ class WorldModelObjective(nn.Module):
         target = batch["target"] - ref  # the diffused variable (residual from the last context frame)
         s = sigma.to(target)
         x0 = den(target + s[:, None, None, None, None] * noise.to(target), s, batch["context"], batch["anchor"],
-                 batch["actions"])
+                 batch["actions"], batch.get("hidden"))
         err = (x0 - target).pow(2)
         mse = err.mean().detach()  # unweighted, comparable across runs
         if self.moving_weight > 0:
@@ -142,6 +142,17 @@ class WorldModelObjective(nn.Module):
         total = denoise + self.head_weight * (succ_loss + done_loss)
         return {"loss": total, "denoise": denoise.detach(), "success_bce": succ_loss.detach(),
                 "done_bce": done_loss.detach(), "mse": mse}
+
+
+def hide_actions(model: WorldModel, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None
+                 ) -> dict[str, torch.Tensor]:
+    """Action dropout: batch["hidden"] [B] bool marks each clip whose actions the denoiser is not shown, with
+    probability denoiser.action_dropout (the null action instead: action guidance needs that prediction).
+    At 0 the batch is returned untouched and nothing is drawn (the random stream of runs without it is unchanged)."""
+    p = model.denoiser.cfg.action_dropout
+    if p <= 0:
+        return batch
+    return dict(batch, hidden=(rng.rand(batch["actions"].shape[0], generator) < p).to(batch["actions"].device))
 
 
 def draw_noise(model: WorldModel, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None

@@ -164,11 +164,13 @@ class WorldModel(nn.Module):
     @torch.no_grad()
     def predict_encoded(self, context: torch.Tensor, anchor: torch.Tensor, actions: torch.Tensor,
                         steps: int | None = None, generator: torch.Generator | None = None,
-                        noise: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                        noise: torch.Tensor | None = None, guidance: float | None = None
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """`predict` in the denoiser's space (latents in latent mode, unchecked): context [B, C, c, h, w],
         anchor [B, c, h, w] -> next K [B, K, c, h, w], success/done logits [B, K]. noise: the sampler's starting
-        noise [B, K, c, h, w] (default: drawn from `generator`)."""
-        x = self.sampler.sample(self.denoiser, context, anchor, actions, steps, generator, noise)
+        noise [B, K, c, h, w] (default: drawn from `generator`); guidance: the sampler's action guidance for this
+        call (default: the model's own, sampler.action_guidance)."""
+        x = self.sampler.sample(self.denoiser, context, anchor, actions, steps, generator, noise, guidance)
         success, done = self.head(x, anchor)
         return x, success, done
 

@@ -18,6 +18,7 @@ actions [B, K, 7].
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -35,6 +36,12 @@ class SamplerConfig:
     steps: int = 2  # default denoising steps at rollout (1-3); evaluation may ask for more
     rho: float = 7.0  # Karras schedule curvature (edm_euler)
     flow_shift: float = 1.0  # FlowMatchEulerDiscreteScheduler `shift` (> 1: more steps at high noise)
+    # Action guidance w (classifier-free guidance on the actions alone; the context and anchor stay given):
+    # x0 = x0(no action) + w (x0(actions) - x0(no action)). 1 = plain conditional sampling (one net call per step);
+    # w > 1 amplifies what the actions change in the frames, at two net calls per step, and needs a denoiser
+    # trained with action_dropout. Why: a model that predicts an outcome mostly from what the context shows
+    # lets the acting policy change it too little (docs/results.md, "Action guidance")
+    action_guidance: float = 1.0
 
 
 class Sampler:
@@ -45,6 +52,7 @@ class Sampler:
             raise ValueError(f"sampler.scheduler: expected one of {SCHEDULERS}, got {cfg.scheduler!r}")
         if cfg.steps < 1:
             raise ValueError(f"sampler.steps: expected >= 1, got {cfg.steps}")
+        check_guidance(cfg.action_guidance)
         self.cfg = cfg
 
     def make_scheduler(self, denoiser: Denoiser):
@@ -57,12 +65,28 @@ class Sampler:
     @torch.no_grad()
     def sample(self, denoiser: Denoiser, context: torch.Tensor, anchor: torch.Tensor, actions: torch.Tensor,
                steps: int | None = None, generator: torch.Generator | None = None,
-               noise: torch.Tensor | None = None) -> torch.Tensor:
+               noise: torch.Tensor | None = None, guidance: float | None = None) -> torch.Tensor:
         """noise: the starting noise [B, K, ch, H, W] to use instead of drawing it from `generator` (envs that
-        share their world model's noise draw it themselves: imagination/env.py noise_group)."""
+        share their world model's noise draw it themselves: imagination/env.py noise_group). guidance: the
+        action guidance w for this call (None: cfg.action_guidance)."""
         steps = self.cfg.steps if steps is None else int(steps)
         if steps < 1:
             raise ValueError(f"steps: expected >= 1, got {steps}")
+        w = check_guidance(self.cfg.action_guidance if guidance is None else float(guidance))
+        if w != 1.0 and not denoiser.guidable:
+            raise ValueError(f"action_guidance: {w} needs a world model trained with denoiser.action_dropout > 0; "
+                             "this one has no null action (use 1)")
+
+        def clean(x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+            if w == 1.0:
+                return denoiser(x, sigma, context, anchor, actions)
+            # one batched call: the first half sees the actions, the second the null action
+            hidden = torch.arange(2 * B, device=x.device) >= B
+            both = denoiser(torch.cat([x, x]), torch.cat([sigma, sigma]), torch.cat([context, context]),
+                            torch.cat([anchor, anchor]), torch.cat([actions, actions]), hidden)
+            given, free = both[:B], both[B:]
+            return free + w * (given - free)
+
         d = denoiser.cfg
         B, _, ch, H, W = context.shape
         shape = (B, actions.shape[1], ch, H, W)
@@ -83,7 +107,7 @@ class Sampler:
             scheduler.is_scale_input_called = True
             for i, t in enumerate(scheduler.timesteps):
                 sigma = torch.full((B,), float(sigmas[i]), device=x.device)
-                x0 = denoiser(x, sigma, context, anchor, actions)
+                x0 = clean(x, sigma)
                 x = scheduler.step(x0, t, x, pred_original_sample=x0).prev_sample
             return _bound(denoiser, x + denoiser.reference(context, anchor))
         s_max = d.sigma_max / (1.0 + d.sigma_max)
@@ -94,10 +118,17 @@ class Sampler:
         for i, t in enumerate(scheduler.timesteps):
             s = float(scheduler.sigmas[i])
             sigma = torch.full((B,), s / (1.0 - s), device=x.device)
-            x0 = denoiser(x / (1.0 - s), sigma, context, anchor, actions)
+            x0 = clean(x / (1.0 - s), sigma)
             v = (x - x0) / s
             x = scheduler.step(v, t, x).prev_sample
         return _bound(denoiser, x + denoiser.reference(context, anchor))
+
+
+def check_guidance(w: float) -> float:
+    """w itself, or one clear error: action guidance is a finite number >= 0 (1 = none)."""
+    if not (math.isfinite(w) and w >= 0):
+        raise ValueError(f"sampler.action_guidance: expected a finite number >= 0 (1 = no guidance), got {w}")
+    return float(w)
 
 
 def _bound(denoiser: Denoiser, x: torch.Tensor) -> torch.Tensor:

@@ -77,7 +77,14 @@ from world_models.clips import (
     load_episodes,
     split_episodes,
 )
-from world_models.losses import BootstrapConfig, WorldModelObjective, bootstrap_context, draw_noise, noise_context
+from world_models.losses import (
+    BootstrapConfig,
+    WorldModelObjective,
+    bootstrap_context,
+    draw_noise,
+    hide_actions,
+    noise_context,
+)
 from world_models.metrics import psnr_per_frame
 from world_models.model import WorldModel, WorldModelConfig
 from world_models.train_checkpoint import (
@@ -367,6 +374,7 @@ class Trainer:
         prob = cfg.bootstrap.probability(self.state.step)
         batch, mask = bootstrap_context(model, batch, prob, cfg.bootstrap.sample_steps, gen)
         batch = noise_context(batch, cfg.context_noise, gen, bounded=not model.latent)
+        batch = hide_actions(model, batch, gen)
         sigma, noise, degraded = draw_noise(model, batch, gen)
         self.objective.train()
         with self.acc.autocast():

@@ -77,6 +77,8 @@ class ClosedLoopConfig:
     # branches only: how many steps each one imagines from its start (0: to max_steps). Why: the window recipes
     # (configs/rl/goal_window.yaml) imagine 64 steps from a keyframe, and this checks exactly that
     imagined_steps: int = 0
+    # the world model's action guidance (ImaginationConfig.action_guidance; 0: the model's own)
+    action_guidance: float = 0.0
     device: str = "cpu"
     # modules of your own package that define the policy's class, imported before it loads (docs/policies.md)
     policy_modules: list[str] = field(default_factory=list)
@@ -97,8 +99,8 @@ def real_jobs_config(real_results: dict, policy_path: str, cfg: ClosedLoopConfig
         deterministic=bool(rc["deterministic"]), max_steps=cfg.max_steps or int(rc["max_steps"]), videos=0,
         out_dir=out_dir, num_envs=cfg.num_envs, num_threads=cfg.num_threads, world_model=cfg.world_model,
         start_data=cfg.start_data, proprio=cfg.proprio, success_threshold=math.inf, reward=cfg.reward,
-        state_reward=cfg.state_reward, goal_reader=cfg.goal_reader, device=cfg.device,
-        policy_modules=list(cfg.policy_modules))
+        state_reward=cfg.state_reward, goal_reader=cfg.goal_reader, action_guidance=cfg.action_guidance,
+        device=cfg.device, policy_modules=list(cfg.policy_modules))
 
 
 def closed_loop_records(real_results: dict, policy_path: str, cfg: ClosedLoopConfig, out_dir: str,
@@ -176,7 +178,7 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
     venv = open_imagination(wm, episodes, proprio, n, ImaginationConfig(
         max_steps=horizon, success_threshold=math.inf, keyframes=KeyframeConfig(mode="start"), reward=cfg.reward,
         state_reward=cfg.state_reward, goal_reader=cfg.goal_reader, goal_score=cfg.goal_score,
-        imagined_steps=cfg.imagined_steps, device=cfg.device), policy=policy)
+        imagined_steps=cfg.imagined_steps, action_guidance=cfg.action_guidance, device=cfg.device), policy=policy)
     indices = [int(m.episode_index) for m in mine]
     starts = [Keyframe(i, decisive_step(venv.episodes[i].action, lead_steps)) for i in indices for _ in range(draws)]
     mine = [m for m in mine for _ in range(draws)]

@@ -53,7 +53,8 @@ class ImaginationEvalEnv:
         self._instructions = {m.task_id: m.instruction for m in meta}
         horizon = cfg.max_steps or libero_suites.suite_info(self.suite).max_steps
         config = ImaginationConfig(max_steps=horizon, success_threshold=cfg.success_threshold,
-                                   sampling_steps=cfg.sampling_steps or None, keyframes=KeyframeConfig(mode="start"),
+                                   sampling_steps=cfg.sampling_steps or None, action_guidance=cfg.action_guidance,
+                                   keyframes=KeyframeConfig(mode="start"),
                                    policy_views=list(spec.views), reward=cfg.reward, state_reward=cfg.state_reward,
                                    goal_reader=cfg.goal_reader, device=cfg.device)
         self.num_envs = len(first_tasks)

@@ -51,6 +51,7 @@ class EvalConfig:
     start_suite: str = ""
     proprio: str = ""
     sampling_steps: int = 0  # denoising steps per chunk; 0 = the world model's default
+    action_guidance: float = 0.0  # imagination only: the world model's action guidance; 0 = the model's own
     success_threshold: float | None = None  # imagination only; None = the world model's calibrated threshold
     reward: str = "head"  # imagination only: "head", "state" or "goal" (ImaginationConfig.reward)
     state_reward: str = ""  # imagination only: the StateReward checkpoint of reward "state"

@@ -567,3 +567,28 @@ def test_observe_recorded_shows_the_recording_while_the_model_imagines(models):
     np.testing.assert_array_equal(shown.render(), dreamt.render())  # both imagine the same frames
     with pytest.raises(ValueError, match=r"observe: expected one of \['imagined', 'recorded'\], got 'real'"):
         ImaginationVectorEnv(wm, prop, eps, config=ImaginationConfig(observe="real"))
+
+
+def test_action_guidance_is_passed_to_the_world_model_and_refused_without_a_null_action(models):
+    """action_guidance w > 1 changes the imagined frames of a model trained with action dropout (same seed, same
+    actions); 0 and 1 keep the model's own sampling; a model without a null action refuses w > 1 at construction."""
+    wm, prop = models
+    eps = _episodes()
+    guided = WorldModel(replace(wm.cfg, denoiser=replace(wm.cfg.denoiser, action_dropout=0.1))).eval()
+    assert guided.denoiser.null_actions is not None
+    with torch.no_grad():
+        guided.denoiser.null_actions.fill_(0.5)
+    act = np.full((2, 4, 7), 0.2, np.float32)
+
+    def first_frames(model, w):
+        venv = ImaginationVectorEnv(model, prop, eps, num_envs=2,
+                                    config=ImaginationConfig(success_threshold=1.01, action_guidance=w))
+        venv.reset(seed=0, options={"keyframes": [Keyframe(0, 3)] * 2})
+        return venv.step(act)[0]["image"].astype(int)
+
+    own, one, twice = first_frames(guided, 0.0), first_frames(guided, 1.0), first_frames(guided, 3.0)
+    assert np.array_equal(own, one) and not np.array_equal(own, twice)
+    with pytest.raises(ValueError, match="action_guidance: 3.0 needs a world model trained with"):
+        ImaginationVectorEnv(wm, prop, eps, num_envs=2, config=ImaginationConfig(action_guidance=3.0))
+    with pytest.raises(ValueError, match="action_guidance: expected a finite number >= 0"):
+        ImaginationVectorEnv(guided, prop, eps, num_envs=2, config=ImaginationConfig(action_guidance=-1.0))
