@@ -88,6 +88,9 @@ class WorldModel(nn.Module):
         self.denoiser = Denoiser(space, bounded=self.autoencoder is None)
         self.head = SuccessDoneHead(cfg.head, space.channels)
         self.sampler = Sampler(cfg.sampler)
+        if cfg.sampler.action_guidance != 1.0 and not self.denoiser.guidable:
+            raise ValueError(f"sampler.action_guidance: {cfg.sampler.action_guidance} needs "
+                             "denoiser.action_dropout > 0 (a model trained with a null action); use 1")
 
     @property
     def latent(self) -> bool:
