@@ -139,7 +139,7 @@ BRANCH_ACTIONS = ("policy", "recorded")
 
 def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_steps: int = 8,
                    progress: bool = True, actions: str = "policy", recorded_by: str = "", draws: int = 1,
-                   noise_log_std: float | None = None) -> list[dict]:
+                   noise_log_std: float | None = None, common_noise: bool = False) -> list[dict]:
     """Continue the policy's recorded real episodes in imagination from their decisive step.
 
     The episodes are the data's `source: policy` ones whose `extra.policy` is `recorded_by`, written by
@@ -155,7 +155,8 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
 
     draws > 1: each start imagined that many times (one record each, `draw` 0.., consecutive), as a GRPO group
     imagines one keyframe; noise_log_std: the policy samples its chunks with that exploration noise (log std on
-    every action dimension) instead of acting deterministically, as RL explores."""
+    every action dimension) instead of acting deterministically, as RL explores; common_noise: one start's draws
+    share the world model's sampling noise (ImaginationConfig.noise_group = draws), as a GRPO group does."""
     if actions not in BRANCH_ACTIONS:
         raise ValueError(f"branch_actions: expected one of {list(BRANCH_ACTIONS)}, got {actions!r}")
     if draws < 1:
@@ -175,10 +176,16 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
     policy = Policy.load(policy_path, map_location=cfg.device, modules=cfg.policy_modules)
     horizon = cfg.max_steps or libero_suites.suite_info(mine[0].suite).max_steps
     n = min(cfg.num_envs, len(mine))
+    if common_noise:  # whole groups per batch, so that noise groups (consecutive envs) are one start's draws
+        if draws < 2 or n < draws:
+            raise ValueError(f"common_noise: needs draws >= 2 and num_envs >= draws, got draws={draws}, "
+                             f"num_envs={cfg.num_envs}")
+        n -= n % draws
     venv = open_imagination(wm, episodes, proprio, n, ImaginationConfig(
         max_steps=horizon, success_threshold=math.inf, keyframes=KeyframeConfig(mode="start"), reward=cfg.reward,
         state_reward=cfg.state_reward, goal_reader=cfg.goal_reader, goal_score=cfg.goal_score,
-        imagined_steps=cfg.imagined_steps, action_guidance=cfg.action_guidance, device=cfg.device), policy=policy)
+        imagined_steps=cfg.imagined_steps, action_guidance=cfg.action_guidance, device=cfg.device,
+        noise_group=draws if common_noise else 1), policy=policy)
     indices = [int(m.episode_index) for m in mine]
     starts = [Keyframe(i, decisive_step(venv.episodes[i].action, lead_steps)) for i in indices for _ in range(draws)]
     mine = [m for m in mine for _ in range(draws)]

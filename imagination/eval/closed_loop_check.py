@@ -45,6 +45,11 @@ class CheckConfig(ClosedLoopConfig):
     # threshold before any RL is run (docs/results.md, "The outcome reader")
     draws: int = 1
     noise_log_std: float = float("nan")
+    # draws: one start's draws share the world model's sampling noise (ImaginationConfig.noise_group), as imagined
+    # RL's GRPO groups do, so that what differs among them is what the policy did. Why: with the noise drawn per
+    # draw, a model whose sampling noise alone flips outcomes (guided sampling does) splits draws that GRPO's
+    # groups, sharing it, would not (docs/results.md, "Action guidance")
+    common_noise: bool = False
     names: list[str] = field(default_factory=list)  # labels for the table; [] = each policy file's parent folder
     out_dir: str = "outputs/closed_loop"
 
@@ -80,6 +85,9 @@ def _check(cfg: CheckConfig) -> list[str]:
     elif len(cfg.real_results) != len(cfg.policies):
         raise SystemExit(f"real_results: expected one results.json per policy ({len(cfg.policies)}), "
                          f"got {len(cfg.real_results)}")
+    if cfg.common_noise and (cfg.draws < 2 or cfg.num_envs < cfg.draws):
+        raise SystemExit(f"common_noise: shares the noise among one start's draws, so needs draws >= 2 and num_envs >= "
+                         f"draws, got draws={cfg.draws}, num_envs={cfg.num_envs}")
     if not cfg.world_model:
         raise SystemExit("world_model: required (the world model to check)")
     if cfg.reward == "goal" and not Path(cfg.goal_reader).is_file():
@@ -117,7 +125,8 @@ def check_closed_loop(cfg: CheckConfig) -> dict:
         if cfg.branch_data:
             records = branch_records(cfg.branch_data, policy, cfg, cfg.lead_steps, actions=cfg.branch_actions,
                                      recorded_by=cfg.recorded_by[i] if cfg.recorded_by else "", draws=cfg.draws,
-                                     noise_log_std=None if np.isnan(cfg.noise_log_std) else cfg.noise_log_std)
+                                     noise_log_std=None if np.isnan(cfg.noise_log_std) else cfg.noise_log_std,
+                                     common_noise=cfg.common_noise)
         else:
             real = json.loads(Path(cfg.real_results[i]).read_text())
             records = closed_loop_records(real, policy, cfg, str(out / name))

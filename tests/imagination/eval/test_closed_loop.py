@@ -2,6 +2,7 @@
 each job's highest success probability, reuse of a finished run, and the script's outputs."""
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -379,3 +380,31 @@ def test_draws_imagine_each_start_several_times_with_the_exploration_noise_given
     with pytest.raises(SystemExit, match="draws: only with branch_data"):
         check_closed_loop(CheckConfig(**{**vars(cfg), "imagined_steps": 0}, policies=[policy], draws=2,
                                       real_results=[str(setup / "real.json")]))
+
+
+def test_common_noise_gives_one_starts_draws_the_world_models_noise_as_grpo_groups_share_it(setup):
+    """common_noise: a start's draws share the world model's sampling noise (noise_group = draws), so with the policy
+    acting deterministically they imagine the same window; each with its own noise, they do not. Batches hold whole
+    groups (num_envs 4 with 3 draws runs 3 at a time)."""
+    from imagination.eval.closed_loop_check import CheckConfig, check_closed_loop
+
+    policy = str(setup / "policy.pt")
+    data = setup / "policy_data_crn"
+    _policy_data(data, policy)
+    _random_reader(setup / "reader_crn.pt", seed=2)
+    cfg = ClosedLoopConfig(world_model=str(setup / "wm.pt"), proprio=str(setup / "proprio.pt"), max_steps=12,
+                           num_envs=4, reward="goal", goal_reader=str(setup / "reader_crn.pt"), imagined_steps=4)
+
+    def verdicts(common: bool) -> np.ndarray:
+        rows = branch_records(str(data), policy, cfg, lead_steps=4, progress=False, draws=3, common_noise=common)
+        return np.array([r["max_success_prob"] for r in rows]).reshape(3, 3)
+
+    shared, own = verdicts(True), verdicts(False)
+    assert np.allclose(shared, shared[:, :1])  # one noise, one deterministic policy: one window per start
+    assert not np.allclose(own, own[:, :1])
+    with pytest.raises(ValueError, match="common_noise: needs draws >= 2"):
+        branch_records(str(data), policy, cfg, progress=False, draws=1, common_noise=True)
+    with pytest.raises(SystemExit, match="common_noise: shares the noise among one start's draws"):
+        check_closed_loop(CheckConfig(**vars(cfg), policies=[policy], branch_data=str(data), common_noise=True))
+    with pytest.raises(ValueError, match="action_guidance: 2.0 needs a world model trained with"):
+        branch_records(str(data), policy, replace(cfg, action_guidance=2.0), progress=False)
