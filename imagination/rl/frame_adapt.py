@@ -52,6 +52,9 @@ class FrameAdaptConfig:
     # where the world model imagines and the policy is fit (an RL run passes its imagination.device). Why: on one GPU
     # a 16M-parameter world model's adaptation took 172 s on the machine's CPUs, longer than the RL after it
     device: str = "cpu"
+    # the world model's action guidance while imagining (ImaginationConfig.action_guidance; 0: the model's own). An
+    # RL run passes its imagination.action_guidance, so that the start is adapted to the frames RL imagines
+    action_guidance: float = 0.0
 
     def validate(self) -> None:
         for name in ("policy", "world_model", "data", "out_dir"):
@@ -242,7 +245,8 @@ def run_adapt(cfg: FrameAdaptConfig) -> dict:
     t0 = time.time()
     policy = Policy.load(cfg.policy, map_location=cfg.device)
     policy.eval()
-    imagine = ImaginationConfig(max_steps=10_000, success_threshold=2.0, device=cfg.device)
+    imagine = ImaginationConfig(max_steps=10_000, success_threshold=2.0, device=cfg.device,
+                                action_guidance=cfg.action_guidance)
     probe = open_imagination(cfg.world_model, cfg.data, cfg.proprio, num_envs=1, config=imagine, policy=policy)
     starts = release_starts(probe, list(cfg.leads), policy.n_action_steps)
     if not starts:
@@ -298,10 +302,12 @@ def adapt_once(cfg: FrameAdaptConfig) -> str:
 
 
 _WHERE_IT_RAN = ("num_threads", "device")  # an adaptation made on a GPU is reused on the CPU, and back
+_ADDED_LATER = {"action_guidance": 0.0}  # fields adapt.json files written before them lack: their value then
 
 
 def _same_adaptation(a: dict, b: dict) -> bool:
     """Two adapt configs that make the same adaptation: equal but for where they ran (threads, device)."""
+    a, b = {**_ADDED_LATER, **a}, {**_ADDED_LATER, **b}
     return ({k: v for k, v in a.items() if k not in _WHERE_IT_RAN}
             == {k: v for k, v in b.items() if k not in _WHERE_IT_RAN})
 

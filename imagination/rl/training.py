@@ -198,7 +198,8 @@ def adapted_start(cfg: ImagineRLConfig) -> str:
     data = cfg.adapt.data or cfg.bc_data or cfg.start_data
     return adapt_once(replace(cfg.adapt, policy=cfg.policy, world_model=cfg.world_model, proprio=cfg.proprio,
                               data=data, out_dir=cfg.adapt.out_dir or str(Path(cfg.out_dir) / "adapt"),
-                              num_threads=cfg.num_threads, device=cfg.imagination.device))
+                              num_threads=cfg.num_threads, device=cfg.imagination.device,
+                              action_guidance=cfg.adapt.action_guidance or cfg.imagination.action_guidance))
 
 
 def bc_anchor(cfg: ImagineRLConfig, policy: Policy, generator: torch.Generator | None = None):

@@ -168,8 +168,13 @@ def test_seeds_given_one_adapt_folder_share_one_adaptation(square_setup, grip_da
     assert (shared / "policy.pt").stat().st_mtime_ns == written and "[adapt] reusing" in capsys.readouterr().out
     made = json.loads((shared / "adapt.json").read_text())  # as if made on a GPU: still this run's adaptation
     made["config"]["device"] = "cuda"
+    del made["config"]["action_guidance"]  # and written before the field existed: made without guidance
     (shared / "adapt.json").write_text(json.dumps(made))
     train_rl(replace(cfg, seed=2, out_dir=str(tmp_path / "s3")))
     assert (shared / "policy.pt").stat().st_mtime_ns == written and "[adapt] reusing" in capsys.readouterr().out
+    # the run's action guidance is the adaptation's: another guidance, another adaptation
+    guided = replace(cfg, out_dir=str(tmp_path / "s4"), imagination=replace(cfg.imagination, action_guidance=1.0))
+    train_rl(guided)
+    assert json.loads((shared / "adapt.json").read_text())["config"]["action_guidance"] == 1.0
     train_rl(replace(cfg, out_dir=str(tmp_path / "s2"), adapt=replace(cfg.adapt, steps=6)))
     assert json.loads((shared / "adapt.json").read_text())["config"]["steps"] == 6  # adapted again
