@@ -3,6 +3,7 @@ each job's highest success probability, reuse of a finished run, and the script'
 import json
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -222,18 +223,26 @@ def test_branches_start_from_the_policy_own_rollouts(setup):
                                       real_results=[str(setup / "real.json")]))
 
 
+def _goal_branches(setup, name: str, reader_seed: int, num_envs: int) -> tuple[str, Path, ClosedLoopConfig]:
+    """The policy, a dataset of its recorded episodes (`name`) and a goal-judged branch config over a 4-step window
+    with a random goal reader (`reader_seed`)."""
+    policy = str(setup / "policy.pt")
+    data = setup / name
+    _policy_data(data, policy)
+    _random_reader(setup / f"reader_{name}.pt", seed=reader_seed)
+    cfg = ClosedLoopConfig(world_model=str(setup / "wm.pt"), proprio=str(setup / "proprio.pt"), max_steps=12,
+                           num_envs=num_envs, reward="goal", goal_reader=str(setup / f"reader_{name}.pt"),
+                           imagined_steps=4)
+    return policy, data, cfg
+
+
 @pytest.mark.libero
 def test_branches_judged_by_a_goal_reader_over_a_window(setup):
     """reward "goal": each branch is the goal reader's verdict on its last imagined frame, read against 0.5, and
     `imagined_steps` ends every branch that many steps after its start (the window recipes' check)."""
     from imagination.eval.closed_loop_check import CheckConfig, check_closed_loop
 
-    policy = str(setup / "policy.pt")
-    data = setup / "policy_data_goal"
-    _policy_data(data, policy)
-    _random_reader(setup / "reader.pt", seed=0)
-    cfg = ClosedLoopConfig(world_model=str(setup / "wm.pt"), proprio=str(setup / "proprio.pt"), max_steps=12,
-                           num_envs=2, reward="goal", goal_reader=str(setup / "reader.pt"), imagined_steps=4)
+    policy, data, cfg = _goal_branches(setup, "policy_data_goal", reader_seed=0, num_envs=2)
     records = branch_records(str(data), policy, cfg, lead_steps=4, progress=False)
     assert [(r["start_t"], r["end_t"]) for r in records] == [(2, 6)] * 3  # one chunk of 4 from step 2
     probs = np.array([r["max_success_prob"] for r in records])
@@ -339,12 +348,7 @@ def test_draws_imagine_each_start_several_times_with_the_exploration_noise_given
     import imagination.eval.closed_loop as closed_loop
     from imagination.eval.closed_loop_check import CheckConfig, check_closed_loop
 
-    policy = str(setup / "policy.pt")
-    data = setup / "policy_data_draws"
-    _policy_data(data, policy)
-    _random_reader(setup / "reader_draws.pt", seed=1)
-    cfg = ClosedLoopConfig(world_model=str(setup / "wm.pt"), proprio=str(setup / "proprio.pt"), max_steps=12,
-                           num_envs=4, reward="goal", goal_reader=str(setup / "reader_draws.pt"), imagined_steps=4)
+    policy, data, cfg = _goal_branches(setup, "policy_data_draws", reader_seed=1, num_envs=4)
     noise = []
     real_sample = closed_loop.policy_sample
 
@@ -382,18 +386,14 @@ def test_draws_imagine_each_start_several_times_with_the_exploration_noise_given
                                       real_results=[str(setup / "real.json")]))
 
 
+@pytest.mark.libero
 def test_common_noise_gives_one_starts_draws_the_world_models_noise_as_grpo_groups_share_it(setup):
     """common_noise: a start's draws share the world model's sampling noise (noise_group = draws), so with the policy
     acting deterministically they imagine the same window; each with its own noise, they do not. Batches hold whole
     groups (num_envs 4 with 3 draws runs 3 at a time)."""
     from imagination.eval.closed_loop_check import CheckConfig, check_closed_loop
 
-    policy = str(setup / "policy.pt")
-    data = setup / "policy_data_crn"
-    _policy_data(data, policy)
-    _random_reader(setup / "reader_crn.pt", seed=2)
-    cfg = ClosedLoopConfig(world_model=str(setup / "wm.pt"), proprio=str(setup / "proprio.pt"), max_steps=12,
-                           num_envs=4, reward="goal", goal_reader=str(setup / "reader_crn.pt"), imagined_steps=4)
+    policy, data, cfg = _goal_branches(setup, "policy_data_crn", reader_seed=2, num_envs=4)
 
     def verdicts(common: bool) -> np.ndarray:
         rows = branch_records(str(data), policy, cfg, lead_steps=4, progress=False, draws=3, common_noise=common)
