@@ -77,6 +77,9 @@ class Sampler:
             raise ValueError(f"action_guidance: {w} needs a world model trained with denoiser.action_dropout > 0; "
                              "this one has no null action (use 1)")
 
+        d = denoiser.cfg
+        B, _, ch, H, W = context.shape
+
         def clean(x: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
             if w == 1.0:
                 return denoiser(x, sigma, context, anchor, actions)
@@ -87,8 +90,6 @@ class Sampler:
             given, free = both[:B], both[B:]
             return free + w * (given - free)
 
-        d = denoiser.cfg
-        B, _, ch, H, W = context.shape
         shape = (B, actions.shape[1], ch, H, W)
         # drawn on the generator's device (world_models.rng): a CPU generator gives the same frames on
         # any device for one seed; a CUDA one (a GPU imagination env) saves the host-to-device copy
