@@ -21,7 +21,6 @@ Autoreset: next-step (an env that ended is reset by the following `step`, which 
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +41,7 @@ from world_models import rng
 from world_models.grasp_point import GraspPointConfig
 from world_models.model import WorldModel
 from world_models.proprio import ProprioModel, history_at
+from world_models.sampler import check_guidance
 
 UNCERTAINTY_MODES = ("off", "report", "truncate", "penalize")
 OBSERVE_MODES = ("imagined", "recorded")
@@ -155,13 +155,8 @@ class ImaginationVectorEnv(VectorEnv):
                              f"got {cfg.noise_group}")
         if not episodes:
             raise ValueError("episodes: need at least one real episode to start imagined episodes from")
-        if not (math.isfinite(cfg.action_guidance) and cfg.action_guidance >= 0):
-            raise ValueError(f"action_guidance: expected a finite number >= 0 (0: the world model's own), "
-                             f"got {cfg.action_guidance}")
-        if cfg.action_guidance not in (0.0, 1.0) and not world_model.denoiser.guidable:
-            raise ValueError(f"action_guidance: {cfg.action_guidance} needs a world model trained with "
-                             "denoiser.action_dropout > 0 (scripts/train_world_model.py "
-                             "model.denoiser.action_dropout=0.1); this one has no null action")
+        if cfg.action_guidance != 0:  # 0: the model's own setting, checked when the model was built
+            check_guidance(cfg.action_guidance, world_model.denoiser, "action_guidance")
         self._guidance = cfg.action_guidance or None  # None: the model's own sampler setting
         self.wm = world_model.to(cfg.device).eval()
         # the judge (imagination/rewards/)

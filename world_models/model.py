@@ -34,7 +34,7 @@ from infra.provenance import versions
 from world_models.autoencoder import Autoencoder, AutoencoderConfig
 from world_models.denoiser import Denoiser, DenoiserConfig
 from world_models.heads import HeadConfig, SuccessDoneHead
-from world_models.sampler import Sampler, SamplerConfig
+from world_models.sampler import Sampler, SamplerConfig, check_guidance
 
 _FORMAT = "wm-vla-rl/world_model"
 _VERSION = 1
@@ -88,9 +88,7 @@ class WorldModel(nn.Module):
         self.denoiser = Denoiser(space, bounded=self.autoencoder is None)
         self.head = SuccessDoneHead(cfg.head, space.channels)
         self.sampler = Sampler(cfg.sampler)
-        if cfg.sampler.action_guidance != 1.0 and not self.denoiser.guidable:
-            raise ValueError(f"sampler.action_guidance: {cfg.sampler.action_guidance} needs "
-                             "denoiser.action_dropout > 0 (a model trained with a null action); use 1")
+        check_guidance(cfg.sampler.action_guidance, self.denoiser)
 
     @property
     def latent(self) -> bool:

@@ -73,9 +73,7 @@ class Sampler:
         if steps < 1:
             raise ValueError(f"steps: expected >= 1, got {steps}")
         w = check_guidance(self.cfg.action_guidance if guidance is None else float(guidance))
-        if w != 1.0 and not denoiser.guidable:
-            raise ValueError(f"action_guidance: {w} needs a world model trained with denoiser.action_dropout > 0; "
-                             "this one has no null action (use 1)")
+        check_guidance(w, denoiser, "action_guidance")
 
         d = denoiser.cfg
         B, _, ch, H, W = context.shape
@@ -125,10 +123,15 @@ class Sampler:
         return _bound(denoiser, x + denoiser.reference(context, anchor))
 
 
-def check_guidance(w: float) -> float:
-    """w itself, or one clear error: action guidance is a finite number >= 0 (1 = none)."""
+def check_guidance(w: float, denoiser: Denoiser | None = None, field: str = "sampler.action_guidance") -> float:
+    """w itself, or one clear error naming `field`: action guidance is a finite number >= 0 (1 = none), and other
+    than 1 only for a denoiser that learned a null action (when one is given)."""
     if not (math.isfinite(w) and w >= 0):
-        raise ValueError(f"sampler.action_guidance: expected a finite number >= 0 (1 = no guidance), got {w}")
+        raise ValueError(f"{field}: expected a finite number >= 0 (1 = no guidance), got {w}")
+    if denoiser is not None and w != 1.0 and not denoiser.guidable:
+        raise ValueError(f"{field}: {w} needs a world model trained with denoiser.action_dropout > 0 "
+                         "(scripts/train_world_model.py model.denoiser.action_dropout=0.1); this one has no null "
+                         "action (use 1)")
     return float(w)
 
 

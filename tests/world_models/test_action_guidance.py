@@ -80,7 +80,9 @@ def test_a_model_without_dropout_has_no_null_action_and_refuses_guidance():
     x, _, _ = plain.predict_encoded(ctx, anc, act, guidance=1.0)  # 1 is no guidance: allowed
     assert torch.isfinite(x).all()
     cfg = tiny_model_config()
-    with pytest.raises(ValueError, match="sampler.action_guidance: 2.0 needs denoiser.action_dropout > 0"):
+    with pytest.raises(ValueError,
+                       match="sampler.action_guidance: 2.0 needs a world model trained with "
+                             "denoiser.action_dropout > 0"):
         WorldModel(dataclasses.replace(cfg, sampler=dataclasses.replace(cfg.sampler, action_guidance=2.0)))
 
 
