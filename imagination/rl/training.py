@@ -127,6 +127,12 @@ class ImagineRLConfig:
     # steps ahead of the release: the approach, the grasp and the carry.
     bc_target: str = "demos"
     bc_phase: str = "all"
+    # The tasks whose frames the anchor holds; [] = `tasks` (those RL imagines). Why wider: the network is shared,
+    # so tasks RL never imagines drift with nothing to hold them: RL on LIBERO-Goal's bottle task alone (lr 1e-3,
+    # 8 epochs) raised it from 10 to 15 of 20 real jobs and dropped the two tasks it never saw from 37 to 17 of 40
+    # (docs/notebook/protocol_v2.md, section 39). With bc_target "start_policy" the held tasks keep the start's own
+    # chunks: no new action label.
+    bc_tasks: list[int] = field(default_factory=list)
     exploration_data_scale: float = 0.5
     # Gaussian pixel noise in the imagined images the policy acts on (and is updated on), its std per image from
     # U(0, obs_noise) (0-255 units; 0 = off), as BCConfig.augment_noise does in BC. Why: a start trained with that
@@ -207,7 +213,8 @@ def bc_anchor(cfg: ImagineRLConfig, policy: Policy, generator: torch.Generator |
     drawn by `generator` (default: one seeded with cfg.seed)."""
     acfg = AnchorConfig(cfg.bc_coef, cfg.bc_target, cfg.bc_phase, cfg.bc_episodes_per_task,
                         cfg.imagination.keyframes.release_lead)
-    return make_anchor(acfg, policy, cfg.bc_data or cfg.start_data, list(cfg.tasks), cfg.rl.minibatch_size, cfg.seed,
+    tasks = list(cfg.bc_tasks or cfg.tasks)
+    return make_anchor(acfg, policy, cfg.bc_data or cfg.start_data, tasks, cfg.rl.minibatch_size, cfg.seed,
                        features=cfg.imagination.features, generator=generator)
 
 
@@ -340,6 +347,8 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     if cfg.group_size % cfg.imagination.noise_group:
         raise ValueError(f"imagination.noise_group: envs share noise within a group of {cfg.group_size} episodes "
                          f"(group_size): expected a divisor of it, got {cfg.imagination.noise_group}")
+    if any(not isinstance(t, int) or t < 0 for t in cfg.bc_tasks):
+        raise ValueError(f"bc_tasks: expected a list of task ids >= 0 ([] = tasks), got {cfg.bc_tasks}")
     if cfg.rl.algo == "grpo" and cfg.group_size < 2:
         raise ValueError("group_size: GRPO compares episodes within a group; expected >= 2")
     if cfg.checkpoint_every < 0:

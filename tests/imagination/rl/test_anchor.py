@@ -95,3 +95,32 @@ def test_bad_anchor_settings_name_themselves(data):
         make_anchor(AnchorConfig(coef=1.0, target="teacher"), _policy(), data, [], 8, 0)
     with pytest.raises(ValueError, match="bc_coef: .* no episode of tasks"):
         make_anchor(AnchorConfig(coef=1.0, target="start_policy"), _policy(), data, [7], 8, 0)
+
+
+def test_bc_tasks_widen_the_anchor_beyond_the_tasks_rl_imagines(data, monkeypatch):
+    """ImagineRLConfig.bc_tasks: the anchor holds those tasks' frames too ([] = the RL's tasks)."""
+    import policies.bc as bc
+    from imagination.rl.training import ImagineRLConfig, bc_anchor
+
+    seen = []
+    real_batch = bc.ChunkData.batch
+
+    def spy(self, idx, shift, generator):
+        seen.append(idx.clone())
+        return real_batch(self, idx, shift, generator)
+
+    monkeypatch.setattr(bc.ChunkData, "batch", spy)
+    cfg = ImagineRLConfig(start_data=data, tasks=[0], bc_coef=1.0, bc_target="start_policy")
+    cfg.rl.minibatch_size = 64
+    bc_anchor(cfg, _policy())()
+    assert torch.cat(seen).max() < 2 * T  # task 0's two episodes only
+    seen.clear()
+    bc_anchor(replace(cfg, bc_tasks=[0, 1]), _policy())()
+    assert torch.cat(seen).max() >= 2 * T  # task 1's episodes are held as well
+
+
+def test_bad_bc_tasks_are_refused_with_the_field_named():
+    from imagination.rl.training import ImagineRLConfig, train_rl
+
+    with pytest.raises(ValueError, match="bc_tasks: expected a list of task ids"):
+        train_rl(ImagineRLConfig(bc_tasks=[-1]))
