@@ -24,6 +24,22 @@ def data(tmp_path_factory):
     return str(root)
 
 
+@pytest.fixture
+def seen(monkeypatch) -> list[torch.Tensor]:
+    """The frame indices of every batch the anchor draws (policies.bc.ChunkData.batch, spied on)."""
+    import policies.bc as bc
+
+    drawn: list[torch.Tensor] = []
+    real_batch = bc.ChunkData.batch
+
+    def spy(self, idx, shift, generator):
+        drawn.append(idx.clone())
+        return real_batch(self, idx, shift, generator)
+
+    monkeypatch.setattr(bc.ChunkData, "batch", spy)
+    return drawn
+
+
 def _policy() -> VLAPolicy:
     torch.manual_seed(0)
     return VLAPolicy(VLAConfig(views=["agentview"], image_size=SIZE, chunk_len=4, conv_channels=[8, 16],
@@ -47,17 +63,7 @@ def test_start_policy_anchor_is_zero_at_the_start_and_pulls_a_moved_policy_back(
     assert float(np.mean([float(anchor().detach()) for _ in range(4)])) < 0.5 * moved
 
 
-def test_after_grasp_and_before_grasp_read_only_their_side_of_the_first_close(data, monkeypatch):
-    import policies.bc as bc
-
-    seen = []
-    real_batch = bc.ChunkData.batch
-
-    def spy(self, idx, shift, generator):
-        seen.append(idx.clone())
-        return real_batch(self, idx, shift, generator)
-
-    monkeypatch.setattr(bc.ChunkData, "batch", spy)
+def test_after_grasp_and_before_grasp_read_only_their_side_of_the_first_close(data, seen):
     policy = _policy()
     make_anchor(AnchorConfig(coef=1.0, target="start_policy", phase="after_grasp"), policy, data, [], 64, 0)()
     frames = torch.cat(seen)
@@ -97,19 +103,10 @@ def test_bad_anchor_settings_name_themselves(data):
         make_anchor(AnchorConfig(coef=1.0, target="start_policy"), _policy(), data, [7], 8, 0)
 
 
-def test_bc_tasks_widen_the_anchor_beyond_the_tasks_rl_imagines(data, monkeypatch):
+def test_bc_tasks_widen_the_anchor_beyond_the_tasks_rl_imagines(data, seen):
     """ImagineRLConfig.bc_tasks: the anchor holds those tasks' frames too ([] = the RL's tasks)."""
-    import policies.bc as bc
     from imagination.rl.training import ImagineRLConfig, bc_anchor
 
-    seen = []
-    real_batch = bc.ChunkData.batch
-
-    def spy(self, idx, shift, generator):
-        seen.append(idx.clone())
-        return real_batch(self, idx, shift, generator)
-
-    monkeypatch.setattr(bc.ChunkData, "batch", spy)
     cfg = ImagineRLConfig(start_data=data, tasks=[0], bc_coef=1.0, bc_target="start_policy")
     cfg.rl.minibatch_size = 64
     bc_anchor(cfg, _policy())()
