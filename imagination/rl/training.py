@@ -128,9 +128,8 @@ class ImagineRLConfig:
     bc_target: str = "demos"
     bc_phase: str = "all"
     # The tasks whose frames the anchor holds; [] = `tasks` (those RL imagines). Why wider: the network is shared,
-    # so tasks RL never imagines drift with nothing to hold them: RL on LIBERO-Goal's bottle task alone (lr 1e-3,
-    # 8 epochs) raised it from 10 to 15 of 20 real jobs and dropped the two tasks it never imagined from 38 to 15 of 40
-    # (docs/notebook/protocol_v2.md, section 39). With bc_target "start_policy" the held tasks keep the start's own
+    # so tasks RL never imagines drift with nothing to hold them (a task lost outright: docs/results.md, "Stronger
+    # updates and an anchor on every task"). With bc_target "start_policy" the held tasks keep the start's own
     # chunks: no new action label.
     bc_tasks: list[int] = field(default_factory=list)
     exploration_data_scale: float = 0.5
