@@ -139,7 +139,8 @@ BRANCH_ACTIONS = ("policy", "recorded")
 
 def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_steps: int = 8,
                    progress: bool = True, actions: str = "policy", recorded_by: str = "", draws: int = 1,
-                   noise_log_std: float | None = None, common_noise: bool = False) -> list[dict]:
+                   noise_log_std: float | None = None, common_noise: bool = False,
+                   tasks: list[int] | None = None) -> list[dict]:
     """Continue the policy's recorded real episodes in imagination from their decisive step.
 
     The episodes are the data's `source: policy` ones whose `extra.policy` is `recorded_by`, written by
@@ -156,7 +157,9 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
     draws > 1: each start imagined that many times (one record each, `draw` 0.., consecutive), as a GRPO group
     imagines one keyframe; noise_log_std: the policy samples its chunks with that exploration noise (log std on
     every action dimension) instead of acting deterministically, as RL explores; common_noise: one start's draws
-    share the world model's sampling noise (ImaginationConfig.noise_group = draws), as a GRPO group does."""
+    share the world model's sampling noise (ImaginationConfig.noise_group = draws), as a GRPO group does.
+
+    tasks: only the recorded episodes of these task ids (None or [] = every task's)."""
     if actions not in BRANCH_ACTIONS:
         raise ValueError(f"branch_actions: expected one of {list(BRANCH_ACTIONS)}, got {actions!r}")
     if draws < 1:
@@ -168,6 +171,12 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
         known = sorted({str(m.extra.get("policy")) for m in select_meta(meta, source="policy")})
         raise ValueError(f"policy: {data_dir} has no recorded real episode of {recorder} "
                          f"(its policy episodes come from {known or 'no policy'})")
+    if tasks:
+        have = sorted({int(m.task_id) for m in mine})
+        if missing := sorted(set(tasks) - set(have)):
+            raise ValueError(f"branch_tasks: {data_dir} has no recorded episode of {recorder} on task(s) {missing} "
+                             f"(it has tasks {have})")
+        mine = [m for m in mine if int(m.task_id) in tasks]
     torch.set_num_threads(cfg.num_threads)
     wm = WorldModel.load(cfg.world_model, map_location=cfg.device)
     episodes = load_start_episodes(data_dir, list(wm.cfg.views))

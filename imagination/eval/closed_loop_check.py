@@ -32,6 +32,9 @@ class CheckConfig(ClosedLoopConfig):
     policies: list[str] = field(default_factory=list)  # policy checkpoints (Policy.save files)
     real_results: list[str] = field(default_factory=list)  # one real results.json per policy, same order
     branch_data: str = ""  # a dataset with the policies' recorded real episodes: start from their decisive step
+    # branches: only the recorded episodes of these tasks ([] = every task's). Why: ranking policies on the one task
+    # RL trained costs a fifth of all five tasks' starts
+    branch_tasks: list[int] = field(default_factory=list)
     lead_steps: int = 8  # branch start: this many steps before the policy first closes the gripper
     # branches: "policy" acts (closed loop), or "recorded" replays each episode's own actions from the same start
     # (open loop: the control that says how much of what closed loop loses is the policy acting on imagined frames)
@@ -60,6 +63,8 @@ def _check(cfg: CheckConfig) -> list[str]:
     if cfg.goal_score != "probability" and not cfg.branch_data:
         raise SystemExit(f"goal_score: {cfg.goal_score!r} only with branch_data (jobs from the first frame are read "
                          "by the goal probability)")
+    if cfg.branch_tasks and not cfg.branch_data:
+        raise SystemExit("branch_tasks: only with branch_data (which tasks' recorded episodes to start from)")
     if cfg.recorded_by and not cfg.branch_data:
         raise SystemExit("recorded_by: only with branch_data (whose recorded episodes the policies start from)")
     if cfg.branch_data:
@@ -107,8 +112,8 @@ def _check(cfg: CheckConfig) -> list[str]:
     return names
 
 
-def _line(label: str, sep: Separation, fired: int, n: int) -> str:
-    return (f"  {label:<14} real {sep.successes:>3}/{n:<3} imagined {fired:>3}/{n:<3} "
+def _line(label: str, sep: Separation, fired: int, n: int, mean: float) -> str:
+    return (f"  {label:<14} real {sep.successes:>3}/{n:<3} imagined {fired:>3}/{n:<3} mean verdict {mean:.3f}  "
             f"AUC {sep.auc:.3f}  AUC within task {sep.auc_within_task:.3f}")
 
 
@@ -126,7 +131,7 @@ def check_closed_loop(cfg: CheckConfig) -> dict:
             records = branch_records(cfg.branch_data, policy, cfg, cfg.lead_steps, actions=cfg.branch_actions,
                                      recorded_by=cfg.recorded_by[i] if cfg.recorded_by else "", draws=cfg.draws,
                                      noise_log_std=None if np.isnan(cfg.noise_log_std) else cfg.noise_log_std,
-                                     common_noise=cfg.common_noise)
+                                     common_noise=cfg.common_noise, tasks=list(cfg.branch_tasks))
         else:
             real = json.loads(Path(cfg.real_results[i]).read_text())
             records = closed_loop_records(real, policy, cfg, str(out / name))
@@ -145,8 +150,10 @@ def check_closed_loop(cfg: CheckConfig) -> dict:
         m = np.array([name in ("all", r["policy"]) for r in starts])
         sep = outcome_separation(probs[m], labels[m], tasks[m])
         fired = int((probs[m] >= threshold).sum())
-        print(_line(name, sep, fired, int(m.sum())))
-        table[name] = {**asdict(sep), "imagined_successes": fired, "jobs": int(m.sum())}
+        # the policies' imagined success on the same starts: what ranks them without a real rollout
+        mean = float(probs[m].mean())
+        print(_line(name, sep, fired, int(m.sum()), mean))
+        table[name] = {**asdict(sep), "imagined_successes": fired, "mean_verdict": mean, "jobs": int(m.sum())}
     pooled = table["all"]
     if pooled["threshold"] is not None:
         print(f"  best closed-loop threshold {pooled['threshold']['threshold']:.3f}: balanced accuracy "

@@ -211,6 +211,10 @@ def test_branches_start_from_the_policy_own_rollouts(setup):
     assert len(branch_records(str(setup / "policy_data"), policy, fitted, lead_steps=4, progress=False)) == 3
     with pytest.raises(ValueError, match="no recorded real episode of nobody.pt"):
         branch_records(str(setup / "policy_data"), "nobody.pt", cfg, progress=False)
+    only = branch_records(str(setup / "policy_data"), policy, cfg, lead_steps=4, progress=False, tasks=[1])
+    assert [(r["task_id"], r["init_state_id"]) for r in only] == [(1, 0)]
+    with pytest.raises(ValueError, match=r"branch_tasks: .* no recorded episode of .* on task\(s\) \[5\]"):
+        branch_records(str(setup / "policy_data"), policy, cfg, progress=False, tasks=[1, 5])
 
     from imagination.eval.closed_loop_check import CheckConfig, check_closed_loop
 
@@ -218,6 +222,14 @@ def test_branches_start_from_the_policy_own_rollouts(setup):
                                            branch_data=str(setup / "policy_data"), lead_steps=4,
                                            out_dir=str(setup / "branch_check")))
     assert result["separation"]["all"]["jobs"] == 3 and result["separation"]["all"]["successes"] == 1
+    # the fixed head's verdict everywhere, so the mean is sigmoid(2) too
+    assert result["separation"]["all"]["mean_verdict"] == pytest.approx(1 / (1 + math.exp(-2.0)), abs=1e-3)
+    task1 = check_closed_loop(CheckConfig(**vars(cfg), policies=[policy], branch_data=str(setup / "policy_data"),
+                                          branch_tasks=[1], lead_steps=4, out_dir=str(setup / "branch_check_t1")))
+    assert task1["separation"]["all"]["jobs"] == 1 and {r["task_id"] for r in task1["jobs"]} == {1}
+    with pytest.raises(SystemExit, match="branch_tasks: only with branch_data"):
+        check_closed_loop(CheckConfig(**{**vars(cfg), "start_data": str(setup / "data")}, policies=[policy],
+                                      real_results=[str(setup / "real.json")], branch_tasks=[1]))
     with pytest.raises(SystemExit, match="real_results: not used with branch_data"):
         check_closed_loop(CheckConfig(**vars(cfg), policies=[policy], branch_data=str(setup / "policy_data"),
                                       real_results=[str(setup / "real.json")]))
