@@ -37,7 +37,7 @@ from scipy.stats import mannwhitneyu
 from tqdm.auto import tqdm
 
 from envs import libero_suites
-from imagination.env import ImaginationConfig
+from imagination.env import ImaginationConfig, ImaginationVectorEnv
 from imagination.episodes import load_start_episodes
 from imagination.eval.calibrate import ThresholdChoice, pick_threshold
 from imagination.eval.evaluate import evaluate
@@ -56,6 +56,7 @@ from policies.base import Policy
 from robot_data.dataset import EpisodeDataset, select_meta
 from world_models.grasp_point import first_close
 from world_models.model import WorldModel
+from world_models.proprio import ProprioModel
 
 
 @dataclass
@@ -137,6 +138,20 @@ def decisive_step(actions: np.ndarray, lead_steps: int) -> int:
 BRANCH_ACTIONS = ("policy", "recorded")
 
 
+def branch_imagination(wm: WorldModel, episodes: list, cfg: ClosedLoopConfig, num_envs: int, horizon: int,
+                       imagined_steps: int, proprio: ProprioModel | None = None, noise_group: int = 1,
+                       policy: Policy | None = None) -> ImaginationVectorEnv:
+    """The imagination that continues recorded episodes from chosen steps (`Keyframe`s), judged by `cfg`'s reward
+    with a success that never ends an episode. proprio None: `cfg.proprio`, or one fitted on `episodes`."""
+    return open_imagination(wm, episodes, proprio or open_proprio(wm, cfg.proprio, episodes), num_envs,
+                            ImaginationConfig(max_steps=horizon, success_threshold=math.inf,
+                                              keyframes=KeyframeConfig(mode="start"), reward=cfg.reward,
+                                              state_reward=cfg.state_reward, goal_reader=cfg.goal_reader,
+                                              goal_score=cfg.goal_score, imagined_steps=imagined_steps,
+                                              action_guidance=cfg.action_guidance, device=cfg.device,
+                                              noise_group=noise_group), policy=policy)
+
+
 def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_steps: int = 8,
                    progress: bool = True, actions: str = "policy", recorded_by: str = "", draws: int = 1,
                    noise_log_std: float | None = None, common_noise: bool = False,
@@ -190,11 +205,8 @@ def branch_records(data_dir: str, policy_path: str, cfg: ClosedLoopConfig, lead_
             raise ValueError(f"common_noise: needs draws >= 2 and num_envs >= draws, got draws={draws}, "
                              f"num_envs={cfg.num_envs}")
         n -= n % draws
-    venv = open_imagination(wm, episodes, proprio, n, ImaginationConfig(
-        max_steps=horizon, success_threshold=math.inf, keyframes=KeyframeConfig(mode="start"), reward=cfg.reward,
-        state_reward=cfg.state_reward, goal_reader=cfg.goal_reader, goal_score=cfg.goal_score,
-        imagined_steps=cfg.imagined_steps, action_guidance=cfg.action_guidance, device=cfg.device,
-        noise_group=draws if common_noise else 1), policy=policy)
+    venv = branch_imagination(wm, episodes, cfg, n, horizon, cfg.imagined_steps, proprio,
+                              noise_group=draws if common_noise else 1, policy=policy)
     indices = [int(m.episode_index) for m in mine]
     starts = [Keyframe(i, decisive_step(venv.episodes[i].action, lead_steps)) for i in indices for _ in range(draws)]
     mine = [m for m in mine for _ in range(draws)]
