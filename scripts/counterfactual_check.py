@@ -8,7 +8,12 @@ From each start (task x official init state, `init_state_offset` on) the policy 
 steps; the simulator says which variants succeed. Each variant's actions are replayed in imagination from that
 moment and judged. Prints the AUC within start (0.5: nothing a GRPO group could learn) with its 95% interval over
 the starts whose variants split in reality (imagination/eval/counterfactual.py says why this, and how).
-Writes out_dir/counterfactual.json (every variant, both outcomes) and out_dir/data (the real variants).
+Writes out_dir/<name>.json (every variant, both outcomes), out_dir/data and out_dir/variants.json (the real
+variants). A later run in the same out_dir with the same real settings (policy, tasks, starts, variants, noise,
+lead_steps, window, seed) judges the recorded variants again without the simulator: another world model, judge,
+action_guidance or imagined_steps, each under its own name=:
+
+    python scripts/counterfactual_check.py --config out/counterfactual.yaml action_guidance=1 name=w1
 """
 from __future__ import annotations
 
@@ -16,7 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
-from imagination.eval.counterfactual import CounterfactualConfig, imagined_verdicts, record_variants, within_start
+from imagination.eval.counterfactual import (
+    CounterfactualConfig,
+    imagined_verdicts,
+    record_variants,
+    recorded_variants,
+    within_start,
+)
 from infra.atomic import atomic_write_json
 from infra.cli import run_script, save_config
 from infra.provenance import provenance
@@ -33,18 +44,22 @@ def _check(cfg: CounterfactualConfig) -> None:
     for name, least in (("variants", 2), ("init_states", 1), ("window", 1)):
         if int(getattr(cfg, name)) < least:
             raise SystemExit(f"{name}: expected an integer >= {least}, got {getattr(cfg, name)}")
-    if (Path(cfg.out_dir) / "data").exists():
-        raise SystemExit(f"out_dir: {cfg.out_dir}/data exists; give a new out_dir (variants are recorded afresh)")
+    if not cfg.name or "/" in cfg.name:
+        raise SystemExit(f"name: expected a file name for out_dir/<name>.json, got {cfg.name!r}")
 
 
 def main(cfg: CounterfactualConfig) -> dict:
     _check(cfg)
-    save_config(cfg, Path(cfg.out_dir) / "config.yaml")
-    policy = Policy.load(cfg.policy, map_location=cfg.device, modules=cfg.policy_modules)
-    wm_cfg = WorldModel.load(cfg.world_model).cfg
-    # what evaluation renders for the policy (imagination/eval/evaluate.py), and the world model's views beside
-    views = tuple(dict.fromkeys([*wm_cfg.views, *getattr(policy.config, "views", ("agentview", "wrist"))]))
-    records = record_variants(cfg, policy, views, int(getattr(policy.config, "image_size", 64)))
+    records = recorded_variants(cfg)
+    save_config(cfg, Path(cfg.out_dir) / f"{cfg.name}.yaml")
+    if records is None:
+        policy = Policy.load(cfg.policy, map_location=cfg.device, modules=cfg.policy_modules)
+        wm_cfg = WorldModel.load(cfg.world_model).cfg
+        # what evaluation renders for the policy (imagination/eval/evaluate.py), and the world model's views beside
+        views = tuple(dict.fromkeys([*wm_cfg.views, *getattr(policy.config, "views", ("agentview", "wrist"))]))
+        records = record_variants(cfg, policy, views, int(getattr(policy.config, "image_size", 64)))
+    else:
+        print(f"reusing the {len(records)} real variants recorded in {cfg.out_dir} (variants.json)")
     verdicts = imagined_verdicts(cfg, records)
     for r, v in zip(records, verdicts):
         r["verdict"] = float(v)
@@ -57,8 +72,8 @@ def main(cfg: CounterfactualConfig) -> dict:
           f"(0.5: the judge orders one start's action sequences no better than chance)")
     result = {"summary": summary, "variants": records,
               "provenance": provenance(cfg.seed, [(r["task_id"], r["init_state_id"], r["variant"]) for r in records])}
-    atomic_write_json(Path(cfg.out_dir) / "counterfactual.json", result, indent=2)
-    print(f"  written: {Path(cfg.out_dir) / 'counterfactual.json'}")
+    atomic_write_json(Path(cfg.out_dir) / f"{cfg.name}.json", result, indent=2)
+    print(f"  written: {Path(cfg.out_dir) / cfg.name}.json")
     return result
 
 

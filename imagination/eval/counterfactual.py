@@ -21,6 +21,7 @@ interval over starts. Only starts whose variants split in reality count; their n
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from imagination.episodes import load_start_episodes
 from imagination.eval.closed_loop import ClosedLoopConfig, branch_imagination, outcome_separation
 from imagination.imagine import RecordedActions, imagine
 from imagination.keyframes import Keyframe
+from infra.atomic import atomic_write_json
 from policies.base import Policy, batch_obs
 from robot_data.dataset import DatasetConfig, Episode, EpisodeDataset, EpisodeWriter
 from world_models.model import WorldModel
@@ -49,9 +51,39 @@ class CounterfactualConfig(ClosedLoopConfig):
     variants: int = 8  # sampled action sequences per start
     noise_log_std: float = -1.84  # their exploration noise (log std on every action dimension)
     lead_steps: int = 8  # branch point: this many steps before the deterministic run's first close
-    window: int = 40  # steps each variant samples, and imagination replays before its verdict
+    window: int = 40  # steps each variant samples, and (imagined_steps 0) imagination replays before its verdict
     seed: int = 0
+    # the verdicts' file, out_dir/<name>.json. Why: the real variants are recorded once (out_dir/variants.json) and
+    # every later run with the same real settings judges them again, so judges and world models are compared on
+    # the same real outcomes in seconds each
+    name: str = "counterfactual"
     out_dir: str = "outputs/counterfactual"
+
+
+# the settings that decide what happened in reality: a run that changes none of them reuses the recorded variants
+REAL_FIELDS = ("policy", "suite", "tasks", "init_state_offset", "init_states", "variants", "noise_log_std",
+               "lead_steps", "window", "seed", "max_steps")
+
+
+def _real_settings(cfg: CounterfactualConfig) -> dict:
+    return {f: list(v) if isinstance(v := getattr(cfg, f), (list, tuple)) else v for f in REAL_FIELDS}
+
+
+def recorded_variants(cfg: CounterfactualConfig) -> list[dict] | None:
+    """The variants recorded in out_dir by an earlier run with the same real settings, or None when none were."""
+    out = Path(cfg.out_dir)
+    saved = out / "variants.json"
+    if saved.is_file():
+        blob = json.loads(saved.read_text())
+        if blob["real"] != _real_settings(cfg):
+            changed = sorted(k for k, v in _real_settings(cfg).items() if blob["real"].get(k) != v)
+            raise ValueError(f"out_dir: {out} holds variants recorded with other {', '.join(changed)}; give a new "
+                             "out_dir, or the same real settings to judge them again")
+        return list(blob["records"])
+    if (out / "data").exists():
+        raise ValueError(f"out_dir: {out}/data exists without variants.json (an interrupted recording?); remove it "
+                         "or give a new out_dir")
+    return None
 
 
 def _act(policy: Policy, obs: dict, pick: list[int], generator: torch.Generator | None) -> np.ndarray:
@@ -144,12 +176,13 @@ def record_variants(cfg: CounterfactualConfig, policy: Policy, views: tuple[str,
                                 "real_success": run["success"], "base_success": base["success"]})
     if env is not None:
         env.close()
+    atomic_write_json(Path(cfg.out_dir) / "variants.json", {"real": _real_settings(cfg), "records": records})
     return records
 
 
 def imagined_verdicts(cfg: CounterfactualConfig, records: list[dict], progress: bool = True) -> np.ndarray:
-    """Each variant's recorded actions replayed in imagination from its branch point for `window` steps: the
-    judge's verdict [N], in the order of `records` (the order they were written)."""
+    """Each variant's recorded actions replayed in imagination from its branch point for `imagined_steps` steps
+    (0: `window`): the judge's verdict [N], in the order of `records` (the order they were written)."""
     torch.set_num_threads(cfg.num_threads)
     wm = WorldModel.load(cfg.world_model, map_location=cfg.device)
     data = str(Path(cfg.out_dir) / "data")
@@ -159,7 +192,7 @@ def imagined_verdicts(cfg: CounterfactualConfig, records: list[dict], progress: 
         raise ValueError(f"{data}: holds {len(meta)} episodes, expected the {len(records)} variants just recorded")
     n = min(cfg.num_envs, len(records))
     horizon = cfg.max_steps or libero_suites.suite_info(cfg.suite).max_steps  # the window ends a branch earlier
-    venv = branch_imagination(wm, episodes, cfg, n, horizon, imagined_steps=cfg.window)
+    venv = branch_imagination(wm, episodes, cfg, n, horizon, imagined_steps=cfg.imagined_steps or cfg.window)
     starts = [Keyframe(int(m.episode_index), int(m.extra["branch_t"])) for m in meta]
     act = RecordedActions(venv)
     runs = [imagine(venv, act, starts[b:b + n], seed=b)
@@ -189,4 +222,5 @@ def within_start(verdicts: np.ndarray, real: np.ndarray, start_ids: np.ndarray, 
     return out
 
 
-__all__ = ["CounterfactualConfig", "branch_point", "imagined_verdicts", "record_variants", "within_start"]
+__all__ = ["REAL_FIELDS", "CounterfactualConfig", "branch_point", "imagined_verdicts", "record_variants",
+           "recorded_variants", "within_start"]

@@ -1,6 +1,7 @@
 """Counterfactual check: the branch point, the AUC within start on hand-computed cases, and a real run where every
 variant replays the same real moment exactly, then differs, and is judged in imagination."""
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -90,17 +91,23 @@ def test_variants_replay_one_real_moment_exactly_then_differ_and_are_judged(mode
     np.testing.assert_allclose([r["verdict"] for r in rows], 1 / (1 + math.exp(-2.0)), atol=1e-3)
     assert result["summary"]["starts"] == 1
     assert "AUC within start" in capsys.readouterr().out
+    # judged again without the simulator: the same real variants, another judge setting under another name
+    again = main(replace(_cfg(models, "run"), imagined_steps=K, name="short"))
+    assert "reusing the 3 real variants" in capsys.readouterr().out
+    assert [r["real_success"] for r in again["variants"]] == [r["real_success"] for r in rows]
+    assert (models / "run" / "short.json").is_file() and (models / "run" / "counterfactual.json").is_file()
+    with pytest.raises(ValueError, match="out_dir: .* holds variants recorded with other variants"):
+        main(replace(_cfg(models, "run"), variants=2))
 
 
 def test_bad_settings_are_refused_with_the_field_named(models):
-    from dataclasses import replace
-
     from scripts.counterfactual_check import main
 
     good = _cfg(models, "bad")
     changes: list[tuple[dict, str]] = [({"tasks": []}, "tasks: expected one or more task ids"),
                                        ({"variants": 1}, "variants: expected an integer >= 2"),
-                                       ({"policy": "nope.pt"}, "policy: expected a checkpoint file")]
+                                       ({"policy": "nope.pt"}, "policy: expected a checkpoint file"),
+                                       ({"name": "a/b"}, "name: expected a file name")]
     for change, message in changes:
         with pytest.raises(SystemExit, match=message):
             main(replace(good, **change))
