@@ -53,6 +53,9 @@ class CounterfactualConfig(ClosedLoopConfig):
     lead_steps: int = 8  # branch point: this many steps before the deterministic run's first close
     window: int = 40  # steps each variant samples, and (imagined_steps 0) imagination replays before its verdict
     seed: int = 0
+    # one start's variants share the world model's sampling noise in imagination, as a GRPO group's members do
+    # (ImaginationConfig.noise_group), so that what differs among their verdicts is what their actions did
+    common_noise: bool = True
     # the verdicts' file, out_dir/<name>.json. Why: the real variants are recorded once (out_dir/variants.json) and
     # every later run with the same real settings judges them again, so judges and world models are compared on
     # the same real outcomes in seconds each
@@ -191,8 +194,14 @@ def imagined_verdicts(cfg: CounterfactualConfig, records: list[dict], progress: 
     if len(meta) != len(records):
         raise ValueError(f"{data}: holds {len(meta)} episodes, expected the {len(records)} variants just recorded")
     n = min(cfg.num_envs, len(records))
+    if cfg.common_noise:  # whole starts per batch: a noise group is consecutive envs, one start's variants
+        if n < cfg.variants:
+            raise ValueError(f"num_envs: common_noise needs at least one start's {cfg.variants} variants per batch, "
+                             f"got {cfg.num_envs}")
+        n -= n % cfg.variants
     horizon = cfg.max_steps or libero_suites.suite_info(cfg.suite).max_steps  # the window ends a branch earlier
-    venv = branch_imagination(wm, episodes, cfg, n, horizon, imagined_steps=cfg.imagined_steps or cfg.window)
+    venv = branch_imagination(wm, episodes, cfg, n, horizon, imagined_steps=cfg.imagined_steps or cfg.window,
+                              noise_group=cfg.variants if cfg.common_noise else 1)
     starts = [Keyframe(int(m.episode_index), int(m.extra["branch_t"])) for m in meta]
     act = RecordedActions(venv)
     runs = [imagine(venv, act, starts[b:b + n], seed=b)

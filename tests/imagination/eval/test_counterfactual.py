@@ -96,6 +96,9 @@ def test_variants_replay_one_real_moment_exactly_then_differ_and_are_judged(mode
     assert "reusing the 3 real variants" in capsys.readouterr().out
     assert [r["real_success"] for r in again["variants"]] == [r["real_success"] for r in rows]
     assert (models / "run" / "short.json").is_file() and (models / "run" / "counterfactual.json").is_file()
+    with pytest.raises(ValueError, match="num_envs: common_noise needs at least one start's 3 variants"):
+        main(replace(_cfg(models, "run"), num_envs=2, name="few_envs"))
+    assert len(main(replace(_cfg(models, "run"), num_envs=2, common_noise=False, name="own"))["variants"]) == 3
     with pytest.raises(ValueError, match="out_dir: .* holds variants recorded with other variants"):
         main(replace(_cfg(models, "run"), variants=2))
 
