@@ -2,7 +2,8 @@
 
 A success rate says how often; a researcher deciding what to fix (the grasp, the carry, the placement)
 needs to know how the failures happened. For LIBERO tasks whose goal is one `(On A B)` or `(In A B)`
-predicate (LIBERO-Spatial, -Object and most of -10), the env tracks A during the episode:
+predicate (LIBERO-Spatial, -Object, most of -10, and the Goal tasks that move one object onto a fixture's
+region), the env tracks A during the episode:
 
     object_lift_m       the highest A rose above its height at the start (metres)
     target_distance_m   horizontal distance from A to B's body at the end (metres)
@@ -39,9 +40,21 @@ def pick_place_objects(raw_env, raw_obs: dict) -> tuple[str, str] | None:
     # interest the region belongs to.
     targets = [region] + [o for o in raw_env.obj_of_interest if region.startswith(o)]
     target = next((t for t in targets if f"{t}_pos" in raw_obs and t != obj), None)
+    if target is None and region in raw_env.env.sim.model.site_names:
+        # a fixture's region ("wooden_cabinet_1_top_side" on LIBERO-Goal): no observation of its own, a site
+        target = region
     if f"{obj}_pos" not in raw_obs or target is None:
         return None
     return obj, target
+
+
+def position(raw_env, raw_obs: dict, name: str) -> np.ndarray:
+    """Where `name` (of `pick_place_objects`) is now, float64 [3] (m): its observation `<name>_pos`, or for a
+    fixture's region, its site in the scene."""
+    key = f"{name}_pos"
+    if key in raw_obs:
+        return np.asarray(raw_obs[key], np.float64)
+    return np.array(raw_env.env.sim.data.get_site_xpos(name), np.float64)
 
 
 class ObjectTracker:
@@ -49,11 +62,13 @@ class ObjectTracker:
 
     def __init__(self) -> None:
         self.objects: tuple[str, str] | None = None
+        self._env = None  # the raw env of `reset`: a fixture's region is read from its scene
         self._z0 = 0.0
         self.lift = self.distance = self.grasp = math.nan
 
     def reset(self, raw_env, raw_obs: dict) -> None:
         self.objects = pick_place_objects(raw_env, raw_obs)
+        self._env = raw_env
         self.lift = self.distance = self.grasp = math.nan
         if self.objects is not None:
             self._z0 = float(raw_obs[f"{self.objects[0]}_pos"][2])
@@ -64,7 +79,7 @@ class ObjectTracker:
         """After a step; `action` [7] is the one that led here (its last entry > 0 closes the gripper)."""
         if self.objects is None:
             return
-        obj, target = (np.asarray(raw_obs[f"{o}_pos"], np.float64) for o in self.objects)
+        obj, target = (position(self._env, raw_obs, o) for o in self.objects)
         self.lift = max(self.lift, float(obj[2]) - self._z0)
         self.distance = float(np.linalg.norm(obj[:2] - target[:2]))
         if math.isnan(self.grasp) and action is not None and action[6] > 0:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from envs.outcome import pick_place_objects
+from envs.outcome import pick_place_objects, position
 from infra.atomic import atomic_write
 
 if TYPE_CHECKING:  # for the annotations only: label_dataset imports the dataset where it reads one, and reading
@@ -69,7 +69,7 @@ def step_labels(raw_env, raw_obs: dict, objects: tuple[str, str]) -> tuple[np.nd
     fingers = env.robots[0].gripper.important_geoms
     grasped = env._check_grasp(gripper=[fingers["left_finger"], fingers["right_finger"]],
                                object_geoms=_object_model(raw_env, obj))
-    return (np.asarray(raw_obs[f"{obj}_pos"], np.float32), np.asarray(raw_obs[f"{target}_pos"], np.float32),
+    return (position(raw_env, raw_obs, obj).astype(np.float32), position(raw_env, raw_obs, target).astype(np.float32),
             bool(grasped))
 
 

@@ -39,6 +39,9 @@ def _check(cfg: CounterfactualConfig) -> None:
     for name in ("policy", "world_model"):
         if not Path(getattr(cfg, name)).is_file():
             raise SystemExit(f"{name}: expected a checkpoint file, got {getattr(cfg, name)!r}")
+    if cfg.reward == "grasp" and not Path(cfg.grasp_judge).is_file():
+        raise SystemExit(f"grasp_judge: reward grasp needs a judge file (scripts/fit_grasp_judge.py), "
+                         f"got {cfg.grasp_judge!r}")
     if not cfg.tasks:
         raise SystemExit("tasks: expected one or more task ids of the suite, e.g. tasks=[2]")
     for name, least in (("variants", 2), ("init_states", 1), ("window", 1)):

@@ -69,8 +69,13 @@ class ClosedLoopConfig:
     max_steps: int = 0  # imagined horizon; 0 = the real evaluation's
     num_envs: int = 16  # imagined episodes per batch
     num_threads: int = 1
-    reward: str = "head"  # what judges success in imagination: the head, "state" or "goal" (ImaginationConfig)
+    reward: str = "head"  # what judges success in imagination: the head, "state", "goal" or "grasp" (ImaginationConfig)
     state_reward: str = ""  # StateReward checkpoint for reward "state"
+    # reward "grasp": the judge file (scripts/fit_grasp_judge.py), paid at the first imagined close; where the object
+    # starts comes from the object reader (scripts/train_object_reader.py) or, without one, the start episodes'
+    # simulator labels (scripts/label_episodes.py)
+    grasp_judge: str = ""
+    object_reader: str = ""
     # reward "goal": the goal reader (scripts/train_goal_reader.py) whose verdict on the last imagined frame is the
     # job's figure, as imagined RL's goal judge pays it (ImaginationConfig.goal_until "horizon")
     goal_reader: str = ""
@@ -147,7 +152,8 @@ def branch_imagination(wm: WorldModel, episodes: list, cfg: ClosedLoopConfig, nu
                             ImaginationConfig(max_steps=horizon, success_threshold=math.inf,
                                               keyframes=KeyframeConfig(mode="start"), reward=cfg.reward,
                                               state_reward=cfg.state_reward, goal_reader=cfg.goal_reader,
-                                              goal_score=cfg.goal_score, imagined_steps=imagined_steps,
+                                              goal_score=cfg.goal_score, grasp_judge=cfg.grasp_judge,
+                                              object_reader=cfg.object_reader, imagined_steps=imagined_steps,
                                               action_guidance=cfg.action_guidance, device=cfg.device,
                                               noise_group=noise_group), policy=policy)
 

@@ -95,6 +95,9 @@ def _check(cfg: CheckConfig) -> list[str]:
                          f"draws, got draws={cfg.draws}, num_envs={cfg.num_envs}")
     if not cfg.world_model:
         raise SystemExit("world_model: required (the world model to check)")
+    if cfg.reward == "grasp" and not Path(cfg.grasp_judge).is_file():
+        raise SystemExit(f"grasp_judge: reward grasp needs a judge file (scripts/fit_grasp_judge.py), "
+                         f"got {cfg.grasp_judge!r}")
     if cfg.reward == "goal" and not Path(cfg.goal_reader).is_file():
         raise SystemExit(f"goal_reader: reward goal needs a goal reader file (scripts/train_goal_reader.py), "
                          f"got {cfg.goal_reader!r}")

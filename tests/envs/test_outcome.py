@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from envs.libero_env import LiberoEnv, LiberoEnvConfig
-from envs.outcome import LIFT_M, ObjectTracker, failure_counts, outcome, pick_place_objects
+from envs.outcome import LIFT_M, ObjectTracker, failure_counts, outcome, pick_place_objects, position
 
 pytestmark = [pytest.mark.libero, pytest.mark.slow]
 
@@ -81,5 +81,21 @@ def test_goals_without_a_moved_object_have_no_figures():
         tracker = ObjectTracker()
         tracker.reset(env.raw, env.raw_obs)
         assert outcome(False, tracker.info()["object_lift_m"]) == "failure"
+    finally:
+        env.close()
+
+
+def test_an_object_put_on_a_fixtures_region_is_tracked_to_its_site():
+    """LIBERO-Goal's bottle task: the target is the cabinet's top side, a site with no observation of its own."""
+    env = LiberoEnv(LiberoEnvConfig(suite="libero_goal", task_id=2, views=("agentview",), image_size=32, chunk_len=1,
+                                    fast_render=True))  # "put the wine bottle on top of the cabinet"
+    try:
+        _, info = env.reset(options={"init_state_id": 0})
+        assert pick_place_objects(env.raw, env.raw_obs) == ("wine_bottle_1", "wooden_cabinet_1_top_side")
+        site = np.array(env.raw.env.sim.data.get_site_xpos("wooden_cabinet_1_top_side"))
+        np.testing.assert_allclose(position(env.raw, env.raw_obs, "wooden_cabinet_1_top_side"), site)
+        bottle = np.asarray(env.raw_obs["wine_bottle_1_pos"])
+        assert info["object_lift_m"] == 0.0
+        assert info["target_distance_m"] == pytest.approx(np.linalg.norm(bottle[:2] - site[:2]), abs=1e-6)
     finally:
         env.close()
