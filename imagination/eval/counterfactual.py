@@ -36,6 +36,8 @@ from imagination.eval.closed_loop import ClosedLoopConfig, branch_imagination, o
 from imagination.imagine import RecordedActions, imagine
 from imagination.keyframes import Keyframe
 from infra.atomic import atomic_write_json
+from infra.cli import save_config
+from infra.provenance import provenance
 from policies.base import Policy, batch_obs
 from robot_data.dataset import DatasetConfig, Episode, EpisodeDataset, EpisodeWriter
 from world_models.model import WorldModel
@@ -231,5 +233,52 @@ def within_start(verdicts: np.ndarray, real: np.ndarray, start_ids: np.ndarray, 
     return out
 
 
-__all__ = ["REAL_FIELDS", "CounterfactualConfig", "branch_point", "imagined_verdicts", "record_variants",
-           "recorded_variants", "within_start"]
+def _check_config(cfg: CounterfactualConfig) -> None:
+    for name in ("policy", "world_model"):
+        if not Path(getattr(cfg, name)).is_file():
+            raise SystemExit(f"{name}: expected a checkpoint file, got {getattr(cfg, name)!r}")
+    if cfg.reward == "grasp" and not Path(cfg.grasp_judge).is_file():
+        raise SystemExit(f"grasp_judge: reward grasp needs a judge file (scripts/fit_grasp_judge.py), "
+                         f"got {cfg.grasp_judge!r}")
+    if not cfg.tasks:
+        raise SystemExit("tasks: expected one or more task ids of the suite, e.g. tasks=[2]")
+    for name, least in (("variants", 2), ("init_states", 1), ("window", 1)):
+        if int(getattr(cfg, name)) < least:
+            raise SystemExit(f"{name}: expected an integer >= {least}, got {getattr(cfg, name)}")
+    if not cfg.name or "/" in cfg.name:
+        raise SystemExit(f"name: expected a file name for out_dir/<name>.json, got {cfg.name!r}")
+
+
+def check_counterfactual(cfg: CounterfactualConfig) -> dict:
+    """scripts/counterfactual_check.py: record the real variants (or reuse them), judge them in imagination, print
+    the AUC within start and write out_dir/<name>.json; returns its content."""
+    _check_config(cfg)
+    records = recorded_variants(cfg)
+    save_config(cfg, Path(cfg.out_dir) / f"{cfg.name}.yaml")
+    if records is None:
+        policy = Policy.load(cfg.policy, map_location=cfg.device, modules=cfg.policy_modules)
+        wm_cfg = WorldModel.load(cfg.world_model).cfg
+        # what evaluation renders for the policy (imagination/eval/evaluate.py), and the world model's views beside
+        views = tuple(dict.fromkeys([*wm_cfg.views, *getattr(policy.config, "views", ("agentview", "wrist"))]))
+        records = record_variants(cfg, policy, views, int(getattr(policy.config, "image_size", 64)))
+    else:
+        print(f"reusing the {len(records)} real variants recorded in {cfg.out_dir} (variants.json)")
+    verdicts = imagined_verdicts(cfg, records)
+    for r, v in zip(records, verdicts):
+        r["verdict"] = float(v)
+    real = np.array([r["real_success"] for r in records])
+    ids = np.array([r["start"] for r in records])
+    summary = within_start(verdicts, real, ids)
+    print(f"{cfg.suite} tasks {list(cfg.tasks)}, {summary['starts']} starts x {cfg.variants} variants: real success "
+          f"{int(real.sum())}/{len(real)}, variants split in reality on {summary['split_starts']} starts")
+    print(f"  AUC within start {summary['auc']:.3f}  95% CI [{summary['ci95'][0]:.3f}, {summary['ci95'][1]:.3f}]  "
+          f"(0.5: the judge orders one start's action sequences no better than chance)")
+    result = {"summary": summary, "variants": records,
+              "provenance": provenance(cfg.seed, [(r["task_id"], r["init_state_id"], r["variant"]) for r in records])}
+    atomic_write_json(Path(cfg.out_dir) / f"{cfg.name}.json", result, indent=2)
+    print(f"  written: {Path(cfg.out_dir) / cfg.name}.json")
+    return result
+
+
+__all__ = ["REAL_FIELDS", "CounterfactualConfig", "branch_point", "check_counterfactual", "imagined_verdicts",
+           "record_variants", "recorded_variants", "within_start"]
