@@ -147,8 +147,11 @@ def branch_imagination(wm: WorldModel, episodes: list, cfg: ClosedLoopConfig, nu
                        imagined_steps: int, proprio: ProprioModel | None = None, noise_group: int = 1,
                        policy: Policy | None = None) -> ImaginationVectorEnv:
     """The imagination that continues recorded episodes from chosen steps (`Keyframe`s), judged by `cfg`'s reward
-    with a success that never ends an episode. proprio None: `cfg.proprio`, or one fitted on `episodes`."""
-    return open_imagination(wm, episodes, proprio or open_proprio(wm, cfg.proprio, episodes), num_envs,
+    under a success threshold that never ends an episode (the grasp judge still ends one at its close). proprio
+    None: `cfg.proprio`, or one fitted on `episodes`."""
+    if proprio is None:
+        proprio = open_proprio(wm, cfg.proprio, episodes)
+    return open_imagination(wm, episodes, proprio, num_envs,
                             ImaginationConfig(max_steps=horizon, success_threshold=math.inf,
                                               keyframes=KeyframeConfig(mode="start"), reward=cfg.reward,
                                               state_reward=cfg.state_reward, goal_reader=cfg.goal_reader,
