@@ -133,11 +133,28 @@ def closed_loop_records(real_results: dict, policy_path: str, cfg: ClosedLoopCon
     return out
 
 
-def decisive_step(actions: np.ndarray, lead_steps: int) -> int:
-    """`lead_steps` before an episode's first gripper close (actions [T, 7], +1 closes); an episode that
-    never closes the gripper starts half-way."""
-    close = first_close(actions)
+def decisive_step(actions: np.ndarray, lead_steps: int, hold: int = 1) -> int:
+    """`lead_steps` before an episode's first gripper close (actions [T, 7], +1 closes) held for `hold` steps; an
+    episode that never closes the gripper (so long) starts half-way. Why hold > 1: a learned policy's gripper
+    command hovers near 0 on the way and can flick above it for a step long before it grasps (measured on
+    LIBERO-Goal's bottle task)."""
+    if hold <= 1:
+        close = first_close(actions)
+    else:
+        shut = np.asarray(actions)[:, 6] > 0
+        close = next((t for t in range(len(shut) - hold + 1) if shut[t:t + hold].all()), -1)
     return max(0, close - lead_steps) if close >= 0 else len(actions) // 2
+
+
+def judge_file_error(cfg: ClosedLoopConfig) -> str | None:
+    """The error for a judge whose trained file `cfg` does not give (reward "grasp" or "goal"), else None: the
+    checks' configs refuse it before any imagination runs."""
+    if cfg.reward == "grasp" and not Path(cfg.grasp_judge).is_file():
+        return f"grasp_judge: reward grasp needs a judge file (scripts/fit_grasp_judge.py), got {cfg.grasp_judge!r}"
+    if cfg.reward == "goal" and not Path(cfg.goal_reader).is_file():
+        return (f"goal_reader: reward goal needs a goal reader file (scripts/train_goal_reader.py), "
+                f"got {cfg.goal_reader!r}")
+    return None
 
 
 BRANCH_ACTIONS = ("policy", "recorded")

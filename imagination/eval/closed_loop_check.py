@@ -18,6 +18,7 @@ from imagination.eval.closed_loop import (
     Separation,
     branch_records,
     closed_loop_records,
+    judge_file_error,
     outcome_separation,
 )
 from imagination.rewards.goal import GOAL_THRESHOLD
@@ -95,12 +96,8 @@ def _check(cfg: CheckConfig) -> list[str]:
                          f"draws, got draws={cfg.draws}, num_envs={cfg.num_envs}")
     if not cfg.world_model:
         raise SystemExit("world_model: required (the world model to check)")
-    if cfg.reward == "grasp" and not Path(cfg.grasp_judge).is_file():
-        raise SystemExit(f"grasp_judge: reward grasp needs a judge file (scripts/fit_grasp_judge.py), "
-                         f"got {cfg.grasp_judge!r}")
-    if cfg.reward == "goal" and not Path(cfg.goal_reader).is_file():
-        raise SystemExit(f"goal_reader: reward goal needs a goal reader file (scripts/train_goal_reader.py), "
-                         f"got {cfg.goal_reader!r}")
+    if error := judge_file_error(cfg):
+        raise SystemExit(error)
     if cfg.imagined_steps < 0 or (cfg.imagined_steps and not cfg.branch_data):
         raise SystemExit(f"imagined_steps: expected an integer >= 0, and only with branch_data (jobs from the first "
                          f"frame run to max_steps), got {cfg.imagined_steps}")

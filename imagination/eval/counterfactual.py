@@ -32,7 +32,13 @@ from tqdm.auto import tqdm
 from envs import libero_suites
 from envs.libero_env import LiberoEnv, LiberoEnvConfig
 from imagination.episodes import load_start_episodes
-from imagination.eval.closed_loop import ClosedLoopConfig, branch_imagination, outcome_separation
+from imagination.eval.closed_loop import (
+    ClosedLoopConfig,
+    branch_imagination,
+    decisive_step,
+    judge_file_error,
+    outcome_separation,
+)
 from imagination.imagine import RecordedActions, imagine
 from imagination.keyframes import Keyframe
 from infra.atomic import atomic_write_json
@@ -126,13 +132,9 @@ def _run(env: LiberoEnv, policy: Policy, pick: list[int], init_state_id: int, se
 
 
 def branch_point(actions: np.ndarray, lead_steps: int, chunk_len: int, hold: int = 4) -> int:
-    """`lead_steps` before the grasp of actions [T, 7], rounded down to a multiple of chunk_len (where the policy
-    chooses a chunk, as real evaluation runs it); an episode that never grasps branches half-way. The grasp is
-    the first close held `hold` steps. Why held: a learned policy's gripper command hovers near 0 on the way
-    and can flick above it for a step long before it grasps (measured on LIBERO-Goal's bottle task)."""
-    shut = np.asarray(actions)[:, 6] > 0
-    held = [t for t in range(len(shut) - hold + 1) if shut[t:t + hold].all()]
-    t = max(0, held[0] - lead_steps) if held else len(actions) // 2
+    """`decisive_step` of actions [T, 7] with the grasp a close held `hold` steps, rounded down to a multiple of
+    chunk_len (where the policy chooses a chunk, as real evaluation runs it)."""
+    t = decisive_step(actions, lead_steps, hold)
     return t - t % chunk_len
 
 
@@ -237,9 +239,8 @@ def _check_config(cfg: CounterfactualConfig) -> None:
     for name in ("policy", "world_model"):
         if not Path(getattr(cfg, name)).is_file():
             raise SystemExit(f"{name}: expected a checkpoint file, got {getattr(cfg, name)!r}")
-    if cfg.reward == "grasp" and not Path(cfg.grasp_judge).is_file():
-        raise SystemExit(f"grasp_judge: reward grasp needs a judge file (scripts/fit_grasp_judge.py), "
-                         f"got {cfg.grasp_judge!r}")
+    if error := judge_file_error(cfg):
+        raise SystemExit(error)
     if not cfg.tasks:
         raise SystemExit("tasks: expected one or more task ids of the suite, e.g. tasks=[2]")
     for name, least in (("variants", 2), ("init_states", 1), ("window", 1)):

@@ -110,7 +110,9 @@ def test_bad_settings_are_refused_with_the_field_named(models):
     changes: list[tuple[dict, str]] = [({"tasks": []}, "tasks: expected one or more task ids"),
                                        ({"variants": 1}, "variants: expected an integer >= 2"),
                                        ({"policy": "nope.pt"}, "policy: expected a checkpoint file"),
-                                       ({"name": "a/b"}, "name: expected a file name")]
+                                       ({"name": "a/b"}, "name: expected a file name"),
+                                       ({"reward": "goal", "goal_reader": "none.pt"}, "goal_reader: reward goal needs"),
+                                       ({"reward": "grasp"}, "grasp_judge: reward grasp needs a judge file")]
     for change, message in changes:
         with pytest.raises(SystemExit, match=message):
             main(replace(good, **change))
