@@ -107,11 +107,11 @@ def _act(policy: Policy, obs: dict, pick: list[int], generator: torch.Generator 
     return chunk[0].cpu().numpy().astype(np.float32)
 
 
-def _run(env: LiberoEnv, policy: Policy, pick: list[int], init_state_id: int, seed: int, prefix: np.ndarray,
-         sampled_steps: int, generator: torch.Generator | None) -> dict:
+def _run(env: LiberoEnv, policy: Policy, pick: list[int], task_id: int, init_state_id: int, seed: int,
+         prefix: np.ndarray, sampled_steps: int, generator: torch.Generator | None) -> dict:
     """One real episode: `prefix` [t, 7] replayed, then `sampled_steps` of sampled chunks, then the policy's mean
     to the end. Returns frames [T+1, V, H, W, 3], states [T+1, 8], actions [T, 7], success."""
-    obs, _ = env.reset(seed=seed, options={"init_state_id": init_state_id})
+    obs, _ = env.reset(seed=seed, options={"task_id": task_id, "init_state_id": init_state_id})
     n = env.cfg.chunk_len
     frames, states, actions = [obs["image"]], [obs["state"]], []  # type: ignore[var-annotated]
     done, success = False, False
@@ -162,13 +162,12 @@ def record_variants(cfg: CounterfactualConfig, policy: Policy, views: tuple[str,
                 env = LiberoEnv(LiberoEnvConfig(suite=cfg.suite, task_id=task, views=views, image_size=image_size,
                                                 chunk_len=n, max_steps=cfg.max_steps or None, fast_render=True,
                                                 chunk_info=True))
-            env.reset(options={"task_id": task, "init_state_id": init})  # loads the task's scene
             seed = cfg.seed * 1_000_003 + start
-            base = _run(env, policy, pick, init, seed, np.zeros((0, 7), np.float32), 0, None)
+            base = _run(env, policy, pick, task, init, seed, np.zeros((0, 7), np.float32), 0, None)
             t0 = branch_point(base["actions"], cfg.lead_steps, n)
             for k in range(cfg.variants):
                 gen = torch.Generator().manual_seed(seed * 1000 + k)
-                run = _run(env, policy, pick, init, seed, base["actions"][:t0], cfg.window, gen)
+                run = _run(env, policy, pick, task, init, seed, base["actions"][:t0], cfg.window, gen)
                 T = len(run["actions"])
                 hold = np.zeros((1, 7), np.float32)
                 hold[0, 6] = run["actions"][-1, 6]
@@ -187,11 +186,12 @@ def record_variants(cfg: CounterfactualConfig, policy: Policy, views: tuple[str,
     return records
 
 
-def imagined_verdicts(cfg: CounterfactualConfig, records: list[dict], progress: bool = True) -> np.ndarray:
-    """Each variant's recorded actions replayed in imagination from its branch point for `imagined_steps` steps
-    (0: `window`): the judge's verdict [N], in the order of `records` (the order they were written)."""
+def imagined_verdicts(cfg: CounterfactualConfig, records: list[dict], wm: WorldModel,
+                      progress: bool = True) -> np.ndarray:
+    """Each variant's recorded actions replayed in imagination (`wm`, loaded from cfg.world_model) from its branch
+    point for `imagined_steps` steps (0: `window`): the judge's verdict [N], in the order of `records` (the order
+    they were written)."""
     torch.set_num_threads(cfg.num_threads)
-    wm = WorldModel.load(cfg.world_model, map_location=cfg.device)
     data = str(Path(cfg.out_dir) / "data")
     episodes = load_start_episodes(data, list(wm.cfg.views))
     meta = EpisodeDataset(data, verify=False).meta
@@ -256,15 +256,15 @@ def check_counterfactual(cfg: CounterfactualConfig) -> dict:
     _check_config(cfg)
     records = recorded_variants(cfg)
     save_config(cfg, Path(cfg.out_dir) / f"{cfg.name}.yaml")
+    wm = WorldModel.load(cfg.world_model, map_location=cfg.device)
     if records is None:
         policy = Policy.load(cfg.policy, map_location=cfg.device, modules=cfg.policy_modules)
-        wm_cfg = WorldModel.load(cfg.world_model).cfg
         # what evaluation renders for the policy (imagination/eval/evaluate.py), and the world model's views beside
-        views = tuple(dict.fromkeys([*wm_cfg.views, *getattr(policy.config, "views", ("agentview", "wrist"))]))
+        views = tuple(dict.fromkeys([*wm.cfg.views, *getattr(policy.config, "views", ("agentview", "wrist"))]))
         records = record_variants(cfg, policy, views, int(getattr(policy.config, "image_size", 64)))
     else:
         print(f"reusing the {len(records)} real variants recorded in {cfg.out_dir} (variants.json)")
-    verdicts = imagined_verdicts(cfg, records)
+    verdicts = imagined_verdicts(cfg, records, wm)
     for r, v in zip(records, verdicts):
         r["verdict"] = float(v)
     real = np.array([r["real_success"] for r in records])
