@@ -5,8 +5,11 @@ for the simulator's object positions?
     python bench/object_reader.py --protocol v1 --per-task 100
     python bench/object_reader.py --extra-layouts more.npz     # also trained on more layouts
     python bench/object_reader.py --reader gpu/reader          # a reader trained elsewhere (on a GPU)
+    python bench/object_reader.py --suite libero_goal --recipe goal_grasp --per-task 300   # protocol v2 on
+                                                    # LIBERO-Goal, the tasks its grasp recipe imagines (the bottle)
 
-On the protocol's tasks (bench/protocol.py), under <root>/object_reader/:
+On the protocol's tasks (bench/protocol.py; with --recipe, the tasks that recipe imagines), under
+<root>/object_reader/:
 1. render `--per-task` fresh layouts per task (robot_data/layouts.py; never an official init state) and the
    official init states 10-19 (the protocol's choice jobs, held out) with their objects' positions;
 2. train the object reader on the fresh layouts only (world_models/object_reader.py);
@@ -26,6 +29,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -34,13 +38,15 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # before the simulator is imported: h
 
 import numpy as np  # noqa: E402
 
-from bench.protocol import PROTOCOLS  # noqa: E402
+from bench.protocol import PROTOCOLS, SUITE_ROOTS, suite_protocol  # noqa: E402
+from imagination.rl.training import ImagineRLConfig  # noqa: E402
+from infra.cli import load_config  # noqa: E402
 from infra.errors import run_main  # noqa: E402
 
 
-def judged_episodes(roots: list[str], view: str) -> dict[str, list]:
-    """Per labelled recorded episode of the datasets: first frame of `view`, task, outcome, robot states and
-    actions, and the simulator's start positions."""
+def judged_episodes(roots: list[str], view: str, tasks: Sequence[int] = ()) -> dict[str, list]:
+    """Per labelled recorded episode of the datasets (of `tasks`; () = all): first frame of `view`, task, outcome,
+    robot states and actions, and the simulator's start positions."""
     from robot_data.dataset import EpisodeDataset
     from robot_data.sim_labels import read_sim_labels
 
@@ -48,6 +54,8 @@ def judged_episodes(roots: list[str], view: str) -> dict[str, list]:
     for root in roots:
         ds = EpisodeDataset(root, verify=False)
         for m in ds.meta:
+            if tasks and m.task_id not in tasks:
+                continue
             sim = read_sim_labels(root, m.episode_index)
             if sim is None:
                 continue
@@ -81,6 +89,10 @@ def judge_agreement(reader, classifier, eps: dict[str, list]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--protocol", choices=sorted(PROTOCOLS), default="v2")
+    ap.add_argument("--suite", choices=sorted(SUITE_ROOTS), default="",
+                    help="protocol v2 on this suite, in its recorded setting (bench/protocol.py suite_protocol)")
+    ap.add_argument("--recipe", default="", help="a grasp recipe (configs/rl/) whose tasks the reader is trained "
+                                                 "and measured on (default: every protocol task)")
     ap.add_argument("--per-task", type=int, default=200, help="fresh layouts rendered per task to train on")
     ap.add_argument("--steps", type=int, default=4000, help="the reader's training steps")
     ap.add_argument("--reader", default="", metavar="DIR",
@@ -101,28 +113,39 @@ def main(argv: list[str] | None = None) -> int:
         train_object_reader,
     )
 
-    p = PROTOCOLS[args.protocol]
+    if args.suite and args.protocol != "v2":
+        ap.error(f"--suite: runs protocol v2 on a suite; --protocol {args.protocol} is LIBERO-Spatial's recorded one")
+    p = suite_protocol(args.suite) if args.suite else PROTOCOLS[args.protocol]
+    tasks = list(p.tasks)
+    if args.recipe:
+        cfg = load_config(ImagineRLConfig, args.recipe, group="rl")
+        if cfg.imagination.reward != "grasp":
+            ap.error(f"--recipe: expected a recipe with reward grasp (the judge an object reader feeds), configs/rl/"
+                     f"{args.recipe}.yaml has {cfg.imagination.reward!r}")
+        tasks = list(cfg.tasks) or tasks
+    named = "" if tasks == list(p.tasks) else "_t" + "-".join(map(str, tasks))  # a subset's files of its own
     data, own = p.path("data"), str(Path(p.path("own_rollouts")) / "data")
     near_miss = p.path(f"near_miss_labels_s{round(10 * p.near_miss_strength)}")
     gone = [x for x in (data, own, near_miss) if not Path(x).exists()]
     if gone:
-        print(f"object_reader: missing {', '.join(gone)}; python bench/rl_gain.py --protocol {args.protocol} builds "
-              "them", file=sys.stderr)
+        how = f"--suite {args.suite}" if args.suite else f"--protocol {args.protocol}"
+        print(f"object_reader: missing {', '.join(gone)}; python bench/rl_gain.py {how}"
+              + (f" --recipe {args.recipe}" if args.recipe else "") + " builds them", file=sys.stderr)
         return 2
     out = Path(p.root) / "object_reader"
     start = time.time()
-    drawn, held = out / f"layouts_drawn_{args.per_task}.npz", out / "layouts_init10-19.npz"
+    drawn, held = out / f"layouts_drawn_{args.per_task}{named}.npz", out / f"layouts_init10-19{named}.npz"
     from robot_data.dataset import EpisodeDataset
 
     size = EpisodeDataset(data, verify=False)[0].frames[p.views[0]].shape[1]  # render as the protocol recorded
-    scene = LayoutConfig(suite=p.suite, tasks=list(p.tasks), views=list(p.views), image_size=int(size))
+    scene = LayoutConfig(suite=p.suite, tasks=tasks, views=list(p.views), image_size=int(size))
     if not drawn.is_file():
         render_layouts(replace(scene, out=str(drawn), per_task=args.per_task, seed=p.seed))
     if not held.is_file():
         ids = list(range(p.gate_offset, p.gate_offset + p.gate_init_states))
         render_layouts(replace(scene, out=str(held), init_state_ids=ids, seed=p.seed + 1))
     extra = "".join(f"+{Path(x).stem}" for x in args.extra_layouts)
-    reader_dir = Path(args.reader) if args.reader else out / f"reader_{args.per_task}_{args.steps}{extra}"
+    reader_dir = Path(args.reader) if args.reader else out / f"reader_{args.per_task}_{args.steps}{named}{extra}"
     if args.reader and not (reader_dir / "result.json").is_file():
         print(f"object_reader: --reader {args.reader} has no result.json (scripts/train_object_reader.py writes one)",
               file=sys.stderr)
@@ -134,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     result = json.loads((reader_dir / "result.json").read_text())
     reader = ObjectReader.load(reader_dir / "reader.pt")
     classifier = fit_grasp_point([data, own], [near_miss])
-    judge = judge_agreement(reader, classifier, judged_episodes([data, own], p.views[0]))
+    judge = judge_agreement(reader, classifier, judged_episodes([data, own], p.views[0], tasks))
     if "val" not in result:
         print(f"object_reader: {reader_dir}/result.json has no held-out errors: train it with val_layouts=[{held}]",
               file=sys.stderr)
@@ -149,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
           f"mean |dP| {judge['mean_abs_prob_diff']:.3f}, within-task AUC sim {judge['auc_sim']:.3f} "
           f"[{judge['auc_sim_ci95'][0]:.2f}, {judge['auc_sim_ci95'][1]:.2f}] read {judge['auc_read']:.3f} "
           f"[{judge['auc_read_ci95'][0]:.2f}, {judge['auc_read_ci95'][1]:.2f}]")
-    print(f"BENCH object_reader protocol={args.protocol} layouts={result['images']} "
+    print(f"BENCH object_reader protocol={args.protocol} suite={p.suite} tasks={','.join(map(str, tasks))} "
+          f"layouts={result['images']} "
           f"object_cm_median={val['object_cm_median']:.2f} object_cm_p90={val['object_cm_p90']:.2f} "
           f"target_cm_median={val['target_cm_median']:.2f} verdict_agreement={judge['verdict_agreement']:.3f} "
           f"auc_sim={judge['auc_sim']:.3f} auc_read={judge['auc_read']:.3f} "

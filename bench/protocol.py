@@ -330,7 +330,11 @@ def build_recipe(p: RLGainProtocol, paths: dict[str, str], loop: LoopConfig) -> 
     where = GraspInputPaths(own_rollouts=p.path("own_rollouts"),
                             near_miss_labels=p.path(f"near_miss_labels_s{round(10 * p.near_miss_strength)}"),
                             proprio=p.path("own_proprio_file"))
-    return build_grasp_inputs(where, paths["data"], paths["bc"], paths["world_model"], jobs, _inputs_config(p))
+    # near-miss grasps on the tasks the recipe imagines (every protocol task when it names none): a task with no
+    # pick-and-place object (LIBERO-Goal's drawers) has no grasp point to miss
+    recipe_tasks = load_config(ImagineRLConfig, p.recipe, group="rl").tasks
+    return build_grasp_inputs(where, paths["data"], paths["bc"], paths["world_model"], jobs, _inputs_config(p),
+                              near_miss_tasks=list(recipe_tasks))
 
 
 def _goal_recipe_extras(p: RLGainProtocol, paths: dict[str, str], own: str, jobs: EvalConfig) -> dict[str, str]:
@@ -388,14 +392,14 @@ def _pointed_at_inputs(p: RLGainProtocol, cfg: ImagineRLConfig, paths: dict[str,
     if cfg.imagination.reward == "goal":  # the suite's horizon goes first, so that an override still wins
         horizon = f"imagination.max_steps={suite_info(p.suite).max_steps}"
         cfg = load_config(ImagineRLConfig, p.recipe, [horizon, *overrides], group="rl")
-    cfg = replace(cfg, policy=paths["bc"], world_model=paths["world_model"], start_data=paths["data"], out_dir=out_dir)
+    # a recipe that starts from the start's own rollouts (sources [policy]) and anchors on them reads the protocol's
+    own = cfg.sources == ["policy"]
+    cfg = replace(cfg, policy=paths["bc"], world_model=paths["world_model"],
+                  start_data=paths["own_rollouts"] if own else paths["data"],
+                  bc_data=paths["own_rollouts"] if cfg.bc_data else "", out_dir=out_dir)
     if cfg.imagination.reward == "goal":
-        # a recipe that starts from the start's own rollouts (sources [policy]) and anchors on them reads the
-        # protocol's; its proprio model and its held-out check's starts too, when it names them (_goal_recipe_extras)
-        own = cfg.sources == ["policy"]
-        cfg = replace(cfg, start_data=paths["own_rollouts"] if own else paths["data"],
-                      bc_data=paths["own_rollouts"] if cfg.bc_data else "",
-                      proprio=paths["proprio"] if cfg.proprio else "",
+        # its proprio model and its held-out check's starts too, when it names them (_goal_recipe_extras)
+        cfg = replace(cfg, proprio=paths["proprio"] if cfg.proprio else "",
                       heldout=replace(cfg.heldout, start_data=paths["gate_rollouts"])
                       if cfg.heldout.every and cfg.heldout.start_data else cfg.heldout)
         return replace(cfg, imagination=replace(cfg.imagination, goal_reader=paths["goal_reader"]))

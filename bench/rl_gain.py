@@ -240,6 +240,10 @@ def main(argv: list[str] | None = None) -> int:
         proto = smoke_protocol(proto, args.root)
         args.seeds, args.min_seeds = args.seeds[:1], 1
     tasks = list(proto.tasks)
+    if args.eval_tasks:
+        if not set(args.eval_tasks) <= set(tasks):
+            p.error(f"--eval-tasks: expected some of the protocol's tasks {tasks}, got {args.eval_tasks}")
+        tasks = [t for t in tasks if t in args.eval_tasks]
     per_task = args.episodes_per_task or proto.bench_episodes_per_task
     offset = proto.bench_offset if args.init_state_offset is None else args.init_state_offset
     out = Path(args.out_dir or proto.path("run"))

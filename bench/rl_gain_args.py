@@ -49,6 +49,9 @@ def parser(doc: str) -> argparse.ArgumentParser:
     p.add_argument("--rl", nargs="*", default=[], help="extra overrides of the recipe, e.g. iterations=20 (not "
                                                        "an input the protocol sets: policy, its judge's inputs)")
     p.add_argument("--tasks", type=int, nargs="+", default=None, help="default: the protocol's")
+    p.add_argument("--eval-tasks", type=int, nargs="+", default=None,
+                   help="evaluate every arm on these of the protocol's tasks only (default: all of them); the data, "
+                        "the start and the recipe's inputs stay the protocol's")
     p.add_argument("--episodes-per-task", type=int, default=None, help="default: the protocol's (30 x 5 tasks = "
                                                                        "150 episodes per arm)")
     p.add_argument("--init-state-offset", type=int, default=None,

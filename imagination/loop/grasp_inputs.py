@@ -74,16 +74,18 @@ def own_rollouts(root: str, policy: str, data: str, eval_cfg: EvalConfig, seed: 
 
 
 def build_grasp_inputs(paths: GraspInputPaths, data: str, policy: str, world_model: str, eval_cfg: EvalConfig,
-                       cfg: GraspInputsConfig) -> dict[str, str]:
+                       cfg: GraspInputsConfig, near_miss_tasks: list[int] | None = None) -> dict[str, str]:
     """Labels of `data`, the policy's own labelled rollouts on eval_cfg's jobs (the training init states:
-    env, tasks, episodes_per_task from init_state_offset), near-miss grasps on the same init states and the
-    proprio model fitted on both datasets; each made or reused. Returns own_rollouts (the dataset),
+    env, tasks, episodes_per_task from init_state_offset), near-miss grasps on the same init states (of
+    `near_miss_tasks`, default eval_cfg's tasks) and the proprio model fitted on both datasets; each made or
+    reused. Returns own_rollouts (the dataset),
     near_miss_labels and proprio: the paths ImagineRLConfig's grasp_train_data, grasp_label_dirs and proprio
     take."""
     label_dataset(data, progress=False)  # replays only episodes not labelled yet
     own = own_rollouts(paths.own_rollouts, policy, data, eval_cfg, cfg.own_rollout_seed)
     # resumes from the episodes already written
-    collect_labels(LabelCollectConfig(out_dir=paths.near_miss_labels, suite=eval_cfg.env, tasks=list(eval_cfg.tasks),
+    collect_labels(LabelCollectConfig(out_dir=paths.near_miss_labels, suite=eval_cfg.env,
+                                      tasks=list(near_miss_tasks or eval_cfg.tasks),
                                       episodes_per_task=cfg.near_miss_episodes_per_task,
                                       init_state_offset=eval_cfg.init_state_offset,
                                       init_states=eval_cfg.episodes_per_task, strength=cfg.near_miss_strength))

@@ -294,6 +294,30 @@ def test_rl_gain_on_a_suite_runs_the_setting_chosen_for_it(tmp_path, monkeypatch
         rl_gain.main([*args, "--protocol", "v1"])
 
 
+def test_rl_gain_evaluates_the_eval_tasks_only_and_builds_the_protocols_own(tmp_path, monkeypatch, capsys):
+    """--eval-tasks scores every arm on some of the protocol's tasks; the data, the start and the recipe's inputs stay
+    those of every task (--tasks would build another protocol)."""
+    rl_gain = _load("rl_gain")
+    root = tmp_path / "object"
+    (root / "setting.json").parent.mkdir(parents=True)
+    (root / "setting.json").write_text(json.dumps({"suite": "libero_object", "tasks": [0, 1], "bc_demos_per_task": 1,
+                                                   "bc_steps": 900}))
+    bc, built = _recorded_build(rl_gain, root, monkeypatch)
+    run = _rl_run(tmp_path, str(bc))
+    _finished_eval(root / "run" / "eval_bc", str(bc), [False, True], tasks=(1,), env="libero_object")
+    _finished_eval(root / "run" / "eval_rl", str(run / "policy.pt"), [True, True], tasks=(1,), env="libero_object")
+    args = ["--suite", "libero_object", "--root", str(root), "--episodes-per-task", "2", "--arms", "start", "recipe",
+            "--rl-run", str(run)]
+    rl_gain.main([*args, "--eval-tasks", "1"])
+    (proto,) = built
+    assert proto.tasks == (0, 1)
+    bench = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "episodes=2 " in bench and "task1=1/2->2" in bench and "task0" not in bench
+    with pytest.raises(SystemExit):  # not one of the protocol's tasks
+        rl_gain.main([*args, "--eval-tasks", "4"])
+    assert "--eval-tasks: expected some of the protocol's tasks [0, 1], got [4]" in capsys.readouterr().err
+
+
 def test_rl_gain_acts_holding_switches_every_arm_but_the_start_and_is_its_own_recipe(tmp_path, capsys):
     """--acts holding: the recipe's seeds and the controls act once the gripper closes, the start while it is open
     (one PhaseSwitchPolicy file per arm, evaluated in its own folder); the start is evaluated as it is."""
