@@ -5,20 +5,15 @@ import pytest
 import bench.object_reader as object_reader
 
 
-def _bench():
-    return object_reader
-
-
 def test_a_recipe_that_pays_the_goal_is_refused(capsys):
     with pytest.raises(SystemExit):
-        _bench().main(["--suite", "libero_goal", "--recipe", "goal_window"])
+        object_reader.main(["--suite", "libero_goal", "--recipe", "goal_window"])
     assert "--recipe: expected a recipe with reward grasp" in capsys.readouterr().err
 
 
 def test_missing_inputs_name_the_command_that_builds_them(tmp_path, monkeypatch, capsys):
-    bench = _bench()
     monkeypatch.chdir(tmp_path)  # the suite's root (outputs/bench/...) holds nothing here
-    assert bench.main(["--suite", "libero_goal", "--recipe", "goal_grasp"]) == 2
+    assert object_reader.main(["--suite", "libero_goal", "--recipe", "goal_grasp"]) == 2
     err = capsys.readouterr().err
     assert "outputs/bench/rl_gain_v2_goal/data" in err
     assert "python bench/rl_gain.py --suite libero_goal --recipe goal_grasp builds them" in err
@@ -40,6 +35,6 @@ def test_judged_episodes_keep_only_the_tasks_asked(tmp_path, monkeypatch):
                              suite="libero_goal", task_id=task, source="expert"))
     labels = {"object_pos": np.ones((T, 3)), "target_pos": np.zeros((T, 3))}
     monkeypatch.setattr(sim_labels, "read_sim_labels", lambda root, i: labels)
-    got = _bench().judged_episodes([str(tmp_path / "data")], "agentview", [2])
+    got = object_reader.judged_episodes([str(tmp_path / "data")], "agentview", [2])
     assert got["task"] == [2, 2] and all(int(im.max()) == 2 for im in got["image"])
-    assert len(_bench().judged_episodes([str(tmp_path / "data")], "agentview")["task"]) == 3  # () = every task
+    assert len(object_reader.judged_episodes([str(tmp_path / "data")], "agentview")["task"]) == 3  # () = every task
