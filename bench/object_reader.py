@@ -139,8 +139,6 @@ def main(argv: list[str] | None = None) -> int:
 
     size = EpisodeDataset(data, verify=False)[0].frames[p.views[0]].shape[1]  # render as the protocol recorded
     scene = LayoutConfig(suite=p.suite, tasks=tasks, views=list(p.views), image_size=int(size))
-    if not drawn.is_file():
-        render_layouts(replace(scene, out=str(drawn), per_task=args.per_task, seed=p.seed))
     if not held.is_file():
         ids = list(range(p.gate_offset, p.gate_offset + p.gate_init_states))
         render_layouts(replace(scene, out=str(held), init_state_ids=ids, seed=p.seed + 1))
@@ -150,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"object_reader: --reader {args.reader} has no result.json (scripts/train_object_reader.py writes one)",
               file=sys.stderr)
         return 2
-    if not (reader_dir / "result.json").is_file():
+    if not (reader_dir / "result.json").is_file():  # the drawn layouts only train: a reader made already needs none
+        if not drawn.is_file():
+            render_layouts(replace(scene, out=str(drawn), per_task=args.per_task, seed=p.seed))
         train_object_reader(TrainObjectReaderConfig(out_dir=str(reader_dir), layouts=[str(drawn), *args.extra_layouts],
                                                     val_layouts=[str(held)],
                                                     reader=ObjectReaderConfig(view=p.views[0], steps=args.steps)))
