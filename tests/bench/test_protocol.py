@@ -161,9 +161,9 @@ def test_build_recipe_makes_its_inputs_on_the_training_init_states_only(tmp_path
 
 
 def test_goal_grasp_makes_near_misses_of_its_task_and_starts_from_the_own_rollouts(tmp_path, recipe_recorded):
-    """configs/rl/goal_grasp.yaml on LIBERO-Goal: near-miss grasps on the bottle task it imagines only (the drawer
-    tasks have no grasp point), the own rollouts of every task (the anchor holds all five), imagined episodes started
-    and anchored on them, the policy on their recorded frames."""
+    """configs/rl/goal_grasp.yaml on LIBERO-Goal: near-miss grasps on the pick-and-place tasks it imagines only (the
+    drawer tasks have no grasp point), the own rollouts of every task (the anchor holds all five), imagined episodes
+    started and anchored on them, the policy on their recorded frames."""
     from robot_data.dataset import DatasetConfig, EpisodeWriter
 
     p = replace(protocol.suite_protocol("libero_goal", str(tmp_path / "goal")), recipe="goal_grasp")
@@ -174,11 +174,11 @@ def test_goal_grasp_makes_near_misses_of_its_task_and_starts_from_the_own_rollou
     ((rollout_cfg, own),) = recipe_recorded["rollouts"]
     assert rollout_cfg.tasks == [0, 1, 2, 3, 4] and rollout_cfg.env == "libero_goal"
     (near,) = recipe_recorded["near_miss"]
-    assert near.tasks == [2] and near.suite == "libero_goal" and near.init_states == p.train_init_states
+    assert near.tasks == [1, 2, 4] and near.suite == "libero_goal" and near.init_states == p.train_init_states
     cfg = protocol.recipe_config(p, {**paths, **got}, str(tmp_path / "rl"), ["seed=2"])
     assert (cfg.start_data, cfg.bc_data, cfg.proprio) == (own, own, got["proprio"])
     assert cfg.imagination.grasp_train_data == [paths["data"], own]
-    assert cfg.imagination.observe == "recorded" and cfg.adapt.steps == 0 and cfg.tasks == [2]
+    assert cfg.imagination.observe == "recorded" and cfg.adapt.steps == 0 and cfg.tasks == [1, 2, 4]
     assert cfg.bc_tasks == [0, 1, 2, 3, 4] and cfg.imagination.object_reader == ""
     with_reader = protocol.recipe_config(p, {**paths, **got}, str(tmp_path / "rl"),
                                          ["imagination.object_reader=reader.pt"])
