@@ -152,13 +152,19 @@ def collect(cfg: CollectConfig, progress: Callable[[Episode], None] | None = Non
 
 
 def _collect_suite(cfg: CollectConfig, progress: Callable[[Episode], None] | None) -> Path:
+    return record_plan(cfg, make_plan(cfg), progress)
+
+
+def record_plan(cfg: CollectConfig, plan: list[PlanItem], progress: Callable[[Episode], None] | None = None) -> Path:
+    """Record `plan` (cfg's simulator, views and workers) into cfg.out_dir, skipping the items already there;
+    returns the dataset root. Any plan: a collection's own (make_plan) or another's items recorded with frames
+    (robot_data/label_frames.py)."""
     root = Path(cfg.out_dir)
     ds_cfg = DatasetConfig(
         views=tuple(cfg.views), image_size=(cfg.image_size, cfg.image_size), video_codec=cfg.video_codec
     )
     with EpisodeWriter(root, ds_cfg) as writer:
         done_keys = _done_keys(root, cfg.suite) if len(writer) else set()
-        plan = make_plan(cfg)
         todo = [it for it in plan if it.key not in done_keys]
         if len(plan) != len(todo):
             log.info("resuming: %d of %d planned episodes already in %s", len(plan) - len(todo), len(plan), root)
@@ -252,4 +258,4 @@ def collect_dataset(cfg: CollectConfig) -> dict:
 
 
 __all__ = ["CollectConfig", "PlanItem", "collect", "collect_dataset", "make_plan", "per_suite", "plan_size",
-           "record_episode", "summarize", "write_previews"]
+           "record_episode", "record_plan", "summarize", "write_previews"]
