@@ -33,6 +33,7 @@ from infra.atomic import atomic_write_text
 from policies.base import Policy
 from policies.bc import BCConfig, load_episodes, train_bc_on_data
 from robot_data.dataset import EpisodeDataset
+from robot_data.label_frames import framed_copy
 
 IMITATED_SOURCES = ["expert", "perturbed", "policy"]  # every recorded kind: success_only keeps what imitates well
 
@@ -110,8 +111,15 @@ def recipe_budget(rl_cfg: ImagineRLConfig) -> Budget:
 
 def control_config(rl_cfg: ImagineRLConfig, start_bc: BCConfig, out_dir: str) -> BCConfig:
     """Arm b's BC: the start (rl_cfg.policy) fine-tuned on every successful episode of the recipe's recorded
-    datasets, with the start's own BC settings (steps, lr, batch, augmentation)."""
-    read, _ = consumed(rl_cfg)
+    datasets and label folders, with the start's own BC settings (steps, lr, batch, augmentation). A label folder's
+    successes are imitated from its copy with frames (robot_data/label_frames.py); one without that copy is named."""
+    read, labels = consumed(rl_cfg)
+    framed = [framed_copy(d) for d in labels if Path(framed_copy(d), "meta", "info.json").is_file()]
+    for d in labels:
+        if framed_copy(d) not in framed:
+            print(f"[real-data control] {d}: no copy with frames at {framed_copy(d)} (robot_data/label_frames.py "
+                  "records one), so b does not imitate its successful episodes")
+    read = [*read, *framed]
     # a dataset with no success to imitate (a weak start's own rollouts) adds nothing to a success-only fine-tune
     image = [d for d in read if any(m.success and m.source in IMITATED_SOURCES
                                     for m in EpisodeDataset(d, verify=False).meta)]

@@ -5,7 +5,8 @@ training init states only (the benchmark's protocol, bench/protocol.py, and the 
     own rollouts       the start policy's real episodes on the training init states, recorded and labelled
                        (source "policy"): the grasps the policy really makes, with their outcomes
     near-miss grasps   scripted grasps that close 0-8 cm from the grasp point (robot_data.label_collection):
-                       outcomes on both sides of the boundary where the policy fails
+                       outcomes on both sides of the boundary where the policy fails; the successful ones also
+                       recorded with frames (<near-miss folder>_frames), for the real-data control to imitate
     proprio model      fitted on the demonstrations and the own rollouts, with the world model's chunk length
 
 Why each (docs/notebook/loop.md, "A proprio model that reads the arm's velocity"): the grasp-point classifier
@@ -29,6 +30,7 @@ from infra.atomic import atomic_write_text
 from policies.base import Policy
 from robot_data.dataset import EpisodeDataset, EpisodeWriter
 from robot_data.label_collection import LabelCollectConfig, collect_labels
+from robot_data.label_frames import framed_copy, record_label_frames
 from robot_data.sim_labels import label_dataset
 from world_models.model import WorldModel
 from world_models.proprio import FitProprioConfig, ProprioConfig, fit_proprio_on_data
@@ -89,6 +91,10 @@ def build_grasp_inputs(paths: GraspInputPaths, data: str, policy: str, world_mod
                                       episodes_per_task=cfg.near_miss_episodes_per_task,
                                       init_state_offset=eval_cfg.init_state_offset,
                                       init_states=eval_cfg.episodes_per_task, strength=cfg.near_miss_strength))
+    # the near misses that succeeded, recorded with the data's cameras: the real-data control (arm b) imitates them,
+    # as a user without a world model would (robot_data/label_frames.py)
+    record_label_frames(paths.near_miss_labels, framed_copy(paths.near_miss_labels), eval_cfg.env, data,
+                        num_workers=eval_cfg.num_envs)
     fit_proprio_once(paths.proprio, [data, own], world_model, cfg.proprio_steps)
     return {"own_rollouts": own, "near_miss_labels": paths.near_miss_labels, "proprio": paths.proprio}
 

@@ -106,7 +106,7 @@ def test_a_task_weighted_start_is_built_with_its_weights_and_another_is_refused(
 def recipe_recorded(tmp_path, monkeypatch):
     """build_recipe's stages (imagination/loop/grasp_inputs.py) replaced by recorders (each is tested in its own
     package)."""
-    calls: dict[str, list] = {"rollouts": [], "label": [], "near_miss": [], "proprio": []}
+    calls: dict[str, list] = {"rollouts": [], "label": [], "near_miss": [], "frames": [], "proprio": []}
 
     def rollouts(cfg, policy, data_dir, extra, progress=True):
         calls["rollouts"].append((cfg, data_dir))
@@ -125,6 +125,7 @@ def recipe_recorded(tmp_path, monkeypatch):
     monkeypatch.setattr(inputs, "evaluate_and_record", rollouts)
     monkeypatch.setattr(inputs, "label_dataset", lambda d, progress: calls["label"].append(d))
     monkeypatch.setattr(inputs, "collect_labels", lambda cfg: calls["near_miss"].append(cfg))
+    monkeypatch.setattr(inputs, "record_label_frames", lambda *a, **k: calls["frames"].append(a))
     monkeypatch.setattr(inputs, "fit_proprio_on_data", proprio)
     monkeypatch.setattr(inputs.Policy, "load", staticmethod(lambda path: path))
     monkeypatch.setattr(inputs.WorldModel, "load", staticmethod(lambda path: Model()))
@@ -148,6 +149,9 @@ def test_build_recipe_makes_its_inputs_on_the_training_init_states_only(tmp_path
     (fit,) = recipe_recorded["proprio"]
     assert fit.data == [paths["data"], own] and fit.model.chunk_len == 6  # the world model's chunk
     assert set(recipe_recorded["label"]) == {paths["data"], own}
+    # the near misses that succeeded, with the data's cameras, for arm b
+    near_dir = got["near_miss_labels"]
+    assert recipe_recorded["frames"][0] == (near_dir, near_dir + "_frames", p.suite, paths["data"])
     # a second build records and fits nothing again
     protocol.build_recipe(p, paths, loop)
     assert len(recipe_recorded["rollouts"]) == len(recipe_recorded["proprio"]) == 1

@@ -188,3 +188,22 @@ def test_the_own_gain_is_taken_against_the_best_control():
     assert avg.difference.gain_points == pytest.approx(25.0)  # 75% averaged over seeds against the control's 50%
     with pytest.raises(ValueError, match="control arm"):
         own_gain({}, seeds)
+
+
+def test_the_control_imitates_a_label_folders_successes_from_its_copy_with_frames(recipe, tmp_path, capsys):
+    """A label folder (scripted grasps simulated without cameras) has no frames to imitate: without its copy with
+    frames (robot_data/label_frames.py) b says so; with the copy, b imitates its successes too."""
+    start_bc = BCConfig(data_dir=recipe.start_data, policy=VLAConfig(views=["agentview"], image_size=SIZE, chunk_len=4))
+    without = control_config(recipe, start_bc, str(tmp_path / "control"))
+    assert "no copy with frames" in capsys.readouterr().out
+    (labels,) = recipe.imagination.grasp_label_dirs
+    framed = _dataset(Path(labels + "_frames"), [(5, True, "expert"), (5, True, "perturbed")], 4)
+    try:
+        with_copy = control_config(recipe, start_bc, str(tmp_path / "control"))
+        assert [with_copy.data_dir, *with_copy.extra_data_dirs] == [without.data_dir, *without.extra_data_dirs, framed]
+        assert len(load_episodes(with_copy)[0]) == len(load_episodes(without)[0]) + 2
+        assert "no copy with frames" not in capsys.readouterr().out
+    finally:  # the module's recipe is shared: leave its folders as they were
+        import shutil
+
+        shutil.rmtree(framed)
