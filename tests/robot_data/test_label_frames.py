@@ -42,8 +42,8 @@ def test_a_folder_without_episodes_or_with_two_strengths_is_refused(tmp_path):
         success_plan(str(tmp_path / "empty"))
     root = tmp_path / "mixed"
     root.mkdir()
-    arrays = {k: np.zeros((4, w), np.float32) for k, w in (("state", 8), ("action", 7), ("object_pos", 3),
-                                                          ("target_pos", 3))}
+    arrays: dict[str, np.ndarray] = {k: np.zeros((4, w), np.float32)
+                                     for k, w in (("state", 8), ("action", 7), ("object_pos", 3), ("target_pos", 3))}
     arrays |= {"success": np.ones(4, bool), "grasped": np.zeros(4, bool)}
     for j, strength in enumerate((1.0, 1.6)):
         _write(root / f"task00_ep{j:04d}.npz", arrays, {"task_id": 0, "index": j, "init_state_id": j,
