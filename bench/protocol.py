@@ -313,10 +313,12 @@ def recipe_reward(p: RLGainProtocol) -> str:
     return reward
 
 
-def build_recipe(p: RLGainProtocol, paths: dict[str, str], loop: LoopConfig) -> dict[str, str]:
-    """What the protocol's recipe reads besides `build`'s paths (data, world_model, bc), made or reused on the
-    training init states. Reward "grasp" (imagination/loop/grasp_inputs.py): simulator labels of the data, the BC
-    policy's own labelled rollouts, near-miss grasps and the proprio model fitted on both datasets. Reward "goal"
+def build_recipe(p: RLGainProtocol, paths: dict[str, str], loop: LoopConfig,
+                 overrides: Sequence[str] = ()) -> dict[str, str]:
+    """What the protocol's recipe (with the --rl `overrides`) reads besides `build`'s paths (data, world_model, bc),
+    made or reused on the training init states. Reward "grasp" (imagination/loop/grasp_inputs.py): simulator labels
+    of the data, the BC policy's own labelled rollouts, near-miss grasps (none when the recipe's
+    imagination.grasp_label_dirs is []) and the proprio model fitted on both datasets. Reward "goal"
     (imagination/loop/goal_inputs.py): the BC policy's own rollouts and the goal reader trained on them and the data.
     Returns their paths."""
     jobs = replace(loop.eval, env=p.suite, tasks=list(p.tasks), episodes_per_task=p.train_init_states,
@@ -327,14 +329,18 @@ def build_recipe(p: RLGainProtocol, paths: dict[str, str], loop: LoopConfig) -> 
         built = build_goal_inputs(goal_paths, paths["data"], paths["bc"], jobs,
                                   GoalInputsConfig(own_rollout_seed=p.own_rollout_seed, reader=reader))
         return {**built, **_goal_recipe_extras(p, paths, built["own_rollouts"], jobs)}
+    recipe = load_config(ImagineRLConfig, p.recipe, list(overrides), group="rl")
+    # a recipe whose judge reads no scripted grasp (grasp_label_dirs: []) consumes none: none is simulated, and the
+    # real-data control is then given only the data and the own rollouts, as the recipe is
+    scripted = bool(recipe.imagination.grasp_label_dirs)
     where = GraspInputPaths(own_rollouts=p.path("own_rollouts"),
-                            near_miss_labels=p.path(f"near_miss_labels_s{round(10 * p.near_miss_strength)}"),
+                            near_miss_labels=p.path(f"near_miss_labels_s{round(10 * p.near_miss_strength)}")
+                            if scripted else "",
                             proprio=p.path("own_proprio_file"))
     # near-miss grasps on the tasks the recipe imagines (every protocol task when it names none): a task with no
     # pick-and-place object (LIBERO-Goal's drawers) has no grasp point to miss
-    recipe_tasks = load_config(ImagineRLConfig, p.recipe, group="rl").tasks
     return build_grasp_inputs(where, paths["data"], paths["bc"], paths["world_model"], jobs, _inputs_config(p),
-                              near_miss_tasks=list(recipe_tasks))
+                              near_miss_tasks=list(recipe.tasks))
 
 
 def _goal_recipe_extras(p: RLGainProtocol, paths: dict[str, str], own: str, jobs: EvalConfig) -> dict[str, str]:
@@ -403,8 +409,9 @@ def _pointed_at_inputs(p: RLGainProtocol, cfg: ImagineRLConfig, paths: dict[str,
                       heldout=replace(cfg.heldout, start_data=paths["gate_rollouts"])
                       if cfg.heldout.every and cfg.heldout.start_data else cfg.heldout)
         return replace(cfg, imagination=replace(cfg.imagination, goal_reader=paths["goal_reader"]))
+    # the scripted near-miss grasps only for a recipe whose judge reads some (build_recipe simulates none otherwise)
     im = replace(cfg.imagination, grasp_train_data=[paths["data"], paths["own_rollouts"]],
-                 grasp_label_dirs=[paths["near_miss_labels"]])
+                 grasp_label_dirs=[paths["near_miss_labels"]] if cfg.imagination.grasp_label_dirs else [])
     return replace(cfg, proprio=paths["proprio"], imagination=im)
 
 

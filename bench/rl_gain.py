@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         built = build(proto, loop)
         bc, wm, data = built["bc"], built["world_model"], built["data"]
         if not args.rl_run and "recipe" in args.arms:
-            built.update(build_recipe(proto, built, loop))
+            built.update(build_recipe(proto, built, loop, rl_overrides))
             if args.refine_world_model:  # the recipe (and its anchor control's adaptation) imagine in the refined one
                 built["world_model"] = refine_world_model(
                     loop, built["world_model"], built["data"], built["own_rollouts"],

@@ -51,7 +51,7 @@ class GraspInputPaths:
     """Where the inputs go: the own rollouts' dataset lives in `own_rollouts`/data."""
 
     own_rollouts: str
-    near_miss_labels: str
+    near_miss_labels: str  # "": no near-miss grasp is simulated (a judge fit on the recorded episodes alone)
     proprio: str
 
 
@@ -85,16 +85,17 @@ def build_grasp_inputs(paths: GraspInputPaths, data: str, policy: str, world_mod
     take."""
     label_dataset(data, progress=False)  # replays only episodes not labelled yet
     own = own_rollouts(paths.own_rollouts, policy, data, eval_cfg, cfg.own_rollout_seed)
-    # resumes from the episodes already written
-    collect_labels(LabelCollectConfig(out_dir=paths.near_miss_labels, suite=eval_cfg.env,
-                                      tasks=list(near_miss_tasks or eval_cfg.tasks),
-                                      episodes_per_task=cfg.near_miss_episodes_per_task,
-                                      init_state_offset=eval_cfg.init_state_offset,
-                                      init_states=eval_cfg.episodes_per_task, strength=cfg.near_miss_strength))
-    # the near misses that succeeded, recorded with the data's cameras: the real-data control (arm b) imitates them,
-    # as a user without a world model would (robot_data/label_frames.py)
-    record_label_frames(paths.near_miss_labels, framed_copy(paths.near_miss_labels), eval_cfg.env, data,
-                        num_workers=eval_cfg.num_envs)
+    if paths.near_miss_labels:  # "" for a judge that reads no scripted grasp
+        # resumes from the episodes already written
+        collect_labels(LabelCollectConfig(out_dir=paths.near_miss_labels, suite=eval_cfg.env,
+                                          tasks=list(near_miss_tasks or eval_cfg.tasks),
+                                          episodes_per_task=cfg.near_miss_episodes_per_task,
+                                          init_state_offset=eval_cfg.init_state_offset,
+                                          init_states=eval_cfg.episodes_per_task, strength=cfg.near_miss_strength))
+        # the near misses that succeeded, recorded with the data's cameras: the real-data control (arm b) imitates
+        # them, as a user without a world model would (robot_data/label_frames.py)
+        record_label_frames(paths.near_miss_labels, framed_copy(paths.near_miss_labels), eval_cfg.env, data,
+                            num_workers=eval_cfg.num_envs)
     fit_proprio_once(paths.proprio, [data, own], world_model, cfg.proprio_steps)
     return {"own_rollouts": own, "near_miss_labels": paths.near_miss_labels, "proprio": paths.proprio}
 

@@ -189,6 +189,28 @@ def test_goal_grasp_makes_near_misses_of_its_task_and_starts_from_the_own_rollou
     assert with_reader.imagination.object_reader == "reader.pt"  # the judge then reads the image, not the labels
 
 
+def test_a_judge_without_scripted_grasps_consumes_none(tmp_path, recipe_recorded):
+    """--rl 'imagination.grasp_label_dirs=[]': the judge fits on the data and the own rollouts alone, no near-miss
+    grasp is simulated or recorded, and the real-data control is given exactly those two datasets."""
+    from imagination.loop.arms import consumed
+    from robot_data.dataset import DatasetConfig, EpisodeWriter
+
+    p = replace(protocol.suite_protocol("libero_goal", str(tmp_path / "goal")), recipe="goal_grasp")
+    loop = load_config(LoopConfig, "quick", [], group="loop")
+    EpisodeWriter(p.path("data"), DatasetConfig(views=("agentview",), image_size=(8, 8))).close()
+    paths = {"data": p.path("data"), "world_model": p.path("world_model_file"), "bc": p.path("bc_file")}
+    none = ["imagination.grasp_label_dirs=[]"]
+    got = protocol.build_recipe(p, paths, loop, none)
+    assert recipe_recorded["near_miss"] == [] and recipe_recorded["frames"] == [] and got["near_miss_labels"] == ""
+    assert len(recipe_recorded["rollouts"]) == len(recipe_recorded["proprio"]) == 1  # the rest is made as before
+    cfg = protocol.recipe_config(p, {**paths, **got}, str(tmp_path / "rl"), none)
+    assert cfg.imagination.grasp_label_dirs == []
+    assert consumed(cfg) == ([got["own_rollouts"], paths["data"]], [])
+    # a folder of the user's own is refused: the protocol makes its own
+    with pytest.raises(ValueError, match="grasp_label_dirs"):
+        protocol.recipe_config(p, {**paths, **got}, "rl", ["imagination.grasp_label_dirs=[mine]"])
+
+
 @pytest.mark.parametrize("version", ["v1", "v2"])
 def test_the_protocols_job_split_is_disjoint(version):
     """What the benchmark scores was never trained or chosen on: its init states lie outside the training and the
