@@ -16,6 +16,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from robot_data.dataset import is_dataset
+
 # The loop preset `make demo` runs; its out_dir is read from the preset so that the two cannot drift apart.
 DEMO_PRESET = "grasp"
 MAKE_DEMO = "make demo"
@@ -45,10 +47,6 @@ def demo_path(name: str) -> str:
     if name not in files:
         raise ValueError(f"demo_path: expected one of {sorted(files)}, got {name!r}")
     return str(demo_dir() / files[name])
-
-
-def is_dataset(path: str) -> bool:
-    return bool(path) and (Path(path) / "meta" / "info.json").is_file()
 
 
 def missing_line(bench: str, needed: list[tuple[str, str, bool]], make: str = MAKE_DEMO,

@@ -46,7 +46,7 @@ from infra.cli import load_config
 from infra.provenance import provenance
 from policies.bc import BCConfig, train_bc_on_data
 from robot_data.collection import collect_dataset
-from robot_data.dataset import EpisodeDataset
+from robot_data.dataset import EpisodeDataset, is_dataset
 from world_models.training import train_world_model
 
 
@@ -234,7 +234,7 @@ def collect_data(p: RLGainProtocol, loop: LoopConfig) -> str:
     data = p.path("data")
     collect_cfg = replace(loop.collect, out_dir=data, suite=p.suite, tasks=list(p.tasks),
                           episodes_per_task=p.train_init_states, init_state_offset=0, views=list(p.views), seed=p.seed)
-    n = len(EpisodeDataset(data, verify=False)) if Path(data, "meta", "info.json").is_file() else 0
+    n = len(EpisodeDataset(data, verify=False)) if is_dataset(data) else 0
     if n < collect_cfg.episodes_per_task * len(p.tasks):
         print(f"[protocol] collecting the training data: {p.describe()}")
         collect_dataset(collect_cfg)  # resumes from the episodes already written

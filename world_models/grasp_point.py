@@ -289,11 +289,13 @@ def training_set(train_data: Sequence[str], label_dirs: Sequence[str] = (), plac
     """Features [N, F], task ids [N] and real outcomes [N] of every labelled episode of the recorded datasets
     `train_data` and label-collection folders `label_dirs` (grasp features, or with place=True grasp-and-release
     ones). names: the two config fields an error names."""
+    from robot_data.dataset import is_dataset  # as dataset_features: the format stays out of the import path
+
     feats: list[np.ndarray] = []
     tasks: list[int] = []
     outcomes: list[bool] = []
     for d in train_data:
-        if not Path(d, "meta", "info.json").is_file():
+        if not is_dataset(d):
             raise FileNotFoundError(f"{names[0]}: {d} is not a recorded dataset (no meta/info.json)")
         f, t, o, _ = dataset_features(d, place=place)
         feats, tasks, outcomes = feats + f, tasks + t, outcomes + o

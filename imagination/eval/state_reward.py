@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from imagination.eval.closed_loop import outcome_separation
-from robot_data.dataset import EpisodeDataset
+from robot_data.dataset import EpisodeDataset, is_dataset
 from robot_data.label_collection import load_labelled
 from world_models.object_state import StateRewardConfig, fit_state_reward, labelled_episodes, track
 
@@ -49,7 +49,7 @@ def train_state_reward(cfg: TrainStateRewardConfig) -> dict:
         print(f"  + {len(extra)} simulated episodes from {d}")
         train += extra
     for d in cfg.train_data_dirs:
-        if not Path(d, "meta", "info.json").is_file():
+        if not is_dataset(d):
             raise SystemExit(f"train_data_dirs: {d} is not a recorded dataset (no meta/info.json)")
         extra, _ = labelled_episodes(d)
         if not extra:

@@ -32,7 +32,7 @@ from imagination.rl.training import ImagineRLConfig, bc_anchor
 from infra.atomic import atomic_write_text
 from policies.base import Policy
 from policies.bc import BCConfig, load_episodes, train_bc_on_data
-from robot_data.dataset import EpisodeDataset
+from robot_data.dataset import EpisodeDataset, is_dataset
 from robot_data.label_frames import framed_copy
 
 IMITATED_SOURCES = ["expert", "perturbed", "policy"]  # every recorded kind: success_only keeps what imitates well
@@ -114,7 +114,7 @@ def control_config(rl_cfg: ImagineRLConfig, start_bc: BCConfig, out_dir: str) ->
     datasets and label folders, with the start's own BC settings (steps, lr, batch, augmentation). A label folder's
     successes are imitated from its copy with frames (robot_data/label_frames.py); one without that copy is named."""
     read, labels = consumed(rl_cfg)
-    framed = [framed_copy(d) for d in labels if Path(framed_copy(d), "meta", "info.json").is_file()]
+    framed = [framed_copy(d) for d in labels if is_dataset(framed_copy(d))]
     for d in labels:
         if framed_copy(d) not in framed:
             print(f"[real-data control] {d}: no copy with frames at {framed_copy(d)} (robot_data/label_frames.py "

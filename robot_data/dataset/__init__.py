@@ -33,7 +33,7 @@ Videos are lossless H.264 (libx264rgb, QP 0) by default; `video_codec="h264"` gi
 """
 from robot_data.dataset.episode import SOURCES, Episode
 from robot_data.dataset.features import ReaderConfig
-from robot_data.dataset.layout import LIBERO_KEYS, DatasetConfig
+from robot_data.dataset.layout import LIBERO_KEYS, DatasetConfig, is_dataset
 from robot_data.dataset.meta import EpisodeMeta, select_meta
 from robot_data.dataset.reader import DatasetCorruptError, EpisodeDataset
 from robot_data.dataset.stats import aggregate_stats
@@ -55,5 +55,6 @@ __all__ = [
     "decode_video",
     "encode_preview",
     "encode_video",
+    "is_dataset",
     "select_meta",
 ]

@@ -34,6 +34,13 @@ TASKS_PATH = "meta/tasks.parquet"
 DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
 EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+
+
+def is_dataset(path: str | Path) -> bool:
+    """Whether `path` holds a dataset in this layout: its commit point, meta/info.json, is there."""
+    return bool(str(path)) and (Path(path) / INFO_PATH).is_file()
+
+
 # size targets of multi-episode files (info.json); a writer that packs episodes keeps its files under them
 DATA_FILES_SIZE_IN_MB = 100
 VIDEO_FILES_SIZE_IN_MB = 500

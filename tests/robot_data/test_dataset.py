@@ -20,6 +20,7 @@ from robot_data.dataset import (
     EpisodeWriter,
     decode_video,
     encode_video,
+    is_dataset,
 )
 from robot_data.dataset import files as files_module
 from robot_data.dataset import seal as seal_module
@@ -315,7 +316,9 @@ def test_wrong_row_count_detected(tmp_path: Path) -> None:
 def test_not_a_dataset(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="meta/info.json"):
         EpisodeDataset(tmp_path)
+    assert not is_dataset(tmp_path) and not is_dataset(tmp_path / "ds") and not is_dataset("")
     write(tmp_path / "ds", make_episodes()[:1])
+    assert is_dataset(tmp_path / "ds") and is_dataset(str(tmp_path / "ds"))
     info_path = tmp_path / "ds/meta/info.json"
     info_path.write_text(json.dumps(dict(json.loads(info_path.read_text()), codebase_version="v2.1")))
     with pytest.raises(ValueError, match="v2.1"):
