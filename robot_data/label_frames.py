@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from robot_data.collection import record_plan
-from robot_data.dataset import EpisodeDataset
+from robot_data.dataset import EpisodeDataset, is_dataset
 from robot_data.label_collection import EXPERT, read_episode
 from robot_data.recording import CollectConfig, PlanItem
 
@@ -62,8 +62,26 @@ def record_label_frames(label_dir: str, out_dir: str, suite: str, like: str, fas
     cfg = CollectConfig(out_dir=out_dir, suite=suite, views=views, image_size=image_size,
                         fast_render=fast_render, perturbation_strength=strength, num_workers=num_workers,
                         post_success_steps=post_success_steps)
+    if is_dataset(out_dir):
+        _check_same_plan(out_dir, suite, items)  # before recording more into a copy of another collection
     record_plan(cfg, items)
     return out_dir
+
+
+def _check_same_plan(out_dir: str, suite: str, items: list[PlanItem]) -> None:
+    """ValueError when the copy at out_dir holds an episode that is not one of `items` (the label folder's
+    successes): a copy left from another collection into the same folder (another seed or plan) would have b
+    imitate episodes the recipe never consumed. record_plan's resume key (task, index, kind) cannot tell them
+    apart; the init state and seed can."""
+    planned = {(it.task_id, it.index, it.perturbation): (it.init_state_id, it.seed) for it in items}
+    for m in EpisodeDataset(out_dir, verify=False).meta:
+        if m.suite != suite:
+            continue
+        key = (m.task_id, int(m.extra.get("plan_index", -1)), m.perturbation)
+        if planned.get(key) != (m.init_state_id, m.seed):
+            raise ValueError(f"out_dir: {out_dir} holds task {m.task_id} episode {key[1]} (init state "
+                             f"{m.init_state_id}, seed {m.seed}), which is not a success of the label folder now; "
+                             "it was recorded from another collection: delete the copy to record it again")
 
 
 __all__ = ["FRAMES_SUFFIX", "framed_copy", "record_label_frames", "success_plan"]

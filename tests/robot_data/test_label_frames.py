@@ -34,6 +34,13 @@ def test_the_successful_label_episodes_are_recorded_again_with_the_datasets_came
         assert set(ep.frames) == {"agentview"} and ep.frames["agentview"].shape[1:] == (32, 32, 3)
     record_label_frames(labels.out_dir, out, "libero_spatial", str(like), num_workers=1, post_success_steps=2)
     assert len(EpisodeDataset(out)) == len(successes)  # resumed: nothing recorded twice
+    # another collection (another seed) copied into the same folder: b would imitate episodes nobody consumed
+    other = tmp_path / "other"
+    other.mkdir()
+    for j, (arrays, info) in enumerate(infos):
+        _write(other / f"task00_ep{j:04d}.npz", arrays, {**info, "seed": info["seed"] + 1})
+    with pytest.raises(ValueError, match=r"out_dir: .* holds task 0 episode \d .* not a success of the label folder"):
+        record_label_frames(str(other), out, "libero_spatial", str(like), num_workers=1, post_success_steps=2)
 
 
 def test_a_folder_without_episodes_or_with_two_strengths_is_refused(tmp_path):
