@@ -23,13 +23,14 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np
 import torch
 
-from bench.inputs import demo_path, is_dataset, report_missing
+from bench.inputs import demo_path, report_missing
 from imagination.env import ImaginationConfig
 from imagination.episodes import load_start_episodes
 from imagination.imagine import open_imagination
 from infra.cli import load_config
 from infra.errors import run_main
 from policies.vla import VLAConfig, VLAPolicy
+from robot_data.dataset import is_dataset
 from world_models.model import WorldModel
 from world_models.proprio import ProprioConfig, ProprioModel
 from world_models.training import TrainWorldModelConfig, model_config_for_data

@@ -16,8 +16,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from robot_data.dataset import is_dataset
-
 # The loop preset `make demo` runs; its out_dir is read from the preset so that the two cannot drift apart.
 DEMO_PRESET = "grasp"
 MAKE_DEMO = "make demo"
@@ -69,4 +67,4 @@ def report_missing(bench: str, needed: list[tuple[str, str, bool]], make: str = 
     return line is not None
 
 
-__all__ = ["DEMO_PRESET", "MAKE_DEMO", "demo_dir", "demo_path", "is_dataset", "missing_line", "report_missing"]
+__all__ = ["DEMO_PRESET", "MAKE_DEMO", "demo_dir", "demo_path", "missing_line", "report_missing"]

@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     drawn, held = out / f"layouts_drawn_{args.per_task}{named}.npz", out / f"layouts_init10-19{named}.npz"
     from robot_data.dataset import EpisodeDataset
 
-    size = EpisodeDataset(data, verify=False)[0].frames[p.views[0]].shape[1]  # render as the protocol recorded
+    size = EpisodeDataset(data, verify=False).config.image_size[0]  # render as the protocol recorded
     scene = LayoutConfig(suite=p.suite, tasks=tasks, views=list(p.views), image_size=int(size))
     if not held.is_file():
         ids = list(range(p.gate_offset, p.gate_offset + p.gate_init_states))

@@ -50,7 +50,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import torch
 from scipy.stats import spearmanr
 
-from bench.inputs import demo_path, is_dataset, report_missing
+from bench.inputs import demo_path, report_missing
 from imagination.episodes import load_start_episodes
 from imagination.eval.calibrate import replay_success_prob
 from imagination.eval.evaluate import evaluate, make_eval_env
@@ -62,7 +62,7 @@ from infra.provenance import provenance
 from policies.base import Policy, RandomPolicy, RandomPolicyConfig
 from policies.bc import BCConfig, train_bc
 from policies.remote import is_remote
-from robot_data.dataset import EpisodeDataset
+from robot_data.dataset import EpisodeDataset, is_dataset
 from world_models.model import WorldModel
 from world_models.proprio import ProprioModel
 

@@ -39,7 +39,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 
-from bench.inputs import is_dataset, report_missing
+from bench.inputs import report_missing
 from infra.errors import run_main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -184,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("workers", "processes", "nodes"):
         if min(getattr(args, name)) < 1:
             raise ValueError(f"--{name}: expected integers >= 1, got {getattr(args, name)}")
+    from robot_data.dataset import is_dataset  # here, not at the top, as this bench's other heavy imports
+
     if not args.skip_imagined and report_missing("scale", [("dataset", args.data, is_dataset(args.data))],
                                                  make=MAKE_DATA, instead="give --data, or --skip-imagined"):
         return 2

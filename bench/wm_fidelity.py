@@ -28,7 +28,7 @@ import json
 import sys
 from pathlib import Path
 
-from bench.inputs import demo_path, is_dataset, report_missing
+from bench.inputs import demo_path, report_missing
 from infra.errors import run_main
 
 MIN_MOVING_GAIN_DB = 4.0  # moving-region PSNR over the still frame's; the goal is 8 dB
@@ -47,6 +47,8 @@ def _fmt(res: dict, key: str, digits: int = 2, cm: bool = False) -> str:
 
 
 def _inputs(args: argparse.Namespace) -> list[tuple[str, str, bool]]:
+    from robot_data.dataset import is_dataset  # here, not at the top: --help stays free of the dataset stack
+
     ckpt = Path(args.checkpoint)
     needed = [("world model", str(ckpt), ckpt.is_file())]
     split = ckpt.parent / "split.json"

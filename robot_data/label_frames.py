@@ -57,9 +57,8 @@ def record_label_frames(label_dir: str, out_dir: str, suite: str, like: str, fas
     strength, items = success_plan(label_dir)
     if not items:
         return ""
-    frames = EpisodeDataset(like, verify=False)[0].frames  # {view: [T, H, W, 3]}
-    views, image_size = list(frames), int(next(iter(frames.values())).shape[1])
-    cfg = CollectConfig(out_dir=out_dir, suite=suite, views=views, image_size=image_size,
+    layout = EpisodeDataset(like, verify=False).config  # its views and frame size (H, W)
+    cfg = CollectConfig(out_dir=out_dir, suite=suite, views=list(layout.views), image_size=layout.image_size[0],
                         fast_render=fast_render, perturbation_strength=strength, num_workers=num_workers,
                         post_success_steps=post_success_steps)
     if is_dataset(out_dir):

@@ -114,12 +114,12 @@ def control_config(rl_cfg: ImagineRLConfig, start_bc: BCConfig, out_dir: str) ->
     datasets and label folders, with the start's own BC settings (steps, lr, batch, augmentation). A label folder's
     successes are imitated from its copy with frames (robot_data/label_frames.py); one without that copy is named."""
     read, labels = consumed(rl_cfg)
-    framed = [framed_copy(d) for d in labels if is_dataset(framed_copy(d))]
     for d in labels:
-        if framed_copy(d) not in framed:
+        if is_dataset(framed_copy(d)):
+            read.append(framed_copy(d))
+        else:
             print(f"[real-data control] {d}: no copy with frames at {framed_copy(d)} (robot_data/label_frames.py "
                   "records one), so b does not imitate its successful episodes")
-    read = [*read, *framed]
     # a dataset with no success to imitate (a weak start's own rollouts) adds nothing to a success-only fine-tune
     image = [d for d in read if any(m.success and m.source in IMITATED_SOURCES
                                     for m in EpisodeDataset(d, verify=False).meta)]
