@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         tasks = list(cfg.tasks) or tasks
     named = "" if tasks == list(p.tasks) else "_t" + "-".join(map(str, tasks))  # a subset's files of its own
     data, own = p.path("data"), str(Path(p.path("own_rollouts")) / "data")
-    near_miss = p.path(f"near_miss_labels_s{round(10 * p.near_miss_strength)}")
+    near_miss = p.near_miss_path()
     gone = [x for x in (data, own, near_miss) if not Path(x).exists()]
     if gone:
         how = f"--suite {args.suite}" if args.suite else f"--protocol {args.protocol}"

@@ -77,6 +77,10 @@ class RLGainProtocol:
     own_rollout_seed: int = 1  # the BC policy's own rollouts: another seed than the demonstrations'
     near_miss_episodes_per_task: int = 32  # scripted grasps closing 0-8 cm from the grasp point (strength 1.6)
     near_miss_strength: float = 1.6
+    # The near-miss plan: episode j runs kinds[j % len(kinds)] (LabelCollectConfig.kinds). Empty: the label
+    # collection's own plan, three near misses and one clean expert in four. ("near_miss",) is a variant with no
+    # clean expert: the judge still sees the grasp boundary, the real-data control imitates fewer clean grasps.
+    near_miss_kinds: tuple[str, ...] = ()
     proprio_steps: int = 3000
     # a recipe with reward "goal" (configs/rl/goal.yaml): its goal reader's training steps (loop/goal_inputs.py)
     goal_reader_steps: int = 2000
@@ -88,6 +92,12 @@ class RLGainProtocol:
     @property
     def bench_offset(self) -> int:
         return self.train_init_states + self.gate_init_states
+
+    def near_miss_path(self) -> str:
+        """The near-miss grasps' folder: near_miss_labels_s<10 x strength>, with the plan's kinds after it when the
+        plan is not the label collection's own (a variant's grasps never mix with the protocol's)."""
+        kinds = "_" + "-".join(self.near_miss_kinds) if self.near_miss_kinds else ""
+        return self.path(f"near_miss_labels_s{round(10 * self.near_miss_strength)}{kinds}")
 
     def path(self, name: str) -> str:
         """data, world_model, bc, rl, eval_bc, eval_rl, gate (folders) and the files inside them."""
@@ -301,7 +311,8 @@ def _bc_config(bc_file: str) -> dict:
 def _inputs_config(p: RLGainProtocol) -> GraspInputsConfig:
     return GraspInputsConfig(own_rollout_seed=p.own_rollout_seed,
                              near_miss_episodes_per_task=p.near_miss_episodes_per_task,
-                             near_miss_strength=p.near_miss_strength, proprio_steps=p.proprio_steps)
+                             near_miss_strength=p.near_miss_strength, proprio_steps=p.proprio_steps,
+                             near_miss_kinds=list(p.near_miss_kinds) or GraspInputsConfig().near_miss_kinds)
 
 
 def recipe_reward(p: RLGainProtocol) -> str:
@@ -334,8 +345,7 @@ def build_recipe(p: RLGainProtocol, paths: dict[str, str], loop: LoopConfig,
     # real-data control is then given only the data and the own rollouts, as the recipe is
     scripted = bool(recipe.imagination.grasp_label_dirs)
     where = GraspInputPaths(own_rollouts=p.path("own_rollouts"),
-                            near_miss_labels=p.path(f"near_miss_labels_s{round(10 * p.near_miss_strength)}")
-                            if scripted else "",
+                            near_miss_labels=p.near_miss_path() if scripted else "",
                             proprio=p.path("own_proprio_file"))
     # near-miss grasps on the tasks the recipe imagines (every protocol task when it names none): a task with no
     # pick-and-place object (LIBERO-Goal's drawers) has no grasp point to miss

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--train-data", nargs="+", default=[proto.path("data"), proto.path("own_rollouts/data")],
                    help="labelled recorded datasets (scripts/label_episodes.py) of the training init states")
-    p.add_argument("--label-dirs", nargs="*", default=[proto.path("near_miss_labels_s16")],
+    p.add_argument("--label-dirs", nargs="*", default=[proto.near_miss_path()],
                    help="scripts/collect_labels.py out_dirs (those that do not exist are skipped)")
     p.add_argument("--gate-data", default=proto.path("gate/data"), help="the gate's recorded, labelled episodes")
     p.add_argument("--policy", default=proto.path("bc_file"), help="whose gate episodes are read, and who acts")

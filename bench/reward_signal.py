@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     needed += [(f"policy {n}", x, x, not args.policies) for n, x in zip(names, policies)]
     grasp_data = list(args.grasp_train_data) or [train_data, proto.path("own_rollouts/data")]
     grasp_dirs = (list(args.grasp_label_dirs) if args.grasp_label_dirs is not None
-                  else [proto.path(f"near_miss_labels_s{round(10 * proto.near_miss_strength)}")])
+                  else [proto.near_miss_path()])
     if args.reward == "grasp":
         needed += [("grasp classifier data", d, str(Path(d, "meta", "info.json")), not args.grasp_train_data)
                    for d in grasp_data]

@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                 "itself; give another start with --bc (with --world-model and --data), another folder with --out-dir")
     base_proto = suite_protocol(args.suite, args.root, smoke=args.smoke) if args.suite else PROTOCOLS[args.protocol]
     changes: dict[str, Any] = {"recipe": args.recipe or base_proto.recipe, "root": args.root or base_proto.root}
-    for name in ("bc_augment_noise", "bc_steps", "bc_task_weights", "tasks"):
+    for name in ("bc_augment_noise", "bc_steps", "bc_task_weights", "tasks", "near_miss_kinds"):
         value = getattr(args, name)
         if value is not None:
             changes[name] = tuple(value) if isinstance(value, list) else value
@@ -467,6 +467,7 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
           f"world_model_preset={args.world_model_preset or 'none'} "
           f"recipe_world_model={args.recipe_world_model or 'none'} "
           f"recipe_goal_reader={args.recipe_goal_reader or 'none'} "
+          f"near_miss_kinds={'-'.join(args.near_miss_kinds) if args.near_miss_kinds else 'default'} "
           f"minutes={minutes:.0f} recipes_scored={scored} "
           f"threshold_points={args.threshold:+.0f} "
           f"{'PASS' if ok else 'FAIL'}")

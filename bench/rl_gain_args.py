@@ -33,6 +33,10 @@ def parser(doc: str) -> argparse.ArgumentParser:
     p.add_argument("--bc-task-weights", type=float, nargs="*", default=None,
                    help="the protocol's BC start trained with these per-task shares of its draws (BCConfig."
                         "task_weights, task 0 first); a variant of the protocol")
+    p.add_argument("--near-miss-kinds", nargs="+", default=None, metavar="KIND",
+                   help="the recipe's near-miss grasps: episode j of a task runs KIND[j %% len] (expert or a "
+                        "perturbation kind; default three near_miss and one expert in four); e.g. near_miss: no clean "
+                        "expert among them. Its own folder of grasps; the real-data control imitates their successes")
     p.add_argument("--run", default="",
                    help="a finished loop run (make demo): takes bc/, world_model/ and data/ from it")
     p.add_argument("--bc", default="", help="BC policy (Policy.save file); with none of --run/--bc/--world-model/"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from imagination.eval.jobs import EvalConfig
@@ -43,6 +43,8 @@ class GraspInputsConfig:
     own_rollout_seed: int = 1  # the start policy's own rollouts: another seed than the demonstrations'
     near_miss_episodes_per_task: int = 32  # scripted grasps closing 0-8 cm from the grasp point
     near_miss_strength: float = 1.6  # near_miss offsets up to 0.05 m x strength
+    # the plan (LabelCollectConfig.kinds): episode j of a task runs kinds[j % len(kinds)]
+    near_miss_kinds: list[str] = field(default_factory=lambda: list(LabelCollectConfig().kinds))
     proprio_steps: int = 3000
 
 
@@ -91,7 +93,8 @@ def build_grasp_inputs(paths: GraspInputPaths, data: str, policy: str, world_mod
                                           tasks=list(near_miss_tasks or eval_cfg.tasks),
                                           episodes_per_task=cfg.near_miss_episodes_per_task,
                                           init_state_offset=eval_cfg.init_state_offset,
-                                          init_states=eval_cfg.episodes_per_task, strength=cfg.near_miss_strength))
+                                          init_states=eval_cfg.episodes_per_task, strength=cfg.near_miss_strength,
+                                          kinds=list(cfg.near_miss_kinds)))
         # the near misses that succeeded, recorded with the data's cameras: the real-data control (arm b) imitates
         # them, as a user without a world model would (robot_data/label_frames.py)
         record_label_frames(paths.near_miss_labels, framed_copy(paths.near_miss_labels), eval_cfg.env, data,

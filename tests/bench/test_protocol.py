@@ -211,6 +211,30 @@ def test_a_judge_without_scripted_grasps_consumes_none(tmp_path, recipe_recorded
         protocol.recipe_config(p, {**paths, **got}, "rl", ["imagination.grasp_label_dirs=[mine]"])
 
 
+def test_a_near_miss_plan_without_clean_experts_has_its_own_folder(tmp_path, recipe_recorded):
+    """--near-miss-kinds near_miss: the grasps are simulated with that plan into a folder of their own (never mixed
+    with the protocol's plan, which has one clean expert in four), and the judge and arm b read that folder."""
+    from imagination.loop.arms import consumed
+    from robot_data.dataset import DatasetConfig, EpisodeWriter
+
+    base = replace(protocol.suite_protocol("libero_goal", str(tmp_path / "goal")), recipe="goal_grasp")
+    p = replace(base, near_miss_kinds=("near_miss",))
+    assert base.near_miss_path() == base.path("near_miss_labels_s16")
+    assert p.near_miss_path() == p.path("near_miss_labels_s16_near_miss") != base.near_miss_path()
+    loop = load_config(LoopConfig, "quick", [], group="loop")
+    EpisodeWriter(p.path("data"), DatasetConfig(views=("agentview",), image_size=(8, 8))).close()
+    paths = {"data": p.path("data"), "world_model": p.path("world_model_file"), "bc": p.path("bc_file")}
+    got = protocol.build_recipe(p, paths, loop)
+    (near,) = recipe_recorded["near_miss"]
+    assert near.kinds == ["near_miss"] and near.out_dir == got["near_miss_labels"] == p.near_miss_path()
+    assert recipe_recorded["frames"][0][:2] == (p.near_miss_path(), p.near_miss_path() + "_frames")
+    cfg = protocol.recipe_config(p, {**paths, **got}, str(tmp_path / "rl"), [])
+    assert cfg.imagination.grasp_label_dirs == [p.near_miss_path()]
+    assert consumed(cfg)[1] == [p.near_miss_path()]
+    protocol.build_recipe(base, paths, loop)  # the protocol's own plan: three near misses and one clean expert
+    assert recipe_recorded["near_miss"][1].kinds == ["near_miss", "near_miss", "near_miss", "expert"]
+
+
 @pytest.mark.parametrize("version", ["v1", "v2"])
 def test_the_protocols_job_split_is_disjoint(version):
     """What the benchmark scores was never trained or chosen on: its init states lie outside the training and the
