@@ -44,7 +44,7 @@ from world_models.proprio import ProprioModel, history_at
 from world_models.sampler import check_guidance
 
 UNCERTAINTY_MODES = ("off", "report", "truncate", "penalize")
-OBSERVE_MODES = ("imagined", "recorded")
+OBSERVE_MODES = ("imagined", "recorded", "recorded_image")
 
 
 @dataclass
@@ -70,7 +70,9 @@ class ImaginationConfig:
     # the world model imagines what the policy's actions do and the judge reads that. Why: a policy acting on its
     # own imagined frames drifts from its real trajectory chunk by chunk, and on LIBERO-Goal's bottle task the CPU
     # model's closed-loop windows rank real outcomes backwards where the same windows under the recorded actions
-    # rank them well (docs/results.md, "The closed-loop check with the goal judge")
+    # rank them well (docs/results.md, "The closed-loop check with the goal judge"); or "recorded_image", the
+    # recorded frame with the proprio model's state. Why: on recorded states a policy changed by RL is shown where
+    # its start's arm went, not where its own actions put it; the predicted state closes that part of the loop
     observe: str = "imagined"
     uncertainty: str = "off"  # off | report | truncate | penalize
     uncertainty_threshold: float = 0.08
@@ -233,9 +235,11 @@ class ImaginationVectorEnv(VectorEnv):
 
     def _obs(self) -> dict:
         image, state = self._image, self._state.cpu().numpy().astype(np.float32)
-        if self.cfg.observe == "recorded":
+        if self.cfg.observe in ("recorded", "recorded_image"):
             seen = [self.episodes[e].recorded_at(t) for e, t in zip(self._start[:, 0], self._t)]
-            image, state = np.stack([f for f, _ in seen]), np.stack([s for _, s in seen])
+            image = np.stack([f for f, _ in seen])
+            if self.cfg.observe == "recorded":
+                state = np.stack([s for _, s in seen])
         return {"image": self.policy_views(image), "state": state, "instruction": tuple(self._instruction)}
 
     def _start_envs(self, mask: np.ndarray, keyframes=None) -> None:

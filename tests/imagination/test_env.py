@@ -565,7 +565,16 @@ def test_observe_recorded_shows_the_recording_while_the_model_imagines(models):
     np.testing.assert_allclose(obs["state"][1], eps[2].state[-1])
     assert not np.array_equal(other["image"][0], eps[1].frames[7])  # the default shows the imagined frame
     np.testing.assert_array_equal(shown.render(), dreamt.render())  # both imagine the same frames
-    with pytest.raises(ValueError, match=r"observe: expected one of \['imagined', 'recorded'\], got 'real'"):
+    # "recorded_image": the recorded frame with the state the proprio model predicts for these actions
+    mixed = ImaginationVectorEnv(wm, prop, eps, num_envs=2, config=ImaginationConfig(max_steps=T + 8,
+                                                                                    observe="recorded_image"))
+    mixed.reset(seed=0, options=starts)
+    seen, *_ = mixed.step(actions)
+    np.testing.assert_array_equal(seen["image"], obs["image"])
+    np.testing.assert_allclose(seen["state"], other["state"])  # the imagined state, as "imagined" shows it
+    assert not np.allclose(seen["state"][0], eps[1].state[7])
+    with pytest.raises(ValueError, match=r"observe: expected one of \['imagined', 'recorded', 'recorded_image'\], "
+                                         "got 'real'"):
         ImaginationVectorEnv(wm, prop, eps, config=ImaginationConfig(observe="real"))
 
 
