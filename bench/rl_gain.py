@@ -94,6 +94,7 @@ from infra.cli import load_config, save_config
 from infra.errors import run_main
 from policies.base import Policy
 from policies.phase_switch import PhaseSwitchPolicy
+from robot_data.label_collection import check_kinds
 
 HEADROOM = (0.15, 0.65)  # per-task BC success that leaves RL something to gain and something to learn from
 
@@ -206,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--rl-from control: RL starts from the real-data control, which must be scored beside it: "
                 "--arms must hold control and recipe")
     elsewhere = args.run or args.bc or args.world_model or args.data or args.rl_run
+    if args.near_miss_kinds and elsewhere:
+        p.error("--near-miss-kinds: the protocol simulates its recipe's near-miss grasps itself; not with --run, --bc, "
+                "--world-model, --data or --rl-run")
     if args.refine_world_model and elsewhere:
         p.error("--refine-world-model: refines the protocol's own world model on its own rollouts; not with --run, "
                 "--bc, --world-model, --data or --rl-run")
@@ -235,6 +239,11 @@ def main(argv: list[str] | None = None) -> int:
         if value is not None:
             changes[name] = tuple(value) if isinstance(value, list) else value
     proto = replace(base_proto, **changes)
+    if args.near_miss_kinds:
+        try:  # a plan the label collection would refuse, refused before anything is built
+            check_kinds(proto.suite, list(args.near_miss_kinds))
+        except ValueError as e:
+            p.error(f"--near-miss-{e}")
     rl_overrides = [*SMOKE_RL, *args.rl] if args.smoke else list(args.rl)
     if args.smoke:
         proto = smoke_protocol(proto, args.root)
@@ -256,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
                 dry = recipe_config(proto, Unbuilt(), str(out), rl_overrides)
             except ValueError as e:
                 p.error(str(e))
+            if args.near_miss_kinds and not (dry.imagination.reward == "grasp" and dry.imagination.grasp_label_dirs):
+                p.error(f"--near-miss-kinds: the recipe {proto.recipe!r} reads no near-miss grasp (reward "
+                        f"{dry.imagination.reward!r}, grasp_label_dirs {dry.imagination.grasp_label_dirs})")
             if args.recipe_goal_reader and dry.imagination.reward != "goal":
                 p.error(f"--recipe-goal-reader: the recipe {proto.recipe!r} pays reward {dry.imagination.reward!r}; "
                         "a goal reader is read by reward goal only")

@@ -78,21 +78,27 @@ class LabelPlanItem:
         return f"task{self.task_id:02d}_ep{self.index:04d}.npz"
 
 
+def check_kinds(suite: str, kinds: list[str]) -> None:
+    """One ValueError naming `kinds` unless it is a non-empty plan of the clean expert and perturbation kinds that
+    `suite` has."""
+    unknown = [k for k in kinds if k != EXPERT and k not in PERTURBATION_KINDS]
+    if not kinds or unknown:
+        raise ValueError(f"kinds: expected a non-empty list of {[EXPERT, *PERTURBATION_KINDS]}, got {kinds}")
+    if suite not in PERTURBED_SUITES and any(k != EXPERT for k in kinds):
+        raise ValueError(f"kinds: perturbed experts exist for {list(PERTURBED_SUITES)} only; "
+                         f"use kinds: [{EXPERT}] for {suite}")
+    unsupported = [k for k in kinds if k != EXPERT and k not in SUITE_PERTURBATIONS.get(suite, ())]
+    if suite in PERTURBED_SUITES and unsupported:
+        raise ValueError(f"kinds: {suite} supports {[EXPERT, *SUITE_PERTURBATIONS[suite]]}, got {unsupported}")
+
+
 def validate(cfg: LabelCollectConfig) -> None:
     check_expert_plan(cfg.suite, cfg.tasks, cfg.episodes_per_task)
     if cfg.init_state_offset < 0:
         raise ValueError(f"init_state_offset: expected an integer >= 0, got {cfg.init_state_offset}")
     if cfg.init_states < 0:
         raise ValueError(f"init_states: expected an integer >= 0 (0 = all), got {cfg.init_states}")
-    unknown = [k for k in cfg.kinds if k != EXPERT and k not in PERTURBATION_KINDS]
-    if not cfg.kinds or unknown:
-        raise ValueError(f"kinds: expected a non-empty list of {[EXPERT, *PERTURBATION_KINDS]}, got {cfg.kinds}")
-    if cfg.suite not in PERTURBED_SUITES and any(k != EXPERT for k in cfg.kinds):
-        raise ValueError(f"kinds: perturbed experts exist for {list(PERTURBED_SUITES)} only; "
-                         f"use kinds: [{EXPERT}] for {cfg.suite}")
-    unsupported = [k for k in cfg.kinds if k != EXPERT and k not in SUITE_PERTURBATIONS.get(cfg.suite, ())]
-    if cfg.suite in PERTURBED_SUITES and unsupported:
-        raise ValueError(f"kinds: {cfg.suite} supports {[EXPERT, *SUITE_PERTURBATIONS[cfg.suite]]}, got {unsupported}")
+    check_kinds(cfg.suite, cfg.kinds)
     if not np.isfinite(cfg.strength) or cfg.strength < 0:
         raise ValueError(f"strength: expected a finite number >= 0, got {cfg.strength}")
     if cfg.max_steps < 0 or cfg.post_success_steps < 0:

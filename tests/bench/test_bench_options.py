@@ -476,3 +476,22 @@ def test_rl_gain_gives_a_goal_reader_only_to_a_recipe_that_pays_the_goal(tmp_pat
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "--recipe-goal-reader:" in err and "pays reward 'grasp'" in err, err
     assert not (tmp_path / "root").exists()
+
+
+@pytest.mark.parametrize(("given", "says"), [
+    (["--near-miss-kinds", "jitter_grasp"], "--near-miss-kinds: expected a non-empty list of"),
+    (["--near-miss-kinds", "near_miss", "--bc", "bc.pt"], "simulates its recipe's near-miss grasps itself"),
+    (["--near-miss-kinds", "near_miss", "--recipe", "goal"], "reads no near-miss grasp (reward 'goal'"),
+    (["--near-miss-kinds", "near_miss", "--recipe", "goal_grasp", "--rl", "imagination.grasp_label_dirs=[]"],
+     "reads no near-miss grasp (reward 'grasp', grasp_label_dirs []"),
+])
+def test_rl_gain_takes_a_near_miss_plan_only_for_grasps_it_simulates(given, says, tmp_path, capsys):
+    """--near-miss-kinds changes the near-miss grasps the protocol simulates for its recipe's judge: a plan the label
+    collection would refuse, a start from elsewhere, or a recipe that reads no near-miss grasp is refused with one
+    error naming the flag, before anything is built."""
+    args = ["--suite", "libero_goal", "--root", str(tmp_path / "root"), *given]
+    with pytest.raises(SystemExit) as stop:
+        _load("rl_gain").main(args)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and says in err, err
+    assert not (tmp_path / "root").exists()
