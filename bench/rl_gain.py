@@ -241,9 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     proto = replace(base_proto, **changes)
     if args.near_miss_kinds:
         try:  # a plan the label collection would refuse, refused before anything is built
-            check_kinds(proto.suite, list(args.near_miss_kinds))
+            check_kinds(proto.suite, list(args.near_miss_kinds), name="--near-miss-kinds")
         except ValueError as e:
-            p.error(f"--near-miss-{e}")
+            p.error(str(e))
     rl_overrides = [*SMOKE_RL, *args.rl] if args.smoke else list(args.rl)
     if args.smoke:
         proto = smoke_protocol(proto, args.root)

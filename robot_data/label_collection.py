@@ -78,18 +78,18 @@ class LabelPlanItem:
         return f"task{self.task_id:02d}_ep{self.index:04d}.npz"
 
 
-def check_kinds(suite: str, kinds: list[str]) -> None:
-    """One ValueError naming `kinds` unless it is a non-empty plan of the clean expert and perturbation kinds that
-    `suite` has."""
+def check_kinds(suite: str, kinds: list[str], name: str = "kinds") -> None:
+    """One ValueError naming `name` (the field or flag that gave the plan) unless `kinds` is a non-empty plan of the
+    clean expert and the perturbation kinds that `suite` has."""
     unknown = [k for k in kinds if k != EXPERT and k not in PERTURBATION_KINDS]
     if not kinds or unknown:
-        raise ValueError(f"kinds: expected a non-empty list of {[EXPERT, *PERTURBATION_KINDS]}, got {kinds}")
+        raise ValueError(f"{name}: expected a non-empty list of {[EXPERT, *PERTURBATION_KINDS]}, got {kinds}")
     if suite not in PERTURBED_SUITES and any(k != EXPERT for k in kinds):
-        raise ValueError(f"kinds: perturbed experts exist for {list(PERTURBED_SUITES)} only; "
+        raise ValueError(f"{name}: perturbed experts exist for {list(PERTURBED_SUITES)} only; "
                          f"use kinds: [{EXPERT}] for {suite}")
     unsupported = [k for k in kinds if k != EXPERT and k not in SUITE_PERTURBATIONS.get(suite, ())]
     if suite in PERTURBED_SUITES and unsupported:
-        raise ValueError(f"kinds: {suite} supports {[EXPERT, *SUITE_PERTURBATIONS[suite]]}, got {unsupported}")
+        raise ValueError(f"{name}: {suite} supports {[EXPERT, *SUITE_PERTURBATIONS[suite]]}, got {unsupported}")
 
 
 def validate(cfg: LabelCollectConfig) -> None:
