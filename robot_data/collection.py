@@ -164,8 +164,9 @@ def record_plan(cfg: CollectConfig, plan: list[PlanItem], progress: Callable[[Ep
         views=tuple(cfg.views), image_size=(cfg.image_size, cfg.image_size), video_codec=cfg.video_codec
     )
     with EpisodeWriter(root, ds_cfg) as writer:
-        done_keys = _done_keys(root, cfg.suite) if len(writer) else set()
-        todo = [it for it in plan if it.key not in done_keys]
+        done = _done_items(root, cfg.suite) if len(writer) else {}
+        _check_same_plan(root, plan, done)
+        todo = [it for it in plan if it.key not in {d.key for d in done.values()}]
         if len(plan) != len(todo):
             log.info("resuming: %d of %d planned episodes already in %s", len(plan) - len(todo), len(plan), root)
         if todo:
@@ -176,12 +177,28 @@ def record_plan(cfg: CollectConfig, plan: list[PlanItem], progress: Callable[[Ep
     return root
 
 
-def _done_keys(root: Path, suite: str) -> set[tuple[int, int, str, int]]:
-    """Plan keys of the episodes of `suite` already in the dataset. Only that suite's: a dataset may mix suites
-    (collect one, then another into the same folder), and task 0 of one is not task 0 of the other."""
+def _done_items(root: Path, suite: str) -> dict[tuple[int, int, int], PlanItem]:
+    """The plan items of the episodes of `suite` already in the dataset, by (task, index, style). Only that suite's:
+    a dataset may mix suites (collect one, then another into the same folder), and task 0 of one is not task 0 of
+    the other."""
     meta = EpisodeDataset(root, verify=False).meta
-    return {(m.task_id, int(m.extra.get("plan_index", -1)), m.perturbation, int(m.extra.get("style", 0)))
-            for m in meta if m.suite == suite}
+    items = (PlanItem(m.task_id, int(m.extra.get("plan_index", -1)), m.init_state_id, m.perturbation, int(m.seed),
+                      int(m.extra.get("style", 0))) for m in meta if m.suite == suite)
+    return {(it.task_id, it.index, it.style): it for it in items}
+
+
+def _check_same_plan(root: Path, plan: list[PlanItem], done: dict[tuple[int, int, int], PlanItem]) -> None:
+    """ValueError when an episode already in `root` sits where `plan` puts another one (the same task, index and
+    style, but another init state, seed or perturbation): it was recorded by another collection (another seed or
+    init_state_offset), and resuming would mix the two plans or skip the episode the plan asks for."""
+    for it in plan:
+        have = done.get((it.task_id, it.index, it.style))
+        if have is not None and have != it:
+            raise ValueError(
+                f"out_dir: {root} holds task {it.task_id} episode {it.index} with init state {have.init_state_id}, "
+                f"seed {have.seed}, perturbation {have.perturbation or 'none'!r}, where this collection plans init "
+                f"state {it.init_state_id}, seed {it.seed}, perturbation {it.perturbation or 'none'!r}: it was "
+                "recorded by another collection (another seed or init_state_offset); collect into a new out_dir")
 
 
 def plan_size(cfg: CollectConfig) -> int:

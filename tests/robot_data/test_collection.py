@@ -70,6 +70,28 @@ def test_collect_real_episodes_and_resume(tmp_path):
     ds = EpisodeDataset(tmp_path / "data")
     assert len(ds) == 3 and sorted(m.extra["plan_index"] for m in ds.meta) == [0, 1, 2]
 
+    # Another collection into the same folder (another seed): refused before anything is recorded, since its
+    # episode 0 would be skipped as done although the folder holds a different one.
+    cfg.seed = 4
+    with pytest.raises(ValueError, match="out_dir: .* another collection"):
+        collect_dataset(cfg)
+    assert len(EpisodeDataset(tmp_path / "data")) == 3
+
+
+def test_a_folder_of_another_plan_is_refused_by_task_index_and_style():
+    from pathlib import Path
+
+    from robot_data.collection import PlanItem, _check_same_plan
+
+    plan = [PlanItem(0, 0, 0, "", 11), PlanItem(0, 1, 1, "early_release", 12),
+            PlanItem(0, 1, 1, "early_release", 12, 1)]
+    done = {(it.task_id, it.index, it.style): it for it in plan[:2]}
+    _check_same_plan(Path("d"), plan, done)  # a resume of the same plan, the style variant still to record
+    for other in (PlanItem(0, 1, 6, "early_release", 12), PlanItem(0, 1, 1, "early_release", 99),
+                  PlanItem(0, 1, 1, "", 12)):  # another init state, seed, perturbation at the same place
+        with pytest.raises(ValueError, match=f"init state {other.init_state_id}, seed {other.seed}"):
+            _check_same_plan(Path("d"), plan, {**done, (0, 1, 0): other})
+
 
 def test_style_variants_extend_the_plan():
     cfg = CollectConfig(tasks=[0], episodes_per_task=3, style_variants=2)
