@@ -97,7 +97,8 @@ def make_plan(cfg: CollectConfig, num_init_states: int = 50) -> list[PlanItem]:
             if j in perturbed:
                 kind = kinds[(task_id + k) % len(kinds)]
                 k += 1
-            item = PlanItem(task_id, j, (cfg.init_state_offset + j) % num_init_states, kind, int(rng.integers(2**31)))
+            item = PlanItem(task_id, j, (cfg.init_state_offset + j) % num_init_states, kind, int(rng.integers(2**31)),
+                            plan_seed=cfg.seed)
             plan += [replace(item, style=k) for k in range(1 + cfg.style_variants)]
     return plan
 
@@ -183,22 +184,28 @@ def _done_items(root: Path, suite: str) -> dict[tuple[int, int, int], PlanItem]:
     the other."""
     meta = EpisodeDataset(root, verify=False).meta
     items = (PlanItem(m.task_id, int(m.extra.get("plan_index", -1)), m.init_state_id, m.perturbation, int(m.seed),
-                      int(m.extra.get("style", 0))) for m in meta if m.suite == suite)
+                      int(m.extra.get("style", 0)), int(m.extra.get("plan_seed", -1)))
+             for m in meta if m.suite == suite)
     return {(it.task_id, it.index, it.style): it for it in items}
 
 
 def _check_same_plan(root: Path, plan: list[PlanItem], done: dict[tuple[int, int, int], PlanItem]) -> None:
-    """ValueError when an episode already in `root` sits where `plan` puts another one (the same task, index and
-    style, but another init state, seed or perturbation): it was recorded by another collection (another seed or
-    init_state_offset), and resuming would mix the two plans or skip the episode the plan asks for."""
+    """ValueError when an episode already in `root` sits where `plan` puts one from another collection: the same
+    task, index and style, but another init state (another init_state_offset) or another collection seed (where
+    both are known). Resuming would skip the episode the plan asks for and mix two plans. The episode's own seed and
+    perturbation are not compared: a plan that grows (more episodes_per_task) draws them anew, and growing a
+    collection keeps the episodes it has."""
     for it in plan:
         have = done.get((it.task_id, it.index, it.style))
-        if have is not None and have != it:
+        if have is None:
+            continue
+        seeds_differ = min(have.plan_seed, it.plan_seed) >= 0 and have.plan_seed != it.plan_seed
+        if have.init_state_id != it.init_state_id or seeds_differ:
             raise ValueError(
-                f"out_dir: {root} holds task {it.task_id} episode {it.index} with init state {have.init_state_id}, "
-                f"seed {have.seed}, perturbation {have.perturbation or 'none'!r}, where this collection plans init "
-                f"state {it.init_state_id}, seed {it.seed}, perturbation {it.perturbation or 'none'!r}: it was "
-                "recorded by another collection (another seed or init_state_offset); collect into a new out_dir")
+                f"out_dir: {root} holds task {it.task_id} episode {it.index} from init state {have.init_state_id} "
+                f"(collection seed {have.plan_seed}), where this collection plans init state {it.init_state_id} "
+                f"(seed {it.plan_seed}): it was recorded by another collection (another seed or "
+                "init_state_offset); collect into a new out_dir")
 
 
 def plan_size(cfg: CollectConfig) -> int:

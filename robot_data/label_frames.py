@@ -70,9 +70,9 @@ def record_label_frames(label_dir: str, out_dir: str, suite: str, like: str, fas
 def _check_same_plan(out_dir: str, suite: str, items: list[PlanItem]) -> None:
     """ValueError when the copy at out_dir holds an episode that is not one of `items` (the label folder's
     successes): a copy left from another collection into the same folder (another seed or plan) would have b
-    imitate episodes the recipe never consumed. record_plan refuses such an episode only where `items` plan one at
-    its place; this also catches one at a place the items leave out (a success of the other collection that is a
-    failure of this one)."""
+    imitate episodes the recipe never consumed. record_plan's own check cannot: these items carry no collection
+    seed, so it compares init states only, and only where `items` plan an episode. This compares every episode's
+    init state and seed, at every place."""
     planned = {(it.task_id, it.index, it.perturbation): (it.init_state_id, it.seed) for it in items}
     for m in EpisodeDataset(out_dir, verify=False).meta:
         if m.suite != suite:

@@ -65,6 +65,9 @@ class PlanItem:
     perturbation: str  # "" = clean expert
     seed: int
     style: int = 0  # 0 = LIBERO's own look; k > 0 = the k-th style variant of this episode
+    # The collection's seed (CollectConfig.seed) that planned it; -1 for a plan made otherwise (the successes of a
+    # label folder: robot_data/label_frames.py). A resume compares it: a plan's own seeds change when it grows.
+    plan_seed: int = -1
 
     @property
     def key(self) -> tuple[int, int, str, int]:
@@ -124,6 +127,7 @@ def record_episode(env: LiberoEnv, item: PlanItem, strength: float = 1.0, post_s
             "plan_index": item.index,
             "style": item.style,
             "style_seed": item.style_seed,
+            "plan_seed": item.plan_seed,
             "fast_render": env.cfg.fast_render,
             "strength": strength if item.perturbation else 0.0,
             # Which skill carried the defect and its size (offsets, stop points): see robot_data/experts.

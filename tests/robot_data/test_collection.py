@@ -83,13 +83,18 @@ def test_a_folder_of_another_plan_is_refused_by_task_index_and_style():
 
     from robot_data.collection import PlanItem, _check_same_plan
 
-    plan = [PlanItem(0, 0, 0, "", 11), PlanItem(0, 1, 1, "early_release", 12),
-            PlanItem(0, 1, 1, "early_release", 12, 1)]
+    plan = [PlanItem(0, 0, 0, "", 11, plan_seed=3), PlanItem(0, 1, 1, "early_release", 12, plan_seed=3),
+            PlanItem(0, 1, 1, "early_release", 12, 1, plan_seed=3)]
     done = {(it.task_id, it.index, it.style): it for it in plan[:2]}
     _check_same_plan(Path("d"), plan, done)  # a resume of the same plan, the style variant still to record
-    for other in (PlanItem(0, 1, 6, "early_release", 12), PlanItem(0, 1, 1, "early_release", 99),
-                  PlanItem(0, 1, 1, "", 12)):  # another init state, seed, perturbation at the same place
-        with pytest.raises(ValueError, match=f"init state {other.init_state_id}, seed {other.seed}"):
+    # a grown plan draws other episode seeds and perturbations for the same collection seed: kept
+    _check_same_plan(Path("d"), plan, {**done, (0, 1, 0): PlanItem(0, 1, 1, "", 99, plan_seed=3)})
+    # an episode recorded before collections stored their seed is compared by its init state only
+    _check_same_plan(Path("d"), plan, {**done, (0, 1, 0): PlanItem(0, 1, 1, "", 99)})
+    for other in (PlanItem(0, 1, 6, "early_release", 12, plan_seed=3),  # another init_state_offset
+                  PlanItem(0, 1, 1, "early_release", 12, plan_seed=4),  # another collection seed
+                  PlanItem(0, 1, 6, "early_release", 12)):  # an older episode from another init state
+        with pytest.raises(ValueError, match=f"init state {other.init_state_id} \\(collection seed {other.plan_seed}"):
             _check_same_plan(Path("d"), plan, {**done, (0, 1, 0): other})
 
 
