@@ -88,6 +88,7 @@ from imagination.loop.arms import (
 )
 from imagination.loop.config import LoopConfig
 from imagination.loop.refine import refine_world_model, retrain_world_model
+from imagination.loop.rounds import check_round_recipe, record_round, round_config, round_jobs
 from imagination.rewards.base import reads_simulator
 from imagination.rl.training import ImagineRLConfig, train_rl
 from infra.cli import load_config, save_config
@@ -226,6 +227,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.recipe_goal_reader and not Path(args.recipe_goal_reader).is_file():
         p.error(f"--recipe-goal-reader: {args.recipe_goal_reader} is not a file (expected a reader.pt written by "
                 "scripts/train_goal_reader.py)")
+    if args.loop_rounds < 0:
+        p.error(f"--loop-rounds: expected a number of rounds >= 0 (0: off), got {args.loop_rounds}")
+    if args.loop_rounds and (elsewhere or args.gate == "task" or args.acts == "holding" or "recipe" not in args.arms):
+        p.error("--loop-rounds: records and retrains the recipe's own seeds from the protocol's start; needs the "
+                "recipe arm, and not with --run, --bc, --world-model, --data, --rl-run, --gate task or --acts holding")
     if args.refine_world_model < 0:
         p.error(f"--refine-world-model: expected fine-tune steps >= 0 (0: off), got {args.refine_world_model}")
     if set_here := [o for o in args.rl if override_key(o) in SET_BY_THE_PROTOCOL]:
@@ -268,6 +274,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.near_miss_kinds and not (dry.imagination.reward == "grasp" and dry.imagination.grasp_label_dirs):
                 p.error(f"--near-miss-kinds: the recipe {proto.recipe!r} reads no near-miss grasp (reward "
                         f"{dry.imagination.reward!r}, grasp_label_dirs {dry.imagination.grasp_label_dirs})")
+            if args.loop_rounds:
+                try:
+                    check_round_recipe(dry)
+                except ValueError as e:
+                    p.error(str(e))
             if args.recipe_goal_reader and dry.imagination.reward != "goal":
                 p.error(f"--recipe-goal-reader: the recipe {proto.recipe!r} pays reward {dry.imagination.reward!r}; "
                         "a goal reader is read by reward goal only")
@@ -342,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     gates: list[dict] = []
     real_steps = 0
     consumed_by: ImagineRLConfig | None = None  # the recipe from the start: what it consumes, arm b imitates
+    first_cfg: ImagineRLConfig | None = None  # the first round's seed 0 (with --loop-rounds, rl_cfgs ends the last's)
+    first_rl: dict = {}
 
     def control_arm() -> dict:
         assert consumed_by is not None
@@ -367,12 +380,26 @@ def main(argv: list[str] | None = None) -> int:
                 steps_before = LiberoEnv.process_steps
                 rls.append(run_rl(cfg))
                 real_steps += LiberoEnv.process_steps - steps_before  # LiberoEnv steps simulated here during RL
+        first_cfg, first_rl = rl_cfgs[0], rls[0]  # the anchor control mirrors the first round's updates
+        recorded: list[str] = []
+        for r in range(1, args.loop_rounds + 1):
+            folder = out / f"loop{r}"
+            jobs = round_jobs(evalcfg, list(rl_cfgs[0].tasks or proto.tasks), proto.train_init_states)
+            own = record_round(folder, [x["policy_path"] for x in rls], data, jobs, proto.own_rollout_seed + r - 1)
+            recorded += own
+            rl_cfgs = [round_config(c, x["policy_path"], o, recorded, str(folder / seed_dir("rl", k)))
+                       for k, (c, x, o) in enumerate(zip(rl_cfgs, rls, own))]
+            rls = []
+            for cfg in rl_cfgs:
+                steps_before = LiberoEnv.process_steps
+                rls.append(run_rl(cfg))
+                real_steps += LiberoEnv.process_steps - steps_before
         if args.gate == "task":
             gates = [gate_arm(r["policy_path"], _run_name(args.rl_run, k)) for k, r in enumerate(rls)]
             arms["recipe"] = score_gated(gates[0], _run_name(args.rl_run, 0))
         else:
             arms["recipe"] = score(rls[0]["policy_path"], "eval_rl", f"recipe seed {seeds[0]}")
-    recipe_cfg = rl_cfgs[0] if rl_cfgs else None
+    recipe_cfg = rl_cfgs[0] if rl_cfgs else None  # the last round's: what the recipe consumed in all
     budgets = {"start": _known(dataset_budget, data, True, proto.bc_demos_per_task)}
     if "control" in args.arms:
         if consumed_by is None:
@@ -381,8 +408,14 @@ def main(argv: list[str] | None = None) -> int:
         arms["control"] = (score(control["policy_path"], "eval_control", "real-data control") if not gates else
                            score_gated(gate_arm(control["policy_path"], "control"), "control"))
         budgets["control"] = Budget(control["episodes"], control["env_steps"])
-    if "anchor" in args.arms and recipe_cfg is not None and recipe_cfg.bc_coef > 0:
-        anchor = anchor_control(recipe_cfg, rls[0], str(out / "anchor"))
+        if args.loop_rounds and recipe_cfg is not None:  # b again, on everything the rounds recorded too
+            name = f"control_loop{args.loop_rounds}"
+            start_bc = replace(start_bc_config(proto, loop), data_dir=data)
+            after = real_data_control(replace(recipe_cfg, policy=bc), start_bc, str(out / name))
+            arms[name] = score(after["policy_path"], f"eval_{name}", "real-data control after the loop rounds")
+            budgets[name] = Budget(after["episodes"], after["env_steps"])
+    if "anchor" in args.arms and first_cfg is not None and first_cfg.bc_coef > 0:
+        anchor = anchor_control(first_cfg, first_rl, str(out / "anchor"))
         arms["anchor"] = (score(anchor["policy_path"], "eval_anchor", "anchor control") if not gates else
                           score_gated(gate_arm(anchor["policy_path"], "anchor"), "anchor"))
     for k, rl in enumerate(rls[1:], start=1):  # the other seeds after the controls: a first look needs one seed
@@ -391,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     if recipe_cfg is not None:
         budgets["recipe"] = _known(recipe_budget, recipe_cfg)
         if "anchor" in arms:  # the recipe without its RL: the same world model, adaptation and anchor data
-            budgets["anchor"] = budgets["recipe"]
+            budgets["anchor"] = _known(recipe_budget, first_cfg)  # the first round's: what it mirrors
     for name, g in gated.items():
         print("\n".join(decision_lines(name, g["decisions"])))
         budgets[f"gate of {name} (choose jobs)"] = Budget(len(g["candidate_episodes"]),
@@ -399,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     if kept:  # the start's own choose-job episodes, which every gate compares with
         budgets["gate of the start (choose jobs)"] = Budget(len(kept["episodes"]),
                                                             sum(r["steps"] for r in kept["episodes"]))
-    return report(args, proto, arms, budgets, rls, recipe_cfg, real_steps)
+    return report(args, proto, arms, budgets, rls, first_cfg, real_steps)
 
 
 def _run_name(rl_runs: list[str], k: int) -> str:
@@ -454,6 +487,8 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
         gate = {"gate": f"task, margin {args.gate_margin:g}"} if args.gate == "task" else {}
         if args.acts == "holding":  # so is a recipe whose policies act only once the gripper closes
             gate["acts"] = "holding"
+        if args.loop_rounds:  # and one fed back its own real rollouts
+            gate["loop_rounds"] = args.loop_rounds
         if args.rl_from == "control":  # and one whose RL starts from arm b (wherever b's folder is)
             gate["rl_from"] = "control"
             recipe_cfg = replace(recipe_cfg, policy=proto.path("bc_file"))
@@ -476,6 +511,7 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
           f"{arms_rates} best_control={best} own_gain_points={d.gain_points:+.1f} own_gain_ci95=[{lo:+.1f},{hi:+.1f}] "
           f"judge_reads_simulator={'yes' if sim else 'no'} real_env_steps_during_rl={real_steps} gate={args.gate} "
           f"acts={args.acts} rl_from={args.rl_from} refine_world_model={args.refine_world_model} "
+          f"loop_rounds={args.loop_rounds} "
           f"world_model_preset={args.world_model_preset or 'none'} "
           f"recipe_world_model={args.recipe_world_model or 'none'} "
           f"recipe_goal_reader={args.recipe_goal_reader or 'none'} "

@@ -99,6 +99,13 @@ def parser(doc: str) -> argparse.ArgumentParser:
                    help="a goal reader file the recipe's goal judge reads imagined frames with instead of the "
                         "protocol's, e.g. an outcome reader (scripts/train_goal_reader.py target=outcome); recipes "
                         "with reward goal only; a recipe of its own on the ledger")
+    p.add_argument("--loop-rounds", type=int, default=0, metavar="N",
+                   help="after the recipe's RL, N loop rounds (imagination/loop/rounds.py): each seed's policy is "
+                        "recorded on the training init states of the tasks it imagines (real episodes, counted in the "
+                        "recipe's budget), the grasp judge refit on every recorded episode, and RL run again from "
+                        "that policy on its own recorded frames; a second real-data control (control_loop) imitates "
+                        "every success the recipe then consumed; grasp recipes of the protocol's own start only; a "
+                        "recipe of its own on the ledger; 0: off")
     p.add_argument("--smoke", action="store_true",
                    help="the protocol end to end on --suite in minutes (bench/protocol.py smoke_protocol: its first "
                         "task, one init state per use, tiny models, one RL iteration, one seed) under "

@@ -495,3 +495,23 @@ def test_rl_gain_takes_a_near_miss_plan_only_for_grasps_it_simulates(given, says
     err = capsys.readouterr().err
     assert stop.value.code == 2 and says in err, err
     assert not (tmp_path / "root").exists()
+
+
+@pytest.mark.parametrize(("given", "says"), [
+    (["--loop-rounds", "-1"], "--loop-rounds: expected a number of rounds >= 0"),
+    (["--loop-rounds", "1", "--bc", "bc.pt"], "--loop-rounds: records and retrains the recipe's own seeds"),
+    (["--loop-rounds", "1", "--gate", "task"], "not with --run, --bc, --world-model, --data, --rl-run, --gate task"),
+    (["--loop-rounds", "1", "--arms", "start", "control"], "needs the recipe arm"),
+    (["--loop-rounds", "1", "--recipe", "goal"], "refits the grasp judge on the policies' recorded rollouts; the "
+                                                 "recipe pays reward 'goal'"),
+])
+def test_rl_gain_runs_loop_rounds_only_for_its_own_grasp_recipe(given, says, tmp_path, capsys):
+    """--loop-rounds records the recipe's own seeds and refits its grasp judge: with a start from elsewhere, a gate,
+    no recipe arm or a recipe without the grasp judge it is refused with one error naming the flag, before anything
+    is built."""
+    args = ["--suite", "libero_goal", "--root", str(tmp_path / "root"), *given]
+    with pytest.raises(SystemExit) as stop:
+        _load("rl_gain").main(args)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and says in err, err
+    assert not (tmp_path / "root").exists()

@@ -76,6 +76,23 @@ def test_every_suite_runs_the_protocol_end_to_end(suite, tmp_path, capsys):
     again = capsys.readouterr().out
     assert "start (BC): reusing" in again and "real-data control: reusing" in again
     assert "recipes_scored=1" in again.strip().splitlines()[-1]  # the same recipe is not counted twice
+    if suite == PROTOCOL_V2.suite:  # one loop round of the grasp recipe, in a folder of its own
+        loop = ["--suite", suite, "--smoke", "--root", str(root), "--num-envs", "1", "--loop-rounds", "1",
+                "--arms", "start", "control", "recipe", "--out-dir", str(tmp_path / "loop")]
+        assert rl_gain.main(loop) in (0, 1)
+        bench = capsys.readouterr().out.strip().splitlines()[-1]
+        assert " loop_rounds=1 " in bench and " control_loop1=" in bench and "real_env_steps_during_rl=0" in bench
+        assert "recipes_scored=2" in bench  # a recipe of its own on the ledger
+        recorded = tmp_path / "loop" / "loop1" / "rollouts" / "data"
+        assert len(EpisodeDataset(recorded, verify=False)) == 1 and (recorded / "sim_labels").is_dir()
+        rl_cfg = (tmp_path / "loop" / "loop1" / "rl" / "config.yaml").read_text()
+        assert f"start_data: {recorded}" in rl_cfg and f"- {recorded}" in rl_cfg  # its start, and the judge's data
+        assert f"policy: {tmp_path / 'loop' / 'rl' / 'policy.pt'}" in rl_cfg  # from the first round's policy
+        # b after the round imitated the recorded successes on top of what b imitated before
+        before = json.loads((tmp_path / "loop" / "control" / "control.json").read_text())
+        after = json.loads((tmp_path / "loop" / "control_loop1" / "control.json").read_text())
+        added = [m for m in EpisodeDataset(recorded, verify=False).meta if m.success]
+        assert after["episodes"] - before["episodes"] == len(added)
     if suite == "libero_goal":  # a look at the choose jobs says so, and leaves the ledger as it was
         ledger = (root / "scored.json").read_text()
         choose = ["--suite", suite, "--smoke", "--root", str(root), "--num-envs", "1", *refine, "--arms", "start",
