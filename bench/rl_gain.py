@@ -24,15 +24,19 @@ recipe over several seeds, all on the same benchmark jobs.
     python bench/rl_gain.py --suite libero_goal --recipe goal_window --recipe-world-model wm/world_model.pt
                                                  # the recipe imagines in a model trained by hand (another batch size,
                                                  # another machine); the protocol's data, start and judge as they are
+    python bench/rl_gain.py --suite libero_goal --recipe goal_grasp --rl-from control --loop-rounds 1
+                                                 # each seed recorded on the training init states, its judge refit,
+                                                 # RL again on its own frames; b again on all that was recorded
     python bench/rl_gain.py --suite libero_object   # protocol v2 on another suite, in the setting that
                                                  # bench/choose_start.py --suite libero_object chose and recorded
 
 The arms (imagination/loop/arms.py): a `start`, the protocol's BC; b `control`, the start fine-tuned on every
 successful real episode the recipe consumed, no world model; c `anchor`, the recipe's supervised anchor alone (only
-when the recipe has one); d `recipe`, imagined RL from the start, once per seed. The jobs (docs/loop.md, "Protocol v2:
-imagination's own gain"): the protocol's tasks, init states 0-9 train (data, world model, BC, RL starts), 0-19
-choose (the BC start and every recipe choice), 20-49 score: 150 real episodes per arm, the same (task, init state,
-seed) jobs in every arm.
+when the recipe has one); d `recipe`, imagined RL from the start, once per seed; with --loop-rounds also
+`control_loopN`, the start fine-tuned on every success the recipe's rounds consumed. The jobs (docs/loop.md,
+"Protocol v2: imagination's own gain"): the protocol's tasks, init states 0-9 train (data, world model, BC, RL
+starts), 0-19 choose (the BC start and every recipe choice), 20-49 score: 150 real episodes per arm, the same (task,
+init state, seed) jobs in every arm.
 
 Prints each arm's real success per task, each arm against the start with its paired 95% interval
 (imagination/eval/stats.py), every arm's real-data budget (episodes, env steps), how many recipes have been
