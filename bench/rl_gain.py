@@ -146,6 +146,14 @@ def run_rl(cfg: ImagineRLConfig) -> dict:
     return train_rl(cfg)
 
 
+def run_counted(cfgs: list[ImagineRLConfig]) -> tuple[list[dict], int]:
+    """run_rl on each config in turn, and the LiberoEnv steps simulated in this process meanwhile: the real env
+    steps taken during RL, which PASS needs at 0."""
+    before = LiberoEnv.process_steps
+    results = [run_rl(cfg) for cfg in cfgs]
+    return results, LiberoEnv.process_steps - before
+
+
 def finished_rl_run(run: Path, bc: str, start_name: str = "--bc") -> dict:
     """result.json of a finished imagine_rl.py out_dir, checked to have started from the policy `bc` (named
     `start_name` in the error); its policy_path is the policy the run kept, in `run`."""
@@ -380,10 +388,7 @@ def main(argv: list[str] | None = None) -> int:
             rls = [finished_rl_run(Path(r), rl_start, named) for r in args.rl_run]
             real_steps = sum(r["real_env_steps"] for r in rls)  # counted by LiberoEnv in the process that ran RL
         else:
-            for cfg in [shared_adaptation(c, out / "adapt") for c in rl_cfgs]:
-                steps_before = LiberoEnv.process_steps
-                rls.append(run_rl(cfg))
-                real_steps += LiberoEnv.process_steps - steps_before  # LiberoEnv steps simulated here during RL
+            rls, real_steps = run_counted([shared_adaptation(c, out / "adapt") for c in rl_cfgs])
         first_cfg, first_rl = rl_cfgs[0], rls[0]  # the anchor control mirrors the first round's updates
         recorded: list[str] = []
         for r in range(1, args.loop_rounds + 1):
@@ -393,11 +398,8 @@ def main(argv: list[str] | None = None) -> int:
             recorded += own
             rl_cfgs = [round_config(c, x["policy_path"], o, recorded, str(folder / seed_dir("rl", k)))
                        for k, (c, x, o) in enumerate(zip(rl_cfgs, rls, own))]
-            rls = []
-            for cfg in rl_cfgs:
-                steps_before = LiberoEnv.process_steps
-                rls.append(run_rl(cfg))
-                real_steps += LiberoEnv.process_steps - steps_before
+            rls, steps = run_counted(rl_cfgs)
+            real_steps += steps
         if args.gate == "task":
             gates = [gate_arm(r["policy_path"], _run_name(args.rl_run, k)) for k, r in enumerate(rls)]
             arms["recipe"] = score_gated(gates[0], _run_name(args.rl_run, 0))
