@@ -489,12 +489,7 @@ def test_rl_gain_takes_a_near_miss_plan_only_for_grasps_it_simulates(given, says
     """--near-miss-kinds changes the near-miss grasps the protocol simulates for its recipe's judge: a plan the label
     collection would refuse, a start from elsewhere, or a recipe that reads no near-miss grasp is refused with one
     error naming the flag, before anything is built."""
-    args = ["--suite", "libero_goal", "--root", str(tmp_path / "root"), *given]
-    with pytest.raises(SystemExit) as stop:
-        _load("rl_gain").main(args)
-    err = capsys.readouterr().err
-    assert stop.value.code == 2 and says in err, err
-    assert not (tmp_path / "root").exists()
+    _refused_before_building(given, says, tmp_path, capsys)
 
 
 @pytest.mark.parametrize(("given", "says"), [
@@ -509,9 +504,14 @@ def test_rl_gain_runs_loop_rounds_only_for_its_own_grasp_recipe(given, says, tmp
     """--loop-rounds records the recipe's own seeds and refits its grasp judge: with a start from elsewhere, a gate,
     no recipe arm or a recipe without the grasp judge it is refused with one error naming the flag, before anything
     is built."""
-    args = ["--suite", "libero_goal", "--root", str(tmp_path / "root"), *given]
+    _refused_before_building(given, says, tmp_path, capsys)
+
+
+def _refused_before_building(given: list[str], says: str, tmp_path, capsys) -> None:
+    """rl_gain on LIBERO-Goal with `given` stops with exit 2 and an error holding `says`, before the protocol's root
+    is made."""
     with pytest.raises(SystemExit) as stop:
-        _load("rl_gain").main(args)
+        _load("rl_gain").main(["--suite", "libero_goal", "--root", str(tmp_path / "root"), *given])
     err = capsys.readouterr().err
     assert stop.value.code == 2 and says in err, err
     assert not (tmp_path / "root").exists()
