@@ -368,10 +368,12 @@ def main(argv: list[str] | None = None) -> int:
     first_cfg: ImagineRLConfig | None = None  # the first round's seed 0 (with --loop-rounds, rl_cfgs ends the last's)
     first_rl: dict = {}
 
-    def control_arm() -> dict:
-        assert consumed_by is not None
+    def control_arm(consumed: ImagineRLConfig | None = None, folder: str = "control") -> dict:
+        """Arm b: the start fine-tuned on the successes `consumed` read (default: the recipe from the start)."""
+        consumed = consumed or consumed_by
+        assert consumed is not None
         start_bc = replace(start_bc_config(proto, loop), data_dir=data)
-        return real_data_control(consumed_by, start_bc, str(out / "control"))
+        return real_data_control(consumed, start_bc, str(out / folder))
 
     if "recipe" in args.arms:
         if args.rl_run:
@@ -416,8 +418,7 @@ def main(argv: list[str] | None = None) -> int:
         budgets["control"] = Budget(control["episodes"], control["env_steps"])
         if args.loop_rounds and recipe_cfg is not None:  # b again, on everything the rounds recorded too
             name = f"control_loop{args.loop_rounds}"
-            start_bc = replace(start_bc_config(proto, loop), data_dir=data)
-            after = real_data_control(replace(recipe_cfg, policy=bc), start_bc, str(out / name))
+            after = control_arm(replace(recipe_cfg, policy=bc), name)
             arms[name] = score(after["policy_path"], f"eval_{name}", "real-data control after the loop rounds")
             budgets[name] = Budget(after["episodes"], after["env_steps"])
     if "anchor" in args.arms and first_cfg is not None and first_cfg.bc_coef > 0:
