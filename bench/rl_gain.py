@@ -92,7 +92,7 @@ from imagination.loop.arms import (
 )
 from imagination.loop.config import LoopConfig
 from imagination.loop.refine import refine_world_model, retrain_world_model
-from imagination.loop.rounds import check_round_recipe, record_round, round_config, round_jobs
+from imagination.loop.rounds import check_round_recipe, consumed_config, round_jobs, run_rounds
 from imagination.rewards.base import reads_simulator
 from imagination.rl.training import ImagineRLConfig, train_rl
 from infra.cli import load_config, save_config
@@ -244,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.loop_rounds and (elsewhere or args.gate == "task" or args.acts == "holding" or "recipe" not in args.arms):
         p.error("--loop-rounds: records and retrains the recipe's own seeds from the protocol's start; needs the "
                 "recipe arm, and not with --run, --bc, --world-model, --data, --rl-run, --gate task or --acts holding")
+    if not 0 <= args.loop_adopt_margin <= 1:
+        p.error(f"--loop-adopt-margin: expected a success-rate difference in [0, 1], got {args.loop_adopt_margin}")
     if args.refine_world_model < 0:
         p.error(f"--refine-world-model: expected fine-tune steps >= 0 (0: off), got {args.refine_world_model}")
     if set_here := [o for o in args.rl if override_key(o) in SET_BY_THE_PROTOCOL]:
@@ -367,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
     consumed_by: ImagineRLConfig | None = None  # the recipe from the start: what it consumes, arm b imitates
     first_cfg: ImagineRLConfig | None = None  # the first round's seed 0 (with --loop-rounds, rl_cfgs ends the last's)
     first_rl: dict = {}
+    scored_paths: list[str] = []  # each seed's policy the recipe arm scores: its RL's, or the one its loop kept
+    loop_kept: list[str] = []  # with --loop-rounds: the name of each seed's kept policy (start, rl, loop1, ...)
+    consumed_loop: ImagineRLConfig | None = None  # with --loop-rounds: the recipe with every recording it made
 
     def control_arm(consumed: ImagineRLConfig | None = None, folder: str = "control") -> dict:
         """Arm b: the start fine-tuned on the successes `consumed` read (default: the recipe from the start)."""
@@ -392,21 +397,24 @@ def main(argv: list[str] | None = None) -> int:
         else:
             rls, real_steps = run_counted([shared_adaptation(c, out / "adapt") for c in rl_cfgs])
         first_cfg, first_rl = rl_cfgs[0], rls[0]  # the anchor control mirrors the first round's updates
-        recorded: list[str] = []
-        for r in range(1, args.loop_rounds + 1):
-            folder = out / f"loop{r}"
+        if args.loop_rounds:
             jobs = round_jobs(evalcfg, list(rl_cfgs[0].tasks or proto.tasks), proto.train_init_states)
-            own = record_round(folder, [x["policy_path"] for x in rls], data, jobs, proto.own_rollout_seed + r - 1)
-            recorded += own
-            rl_cfgs = [round_config(c, x["policy_path"], o, recorded, str(folder / seed_dir("rl", k)))
-                       for k, (c, x, o) in enumerate(zip(rl_cfgs, rls, own))]
-            rls, steps = run_counted(rl_cfgs)
-            real_steps += steps
+            rounds = run_rounds(rl_cfgs, rls, args.loop_rounds, out, data, jobs, proto.own_rollout_seed, rl_start,
+                                args.loop_adopt_margin, run_counted, seed_dir)
+            rl_cfgs, rls, real_steps = rounds.cfgs, rounds.rls, real_steps + rounds.real_steps
+            scored_paths, loop_kept = rounds.scored, rounds.kept
+            consumed_loop = consumed_config(rl_cfgs[0], rounds.recorded)
+            for k, decisions in enumerate(rounds.decisions):
+                for d in decisions:
+                    print(f"[loop] seed {seeds[k]}, {d['candidate']} against {d['kept_before']}: "
+                          f"{'adopted' if d['adopted'] else 'not adopted'}: {d['reason']}")
+        else:
+            scored_paths = [x["policy_path"] for x in rls]
         if args.gate == "task":
             gates = [gate_arm(r["policy_path"], _run_name(args.rl_run, k)) for k, r in enumerate(rls)]
             arms["recipe"] = score_gated(gates[0], _run_name(args.rl_run, 0))
         else:
-            arms["recipe"] = score(rls[0]["policy_path"], "eval_rl", f"recipe seed {seeds[0]}")
+            arms["recipe"] = score(scored_paths[0], "eval_rl", f"recipe seed {seeds[0]}")
     recipe_cfg = rl_cfgs[0] if rl_cfgs else None  # the last round's: what the recipe consumed in all
     budgets = {"start": _known(dataset_budget, data, True, proto.bc_demos_per_task)}
     if "control" in args.arms:
@@ -416,20 +424,20 @@ def main(argv: list[str] | None = None) -> int:
         arms["control"] = (score(control["policy_path"], "eval_control", "real-data control") if not gates else
                            score_gated(gate_arm(control["policy_path"], "control"), "control"))
         budgets["control"] = Budget(control["episodes"], control["env_steps"])
-        if args.loop_rounds and recipe_cfg is not None:  # b again, on everything the rounds recorded too
+        if consumed_loop is not None:  # b again, on everything the rounds recorded too
             name = f"control_loop{args.loop_rounds}"
-            after = control_arm(replace(recipe_cfg, policy=bc), name)
+            after = control_arm(replace(consumed_loop, policy=bc), name)
             arms[name] = score(after["policy_path"], f"eval_{name}", "real-data control after the loop rounds")
             budgets[name] = Budget(after["episodes"], after["env_steps"])
     if "anchor" in args.arms and first_cfg is not None and first_cfg.bc_coef > 0:
         anchor = anchor_control(first_cfg, first_rl, str(out / "anchor"))
         arms["anchor"] = (score(anchor["policy_path"], "eval_anchor", "anchor control") if not gates else
                           score_gated(gate_arm(anchor["policy_path"], "anchor"), "anchor"))
-    for k, rl in enumerate(rls[1:], start=1):  # the other seeds after the controls: a first look needs one seed
+    for k in range(1, len(rls)):  # the other seeds after the controls: a first look needs one seed
         arms[seed_dir("recipe", k)] = (score_gated(gates[k], _run_name(args.rl_run, k)) if gates else
-                                       score(rl["policy_path"], seed_dir("eval_rl", k), f"recipe seed {seeds[k]}"))
+                                       score(scored_paths[k], seed_dir("eval_rl", k), f"recipe seed {seeds[k]}"))
     if recipe_cfg is not None:
-        budgets["recipe"] = _known(recipe_budget, recipe_cfg)
+        budgets["recipe"] = _known(recipe_budget, consumed_loop or recipe_cfg)
         if "anchor" in arms:  # the recipe without its RL: the same world model, adaptation and anchor data
             budgets["anchor"] = _known(recipe_budget, first_cfg)  # the first round's: what it mirrors
     for name, g in gated.items():
@@ -439,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     if kept:  # the start's own choose-job episodes, which every gate compares with
         budgets["gate of the start (choose jobs)"] = Budget(len(kept["episodes"]),
                                                             sum(r["steps"] for r in kept["episodes"]))
-    return report(args, proto, arms, budgets, rls, first_cfg, real_steps)
+    return report(args, proto, arms, budgets, rls, first_cfg, real_steps, loop_kept)
 
 
 def _run_name(rl_runs: list[str], k: int) -> str:
@@ -456,9 +464,10 @@ def _known(count: Callable[..., Budget], *inputs: Any) -> Budget | None:
 
 
 def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict], budgets: dict[str, Budget | None],
-           rls: list[dict], recipe_cfg: ImagineRLConfig | None, real_steps: int) -> int:
+           rls: list[dict], recipe_cfg: ImagineRLConfig | None, real_steps: int, loop_kept: list[str]) -> int:
     """Print every arm's figures, the own gain and the BENCH line; record the recipe in the protocol's ledger when
-    its own benchmark jobs were scored. Returns the exit status (0 PASS, 1 FAIL)."""
+    its own benchmark jobs were scored. loop_kept: with --loop-rounds, the policy each seed kept (its name). Returns
+    the exit status (0 PASS, 1 FAIL)."""
     start = arms["start"]
     seeds = [r for name, r in arms.items() if name.startswith("recipe")]
     print("\n".join(arm_lines(arms)))
@@ -494,8 +503,10 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
         gate = {"gate": f"task, margin {args.gate_margin:g}"} if args.gate == "task" else {}
         if args.acts == "holding":  # so is a recipe whose policies act only once the gripper closes
             gate["acts"] = "holding"
-        if args.loop_rounds:  # and one fed back its own real rollouts
+        if args.loop_rounds:  # and one fed back its own real rollouts (and one that decides its rounds, another)
             gate["loop_rounds"] = args.loop_rounds
+            if args.loop_adopt_margin < 1:
+                gate["loop_adopt_margin"] = args.loop_adopt_margin
         if args.rl_from == "control":  # and one whose RL starts from arm b (wherever b's folder is)
             gate["rl_from"] = "control"
             recipe_cfg = replace(recipe_cfg, policy=proto.path("bc_file"))
@@ -511,6 +522,8 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
     tasks = " ".join(f"task{t}={r['successes']}/{r['episodes']}->"
                      f"{'/'.join(str(s['per_task'][t]['successes']) for s in seeds)}"
                      for t, r in sorted(start["per_task"].items(), key=lambda kv: int(kv[0])))
+    loop_fields = (f"loop_adopt_margin={args.loop_adopt_margin:g} loop_kept={'-'.join(loop_kept)} "
+                   if args.loop_rounds else "")
     arms_rates = " ".join(f"{name}={_rate(r):.3f}" for name, r in arms.items() if not name.startswith("recipe"))
     print(f"BENCH rl_gain episodes={gain.n} before={gain.before:.3f} after={gain.after:.3f} "
           f"gain_points={gain.gain_points:+.1f} gain_ci95=[{g_lo:+.1f},{g_hi:+.1f}] {tasks} protocol={args.protocol} "
@@ -518,7 +531,7 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
           f"{arms_rates} best_control={best} own_gain_points={d.gain_points:+.1f} own_gain_ci95=[{lo:+.1f},{hi:+.1f}] "
           f"judge_reads_simulator={'yes' if sim else 'no'} real_env_steps_during_rl={real_steps} gate={args.gate} "
           f"acts={args.acts} rl_from={args.rl_from} refine_world_model={args.refine_world_model} "
-          f"loop_rounds={args.loop_rounds} "
+          f"loop_rounds={args.loop_rounds} {loop_fields}"
           f"world_model_preset={args.world_model_preset or 'none'} "
           f"recipe_world_model={args.recipe_world_model or 'none'} "
           f"recipe_goal_reader={args.recipe_goal_reader or 'none'} "

@@ -106,6 +106,13 @@ def parser(doc: str) -> argparse.ArgumentParser:
                         "that policy on its own recorded frames; a second real-data control (control_loop) imitates "
                         "every success the recipe then consumed; grasp recipes of the protocol's own start only; a "
                         "recipe of its own on the ledger; 0: off")
+    p.add_argument("--loop-adopt-margin", type=float, default=0.10, metavar="M",
+                   help="with --loop-rounds: a round's policy replaces the one its seed keeps only when, paired job "
+                        "by job on the recorded jobs, it is not shown worse by more than M (a success-rate "
+                        "difference; imagination/loop/adopt.py); the RL start is recorded first and the last "
+                        "round's policies once more to decide them (real episodes, counted in the budget), and "
+                        "each seed is scored with the policy it kept; 1: every round adopted, nothing more recorded "
+                        "(default: %(default)s)")
     p.add_argument("--smoke", action="store_true",
                    help="the protocol end to end on --suite in minutes (bench/protocol.py smoke_protocol: its first "
                         "task, one init state per use, tiny models, one RL iteration, one seed) under "

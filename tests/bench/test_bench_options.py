@@ -499,11 +499,13 @@ def test_rl_gain_takes_a_near_miss_plan_only_for_grasps_it_simulates(given, says
     (["--loop-rounds", "1", "--arms", "start", "control"], "needs the recipe arm"),
     (["--loop-rounds", "1", "--recipe", "goal"], "refits the grasp judge on the policies' recorded rollouts; the "
                                                  "recipe pays reward 'goal'"),
+    (["--loop-rounds", "1", "--loop-adopt-margin", "1.5"], "--loop-adopt-margin: expected a success-rate difference "
+                                                           "in [0, 1], got 1.5"),
 ])
 def test_rl_gain_runs_loop_rounds_only_for_its_own_grasp_recipe(given, says, tmp_path, capsys):
     """--loop-rounds records the recipe's own seeds and refits its grasp judge: with a start from elsewhere, a gate,
-    no recipe arm or a recipe without the grasp judge it is refused with one error naming the flag, before anything
-    is built."""
+    no recipe arm, a recipe without the grasp judge or an adoption margin outside [0, 1] it is refused with one error
+    naming the flag, before anything is built."""
     _refused_before_building(given, says, tmp_path, capsys)
 
 

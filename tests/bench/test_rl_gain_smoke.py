@@ -80,18 +80,33 @@ def test_every_suite_runs_the_protocol_end_to_end(suite, tmp_path, capsys):
         loop = ["--suite", suite, "--smoke", "--root", str(root), "--num-envs", "1", "--loop-rounds", "1",
                 "--arms", "start", "control", "recipe", "--out-dir", str(tmp_path / "loop")]
         assert rl_gain.main(loop) in (0, 1)
-        bench = capsys.readouterr().out.strip().splitlines()[-1]
+        lines = capsys.readouterr().out.strip().splitlines()
+        bench = lines[-1]
         assert " loop_rounds=1 " in bench and " control_loop1=" in bench and "real_env_steps_during_rl=0" in bench
         assert "recipes_scored=2" in bench  # a recipe of its own on the ledger
-        recorded = tmp_path / "loop" / "loop1" / "rollouts" / "data"
+        loop_dir = tmp_path / "loop"
+        recorded = loop_dir / "loop1" / "rollouts" / "data"
         assert len(EpisodeDataset(recorded, verify=False)) == 1 and (recorded / "sim_labels").is_dir()
-        rl_cfg = (tmp_path / "loop" / "loop1" / "rl" / "config.yaml").read_text()
-        assert f"start_data: {recorded}" in rl_cfg and f"- {recorded}" in rl_cfg  # its start, and the judge's data
-        assert f"policy: {tmp_path / 'loop' / 'rl' / 'policy.pt'}" in rl_cfg  # from the first round's policy
-        # b after the round imitated the recorded successes on top of what b imitated before
-        before = json.loads((tmp_path / "loop" / "control" / "control.json").read_text())
-        after = json.loads((tmp_path / "loop" / "control_loop1" / "control.json").read_text())
-        added = [m for m in EpisodeDataset(recorded, verify=False).meta if m.success]
+        # each round decided against the policy the seed kept: the start recorded first, the last round after it
+        first, last = [line for line in lines if line.startswith("[loop] seed 0, ")]
+        assert first.startswith("[loop] seed 0, rl against start: ") and ", loop1 against " in last
+        kept_first = "rl" if ": adopted:" in first else "start"
+        kept = "loop1" if ": adopted:" in last else kept_first
+        assert f" loop_adopt_margin=0.1 loop_kept={kept} " in bench
+        own = {"start": loop_dir / "loop0" / "rollouts" / "data", "rl": recorded}[kept_first]
+        rl_cfg = (loop_dir / "loop1" / "rl" / "config.yaml").read_text()
+        assert f"start_data: {own}" in rl_cfg and f"- {recorded}" in rl_cfg  # its start, and the judge's data
+        start = {"start": json.loads((loop_dir / "control" / "control.json").read_text())["policy_path"],
+                 "rl": str(loop_dir / "rl" / "policy.pt")}
+        assert f"policy: {start[kept_first]}" in rl_cfg  # from the policy the first decision kept
+        scored = {**start, "loop1": str(loop_dir / "loop1" / "rl" / "policy.pt")}[kept]
+        assert json.loads((loop_dir / "eval_rl" / "results.json").read_text())["checkpoint"] == scored
+        # b after the round imitated every recorded success on top of what b imitated before, the start's and the
+        # last round's recordings (made to decide) included
+        before = json.loads((loop_dir / "control" / "control.json").read_text())
+        after = json.loads((loop_dir / "control_loop1" / "control.json").read_text())
+        every = [loop_dir / "loop0" / "rollouts" / "data", recorded, loop_dir / "loop2" / "rollouts" / "data"]
+        added = [m for d in every for m in EpisodeDataset(d, verify=False).meta if m.success]
         assert after["episodes"] - before["episodes"] == len(added)
     if suite == "libero_goal":  # a look at the choose jobs says so, and leaves the ledger as it was
         ledger = (root / "scored.json").read_text()
