@@ -56,6 +56,7 @@ from imagination.rl.early_stop import (
 )
 from imagination.rl.frame_adapt import FrameAdaptConfig, adapt_once
 from imagination.rl.rollout import Rollouts, collect_rollouts, to_batch, uncertainty_spread
+from imagination.rl.run_identity import check_same_run, run_identity
 from infra.atomic import atomic_torch_save, atomic_write, atomic_write_json
 from infra.checkpoint import CheckpointError, expect_format, load_torch, restore
 from infra.crash_points import crash_point
@@ -244,16 +245,20 @@ _RL_CHECKPOINT = "RL checkpoint (resume=false, or delete it, starts over)"
 def _save_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimizer, iteration: int,
                      history: list[dict], heldout: list[tuple[int, float]],
                      anchor_gen: torch.Generator | None = None,
-                     schedule: torch.optim.lr_scheduler.LRScheduler | None = None, seconds: float = 0.0) -> None:
+                     schedule: torch.optim.lr_scheduler.LRScheduler | None = None, seconds: float = 0.0,
+                     identity: dict | None = None) -> None:
     """Tensors and plain data only, so `_load_checkpoint` reads it with weights_only=True. The history
     rows and held-out scores go as JSON text: their numbers may be numpy scalars, which are objects
     to pickle (a file holding them could not be loaded without trusting it). anchor_gen: the generator
     of the behaviour-cloning anchor's batches, when there is one (a resume draws the batches it would have).
     schedule: the learning rate's (its step count: a resumed warmup goes on where it was). seconds: the run's
-    time so far, over every process that ran it (result.json's seconds stays the run's, not the last resume's)."""
+    time so far, over every process that ran it (result.json's seconds stays the run's, not the last resume's).
+    identity: the run's config as `run_identity` gives it, which a resume must match."""
     blob = {"iteration": iteration, "policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
             "seconds": float(seconds),
             "history_json": json.dumps(history, default=_number), "heldout_json": json.dumps(heldout, default=_number)}
+    if identity is not None:
+        blob["run_json"] = json.dumps(identity)
     if anchor_gen is not None:
         blob["anchor_generator"] = anchor_gen.get_state()
     if schedule is not None:
@@ -355,6 +360,12 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
                          f"{cfg.checkpoint_every}")
     if not cfg.obs_noise >= 0:
         raise ValueError(f"obs_noise: expected a pixel-noise std >= 0 (0-255 units), got {cfg.obs_noise}")
+    identity = run_identity(cfg)  # before the run fills in its own paths (adapted start, judge file)
+    if cfg.resume and (Path(cfg.out_dir) / "checkpoint.pt").exists():  # refused before anything is built
+        ck = expect_format(load_torch(Path(cfg.out_dir) / "checkpoint.pt", _RL_CHECKPOINT),
+                           Path(cfg.out_dir) / "checkpoint.pt", _RL_CHECKPOINT, None, ("iteration",))
+        check_same_run(json.loads(ck["run_json"]) if "run_json" in ck else None, identity,
+                       Path(cfg.out_dir) / "checkpoint.pt")
     torch.set_num_threads(cfg.num_threads)
     acc = data_parallel(cfg.device)  # None unless started by `accelerate launch` with several processes
     rank, processes = (acc.process_index, acc.num_processes) if acc else (0, 1)
@@ -472,7 +483,7 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
             if main:  # the replicas are equal: one policy and one checkpoint hold every process's state
                 policy.save(out / "policy.pt")
                 _save_checkpoint(ckpt_path, policy, optimizer, it + 1, history, stopper.scores if stopper else [],
-                                 anchor_gen, schedule, before + time.time() - t0)
+                                 anchor_gen, schedule, before + time.time() - t0, identity)
             if acc:  # no process runs ahead of a checkpoint not yet on disk
                 acc.wait_for_everyone()
             crash_point("rl.checkpoint_saved")

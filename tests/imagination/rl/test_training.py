@@ -101,6 +101,24 @@ def test_resume_continues_exactly(square_setup, tmp_path):
     assert on_disk["provenance"]["seed"] == 0 and on_disk["provenance"]["versions"]["torch"] == torch.__version__
 
 
+def test_a_run_does_not_resume_another_runs_checkpoint(square_setup, tmp_path):
+    """A folder holding a finished run of another start seed: the new run is refused by name before anything is built,
+    where it used to take that run's policy as its own; resume=false starts it over there, and a longer run of the
+    same config resumes."""
+    cfg = _config(square_setup, tmp_path / "r", iterations=1)
+    first = train_rl(cfg, progress=False)
+    steps = cfg.imagination.imagined_steps + 1
+    other = replace(cfg, seed=1, imagination=replace(cfg.imagination, imagined_steps=steps))
+    with pytest.raises(ValueError, match=r"resume: .*checkpoint.pt was written by another run "
+                                         r"\(imagination.imagined_steps, seed differ\)"):
+        train_rl(other, progress=False)
+    assert json.loads((tmp_path / "r" / "result.json").read_text())["history"] == first["history"]  # left as it was
+    again = train_rl(replace(other, resume=False), progress=False)
+    assert json.loads((tmp_path / "r" / "result.json").read_text())["history"] == again["history"]
+    longer = train_rl(replace(other, iterations=2, videos=0), progress=False)  # the same run, resumed
+    assert longer["history"][0] == again["history"][0] and len(longer["history"]) == 2
+
+
 def test_bad_inputs_give_clear_errors(square_setup, tmp_path):
     cfg = _config(square_setup, tmp_path / "c", iterations=1)
     with pytest.raises(FileNotFoundError, match="policy"):
