@@ -26,7 +26,9 @@ recipe over several seeds, all on the same benchmark jobs.
                                                  # another machine); the protocol's data, start and judge as they are
     python bench/rl_gain.py --suite libero_goal --recipe goal_grasp --rl-from control --loop-rounds 1
                                                  # each seed recorded on the training init states, its judge refit,
-                                                 # RL again on its own frames; b again on all that was recorded
+                                                 # RL again on its own frames; b again on all that was recorded; a
+                                                 # round is kept only if its recording shows it no worse than the
+                                                 # seed's kept policy (--loop-adopt-margin)
     python bench/rl_gain.py --suite libero_object   # protocol v2 on another suite, in the setting that
                                                  # bench/choose_start.py --suite libero_object chose and recorded
 
