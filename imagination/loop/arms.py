@@ -121,8 +121,7 @@ def control_config(rl_cfg: ImagineRLConfig, start_bc: BCConfig, out_dir: str) ->
             print(f"[real-data control] {d}: no copy with frames at {framed_copy(d)} (robot_data/label_frames.py "
                   "records one), so b does not imitate its successful episodes")
     # a dataset with no success to imitate (a weak start's own rollouts) adds nothing to a success-only fine-tune
-    image = [d for d in read if any(m.success and m.source in IMITATED_SOURCES
-                                    for m in EpisodeDataset(d, verify=False).meta)]
+    image = [d for d in read if _imitable(d)]
     if not image:
         raise ValueError(f"real-data control: no successful real episode in what the recipe consumed ({read}) to "
                          "imitate")
@@ -131,11 +130,36 @@ def control_config(rl_cfg: ImagineRLConfig, start_bc: BCConfig, out_dir: str) ->
                    task_weights=[])
 
 
+def _imitable(path: str) -> bool:
+    """Whether the recorded dataset at `path` holds a successful episode arm b imitates."""
+    return any(m.success and m.source in IMITATED_SOURCES for m in EpisodeDataset(path, verify=False).meta)
+
+
+def check_same_control(record: dict, rl_cfg: ImagineRLConfig, done: Path) -> None:
+    """ValueError unless the control `done` records (control.json: "datasets", what it imitated) imitated what rl_cfg
+    consumes: no dataset beyond it, and none left out that holds a success to imitate. A dataset not on this machine
+    cannot be read and is not held against it (a control trained elsewhere is reused as it is), nor is a record
+    written before it kept its datasets. Why: a second run in the same out_dir whose recipe consumed other episodes
+    (a loop round decided otherwise) silently reused the first run's b."""
+    if "datasets" not in record:
+        return
+    read, labels = consumed(rl_cfg)
+    wanted = [*read, *(framed_copy(d) for d in labels)]
+    beyond = [d for d in record["datasets"] if d not in wanted]
+    left_out = [d for d in wanted if d not in record["datasets"] and is_dataset(d) and _imitable(d)]
+    if beyond or left_out:
+        raise ValueError(f"real-data control: {done} imitated other real episodes than the recipe consumes now "
+                         f"(beyond them: {beyond}; left out: {left_out}); give the run another out_dir")
+
+
 def real_data_control(rl_cfg: ImagineRLConfig, start_bc: BCConfig, out_dir: str) -> dict:
-    """Train (or reuse) arm b; returns {"policy_path", "episodes", "env_steps"} of what it imitated."""
+    """Train (or reuse) arm b; returns {"policy_path", "episodes", "env_steps"} of what it imitated. A control
+    already in out_dir is reused when it imitated what rl_cfg consumes (`check_same_control`)."""
     done = Path(out_dir) / "control.json"
-    if done.is_file():  # before reading the recipe's datasets: a control trained elsewhere is reused as it is
-        return json.loads(done.read_text())
+    if done.is_file():
+        record = json.loads(done.read_text())
+        check_same_control(record, rl_cfg, done)
+        return record
     cfg = control_config(rl_cfg, start_bc, out_dir)
     episodes, _ = load_episodes(cfg)
     print(f"[real-data control] the start fine-tuned on {len(episodes)} successful real episodes of "
@@ -196,5 +220,5 @@ def own_gain(controls: dict[str, list[dict]], seeds: list[list[dict]]) -> tuple[
     return best, seed_average(controls[best], seeds)
 
 
-__all__ = ["IMITATED_SOURCES", "Budget", "anchor_control", "anchor_updates", "consumed", "control_config",
-           "dataset_budget", "label_budget", "own_gain", "real_data_control", "recipe_budget"]
+__all__ = ["IMITATED_SOURCES", "Budget", "anchor_control", "anchor_updates", "check_same_control", "consumed",
+           "control_config", "dataset_budget", "label_budget", "own_gain", "real_data_control", "recipe_budget"]

@@ -86,6 +86,31 @@ def test_the_real_data_control_imitates_every_successful_episode_the_recipe_cons
     assert recipe_budget(recipe) == Budget(5 + 3 + 3, everything + 24)
 
 
+def test_a_control_in_its_folder_is_reused_only_for_the_real_episodes_it_imitated(recipe, tmp_path):
+    """Arm b trained once is reused by a recipe that consumed the same episodes, or more without a success to imitate;
+    a recipe that consumed another success, or fewer datasets, is refused by name instead of handed the old b."""
+    start_bc = BCConfig(data_dir=recipe.start_data, steps=2, batch_size=2,
+                        policy=VLAConfig(views=["agentview"], image_size=SIZE, chunk_len=4))
+    out = str(tmp_path / "control")
+    first = arms.real_data_control(recipe, start_bc, out)
+    weights = Path(first["policy_path"]).stat().st_mtime_ns
+    assert arms.real_data_control(recipe, start_bc, out) == first  # the same recipe: reused, not trained again
+    failures = _dataset(tmp_path / "failures", [(5, False, "policy")], 4)
+    more = replace(recipe, imagination=replace(recipe.imagination, grasp_train_data=[
+        *recipe.imagination.grasp_train_data, failures]))
+    assert arms.real_data_control(more, start_bc, out) == first  # nothing in it b would imitate
+    success = _dataset(tmp_path / "success", [(6, True, "policy")], 5)
+    other = replace(recipe, imagination=replace(recipe.imagination, grasp_train_data=[
+        *recipe.imagination.grasp_train_data, success]))
+    with pytest.raises(ValueError, match=r"imitated other real episodes than the recipe consumes now \(beyond "
+                                         r"them: \[\]; left out: \[.*success"):
+        arms.real_data_control(other, start_bc, out)
+    fewer = replace(recipe, imagination=replace(recipe.imagination, grasp_train_data=[recipe.start_data]))
+    with pytest.raises(ValueError, match=r"beyond them: \[.*own"):
+        arms.real_data_control(fewer, start_bc, out)
+    assert Path(first["policy_path"]).stat().st_mtime_ns == weights  # never trained again
+
+
 def test_starts_from_the_policys_own_rollouts_anchor_on_bc_data_which_the_budget_counts(recipe):
     own = recipe.imagination.grasp_train_data[1]
     cfg = replace(recipe, start_data=own, bc_data=recipe.start_data)
