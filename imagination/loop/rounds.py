@@ -54,15 +54,21 @@ def record_round(folder: Path, policies: list[str], data: str, jobs: EvalConfig,
             for k, policy in enumerate(policies)]
 
 
+def consumed_config(cfg: ImagineRLConfig, recorded: list[str]) -> ImagineRLConfig:
+    """cfg with the datasets `recorded` among its judge's data, after its own, each once: what a round's judge reads,
+    and (with the recordings made only to decide a round) what the recipe consumed in all, which the real-data
+    control imitates and the budget counts."""
+    train = list(dict.fromkeys([*cfg.imagination.grasp_train_data, *recorded]))
+    return replace(cfg, imagination=replace(cfg.imagination, grasp_train_data=train))
+
+
 def round_config(cfg: ImagineRLConfig, policy: str, own: str, recorded: list[str], out_dir: str) -> ImagineRLConfig:
     """The next round of one seed: RL from `policy`, its imagined episodes started on its own recorded rollouts `own`
     (source "policy"), the judge fit on cfg's data and every dataset in `recorded` (each once, in order). No
     adaptation to imagined frames: `policy` was trained from the recipe's start, adapted already if it adapts."""
-    train = list(dict.fromkeys([*cfg.imagination.grasp_train_data, *recorded]))
     # the anchor keeps the episodes it anchored on (bc_data, else the first round's start data), not the recording
-    return replace(cfg, policy=policy, start_data=own, sources=["policy"], out_dir=out_dir,
-                   bc_data=cfg.bc_data or cfg.start_data, imagination=replace(cfg.imagination, grasp_train_data=train),
-                   adapt=replace(cfg.adapt, steps=0))
+    return replace(consumed_config(cfg, recorded), policy=policy, start_data=own, sources=["policy"], out_dir=out_dir,
+                   bc_data=cfg.bc_data or cfg.start_data, adapt=replace(cfg.adapt, steps=0))
 
 
 def recording_episodes(own: str) -> list[dict]:
@@ -153,13 +159,6 @@ def run_rounds(cfgs: list[ImagineRLConfig], rls: list[dict], rounds: int, out: P
         kept = [Kept(round_name(rounds), x["policy_path"], "") for x in rls]  # unrecorded: scored as it is
     return Rounds(cfgs, rls, [k.name for k in kept], [k.policy for k in kept], decisions, recorded + only_decided,
                   steps)
-
-
-def consumed_config(cfg: ImagineRLConfig, recorded: list[str]) -> ImagineRLConfig:
-    """cfg with every recording of the rounds among its judge's data: what the recipe consumed in all, the recordings
-    made only to decide a round included (the real-data control imitates them too, and the budget counts them)."""
-    train = list(dict.fromkeys([*cfg.imagination.grasp_train_data, *recorded]))
-    return replace(cfg, imagination=replace(cfg.imagination, grasp_train_data=train))
 
 
 __all__ = ["Kept", "Rounds", "check_round_recipe", "consumed_config", "record_round", "recording_episodes",
