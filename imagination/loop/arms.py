@@ -191,11 +191,15 @@ def anchor_control(rl_cfg: ImagineRLConfig, rl_result: dict, out_dir: str) -> di
     if rl_cfg.bc_coef <= 0:
         raise ValueError("bc_coef: the recipe adds no supervised anchor, so it has no anchor control")
     done, path = Path(out_dir) / "control.json", Path(out_dir) / "policy.pt"
-    if done.is_file():
-        return json.loads(done.read_text())
     n = anchor_updates(rl_result)
-    torch.manual_seed(rl_cfg.seed)
     start = rl_result.get("start_policy") or rl_cfg.policy  # the adapted start when the recipe adapts (cfg.adapt)
+    anchor_of = {"start": str(start), "updates": n, "bc_coef": rl_cfg.bc_coef, "bc_data": rl_cfg.bc_data,
+                 "bc_target": rl_cfg.bc_target, "bc_tasks": list(rl_cfg.bc_tasks), "seed": rl_cfg.seed}
+    if done.is_file():
+        record = json.loads(done.read_text())
+        check_same_anchor(record, anchor_of, done)
+        return record
+    torch.manual_seed(rl_cfg.seed)
     policy = Policy.load(start)
     anchor = bc_anchor(replace(rl_cfg, policy=start), policy, torch.Generator().manual_seed(rl_cfg.seed))
     optimizer, schedule = make_optimizer(policy, rl_cfg.rl)  # the recipe's warmup too
@@ -206,9 +210,21 @@ def anchor_control(rl_cfg: ImagineRLConfig, rl_result: dict, out_dir: str) -> di
     policy.eval()
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     policy.save(path)
-    out = {"policy_path": str(path), "updates": n}
+    out = {"policy_path": str(path), **anchor_of}
     atomic_write_text(done, json.dumps(out, indent=2))
     return out
+
+
+def check_same_anchor(record: dict, anchor_of: dict, done: Path) -> None:
+    """ValueError unless the anchor control `done` records applied the anchor the recipe applies now: from the same
+    start, as many updates, on the same anchor data and seed. A record written before it kept these (only
+    "updates") is checked on its count alone. Why: a second run in the same out_dir (another recipe, a loop round, more
+    iterations) silently reused the first run's arm c."""
+    differ = [k for k, v in anchor_of.items() if k in record and record[k] != v]
+    if differ:
+        said = ", ".join(f"{k} {record[k]!r} (now {anchor_of[k]!r})" for k in differ)
+        raise ValueError(f"anchor control: {done} applied another anchor than the recipe's: {said}; give the run "
+                         "another out_dir")
 
 
 def own_gain(controls: dict[str, list[dict]], seeds: list[list[dict]]) -> tuple[str, SeedAverage]:
@@ -220,5 +236,6 @@ def own_gain(controls: dict[str, list[dict]], seeds: list[list[dict]]) -> tuple[
     return best, seed_average(controls[best], seeds)
 
 
-__all__ = ["IMITATED_SOURCES", "Budget", "anchor_control", "anchor_updates", "check_same_control", "consumed",
-           "control_config", "dataset_budget", "label_budget", "own_gain", "real_data_control", "recipe_budget"]
+__all__ = ["IMITATED_SOURCES", "Budget", "anchor_control", "anchor_updates", "check_same_anchor", "check_same_control",
+           "consumed", "control_config", "dataset_budget", "label_budget", "own_gain", "real_data_control",
+           "recipe_budget"]

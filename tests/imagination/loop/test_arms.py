@@ -184,6 +184,25 @@ def test_the_anchor_control_repeats_the_recipes_anchor_updates_and_no_rl(recipe,
         anchor_control(replace(recipe, bc_coef=0.0), {"history": history}, str(tmp_path / "none"))
 
 
+def test_an_anchor_control_is_reused_only_for_the_same_anchor(recipe, tmp_path):
+    """A second run in the same folder (a loop round, more iterations, another anchor) is refused by name instead of
+    being scored with the first run's arm c; a record written before it kept its anchor is checked on its count."""
+    history = [{"iteration": 1, "updates": 2.0}]
+    out = anchor_control(recipe, {"history": history}, str(tmp_path / "anchor"))
+    assert out["start"] == recipe.policy and out["updates"] == 2 and out["bc_coef"] == recipe.bc_coef
+    with pytest.raises(ValueError, match=r"anchor control: .* updates 2 \(now 3\)"):
+        anchor_control(recipe, {"history": [{"iteration": 1, "updates": 3.0}]}, str(tmp_path / "anchor"))
+    with pytest.raises(ValueError, match="bc_coef"):
+        anchor_control(replace(recipe, bc_coef=recipe.bc_coef * 2), {"history": history}, str(tmp_path / "anchor"))
+    with pytest.raises(ValueError, match="start"):
+        anchor_control(recipe, {**{"history": history}, "start_policy": str(tmp_path / "other.pt")},
+                       str(tmp_path / "anchor"))
+    old = tmp_path / "old_record"
+    old.mkdir()
+    (old / "control.json").write_text(json.dumps({"policy_path": out["policy_path"], "updates": 2}))
+    assert anchor_control(recipe, {"history": history}, str(old))["updates"] == 2  # as it was written
+
+
 
 def test_the_anchor_control_starts_where_the_recipe_started(recipe, tmp_path):
     """A recipe that adapts its start (ImagineRLConfig.adapt) names the adapted policy in result.json's start_policy:
