@@ -119,3 +119,19 @@ def test_crn_goal_is_carry_goal_from_the_adapted_start_with_noise_shared_in_each
                                                           "imagination.noise_group=8", "out_dir=x"], group="rl")
     got = load_config(ImagineRLConfig, "crn_goal", ["out_dir=x"], group="rl")
     assert asdict(got) == asdict(expected)
+
+
+def test_spatial_grasp_is_goal_grasp_on_spatials_tasks():
+    """configs/rl/spatial_grasp.yaml = `goal_grasp` on protocol v2's LIBERO-Spatial inputs, every task imagined and
+    balanced, 64 imagined steps, the anchor on the tasks RL imagines; nothing else differs."""
+    from dataclasses import asdict
+
+    R = "outputs/bench/rl_gain_v2"
+    expected = load_config(ImagineRLConfig, "goal_grasp", [
+        f"policy={R}/bc/policy.pt", f"world_model={R}/world_model/world_model.pt", f"start_data={R}/own_rollouts/data",
+        f"proprio={R}/own_rollouts/proprio.pt", f"bc_data={R}/own_rollouts/data", "tasks=[5,6,7,8,9]", "bc_tasks=[]",
+        "num_groups=20", f"imagination.grasp_train_data=[{R}/data,{R}/own_rollouts/data]",
+        f"imagination.grasp_label_dirs=[{R}/near_miss_labels_s16]", "imagination.imagined_steps=64",
+        "imagination.keyframes.balance_tasks=true", "out_dir=x"], group="rl")
+    got = load_config(ImagineRLConfig, "spatial_grasp", ["out_dir=x"], group="rl")
+    assert asdict(got) == asdict(expected)
