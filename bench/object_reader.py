@@ -100,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
                          "reader.device=cuda, on the same held-out layouts): measure it instead of training")
     ap.add_argument("--extra-layouts", nargs="+", default=[], metavar="NPZ",
                     help="more layouts to train on (scripts/render_layouts.py; never the held-out init states)")
+    ap.add_argument("--near-miss-kinds", nargs="+", default=None, metavar="KIND",
+                    help="the judge check reads the near-miss grasps of this plan (bench/rl_gain.py's "
+                         "--near-miss-kinds, its own folder), as the recipe run with it reads them")
     ap.add_argument("--max-object-cm", type=float, default=1.0, help="PASS: the reader's median object error")
     ap.add_argument("--min-agreement", type=float, default=0.9, help="PASS: share of equal judge verdicts")
     args = ap.parse_args(argv)
@@ -116,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.suite and args.protocol != "v2":
         ap.error(f"--suite: runs protocol v2 on a suite; --protocol {args.protocol} is LIBERO-Spatial's recorded one")
     p = suite_protocol(args.suite) if args.suite else PROTOCOLS[args.protocol]
+    if args.near_miss_kinds:
+        p = replace(p, near_miss_kinds=tuple(args.near_miss_kinds))
     tasks = list(p.tasks)
     if args.recipe:
         cfg = load_config(ImagineRLConfig, args.recipe, group="rl")
@@ -130,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     if gone:
         how = f"--suite {args.suite}" if args.suite else f"--protocol {args.protocol}"
         print(f"object_reader: missing {', '.join(gone)}; python bench/rl_gain.py {how}"
-              + (f" --recipe {args.recipe}" if args.recipe else "") + " builds them", file=sys.stderr)
+              + (f" --recipe {args.recipe}" if args.recipe else "")
+              + (f" --near-miss-kinds {' '.join(args.near_miss_kinds)}" if args.near_miss_kinds else "")
+              + " builds them", file=sys.stderr)
         return 2
     out = Path(p.root) / "object_reader"
     start = time.time()

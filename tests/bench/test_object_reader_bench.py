@@ -19,6 +19,17 @@ def test_missing_inputs_name_the_command_that_builds_them(tmp_path, monkeypatch,
     assert "python bench/rl_gain.py --suite libero_goal --recipe goal_grasp builds them" in err
 
 
+
+def test_a_near_miss_plan_is_read_from_its_own_folder(tmp_path, monkeypatch, capsys):
+    """--near-miss-kinds points the judge check at the grasps bench/rl_gain.py simulated with that plan."""
+    monkeypatch.chdir(tmp_path)
+    assert object_reader.main(["--suite", "libero_spatial", "--recipe", "spatial_grasp",
+                               "--near-miss-kinds", "near_miss"]) == 2
+    err = capsys.readouterr().err
+    assert "outputs/bench/rl_gain_v2/near_miss_labels_s16_near_miss" in err
+    assert "--recipe spatial_grasp --near-miss-kinds near_miss builds them" in err
+
+
 def test_judged_episodes_keep_only_the_tasks_asked(tmp_path, monkeypatch):
     """Episodes of other tasks (LIBERO-Goal's drawers: no object to read) are not judged."""
     import numpy as np
