@@ -187,18 +187,22 @@ def anchor_control(rl_cfg: ImagineRLConfig, rl_result: dict, out_dir: str) -> di
     """Arm c: from the recipe's start (rl_result's start_policy: the start adapted to the world model's frames when the
     recipe adapts it), the recipe's anchor loss alone (the same draws, optimiser, learning rate and gradient
     clip), applied as many times as the recipe's kept policy received it (anchor_updates).
-    Returns {"policy_path", "updates"}."""
+    Returns {"policy_path", "updates"} and the anchor it applied (start, anchor settings, seed: check_same_anchor)."""
     if rl_cfg.bc_coef <= 0:
         raise ValueError("bc_coef: the recipe adds no supervised anchor, so it has no anchor control")
     done, path = Path(out_dir) / "control.json", Path(out_dir) / "policy.pt"
-    n = anchor_updates(rl_result)
     start = rl_result.get("start_policy") or rl_cfg.policy  # the adapted start when the recipe adapts (cfg.adapt)
-    anchor_of = {"start": str(start), "updates": n, "bc_coef": rl_cfg.bc_coef, "bc_data": rl_cfg.bc_data,
+    anchor_of = {"start": str(start), "bc_coef": rl_cfg.bc_coef, "bc_data": rl_cfg.bc_data,
                  "bc_target": rl_cfg.bc_target, "bc_tasks": list(rl_cfg.bc_tasks), "seed": rl_cfg.seed}
     if done.is_file():
         record = json.loads(done.read_text())
+        try:
+            anchor_of["updates"] = anchor_updates(rl_result)
+        except ValueError:  # a run made before its updates were logged: its control is checked on the rest
+            pass
         check_same_anchor(record, anchor_of, done)
         return record
+    n = anchor_updates(rl_result)
     torch.manual_seed(rl_cfg.seed)
     policy = Policy.load(start)
     anchor = bc_anchor(replace(rl_cfg, policy=start), policy, torch.Generator().manual_seed(rl_cfg.seed))
@@ -210,7 +214,7 @@ def anchor_control(rl_cfg: ImagineRLConfig, rl_result: dict, out_dir: str) -> di
     policy.eval()
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     policy.save(path)
-    out = {"policy_path": str(path), **anchor_of}
+    out = {"policy_path": str(path), "updates": n, **anchor_of}
     atomic_write_text(done, json.dumps(out, indent=2))
     return out
 
