@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 # Where the run writes, how long it runs and how it is run: a resume may change these and stays the same run.
-RESUMABLE = ("out_dir", "iterations", "checkpoint_every", "videos", "num_threads", "device", "resume")
+RESUMABLE = ("out_dir", "iterations", "checkpoint_every", "videos", "num_threads", "device", "resume",
+             "exploration_check")
 RESUMABLE_IMAGINATION = ("device",)
 
 

@@ -54,6 +54,7 @@ from imagination.rl.early_stop import (
     mean_chunks,
     move_from,
 )
+from imagination.rl.exploration_check import exploration_gap
 from imagination.rl.frame_adapt import FrameAdaptConfig, adapt_once
 from imagination.rl.rollout import Rollouts, collect_rollouts, to_batch, uncertainty_spread
 from imagination.rl.run_identity import check_same_run, run_identity
@@ -134,6 +135,12 @@ class ImagineRLConfig:
     # chunks: no new action label.
     bc_tasks: list[int] = field(default_factory=list)
     exploration_data_scale: float = 0.5
+    # Before the first iteration, imagine the same starts with the start's mean chunks and with its sampled ones
+    # (imagination/rl/exploration_check.py) and warn about every task whose sampled imagined success lies more than
+    # this below the mean's; 0 = off. Why: GRPO scores sampled chunks, the real evaluation runs the mean; with
+    # observe "recorded" the noise adds up open loop, and at std 0.2 the judge read the start's LIBERO-Spatial task 6
+    # at 0/10 where its mean chunks (and reality) succeed on 10/10 (docs/notebook/protocol_v2.md, section 49).
+    exploration_check: float = 0.25
     # Gaussian pixel noise in the imagined images the policy acts on (and is updated on), its std per image from
     # U(0, obs_noise) (0-255 units; 0 = off), as BCConfig.augment_noise does in BC. Why: a start trained with that
     # noise is one whose real outcomes the world model ranks at 0.73 within task against 0.47, but RL on clean
@@ -348,6 +355,9 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
         raise ValueError(f"exploration: expected one of {list(EXPLORATION_MODES)}, got {cfg.exploration!r}")
     if not cfg.exploration_data_scale > 0:
         raise ValueError(f"exploration_data_scale: expected a number > 0, got {cfg.exploration_data_scale}")
+    if not 0 <= cfg.exploration_check <= 1:
+        raise ValueError(f"exploration_check: expected a share of episodes in [0, 1] (0: off), got "
+                         f"{cfg.exploration_check}")
     if cfg.group_size % cfg.imagination.noise_group:
         raise ValueError(f"imagination.noise_group: envs share noise within a group of {cfg.group_size} episodes "
                          f"(group_size): expected a divisor of it, got {cfg.imagination.noise_group}")
@@ -437,6 +447,14 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
             if main:
                 policy.save(best_path)
     end = start if stopper is not None and stopper.should_stop else cfg.iterations  # a resumed run that had stopped
+    check_path = out / "exploration_check.json"
+    if cfg.exploration_check > 0 and start == 0:  # the start's reading; a resumed run has moved on from it
+        policy.eval()
+        gap = exploration_gap(env, policy, max(1, env.num_envs // 2), cfg.seed)
+        if main:
+            print(gap.report(cfg.exploration_check), flush=True)
+            atomic_write_json(check_path, {"tolerance": cfg.exploration_check, **gap.as_dict(),
+                                           "warned_tasks": sorted(gap.drops(cfg.exploration_check))}, indent=2)
     writer = SummaryWriter(str(out / "logs")) if main else None
     bar = tqdm(range(start, end), initial=start, total=cfg.iterations, desc=f"imagined {cfg.rl.algo}",
                unit="it", disable=not (progress and main))
@@ -507,6 +525,8 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
               "first": history[0] if history else {}, "last": history[-1] if history else {},
               # no jobs of its own: iteration i's keyframes and noise follow from (seed, i)
               "provenance": provenance(cfg.seed)}
+    if check_path.is_file():
+        result["exploration_check"] = json.loads(check_path.read_text())
     if stopper is not None:  # which policy policy_path is, and why
         result["heldout"] = {"scores": stopper.scores, "best_iteration": stopper.best_iteration,
                              "best_success": stopper.best_score, "stopped_early": stopper.should_stop,

@@ -1,0 +1,77 @@
+"""Before imagined RL: does the judge read the start the same under RL's exploration noise as without it?
+
+GRPO scores the policy's *sampled* chunks; the real evaluation runs its *mean* chunks. Where the imagined episode
+cannot correct what the noise does, the two part: with `imagination.observe: recorded` the policy acts on the
+recording's frames, so per-step noise adds up open loop over the approach, and the gripper closes centimetres from
+where the mean would put it. On LIBERO-Spatial's task 6 (first close at step ~44) the start's mean chunks are
+imagined a success on 10 of 10 own rollouts, its chunks sampled at std 0.2 on 0 of 10
+(docs/notebook/protocol_v2.md, section 49): RL then "improves" a task that succeeds in reality, and loses it.
+
+`exploration_gap` imagines the same keyframes twice, with the same world-model noise, once with the mean chunks and
+once with sampled ones, and reports each task's imagined success both ways. `train_rl` runs it before the first
+iteration when `exploration_check` > 0 and prints a warning naming every task whose sampled success lies more than
+that below the mean's (lower init_log_std or exploration_data_scale there, and scale rl.lr with the std).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from imagination.env import ImaginationVectorEnv
+from imagination.imagine import imagine, policy_mean, policy_sample
+from policies.base import Policy
+
+
+@dataclass
+class ExplorationGap:
+    """Per task t (the start episodes' task ids): `episodes[t]` keyframes imagined, the share imagined a success
+    with the mean chunks (`mean[t]`) and with chunks sampled at the policy's exploration noise (`sampled[t]`)."""
+
+    episodes: dict[int, int]
+    mean: dict[int, float]
+    sampled: dict[int, float]
+
+    def drops(self, tolerance: float) -> dict[int, float]:
+        """The tasks whose sampled success lies more than `tolerance` below the mean's: {task: mean - sampled}."""
+        return {t: self.mean[t] - self.sampled[t] for t in self.mean if self.mean[t] - self.sampled[t] > tolerance}
+
+    def as_dict(self) -> dict[str, dict[str, float]]:
+        """JSON-ready (string keys): what result.json records."""
+        return {f"task{t}": {"episodes": self.episodes[t], "mean": self.mean[t], "sampled": self.sampled[t]}
+                for t in sorted(self.mean)}
+
+    def report(self, tolerance: float) -> str:
+        """One line per task, and a warning naming the tasks past `tolerance`."""
+        lines = ["exploration check (imagined success of the start, mean chunks -> sampled chunks, same starts):"]
+        lines += [f"  task {t}: {self.mean[t]:.2f} -> {self.sampled[t]:.2f} ({self.episodes[t]} starts)"
+                  for t in sorted(self.mean)]
+        drops = self.drops(tolerance)
+        if drops:
+            named = ", ".join(f"task {t} (-{d:.2f})" for t, d in sorted(drops.items()))
+            lines.append(f"WARNING: the exploration noise alone lowers the judge's reading of {named}, more than "
+                         f"exploration_check={tolerance}: RL there follows the noise, not the policy's real outcome; "
+                         "lower init_log_std (or exploration_data_scale) and scale rl.lr with the std")
+        return "\n".join(lines)
+
+
+@torch.no_grad()
+def exploration_gap(env: ImaginationVectorEnv, policy: Policy, num_starts: int, seed: int) -> ExplorationGap:
+    """Imagine `num_starts` (<= env.num_envs) keyframes drawn by the env's sampler with `seed`, once with the
+    policy's mean chunks and once with its sampled chunks (generator seeded with `seed`), under the same
+    world-model noise; per start task, the share of episodes the env's reward ends in success."""
+    if not 1 <= num_starts <= env.num_envs:
+        raise ValueError(f"num_starts: expected 1 to {env.num_envs} (the env's num_envs), got {num_starts}")
+    starts = env.keyframes.sample(num_starts, np.random.default_rng(seed))
+    tasks = np.array([env.episodes[kf.episode].task_id for kf in starts])
+    mean = imagine(env, policy_mean(policy), starts, seed=seed).success
+    gen = torch.Generator(device=policy.device).manual_seed(seed)
+    sampled = imagine(env, policy_sample(policy, gen), starts, seed=seed).success
+    ids = [int(t) for t in np.unique(tasks)]
+    return ExplorationGap(episodes={t: int((tasks == t).sum()) for t in ids},
+                          mean={t: float(mean[tasks == t].mean()) for t in ids},
+                          sampled={t: float(sampled[tasks == t].mean()) for t in ids})
+
+
+__all__ = ["ExplorationGap", "exploration_gap"]
