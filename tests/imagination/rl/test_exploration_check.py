@@ -37,8 +37,8 @@ def test_noise_too_small_to_matter_reads_as_the_mean(square_setup):
 
 
 def test_wide_noise_changes_what_the_judge_reads(square_setup):
-    """The untrained policy barely moves the square; noise of std e (2.7) pushes it about, so the sampled chunks' imagined
-    success differs from the mean's on these starts: the check sees the noise, not only the policy."""
+    """The untrained policy barely moves the square; noise of std e (2.7) pushes it about, so the sampled chunks'
+    imagined success differs from the mean's on these starts: the check sees the noise, not only the policy."""
     policy = Policy.load(square_setup[2])
     policy.eval()
     env = _env(square_setup)
