@@ -18,6 +18,13 @@ from world_models.model import WorldModel
 from world_models.proprio import ProprioModel
 
 
+def _set_noise(policy: Policy, log_std: float) -> None:
+    noise = policy.noise_log_std()
+    assert noise is not None  # the square world's VLA samples Gaussian chunks
+    with torch.no_grad():
+        noise.fill_(log_std)
+
+
 def _env(setup, n: int = 16) -> ImaginationVectorEnv:
     data, wm, _, proprio = setup
     return ImaginationVectorEnv(WorldModel.load(wm), ProprioModel.load(proprio),
@@ -28,8 +35,7 @@ def _env(setup, n: int = 16) -> ImaginationVectorEnv:
 def test_noise_too_small_to_matter_reads_as_the_mean(square_setup):
     policy = Policy.load(square_setup[2])
     policy.eval()
-    with torch.no_grad():
-        policy.noise_log_std().fill_(-20.0)  # std 2e-9: every sampled chunk is the mean to float precision
+    _set_noise(policy, -20.0)  # std 2e-9: every sampled chunk is the mean to float precision
     gap = exploration_gap(_env(square_setup), policy, 12, seed=3)
     assert sum(gap.episodes.values()) == 12
     assert gap.sampled == gap.mean
@@ -43,8 +49,7 @@ def test_wide_noise_changes_what_the_judge_reads(square_setup):
     policy.eval()
     env = _env(square_setup)
     quiet = [exploration_gap(env, policy, 16, seed=s) for s in range(3)]
-    with torch.no_grad():
-        policy.noise_log_std().fill_(1.0)
+    _set_noise(policy, 1.0)
     loud = [exploration_gap(env, policy, 16, seed=s) for s in range(3)]
     assert [g.mean for g in loud] == [g.mean for g in quiet]  # the mean chunks do not depend on the noise
     # success is a share of 16 episodes: one seed's two readings may tie by chance, three seeds' all tying would not
