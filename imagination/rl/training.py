@@ -448,6 +448,8 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
                 policy.save(best_path)
     end = start if stopper is not None and stopper.should_stop else cfg.iterations  # a resumed run that had stopped
     check_path = out / "exploration_check.json"
+    if start == 0 and main:  # a run started over in this folder reports no check of an earlier run
+        check_path.unlink(missing_ok=True)
     if cfg.exploration_check > 0 and start == 0:  # the start's reading; a resumed run has moved on from it
         policy.eval()
         gap = exploration_gap(env, policy, max(1, env.num_envs // 2), cfg.seed)

@@ -83,8 +83,9 @@ def test_train_rl_records_the_check_before_the_first_iteration(square_setup, tmp
     expected = [int(k[4:]) for k in tasks if written[k]["mean"] - written[k]["sampled"] > 0.2]
     assert written["warned_tasks"] == expected
     assert "exploration check (imagined success of the start" in capsys.readouterr().out
-    off = train_rl(replace(cfg, out_dir=str(tmp_path / "off"), exploration_check=0.0), progress=False)
-    assert "exploration_check" not in off and not (tmp_path / "off" / "exploration_check.json").exists()
+    # started over in the same folder with the check off: the earlier run's check is not reported as this run's
+    off = train_rl(replace(cfg, resume=False, exploration_check=0.0), progress=False)
+    assert "exploration_check" not in off and not (tmp_path / "on" / "exploration_check.json").exists()
     with pytest.raises(ValueError, match=r"exploration_check: expected a share of episodes in \[0, 1\]"):
         train_rl(replace(cfg, out_dir=str(tmp_path / "bad"), exploration_check=1.5), progress=False)
     assert np.isfinite(result["first"]["imagined_success_rate"])
