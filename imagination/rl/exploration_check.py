@@ -3,9 +3,9 @@
 GRPO scores the policy's *sampled* chunks; the real evaluation runs its *mean* chunks. Where the imagined episode
 cannot correct what the noise does, the two part: with `imagination.observe: recorded` the policy acts on the
 recording's frames, so per-step noise adds up open loop over the approach, and the gripper closes centimetres from
-where the mean would put it. On LIBERO-Spatial's task 6 (first close at step ~44) the start's mean chunks are
-imagined a success on 10 of 10 own rollouts, its chunks sampled at std 0.2 on 0 of 10
-(docs/notebook/protocol_v2.md, section 49): RL then "improves" a task that succeeds in reality, and loses it.
+where the mean would put it. On LIBERO-Spatial's tasks with a long approach the judge then reads as failed the
+start's sampled chunks where its mean chunks, and reality, succeed: RL "improves" a task that succeeds in reality,
+and loses it (docs/results.md, "Exploration noise in open-loop imagination").
 
 `exploration_gap` imagines the same keyframes twice, with the same world-model noise, once with the mean chunks and
 once with sampled ones, and reports each task's imagined success both ways. `train_rl` runs it before the first

@@ -138,8 +138,8 @@ class ImagineRLConfig:
     # Before the first iteration, imagine the same starts with the start's mean chunks and with its sampled ones
     # (imagination/rl/exploration_check.py) and warn about every task whose sampled imagined success lies more than
     # this below the mean's; 0 = off. Why: GRPO scores sampled chunks, the real evaluation runs the mean; with
-    # observe "recorded" the noise adds up open loop, and at std 0.2 the judge read the start's LIBERO-Spatial task 6
-    # at 0/10 where its mean chunks (and reality) succeed on 10/10 (docs/notebook/protocol_v2.md, section 49).
+    # observe "recorded" the noise adds up open loop, and at the preset's std the judge read a LIBERO-Spatial task the
+    # start masters as failed, and RL lost it (docs/results.md, "Exploration noise in open-loop imagination").
     exploration_check: float = 0.25
     # Gaussian pixel noise in the imagined images the policy acts on (and is updated on), its std per image from
     # U(0, obs_noise) (0-255 units; 0 = off), as BCConfig.augment_noise does in BC. Why: a start trained with that
