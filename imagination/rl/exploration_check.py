@@ -20,36 +20,38 @@ import numpy as np
 import torch
 
 from imagination.env import ImaginationVectorEnv
+from imagination.episodes import task_keys
 from imagination.imagine import imagine, policy_mean, policy_sample
 from policies.base import Policy
 
 
 @dataclass
 class ExplorationGap:
-    """Per task t (the start episodes' task ids): `episodes[t]` keyframes imagined, the share imagined a success
-    with the mean chunks (`mean[t]`) and with chunks sampled at the policy's exploration noise (`sampled[t]`)."""
+    """Per task t (named as imagination.episodes.task_keys names it: "task3", or "libero_object_task3" when the start
+    episodes mix suites): `episodes[t]` keyframes imagined, the share imagined a success with the mean chunks
+    (`mean[t]`) and with chunks sampled at the policy's exploration noise (`sampled[t]`)."""
 
-    episodes: dict[int, int]
-    mean: dict[int, float]
-    sampled: dict[int, float]
+    episodes: dict[str, int]
+    mean: dict[str, float]
+    sampled: dict[str, float]
 
-    def drops(self, tolerance: float) -> dict[int, float]:
+    def drops(self, tolerance: float) -> dict[str, float]:
         """The tasks whose sampled success lies more than `tolerance` below the mean's: {task: mean - sampled}."""
         return {t: self.mean[t] - self.sampled[t] for t in self.mean if self.mean[t] - self.sampled[t] > tolerance}
 
     def as_dict(self) -> dict[str, dict[str, float]]:
-        """JSON-ready (string keys): what result.json records."""
-        return {f"task{t}": {"episodes": self.episodes[t], "mean": self.mean[t], "sampled": self.sampled[t]}
+        """JSON-ready: what result.json records."""
+        return {t: {"episodes": self.episodes[t], "mean": self.mean[t], "sampled": self.sampled[t]}
                 for t in sorted(self.mean)}
 
     def report(self, tolerance: float) -> str:
         """One line per task, and a warning naming the tasks past `tolerance`."""
         lines = ["exploration check (imagined success of the start, mean chunks -> sampled chunks, same starts):"]
-        lines += [f"  task {t}: {self.mean[t]:.2f} -> {self.sampled[t]:.2f} ({self.episodes[t]} starts)"
+        lines += [f"  {t}: {self.mean[t]:.2f} -> {self.sampled[t]:.2f} ({self.episodes[t]} starts)"
                   for t in sorted(self.mean)]
         drops = self.drops(tolerance)
         if drops:
-            named = ", ".join(f"task {t} (-{d:.2f})" for t, d in sorted(drops.items()))
+            named = ", ".join(f"{t} (-{d:.2f})" for t, d in sorted(drops.items()))
             lines.append(f"WARNING: the exploration noise alone lowers the judge's reading of {named}, more than "
                          f"exploration_check={tolerance}: RL there follows the noise, not the policy's real outcome; "
                          "lower init_log_std (or exploration_data_scale) and scale rl.lr with the std")
@@ -60,18 +62,19 @@ class ExplorationGap:
 def exploration_gap(env: ImaginationVectorEnv, policy: Policy, num_starts: int, seed: int) -> ExplorationGap:
     """Imagine `num_starts` (<= env.num_envs) keyframes drawn by the env's sampler with `seed`, once with the
     policy's mean chunks and once with its sampled chunks (generator seeded with `seed`), under the same
-    world-model noise; per start task, the share of episodes the env's reward ends in success."""
+    world-model noise; per start task (task_keys), the share of episodes the env's reward ends in success."""
     if not 1 <= num_starts <= env.num_envs:
         raise ValueError(f"num_starts: expected 1 to {env.num_envs} (the env's num_envs), got {num_starts}")
     starts = env.keyframes.sample(num_starts, np.random.default_rng(seed))
-    tasks = np.array([env.episodes[kf.episode].task_id for kf in starts])
+    keys, names = task_keys(env.episodes)
+    tasks = np.array([keys[kf.episode] for kf in starts])
     mean = imagine(env, policy_mean(policy), starts, seed=seed).success
     gen = torch.Generator(device=policy.device).manual_seed(seed)
     sampled = imagine(env, policy_sample(policy, gen), starts, seed=seed).success
     ids = [int(t) for t in np.unique(tasks)]
-    return ExplorationGap(episodes={t: int((tasks == t).sum()) for t in ids},
-                          mean={t: float(mean[tasks == t].mean()) for t in ids},
-                          sampled={t: float(sampled[tasks == t].mean()) for t in ids})
+    return ExplorationGap(episodes={names[t]: int((tasks == t).sum()) for t in ids},
+                          mean={names[t]: float(mean[tasks == t].mean()) for t in ids},
+                          sampled={names[t]: float(sampled[tasks == t].mean()) for t in ids})
 
 
 __all__ = ["ExplorationGap", "exploration_gap"]

@@ -57,12 +57,13 @@ def test_wide_noise_changes_what_the_judge_reads(square_setup):
 
 
 def test_drops_and_the_warning_name_the_tasks_past_the_tolerance():
-    gap = ExplorationGap(episodes={5: 10, 6: 10, 7: 10}, mean={5: 0.7, 6: 1.0, 7: 0.9},
-                         sampled={5: 0.8, 6: 0.0, 7: 0.6})
-    assert gap.drops(0.25) == pytest.approx({6: 1.0, 7: 0.3})
-    assert gap.drops(0.5) == pytest.approx({6: 1.0})
+    gap = ExplorationGap(episodes={"task5": 10, "task6": 10, "task7": 10},
+                         mean={"task5": 0.7, "task6": 1.0, "task7": 0.9},
+                         sampled={"task5": 0.8, "task6": 0.0, "task7": 0.6})
+    assert gap.drops(0.25) == pytest.approx({"task6": 1.0, "task7": 0.3})
+    assert gap.drops(0.5) == pytest.approx({"task6": 1.0})
     text = gap.report(0.5)
-    assert "task 6 (-1.00)" in text and "task 7 (-" not in text and "WARNING" in text
+    assert "task6 (-1.00)" in text and "task7 (-" not in text and "WARNING" in text
     assert "WARNING" not in gap.report(1.0)
     assert gap.as_dict()["task6"] == {"episodes": 10, "mean": 1.0, "sampled": 0.0}
 
@@ -80,7 +81,7 @@ def test_train_rl_records_the_check_before_the_first_iteration(square_setup, tmp
     assert written["tolerance"] == 0.2
     tasks = [k for k in written if k.startswith("task")]
     assert tasks and sum(written[k]["episodes"] for k in tasks) == 16  # half of the run's 4 x 8 envs
-    expected = [int(k[4:]) for k in tasks if written[k]["mean"] - written[k]["sampled"] > 0.2]
+    expected = [k for k in tasks if written[k]["mean"] - written[k]["sampled"] > 0.2]
     assert written["warned_tasks"] == expected
     assert "exploration check (imagined success of the start" in capsys.readouterr().out
     # started over in the same folder with the check off: the earlier run's check is not reported as this run's
