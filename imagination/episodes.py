@@ -26,12 +26,16 @@ class StartEpisode:
     task_id: int
     sim: dict[str, np.ndarray] | None = None
     suite: str = ""  # the LIBERO suite it was recorded in ("" = unknown): task ids repeat across suites
+    # whether the recorded episode succeeded in reality (None = not recorded): what the exploration check sets the
+    # judge's reading of the start against (imagination/rl/exploration_check.py)
+    success: bool | None = None
 
     @classmethod
     def from_episode(cls, ep: Episode, views: Sequence[str],
                      sim: dict[str, np.ndarray] | None = None) -> StartEpisode:
         """`ep` with `views` stacked (envs.frames.stack_views); state and action are ep's arrays, not copies."""
-        return cls(stack_views(ep.frames, views), ep.state, ep.action, ep.instruction, ep.task_id, sim, ep.suite)
+        return cls(stack_views(ep.frames, views), ep.state, ep.action, ep.instruction, ep.task_id, sim, ep.suite,
+                   ep.episode_success)
 
     def recorded_at(self, t: int) -> tuple[np.ndarray, np.ndarray]:
         """The recorded frame [V, H, W, 3] and state [S] at step t, the last ones past the recording's end: what the

@@ -456,7 +456,9 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
         if main:
             print(gap.report(cfg.exploration_check), flush=True)
             atomic_write_json(check_path, {"tolerance": cfg.exploration_check, **gap.as_dict(),
-                                           "warned_tasks": sorted(gap.drops(cfg.exploration_check))}, indent=2)
+                                           "warned_tasks": sorted(gap.drops(cfg.exploration_check)),
+                                           "under_read_tasks": sorted(gap.under_reads(cfg.exploration_check))},
+                              indent=2)
     writer = SummaryWriter(str(out / "logs")) if main else None
     bar = tqdm(range(start, end), initial=start, total=cfg.iterations, desc=f"imagined {cfg.rl.algo}",
                unit="it", disable=not (progress and main))

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from imagination.env import ImaginationConfig, ImaginationVectorEnv
-from imagination.episodes import load_start_episodes
+from imagination.episodes import load_start_episodes, task_keys
 from imagination.keyframes import KeyframeConfig
 from imagination.rl.exploration_check import ExplorationGap, exploration_gap
 from imagination.rl.training import train_rl
@@ -66,6 +66,38 @@ def test_drops_and_the_warning_name_the_tasks_past_the_tolerance():
     assert "task6 (-1.00)" in text and "task7 (-" not in text and "WARNING" in text
     assert "WARNING" not in gap.report(1.0)
     assert gap.as_dict()["task6"] == {"episodes": 10, "mean": 1.0, "sampled": 0.0}
+    assert not gap.under_reads(0.0) and "; real" not in text  # no recorded outcomes: nothing set against reality
+
+
+def test_under_reads_name_the_tasks_the_judge_reads_below_reality():
+    gap = ExplorationGap(episodes={"task5": 10, "task6": 10, "task8": 10},
+                         mean={"task5": 0.9, "task6": 0.06, "task8": 0.5},
+                         sampled={"task5": 0.9, "task6": 0.06, "task8": 0.5},
+                         recorded={"task5": 0.5, "task6": 0.9, "task8": 0.8})
+    assert gap.under_reads(0.25) == pytest.approx({"task6": 0.84, "task8": 0.3})
+    assert gap.under_reads(0.5) == pytest.approx({"task6": 0.84})  # task5's over-read is never warned about
+    text = gap.report(0.5)
+    assert "task6: 0.06 -> 0.06 (10 starts; real 0.90)" in text
+    assert "below the recordings' real success on task6 (-0.84)" in text and "task8 (-" not in text
+    assert gap.as_dict()["task5"] == {"episodes": 10, "mean": 0.9, "sampled": 0.9, "recorded": 0.5}
+
+
+def test_recorded_is_the_share_of_the_starts_recordings_that_succeeded(square_setup):
+    """Every start is frame 0 of one recording: `recorded` is the mean of those recordings' own success flags, per
+    task, and is left out when one start episode records no outcome."""
+    env = _env(square_setup)
+    policy = Policy.load(square_setup[2])
+    policy.eval()
+    gap = exploration_gap(env, policy, 16, seed=1)
+    starts = env.keyframes.sample(16, np.random.default_rng(1))  # the check draws its starts so
+    keys, names = task_keys(env.episodes)
+    for t, name in names.items():
+        mine = [bool(env.episodes[kf.episode].success) for kf in starts if keys[kf.episode] == t]
+        if mine:
+            assert gap.recorded[name] == pytest.approx(np.mean(mine))
+    assert set(gap.recorded) == set(gap.mean)
+    env.episodes[0] = replace(env.episodes[0], success=None)
+    assert exploration_gap(env, policy, 16, seed=1).recorded == {}
 
 
 def test_num_starts_is_checked(square_setup):
@@ -83,6 +115,8 @@ def test_train_rl_records_the_check_before_the_first_iteration(square_setup, tmp
     assert tasks and sum(written[k]["episodes"] for k in tasks) == 16  # half of the run's 4 x 8 envs
     expected = [k for k in tasks if written[k]["mean"] - written[k]["sampled"] > 0.2]
     assert written["warned_tasks"] == expected
+    assert all("recorded" in written[k] for k in tasks)  # the square world's episodes record their outcome
+    assert written["under_read_tasks"] == [k for k in tasks if written[k]["recorded"] - written[k]["mean"] > 0.2]
     assert "exploration check (imagined success of the start" in capsys.readouterr().out
     # started over in the same folder with the check off: the earlier run's check is not reported as this run's
     off = train_rl(replace(cfg, resume=False, exploration_check=0.0), progress=False)
