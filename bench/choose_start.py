@@ -14,7 +14,8 @@ keeps the one with the most real success (the fewer steps on a tie). When that s
 `bench/rl_gain.py --suite S` reads; outside the band nothing is written and the exit status is 1: change the setting
 (other tasks, more or fewer demonstrations), not the start.
 
-A setting is recorded once: after a recipe has been scored on the suite's benchmark jobs (<root>/scored.json) it is
+A setting is recorded once: after a recipe has been scored on the suite's benchmark jobs (its ledger,
+bench/protocol.py ledger_path) it is
 refused again, because a setting chosen after looking at RL results is no longer fixed before them.
 
 Prints each candidate's real success per task and `BENCH choose_start suite=.. chosen_steps=.. rate=.. PASS|FAIL`.
@@ -34,7 +35,15 @@ from pathlib import Path
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from bench.ledger import scored_recipes
-from bench.protocol import RECORDED_SETTINGS, SUITE_ROOTS, RLGainProtocol, collect_data, setting_path, start_bc_config
+from bench.protocol import (
+    RECORDED_SETTINGS,
+    SUITE_ROOTS,
+    RLGainProtocol,
+    collect_data,
+    ledger_path,
+    setting_path,
+    start_bc_config,
+)
 from bench.task_gate import gate_config
 from imagination.eval.evaluate import evaluate_or_reuse
 from imagination.loop.config import LoopConfig
@@ -68,7 +77,7 @@ def choose(args: argparse.Namespace) -> int:
         raise ValueError(f"--steps, --demos: expected positive integers, got {args.steps}, {args.demos}")
     if not 0.0 <= args.band[0] < args.band[1] <= 1.0:
         raise ValueError(f"--band: expected 0 <= LOW < HIGH <= 1, got {args.band}")
-    if scored_recipes(Path(root) / "scored.json"):
+    if scored_recipes(ledger_path(root)):
         raise ValueError(f"{root}: recipes have been scored on this setting's benchmark jobs; a setting chosen "
                          "after RL results were seen is not fixed before them. Choose under a new --root")
     # One setting per root: the data, BCs and evaluations under it are reused by a re-run, so a re-run with other

@@ -176,6 +176,18 @@ PROTOCOL_V2_GOAL = RLGainProtocol(root=SUITE_ROOTS["libero_goal"], suite="libero
 PROTOCOL_V2_10 = RLGainProtocol(root=SUITE_ROOTS["libero_10"], suite="libero_10", tasks=(2, 4, 5, 6, 7),
                                 bc_steps=2000, recipe="goal")
 RECORDED_SETTINGS = {"libero_spatial": PROTOCOL_V2, "libero_goal": PROTOCOL_V2_GOAL, "libero_10": PROTOCOL_V2_10}
+# The ledgers of recipes scored on the project's own benchmark roots (bench/ledger.py) live in the repository,
+# bench/scored/<root's name>.json, not with one machine's outputs. Why: every fresh checkout rebuilds the outputs,
+# and a ledger kept there counted 0 recipes on jobs that had been scored already. Any other --root keeps its ledger
+# beside its outputs.
+LEDGERS = Path(__file__).resolve().parent / "scored"
+
+
+def ledger_path(root: str) -> Path:
+    """Where the ledger of the benchmark jobs under `root` lives: bench/scored/<name>.json for the project's own
+    roots (SUITE_ROOTS, PROTOCOLS), <root>/scored.json for any other."""
+    project = {Path(r).resolve() for r in [*SUITE_ROOTS.values(), *(q.root for q in PROTOCOLS.values())]}
+    return LEDGERS / f"{Path(root).name}.json" if Path(root).resolve() in project else Path(root) / "scored.json"
 
 
 # --smoke (bench/rl_gain.py): the protocol end to end on a suite in a few minutes of CPU, to check that every stage

@@ -42,7 +42,8 @@ init state, seed) jobs in every arm.
 
 Prints each arm's real success per task, each arm against the start with its paired 95% interval
 (imagination/eval/stats.py), every arm's real-data budget (episodes, env steps), how many recipes have been
-scored on the benchmark's jobs (<root>/scored.json), and
+scored on the benchmark's jobs (bench/scored/<root>.json for the project's roots, committed with the
+results; <root>/scored.json for any other), and
 `BENCH rl_gain ... own_gain_points=.. own_gain_ci95=[..] ... PASS|FAIL`. The own gain is the recipe's seeds,
 job-averaged, minus the best control arm. PASS needs an own gain >= --threshold points (+10) with its interval's
 lower end above 0, at least --min-seeds seeds (3), 0 real env steps during RL, and a judge that reads no simulator
@@ -73,6 +74,7 @@ from bench.protocol import (
     Unbuilt,
     build,
     build_recipe,
+    ledger_path,
     override_key,
     recipe_config,
     smoke_protocol,
@@ -329,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
                       init_state_offset=offset, seed=proto.seed, fast_render=True, videos=0 if args.smoke else 2,
                       image_size=args.image_size)
     print(f"protocol {args.protocol}: {proto.describe()}; recipes scored on these jobs so far: "
-          f"{len(scored_recipes(Path(proto.root) / 'scored.json'))}")
+          f"{len(scored_recipes(ledger_path(proto.root)))}")
     if offset != proto.bench_offset:  # e.g. a recipe choice on the choose jobs: say so before anything runs
         print(f"evaluating on init states {offset}-{offset + per_task - 1} of tasks {tasks}, not the benchmark's "
               f"jobs: nothing is recorded as scored")
@@ -498,7 +500,7 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
     d = own.difference
     lo, hi = d.ci95_points
     sim = reads_simulator(recipe_cfg.imagination) if recipe_cfg is not None else True
-    scored = len(scored_recipes(Path(proto.root) / "scored.json"))
+    scored = len(scored_recipes(ledger_path(proto.root)))
     if args.init_state_offset in (None, proto.bench_offset) and not args.bc and recipe_cfg is not None:
         # the protocol's own benchmark jobs: the recipe is its config, whatever its seed, folder and device
         # a gated recipe is another recipe: the gate decides which policy acts on each task
@@ -512,7 +514,7 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
         if args.rl_from == "control":  # and one whose RL starts from arm b (wherever b's folder is)
             gate["rl_from"] = "control"
             recipe_cfg = replace(recipe_cfg, policy=proto.path("bc_file"))
-        scored = record_scored(Path(proto.root) / "scored.json", {"protocol": args.protocol,
+        scored = record_scored(ledger_path(proto.root), {"protocol": args.protocol,
                                                                   "recipe": recipe_identity(recipe_cfg), **gate},
                                canonical=canonical_entry)
     print(f"imagination's own gain: recipe ({len(seeds)} seeds, job-averaged) - {best} (the best control) = "

@@ -72,3 +72,21 @@ def test_a_recipes_seeds_share_one_adaptation_folder():
     assert shared_adaptation(own, Path("run/adapt")).adapt.out_dir == "mine"  # a folder named by the user stays
     off = replace(cfg, adapt=replace(cfg.adapt, steps=0))
     assert shared_adaptation(off, Path("run/adapt")) == off
+
+
+def test_the_project_roots_keep_their_ledgers_in_the_repository(tmp_path, monkeypatch):
+    """A fresh checkout rebuilds outputs/, so the ledger of the project's own benchmark roots lives in bench/scored/;
+    any other root keeps its own beside its outputs."""
+    from pathlib import Path
+
+    from bench.protocol import LEDGERS, PROTOCOLS, SUITE_ROOTS, ledger_path
+
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(repo)
+    for root in [*SUITE_ROOTS.values(), *(p.root for p in PROTOCOLS.values())]:
+        assert ledger_path(root) == LEDGERS / f"{Path(root).name}.json"
+        assert ledger_path(str(repo / root)) == ledger_path(root)  # the same root, absolute
+        assert LEDGERS.is_relative_to(repo) and not ledger_path(root).is_relative_to(repo / "outputs")
+    assert ledger_path(str(tmp_path)) == tmp_path / "scored.json"
+    for ledger in LEDGERS.glob("*.json"):  # every committed ledger reads, and names the protocol of each entry
+        assert all(e["protocol"] in PROTOCOLS for e in scored_recipes(ledger)), ledger
