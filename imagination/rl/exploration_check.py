@@ -14,10 +14,12 @@ that below the mean's (lower init_log_std or exploration_data_scale there, and s
 
 Where the start episodes record their real outcome (`StartEpisode.success`: the start's own rollouts, say), it also
 sets the mean's reading against the recordings' real success, task by task, and warns about every task the judge
-reads more than the tolerance *below* reality: there RL sets out to repair what already works in reality. From the
-real-data control LIBERO-Spatial's judge read two tasks the start succeeds on in 18 and 16 of 20 at 0.06 and 0.16,
-and RL lost both (docs/results.md, "Protocol v2 on LIBERO-Spatial rebuilt on the CPU"). A reading above reality only
-leaves RL without signal there, so it is shown, not warned about.
+reads more than the tolerance *below* reality: there RL sets out to repair what already works in reality. On
+LIBERO-Spatial the judge read two tasks the start mostly succeeds on as mostly failed, and RL lost both
+(docs/results.md, "Protocol v2 on LIBERO-Spatial rebuilt on the CPU"). A reading above reality only leaves RL
+without signal there, so it is shown, not warned about. The comparison is exact for starts at frame 0 (keyframes
+mode "start"); from a later keyframe the recording's outcome is that of the whole recording, not of the imagined
+remainder alone.
 """
 from __future__ import annotations
 
