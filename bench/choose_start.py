@@ -15,8 +15,8 @@ keeps the one with the most real success (the fewer steps on a tie). When that s
 (other tasks, more or fewer demonstrations), not the start.
 
 A setting is recorded once: after a recipe has been scored on the suite's benchmark jobs (its ledger,
-bench/protocol.py ledger_path) it is
-refused again, because a setting chosen after looking at RL results is no longer fixed before them.
+bench/protocol.py ledger_path) it is refused again, because a setting chosen after looking at RL results is no longer
+fixed before them.
 
 Prints each candidate's real success per task and `BENCH choose_start suite=.. chosen_steps=.. rate=.. PASS|FAIL`.
 Every BC and evaluation is kept under <root>/bc_sweep/bc<steps>/ and reused by a re-run, so a root holds one

@@ -1,7 +1,7 @@
-"""The ledger of recipes scored on a benchmark's own jobs (bench/protocol.py ledger_path: in the
-repository for the project's own roots, else <root>/scored.json): every recipe is scored there
-once, with all its seeds, and bench/rl_gain.py prints how many have been, so that a figure can be read against the
-number of looks that produced it."""
+"""The ledger of recipes scored on a benchmark's own jobs (bench/protocol.py ledger_path: in the repository for the
+project's own roots, else <root>/scored.json): every recipe is scored there once, with all its seeds, and
+bench/rl_gain.py prints how many have been, so that a figure can be read against the number of looks that produced
+it."""
 from __future__ import annotations
 
 import json

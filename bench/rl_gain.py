@@ -515,7 +515,7 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
             gate["rl_from"] = "control"
             recipe_cfg = replace(recipe_cfg, policy=proto.path("bc_file"))
         scored = record_scored(ledger_path(proto.root), {"protocol": args.protocol,
-                                                                  "recipe": recipe_identity(recipe_cfg), **gate},
+                                                         "recipe": recipe_identity(recipe_cfg), **gate},
                                canonical=canonical_entry)
     print(f"imagination's own gain: recipe ({len(seeds)} seeds, job-averaged) - {best} (the best control) = "
           f"{d.gain_points:+.1f} points [{lo:+.1f}, {hi:+.1f}] ({d.improved} jobs gained, {d.worsened} lost); "
