@@ -34,11 +34,12 @@ recipe over several seeds, all on the same benchmark jobs.
 
 The arms (imagination/loop/arms.py): a `start`, the protocol's BC; b `control`, the start fine-tuned on every
 successful real episode the recipe consumed, no world model; c `anchor`, the recipe's supervised anchor alone (only
-when the recipe has one); d `recipe`, imagined RL from the start, once per seed; with --loop-rounds also
-`control_loopN`, the start fine-tuned on every success the recipe's rounds consumed. The jobs (docs/loop.md,
-"Protocol v2: imagination's own gain"): the protocol's tasks, init states 0-9 train (data, world model, BC, RL
-starts), 0-19 choose (the BC start and every recipe choice), 20-49 score: 150 real episodes per arm, the same (task,
-init state, seed) jobs in every arm.
+when the recipe has one; when its updates leave the start's weights exactly as they were, scored with the start's
+episodes); d `recipe`, imagined RL from the start, once per seed; with --loop-rounds also `control_loopN`, the start
+fine-tuned on every success the recipe's rounds consumed. The jobs (docs/loop.md, "Protocol v2: imagination's own
+gain"): the protocol's tasks, init states 0-9 train (data, world model, BC, RL starts), 0-19 choose (the BC start
+and every recipe choice), 20-49 score: 150 real episodes per arm, the same (task, init state, seed) jobs in every
+arm.
 
 Prints each arm's real success per task, each arm against the start with its paired 95% interval
 (imagination/eval/stats.py), every arm's real-data budget (episodes, env steps), how many recipes have been
@@ -435,8 +436,15 @@ def main(argv: list[str] | None = None) -> int:
             budgets[name] = Budget(after["episodes"], after["env_steps"])
     if "anchor" in args.arms and first_cfg is not None and first_cfg.bc_coef > 0:
         anchor = anchor_control(first_cfg, first_rl, str(out / "anchor"))
-        arms["anchor"] = (score(anchor["policy_path"], "eval_anchor", "anchor control") if not gates else
-                          score_gated(gate_arm(anchor["policy_path"], "anchor"), "anchor"))
+        if anchor.get("max_param_change") == 0.0 and not gates and "start" in arms:
+            # the same weights play the same real episodes (evaluation is deterministic per job): replaying them
+            # would cost a whole arm's evaluation to print the start's figures again
+            print(f"anchor control: {anchor['updates']} anchor updates left the start's weights unchanged (the "
+                  "anchor's target is the start's own chunks): its real episodes are the start's")
+            arms["anchor"] = arms["start"]
+        else:
+            arms["anchor"] = (score(anchor["policy_path"], "eval_anchor", "anchor control") if not gates else
+                              score_gated(gate_arm(anchor["policy_path"], "anchor"), "anchor"))
     for k in range(1, len(rls)):  # the other seeds after the controls: a first look needs one seed
         arms[seed_dir("recipe", k)] = (score_gated(gates[k], _run_name(args.rl_run, k)) if gates else
                                        score(scored_paths[k], seed_dir("eval_rl", k), f"recipe seed {seeds[k]}"))

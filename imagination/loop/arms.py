@@ -187,7 +187,8 @@ def anchor_control(rl_cfg: ImagineRLConfig, rl_result: dict, out_dir: str) -> di
     """Arm c: from the recipe's start (rl_result's start_policy: the start adapted to the world model's frames when the
     recipe adapts it), the recipe's anchor loss alone (the same draws, optimiser, learning rate and gradient
     clip), applied as many times as the recipe's kept policy received it (anchor_updates).
-    Returns {"policy_path", "updates"} and the anchor it applied (start, anchor settings, seed: check_same_anchor)."""
+    Returns {"policy_path", "updates", "max_param_change"} (the largest change of any weight from the start; 0.0: the
+    start's own weights) and the anchor it applied (start, anchor settings, seed: check_same_anchor)."""
     if rl_cfg.bc_coef <= 0:
         raise ValueError("bc_coef: the recipe adds no supervised anchor, so it has no anchor control")
     done, path = Path(out_dir) / "control.json", Path(out_dir) / "policy.pt"
@@ -208,13 +209,17 @@ def anchor_control(rl_cfg: ImagineRLConfig, rl_result: dict, out_dir: str) -> di
     anchor = bc_anchor(replace(rl_cfg, policy=start), policy, torch.Generator().manual_seed(rl_cfg.seed))
     optimizer, schedule = make_optimizer(policy, rl_cfg.rl)  # the recipe's warmup too
     print(f"[anchor control] {n} anchor updates from {start}, no RL")
+    before = [p.detach().clone() for p in policy.parameters()]
     policy.train()
     for _ in range(n):
         optimizer_step(policy, optimizer, anchor(), rl_cfg.rl.max_grad_norm, schedule)  # the step update() takes
     policy.eval()
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     policy.save(path)
-    out = {"policy_path": str(path), "updates": n, **anchor_of}
+    # an anchor towards the start's own chunks has zero loss and gradient while no RL moves the policy: then arm c
+    # is the start itself, and its real episodes are the start's (the bench reuses them instead of replaying them)
+    change = max((float((p.detach() - q).abs().max()) for p, q in zip(policy.parameters(), before)), default=0.0)
+    out = {"policy_path": str(path), "updates": n, "max_param_change": change, **anchor_of}
     atomic_write_text(done, json.dumps(out, indent=2))
     return out
 

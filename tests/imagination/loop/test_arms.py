@@ -251,3 +251,14 @@ def test_the_control_imitates_a_label_folders_successes_from_its_copy_with_frame
         import shutil
 
         shutil.rmtree(framed)
+
+
+def test_the_anchor_control_records_how_far_its_updates_moved_the_start(recipe, tmp_path):
+    """max_param_change is 0.0 exactly when the control holds the start's own weights (the bench then reuses the
+    start's episodes instead of replaying them) and positive once an anchor moved it."""
+    still = anchor_control(recipe, {"history": [{"iteration": 1, "updates": 0.0}]}, str(tmp_path / "still"))
+    assert still["updates"] == 0 and still["max_param_change"] == 0.0
+    start, same = Policy.load(recipe.policy).state_dict(), Policy.load(still["policy_path"]).state_dict()
+    assert all(torch.equal(start[k], same[k]) for k in start if isinstance(start[k], torch.Tensor))
+    moved = anchor_control(recipe, {"history": [{"iteration": 1, "updates": 3.0}]}, str(tmp_path / "moved"))
+    assert moved["max_param_change"] > 0.0
