@@ -439,8 +439,8 @@ def main(argv: list[str] | None = None) -> int:
         if anchor.get("max_param_change") == 0.0 and not gates and "start" in arms:
             # the same weights play the same real episodes (evaluation is deterministic per job): replaying them
             # would cost a whole arm's evaluation to print the start's figures again
-            print(f"anchor control: {anchor['updates']} anchor updates left the start's weights unchanged (the "
-                  "anchor's target is the start's own chunks): its real episodes are the start's")
+            print(f"anchor control: its {anchor['updates']} anchor updates left every weight of the start as it "
+                  "was: its real episodes are the start's")
             arms["anchor"] = arms["start"]
         else:
             arms["anchor"] = (score(anchor["policy_path"], "eval_anchor", "anchor control") if not gates else

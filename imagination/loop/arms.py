@@ -216,8 +216,8 @@ def anchor_control(rl_cfg: ImagineRLConfig, rl_result: dict, out_dir: str) -> di
     policy.eval()
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     policy.save(path)
-    # an anchor towards the start's own chunks has zero loss and gradient while no RL moves the policy: then arm c
-    # is the start itself, and its real episodes are the start's (the bench reuses them instead of replaying them)
+    # an anchor towards the start's own chunks has (up to rounding) nothing to pull while no RL moves the policy;
+    # where its updates left every weight exactly as it was, arm c is the start itself and plays its episodes
     change = max((float((p.detach() - q).abs().max()) for p, q in zip(policy.parameters(), before)), default=0.0)
     out = {"policy_path": str(path), "updates": n, "max_param_change": change, **anchor_of}
     atomic_write_text(done, json.dumps(out, indent=2))
