@@ -253,19 +253,23 @@ def _save_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimize
                      history: list[dict], heldout: list[tuple[int, float]],
                      anchor_gen: torch.Generator | None = None,
                      schedule: torch.optim.lr_scheduler.LRScheduler | None = None, seconds: float = 0.0,
-                     identity: dict | None = None) -> None:
+                     identity: dict | None = None, processes: list[dict] | None = None) -> None:
     """Tensors and plain data only, so `_load_checkpoint` reads it with weights_only=True. The history
     rows and held-out scores go as JSON text: their numbers may be numpy scalars, which are objects
     to pickle (a file holding them could not be loaded without trusting it). anchor_gen: the generator
     of the behaviour-cloning anchor's batches, when there is one (a resume draws the batches it would have).
     schedule: the learning rate's (its step count: a resumed warmup goes on where it was). seconds: the run's
     time so far, over every process that ran it (result.json's seconds stays the run's, not the last resume's).
-    identity: the run's config as `run_identity` gives it, which a resume must match."""
+    identity: the run's config as `run_identity` gives it, which a resume must match. processes: the provenance of
+    every process that trained the run, the first one first (result.json's provenance stays the run's first, not the
+    last resume's)."""
     blob = {"iteration": iteration, "policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
             "seconds": float(seconds),
             "history_json": json.dumps(history, default=_number), "heldout_json": json.dumps(heldout, default=_number)}
     if identity is not None:
         blob["run_json"] = json.dumps(identity)
+    if processes:
+        blob["provenance_json"] = json.dumps(processes, default=_number)
     if anchor_gen is not None:
         blob["anchor_generator"] = anchor_gen.get_state()
     if schedule is not None:
@@ -283,10 +287,10 @@ def _number(value: Any) -> Any:
 def _load_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimizer,
                      anchor_gen: torch.Generator | None = None,
                      schedule: torch.optim.lr_scheduler.LRScheduler | None = None,
-                     ) -> tuple[int, list[dict], list[tuple[int, float]], float]:
+                     ) -> tuple[int, list[dict], list[tuple[int, float]], float, list[dict]]:
     """Restore policy and optimizer (and the anchor's generator and the learning rate's schedule, when both
     sides have one) from `path`; (iteration, history, held-out scores, seconds of training so far: 0 in files from
-    before it was kept).
+    before it was kept, the provenance of every process that trained it: [] in files from before it was kept).
 
     One checkpoint per run (rewritten atomically), so an unusable one has no older one to fall back to:
     CheckpointError names it. Files from before the JSON fields hold the same lists as plain data,
@@ -302,7 +306,9 @@ def _load_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimize
             schedule.last_epoch = int(ck["schedule_steps"])
         history = json.loads(ck["history_json"]) if "history_json" in ck else list(ck["history"])
         scores = json.loads(ck["heldout_json"]) if "heldout_json" in ck else list(ck.get("heldout", []))
-        return int(ck["iteration"]), history, [(int(i), float(s)) for i, s in scores], float(ck.get("seconds", 0.0))
+        processes = json.loads(ck["provenance_json"]) if "provenance_json" in ck else []
+        return (int(ck["iteration"]), history, [(int(i), float(s)) for i, s in scores], float(ck.get("seconds", 0.0)),
+                list(processes))
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise CheckpointError(f"{path}: its history, anchor generator or schedule is unusable "
                               f"({type(err).__name__}: {err})") from None
@@ -423,8 +429,11 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     history: list[dict] = []
     scores: list[tuple[int, float]] = []
     before = 0.0  # seconds spent by the processes this run resumes
+    trained_by: list[dict] = []  # the provenance of each process that trained this run before this one
     if cfg.resume and ckpt_path.exists():
-        start, history, scores, before = _load_checkpoint(ckpt_path, policy, optimizer, anchor_gen, schedule)
+        start, history, scores, before, trained_by = _load_checkpoint(ckpt_path, policy, optimizer, anchor_gen,
+                                                                      schedule)
+    trained_by = [*trained_by, provenance(cfg.seed)]
     best_path, stopper, check_env = out / "best_policy.pt", None, None
     approach, start_chunks = None, None  # the held-out approach frames and the start policy's chunks on them
     if cfg.heldout.every:
@@ -505,7 +514,7 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
             if main:  # the replicas are equal: one policy and one checkpoint hold every process's state
                 policy.save(out / "policy.pt")
                 _save_checkpoint(ckpt_path, policy, optimizer, it + 1, history, stopper.scores if stopper else [],
-                                 anchor_gen, schedule, before + time.time() - t0, identity)
+                                 anchor_gen, schedule, before + time.time() - t0, identity, trained_by)
             if acc:  # no process runs ahead of a checkpoint not yet on disk
                 acc.wait_for_everyone()
             crash_point("rl.checkpoint_saved")
@@ -527,8 +536,11 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
               "algo": cfg.rl.algo,
               "real_env_steps": LiberoEnv.process_steps - real_steps_before, "history": history, "videos": videos,
               "first": history[0] if history else {}, "last": history[-1] if history else {},
-              # no jobs of its own: iteration i's keyframes and noise follow from (seed, i)
-              "provenance": provenance(cfg.seed)}
+              # no jobs of its own: iteration i's keyframes and noise follow from (seed, i). The first process's:
+              # a run resumed under another commit says so in resumed_provenance, one entry per later process
+              "provenance": trained_by[0]}
+    if len(trained_by) > 1:
+        result["resumed_provenance"] = trained_by[1:]
     if check_path.is_file():
         result["exploration_check"] = json.loads(check_path.read_text())
     if stopper is not None:  # which policy policy_path is, and why

@@ -163,14 +163,14 @@ def test_rl_checkpoint_keeps_its_history_exactly_and_reads_older_files(tmp_path)
     opt = torch.optim.Adam(policy.parameters())
     history = [{"iteration": 1, "imagined_return": 0.1 + 0.2, "std": float("nan")}]
     _save_checkpoint(tmp_path / "ck.pt", policy, opt, 1, history, [(1, 0.25)])
-    it, got, scores, seconds = load_rl_checkpoint(tmp_path / "ck.pt", policy, opt)
-    assert seconds == 0.0  # saved with the default: no time recorded
+    it, got, scores, seconds, processes = load_rl_checkpoint(tmp_path / "ck.pt", policy, opt)
+    assert seconds == 0.0 and processes == []  # saved with the defaults: no time, no provenance recorded
     assert it == 1 and got[0]["imagined_return"] == 0.1 + 0.2 and got[0]["std"] != got[0]["std"]
     assert scores == [(1, 0.25)]
     # a file from before the JSON fields: the same lists as plain data
     torch.save({"iteration": 2, "policy": policy.state_dict(), "optimizer": opt.state_dict(),
                 "history": history, "heldout": [(1, 0.5)]}, tmp_path / "old.pt")
-    assert load_rl_checkpoint(tmp_path / "old.pt", policy, opt)[::2] == (2, [(1, 0.5)])
+    assert load_rl_checkpoint(tmp_path / "old.pt", policy, opt)[:3:2] == (2, [(1, 0.5)])
 
 
 def test_a_checkpoint_of_another_version_is_refused_by_name(tmp_path: Path) -> None:

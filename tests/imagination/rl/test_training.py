@@ -11,6 +11,7 @@ import torch
 from imagination.env import ImaginationConfig, ImaginationVectorEnv
 from imagination.episodes import StartEpisode, load_start_episodes
 from imagination.keyframes import KeyframeConfig
+from imagination.rl import training
 from imagination.rl.algo import RLConfig
 from imagination.rl.rollout import collect_rollouts
 from imagination.rl.training import ImagineRLConfig, exploration_log_std, per_task_success, train_rl
@@ -85,7 +86,7 @@ def test_per_task_success_counts_episodes_by_their_start_task():
                    "imagined_success_libero_spatial_task2": 1.0}
 
 
-def test_resume_continues_exactly(square_setup, tmp_path):
+def test_resume_continues_exactly(square_setup, tmp_path, monkeypatch):
     # mid-warmup at the resume (rl.warmup_updates): the checkpoint carries the schedule's step count
     def cfg(out, iterations):
         c = _config(square_setup, tmp_path / out, iterations=iterations, checkpoint_every=1)
@@ -94,11 +95,19 @@ def test_resume_continues_exactly(square_setup, tmp_path):
     # checkpoint_every=0: a checkpoint at the last iteration only, the same run
     straight = train_rl(replace(cfg("a", 3), checkpoint_every=0), progress=False)
     train_rl(cfg("b", 2), progress=False)
+    first = json.loads((tmp_path / "b" / "result.json").read_text())["provenance"]
+    # the resume runs under another commit: result.json keeps the first process's provenance and adds the resume's
+    monkeypatch.setattr(training, "provenance", lambda seed: {"seed": seed, "versions": {"git_commit": "resumed"}})
     resumed = train_rl(cfg("b", 3), progress=False)
     assert [r["imagined_return"] for r in resumed["history"]] == [r["imagined_return"] for r in straight["history"]]
     assert resumed["history"][-1]["policy_loss"] == pytest.approx(straight["history"][-1]["policy_loss"], abs=1e-6)
     on_disk = json.loads((tmp_path / "b" / "result.json").read_text())
     assert on_disk["provenance"]["seed"] == 0 and on_disk["provenance"]["versions"]["torch"] == torch.__version__
+    assert on_disk["provenance"] == first and "resumed_provenance" not in straight
+    assert [p["versions"]["git_commit"] for p in on_disk["resumed_provenance"]] == ["resumed"]
+    # a run resumed past its last iteration rewrites result.json: still the first process's provenance
+    again = train_rl(cfg("b", 3), progress=False)
+    assert again["provenance"] == first and len(again["resumed_provenance"]) == 2
 
 
 def test_a_run_does_not_resume_another_runs_checkpoint(square_setup, tmp_path):
