@@ -23,29 +23,26 @@ with the same N.
 from __future__ import annotations
 
 import copy
-import csv
 import json
 import math
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
-from accelerate import Accelerator
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from envs.frames import tile_views
 from envs.libero_env import LiberoEnv
 from imagination.env import ImaginationConfig, ImaginationVectorEnv
-from imagination.episodes import task_keys
 from imagination.imagine import open_imagination
 from imagination.keyframes import KeyframeConfig
 from imagination.rewards.grasp import judge_for_run
 from imagination.rl.algo import RLConfig, make_optimizer, update
 from imagination.rl.anchor import AnchorConfig, make_anchor
+from imagination.rl.checkpoint import RL_CHECKPOINT, load_checkpoint, save_checkpoint
 from imagination.rl.early_stop import (
     EarlyStopper,
     HeldoutConfig,
@@ -56,10 +53,11 @@ from imagination.rl.early_stop import (
 )
 from imagination.rl.exploration_check import exploration_gap
 from imagination.rl.frame_adapt import FrameAdaptConfig, adapt_once
-from imagination.rl.rollout import Rollouts, collect_rollouts, to_batch, uncertainty_spread
+from imagination.rl.rollout import Rollouts, collect_rollouts, to_batch
 from imagination.rl.run_identity import check_same_run, run_identity
-from infra.atomic import atomic_torch_save, atomic_write, atomic_write_json
-from infra.checkpoint import CheckpointError, expect_format, load_torch, restore
+from imagination.rl.stats import imagined_stats, write_metrics
+from infra.atomic import atomic_write_json
+from infra.checkpoint import expect_format, load_torch
 from infra.crash_points import crash_point
 from infra.data_parallel import GradientSync, check_replicas, data_parallel, mean_over_processes
 from infra.provenance import provenance
@@ -246,74 +244,6 @@ def load_rl_env(cfg: ImagineRLConfig, out_dir: Path, policy: Policy | None = Non
                             policy=policy, proprio_cache=out_dir / "proprio.pt")
 
 
-_RL_CHECKPOINT = "RL checkpoint (resume=false, or delete it, starts over)"
-
-
-def _save_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimizer, iteration: int,
-                     history: list[dict], heldout: list[tuple[int, float]],
-                     anchor_gen: torch.Generator | None = None,
-                     schedule: torch.optim.lr_scheduler.LRScheduler | None = None, seconds: float = 0.0,
-                     identity: dict | None = None, processes: list[dict] | None = None) -> None:
-    """Tensors and plain data only, so `_load_checkpoint` reads it with weights_only=True. The history
-    rows and held-out scores go as JSON text: their numbers may be numpy scalars, which are objects
-    to pickle (a file holding them could not be loaded without trusting it). anchor_gen: the generator
-    of the behaviour-cloning anchor's batches, when there is one (a resume draws the batches it would have).
-    schedule: the learning rate's (its step count: a resumed warmup goes on where it was). seconds: the run's
-    time so far, over every process that ran it (result.json's seconds stays the run's, not the last resume's).
-    identity: the run's config as `run_identity` gives it, which a resume must match. processes: the provenance of
-    every process that trained the run, the first one first (result.json's provenance stays the run's first, not the
-    last resume's)."""
-    blob = {"iteration": iteration, "policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
-            "seconds": float(seconds),
-            "history_json": json.dumps(history, default=_number), "heldout_json": json.dumps(heldout, default=_number)}
-    if identity is not None:
-        blob["run_json"] = json.dumps(identity)
-    if processes:
-        blob["provenance_json"] = json.dumps(processes, default=_number)
-    if anchor_gen is not None:
-        blob["anchor_generator"] = anchor_gen.get_state()
-    if schedule is not None:
-        blob["schedule_steps"] = int(schedule.last_epoch)
-    atomic_torch_save(path, blob)
-
-
-def _number(value: Any) -> Any:
-    """A numpy scalar as the Python number it holds (json.dumps' fallback); anything else is refused."""
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
-
-
-def _load_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimizer,
-                     anchor_gen: torch.Generator | None = None,
-                     schedule: torch.optim.lr_scheduler.LRScheduler | None = None,
-                     ) -> tuple[int, list[dict], list[tuple[int, float]], float, list[dict]]:
-    """Restore policy and optimizer (and the anchor's generator and the learning rate's schedule, when both
-    sides have one) from `path`; (iteration, history, held-out scores, seconds of training so far: 0 in files from
-    before it was kept, the provenance of every process that trained it: [] in files from before it was kept).
-
-    One checkpoint per run (rewritten atomically), so an unusable one has no older one to fall back to:
-    CheckpointError names it. Files from before the JSON fields hold the same lists as plain data,
-    which weights_only reads too (one holding numpy scalars is refused, by name)."""
-    ck = expect_format(load_torch(path, _RL_CHECKPOINT), path, _RL_CHECKPOINT, None,
-                       ("iteration", "policy", "optimizer"))
-    restore(policy, ck["policy"], path, "policy")
-    restore(optimizer, ck["optimizer"], path, "optimizer")
-    try:
-        if anchor_gen is not None and "anchor_generator" in ck:  # files written before it restart the draws
-            anchor_gen.set_state(ck["anchor_generator"])
-        if schedule is not None and "schedule_steps" in ck:  # the optimizer's state holds the current lr
-            schedule.last_epoch = int(ck["schedule_steps"])
-        history = json.loads(ck["history_json"]) if "history_json" in ck else list(ck["history"])
-        scores = json.loads(ck["heldout_json"]) if "heldout_json" in ck else list(ck.get("heldout", []))
-        processes = json.loads(ck["provenance_json"]) if "provenance_json" in ck else []
-        return (int(ck["iteration"]), history, [(int(i), float(s)) for i, s in scores], float(ck.get("seconds", 0.0)),
-                list(processes))
-    except (KeyError, TypeError, ValueError, RuntimeError) as err:
-        raise CheckpointError(f"{path}: its history, anchor generator or schedule is unusable "
-                              f"({type(err).__name__}: {err})") from None
-
-
 def heldout_env(cfg: ImagineRLConfig, env: ImaginationVectorEnv) -> ImaginationVectorEnv:
     """The env of the held-out check: its start data and world model (default: the run's), the run's proprio
     model and imagination settings, one imagined episode per held-out start episode, from frame 0 or (heldout.starts
@@ -378,8 +308,8 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
         raise ValueError(f"obs_noise: expected a pixel-noise std >= 0 (0-255 units), got {cfg.obs_noise}")
     identity = run_identity(cfg)  # before the run fills in its own paths (adapted start, judge file)
     if cfg.resume and (Path(cfg.out_dir) / "checkpoint.pt").exists():  # refused before anything is built
-        ck = expect_format(load_torch(Path(cfg.out_dir) / "checkpoint.pt", _RL_CHECKPOINT),
-                           Path(cfg.out_dir) / "checkpoint.pt", _RL_CHECKPOINT, None, ("iteration",))
+        ck = expect_format(load_torch(Path(cfg.out_dir) / "checkpoint.pt", RL_CHECKPOINT),
+                           Path(cfg.out_dir) / "checkpoint.pt", RL_CHECKPOINT, None, ("iteration",))
         check_same_run(json.loads(ck["run_json"]) if "run_json" in ck else None, identity,
                        Path(cfg.out_dir) / "checkpoint.pt")
     torch.set_num_threads(cfg.num_threads)
@@ -431,7 +361,7 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     before = 0.0  # seconds spent by the processes this run resumes
     trained_by: list[dict] = []  # the provenance of each process that trained this run before this one
     if cfg.resume and ckpt_path.exists():
-        start, history, scores, before, trained_by = _load_checkpoint(ckpt_path, policy, optimizer, anchor_gen,
+        start, history, scores, before, trained_by = load_checkpoint(ckpt_path, policy, optimizer, anchor_gen,
                                                                       schedule)
     trained_by = [*trained_by, provenance(cfg.seed)]
     best_path, stopper, check_env = out / "best_policy.pt", None, None
@@ -513,7 +443,7 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
             check_replicas(acc, policy)
             if main:  # the replicas are equal: one policy and one checkpoint hold every process's state
                 policy.save(out / "policy.pt")
-                _save_checkpoint(ckpt_path, policy, optimizer, it + 1, history, stopper.scores if stopper else [],
+                save_checkpoint(ckpt_path, policy, optimizer, it + 1, history, stopper.scores if stopper else [],
                                  anchor_gen, schedule, before + time.time() - t0, identity, trained_by)
             if acc:  # no process runs ahead of a checkpoint not yet on disk
                 acc.wait_for_everyone()
@@ -527,7 +457,7 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
         writer.close()
     crash_point("rl.before_result")
     if main:
-        _write_metrics(out / "metrics.csv", history)
+        write_metrics(out / "metrics.csv", history)
         if not (out / "policy.pt").exists():
             policy.save(out / "policy.pt")
     result = {"policy_path": str(best_path if stopper else out / "policy.pt"), "iterations": len(history),
@@ -555,62 +485,4 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     return result
 
 
-def imagined_stats(acc: Accelerator | None, r: Rollouts, env: ImaginationVectorEnv) -> dict[str, float]:
-    """The imagined_* figures (Rollouts.stats) and per-task success of this iteration's episodes; under a
-    launch, of every process's episodes (each process holds as many)."""
-    if acc is None:
-        return {**{f"imagined_{k}": v for k, v in r.stats(_threshold(env)).items()}, **per_task_success(r, env)}
-    tasks, names = _start_tasks(r, env)
-    mine = np.stack([r.success, r.episode_return, r.length, r.uncertainty, tasks], 1).astype(np.float64)
-    success, ret, length, uncertainty, task = acc.gather(torch.from_numpy(mine).to(acc.device)).cpu().numpy().T
-    samples = acc.gather(torch.tensor([len(r.episode)], device=acc.device)).sum()
-    # the names and means of Rollouts.stats, over the gathered episodes
-    out = {"imagined_success_rate": float(success.mean()), "imagined_return": float(ret.mean()),
-           "imagined_episode_chunks": float(length.mean()), "imagined_samples": float(samples),
-           "imagined_uncertainty": float(uncertainty.mean())}
-    out.update({f"imagined_success_{names[int(t)]}": float(success[task == t].mean()) for t in np.unique(task)})
-    threshold = _threshold(env)
-    if threshold is not None:  # per chunk: the processes' batches differ in length, so pad to gather
-        chunks = torch.from_numpy(r.chunk_uncertainty.astype(np.float64)).to(acc.device)
-        gathered = acc.pad_across_processes(chunks, pad_index=float("nan"))
-        every = acc.gather(gathered).cpu().numpy()
-        spread = uncertainty_spread(every[~np.isnan(every)], threshold)
-        out.update({f"imagined_{k}": v for k, v in spread.items()})
-    return out
-
-
-def _threshold(env: ImaginationVectorEnv) -> float | None:
-    """The env's uncertainty threshold when it measures disagreement at all, else None."""
-    return None if env.cfg.uncertainty == "off" else float(env.cfg.uncertainty_threshold)
-
-
-def _start_tasks(r: Rollouts, env: ImaginationVectorEnv) -> tuple[np.ndarray, dict[int, str]]:
-    """Each rollout's start task key [N] (imagination.env.task_keys) and the keys' names."""
-    keys, names = task_keys(env.episodes)
-    return np.array([keys[k] for k in r.keyframe[:, 0]]), names
-
-
-def per_task_success(r: Rollouts, env: ImaginationVectorEnv) -> dict[str, float]:
-    """imagined_success_task<t>: success rate of this batch's episodes that started in task t (only the
-    tasks drawn this iteration; imagined_success_<suite>_task<t> when the start episodes mix suites). Why:
-    one shared policy can trade one task for another while the mean stays flat; the real evaluation
-    reports per task, so the imagined side does too."""
-    tasks, names = _start_tasks(r, env)
-    return {f"imagined_success_{names[int(t)]}": float(r.success[tasks == t].mean()) for t in np.unique(tasks)}
-
-
-def _write_metrics(path: Path, history: list[dict]) -> None:
-    if not history:
-        return
-    keys = sorted({k for row in history for k in row}, key=lambda k: (k != "iteration", k))
-
-    def write(tmp: Path) -> None:
-        with open(tmp, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=keys)
-            w.writeheader()
-            w.writerows(history)
-
-    atomic_write(path, write)
-
-
-__all__ = ["EXPLORATION_MODES", "ImagineRLConfig", "exploration_log_std", "load_rl_env", "per_task_success", "train_rl"]
+__all__ = ["EXPLORATION_MODES", "ImagineRLConfig", "exploration_log_std", "load_rl_env", "train_rl"]

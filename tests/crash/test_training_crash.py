@@ -183,6 +183,8 @@ def test_rl_killed_mid_iteration_after_a_checkpoint_and_before_its_results_resum
     assert (out / "metrics.csv").read_text() == (ref_out / "metrics.csv").read_text()
     assert [Path(v).name for v in got.pop("videos")] == [Path(v).name for v in want.pop("videos")]
     assert Path(got.pop("policy_path")).name == Path(want.pop("policy_path")).name == "policy.pt"
+    # the processes of steps 3 and 4 resumed the run that step 2 started (step 1 left no checkpoint)
+    assert len(got.pop("resumed_provenance")) == 2 and "resumed_provenance" not in want
     assert without_time(got) == without_time(want)
 
 

@@ -18,7 +18,7 @@ from typing import Any, cast
 import pytest
 import torch
 
-from imagination.rl.training import _load_checkpoint as load_rl_checkpoint
+from imagination.rl.checkpoint import load_checkpoint as load_rl_checkpoint
 from infra.checkpoint import CheckpointError, load_torch
 from policies.base import Policy, RandomPolicy, RandomPolicyConfig
 from policies.bc import _resume as resume_bc
@@ -157,12 +157,12 @@ def test_a_policy_naming_a_module_outside_the_project_is_not_imported(tmp_path):
 
 
 def test_rl_checkpoint_keeps_its_history_exactly_and_reads_older_files(tmp_path):
-    from imagination.rl.training import _save_checkpoint
+    from imagination.rl.checkpoint import save_checkpoint
 
     policy = cast(Policy, torch.nn.Linear(2, 2))  # the reader needs only load_state_dict
     opt = torch.optim.Adam(policy.parameters())
     history = [{"iteration": 1, "imagined_return": 0.1 + 0.2, "std": float("nan")}]
-    _save_checkpoint(tmp_path / "ck.pt", policy, opt, 1, history, [(1, 0.25)])
+    save_checkpoint(tmp_path / "ck.pt", policy, opt, 1, history, [(1, 0.25)])
     it, got, scores, seconds, processes = load_rl_checkpoint(tmp_path / "ck.pt", policy, opt)
     assert seconds == 0.0 and processes == []  # saved with the defaults: no time, no provenance recorded
     assert it == 1 and got[0]["imagined_return"] == 0.1 + 0.2 and got[0]["std"] != got[0]["std"]

@@ -14,7 +14,7 @@ from imagination.keyframes import KeyframeConfig
 from imagination.rl import training
 from imagination.rl.algo import RLConfig
 from imagination.rl.rollout import collect_rollouts
-from imagination.rl.training import ImagineRLConfig, exploration_log_std, per_task_success, train_rl
+from imagination.rl.training import ImagineRLConfig, exploration_log_std, train_rl
 from policies.base import Policy
 from policies.vla import VLAConfig, VLAPolicy
 from tests.world_models.conftest import SIZE
@@ -69,21 +69,6 @@ def test_grpo_in_imagination_raises_the_imagined_success(square_setup, tmp_path)
     assert trained.predict_action_chunk(obs)[0, :, 0].sum() > first.predict_action_chunk(obs)[0, :, 0].sum() + 0.5
     assert (tmp_path / "run" / "metrics.csv").read_text().count("\n") == 25
     assert len(result["videos"]) == 1
-
-
-def test_per_task_success_counts_episodes_by_their_start_task():
-    from types import SimpleNamespace
-
-    env = SimpleNamespace(episodes=[SimpleNamespace(task_id=t, suite="libero_spatial") for t in (0, 0, 2)])
-    r = SimpleNamespace(keyframe=np.array([[0, 5], [1, 0], [2, 3], [2, 9], [1, 4]]),
-                        success=np.array([True, False, True, True, True]))
-    got = per_task_success(r, env)  # type: ignore[arg-type]  # duck-typed stand-ins for Rollouts and the env
-    assert got == {"imagined_success_task0": pytest.approx(2 / 3), "imagined_success_task2": 1.0}
-    # start episodes of two suites: task 0 of one is not task 0 of the other
-    env.episodes[1].suite = "libero_object"
-    got = per_task_success(r, env)  # type: ignore[arg-type]
-    assert got == {"imagined_success_libero_spatial_task0": 1.0, "imagined_success_libero_object_task0": 0.5,
-                   "imagined_success_libero_spatial_task2": 1.0}
 
 
 def test_resume_continues_exactly(square_setup, tmp_path, monkeypatch):
