@@ -87,4 +87,12 @@ def load_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimizer
                               f"({type(err).__name__}: {err})") from None
 
 
-__all__ = ["RL_CHECKPOINT", "load_checkpoint", "save_checkpoint"]
+
+def stored_identity(path: Path) -> dict | None:
+    """The run identity (`run_identity`) the checkpoint at `path` was saved with; None in files from before it was
+    kept. Read before anything of a resumed run is built, so a folder of another run is refused first."""
+    ck = expect_format(load_torch(path, RL_CHECKPOINT), path, RL_CHECKPOINT, None, ("iteration",))
+    return json.loads(ck["run_json"]) if "run_json" in ck else None
+
+
+__all__ = ["RL_CHECKPOINT", "load_checkpoint", "save_checkpoint", "stored_identity"]

@@ -42,7 +42,7 @@ from imagination.keyframes import KeyframeConfig
 from imagination.rewards.grasp import judge_for_run
 from imagination.rl.algo import RLConfig, make_optimizer, update
 from imagination.rl.anchor import AnchorConfig, make_anchor
-from imagination.rl.checkpoint import RL_CHECKPOINT, load_checkpoint, save_checkpoint
+from imagination.rl.checkpoint import load_checkpoint, save_checkpoint, stored_identity
 from imagination.rl.early_stop import (
     EarlyStopper,
     HeldoutConfig,
@@ -57,7 +57,6 @@ from imagination.rl.rollout import Rollouts, collect_rollouts, to_batch
 from imagination.rl.run_identity import check_same_run, run_identity
 from imagination.rl.stats import imagined_stats, write_metrics
 from infra.atomic import atomic_write_json
-from infra.checkpoint import expect_format, load_torch
 from infra.crash_points import crash_point
 from infra.data_parallel import GradientSync, check_replicas, data_parallel, mean_over_processes
 from infra.provenance import provenance
@@ -307,11 +306,9 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     if not cfg.obs_noise >= 0:
         raise ValueError(f"obs_noise: expected a pixel-noise std >= 0 (0-255 units), got {cfg.obs_noise}")
     identity = run_identity(cfg)  # before the run fills in its own paths (adapted start, judge file)
-    if cfg.resume and (Path(cfg.out_dir) / "checkpoint.pt").exists():  # refused before anything is built
-        ck = expect_format(load_torch(Path(cfg.out_dir) / "checkpoint.pt", RL_CHECKPOINT),
-                           Path(cfg.out_dir) / "checkpoint.pt", RL_CHECKPOINT, None, ("iteration",))
-        check_same_run(json.loads(ck["run_json"]) if "run_json" in ck else None, identity,
-                       Path(cfg.out_dir) / "checkpoint.pt")
+    stored = Path(cfg.out_dir) / "checkpoint.pt"
+    if cfg.resume and stored.exists():  # refused before anything is built
+        check_same_run(stored_identity(stored), identity, stored)
     torch.set_num_threads(cfg.num_threads)
     acc = data_parallel(cfg.device)  # None unless started by `accelerate launch` with several processes
     rank, processes = (acc.process_index, acc.num_processes) if acc else (0, 1)
