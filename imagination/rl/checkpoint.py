@@ -87,7 +87,6 @@ def load_checkpoint(path: Path, policy: Policy, optimizer: torch.optim.Optimizer
                               f"({type(err).__name__}: {err})") from None
 
 
-
 def stored_identity(path: Path) -> dict | None:
     """The run identity (`run_identity`) the checkpoint at `path` was saved with; None in files from before it was
     kept. Read before anything of a resumed run is built, so a folder of another run is refused first."""
