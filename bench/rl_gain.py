@@ -317,8 +317,8 @@ def main(argv: list[str] | None = None) -> int:
                 built["world_model"] = args.recipe_world_model
             if args.recipe_goal_reader:  # the recipe's judge reads with it; the protocol's inputs stay its own
                 built["goal_reader"] = args.recipe_goal_reader
-            rl_cfgs = [recipe_config(proto, built, str(out / seed_dir("rl", k)), [*rl_overrides, f"seed={s}"])
-                       for k, s in enumerate(seeds)]
+            rl_cfgs = [recipe_config(proto, built, str(out / seed_dir("rl", s)), [*rl_overrides, f"seed={s}"])
+                       for s in seeds]
     else:
         bc = args.bc or (str(run / "bc" / "policy.pt") if run else "")
         wm = args.world_model or (str(run / "world_model" / "world_model.pt") if run else "")
@@ -390,8 +390,8 @@ def main(argv: list[str] | None = None) -> int:
             rl_cfgs = [load_config(ImagineRLConfig, str(Path(r) / "config.yaml"), group="rl") for r in args.rl_run]
         elif not rl_cfgs:
             rl_cfgs = [replace(load_config(ImagineRLConfig, proto.recipe, [*rl_overrides, f"seed={s}"], group="rl"),
-                               policy=bc, world_model=wm, start_data=data, out_dir=str(out / seed_dir("rl", k)))
-                       for k, s in enumerate(seeds)]
+                               policy=bc, world_model=wm, start_data=data, out_dir=str(out / seed_dir("rl", s)))
+                       for s in seeds]
         consumed_by = replace(rl_cfgs[0], policy=bc)
         rl_start = control_arm()["policy_path"] if args.rl_from == "control" else bc
         rl_cfgs = [replace(c, policy=rl_start) for c in rl_cfgs]
@@ -405,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.loop_rounds:
             jobs = round_jobs(evalcfg, list(rl_cfgs[0].tasks or proto.tasks), proto.train_init_states)
             rounds = run_rounds(rl_cfgs, rls, args.loop_rounds, out, data, jobs, proto.own_rollout_seed, rl_start,
-                                args.loop_adopt_margin, run_counted, seed_dir)
+                                args.loop_adopt_margin, run_counted, lambda name, k: seed_dir(name, seeds[k]))
             rl_cfgs, rls, real_steps = rounds.cfgs, rounds.rls, real_steps + rounds.real_steps
             scored_paths, loop_kept = rounds.scored, rounds.kept
             consumed_loop = consumed_config(rl_cfgs[0], rounds.recorded)
@@ -416,10 +416,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             scored_paths = [x["policy_path"] for x in rls]
         if args.gate == "task":
-            gates = [gate_arm(r["policy_path"], _run_name(args.rl_run, k)) for k, r in enumerate(rls)]
-            arms["recipe"] = score_gated(gates[0], _run_name(args.rl_run, 0))
+            gates = [gate_arm(r["policy_path"], _run_name(args.rl_run, seeds, k)) for k, r in enumerate(rls)]
+            arms["recipe"] = score_gated(gates[0], _run_name(args.rl_run, seeds, 0))
         else:
-            arms["recipe"] = score(scored_paths[0], "eval_rl", f"recipe seed {seeds[0]}")
+            arms["recipe"] = score(scored_paths[0], seed_dir("eval_rl", seeds[0]), f"recipe seed {seeds[0]}")
     recipe_cfg = rl_cfgs[0] if rl_cfgs else None  # the last round's: what the recipe consumed in all
     budgets = {"start": _known(dataset_budget, data, True, proto.bc_demos_per_task)}
     if "control" in args.arms:
@@ -446,8 +446,8 @@ def main(argv: list[str] | None = None) -> int:
             arms["anchor"] = (score(anchor["policy_path"], "eval_anchor", "anchor control") if not gates else
                               score_gated(gate_arm(anchor["policy_path"], "anchor"), "anchor"))
     for k in range(1, len(rls)):  # the other seeds after the controls: a first look needs one seed
-        arms[seed_dir("recipe", k)] = (score_gated(gates[k], _run_name(args.rl_run, k)) if gates else
-                                       score(scored_paths[k], seed_dir("eval_rl", k), f"recipe seed {seeds[k]}"))
+        arms[f"recipe{k}"] = (score_gated(gates[k], _run_name(args.rl_run, seeds, k)) if gates else
+                              score(scored_paths[k], seed_dir("eval_rl", seeds[k]), f"recipe seed {seeds[k]}"))
     if recipe_cfg is not None:
         budgets["recipe"] = _known(recipe_budget, consumed_loop or recipe_cfg)
         if "anchor" in arms:  # the recipe without its RL: the same world model, adaptation and anchor data
@@ -462,9 +462,9 @@ def main(argv: list[str] | None = None) -> int:
     return report(args, proto, arms, budgets, rls, first_cfg, real_steps, loop_kept)
 
 
-def _run_name(rl_runs: list[str], k: int) -> str:
-    """The k-th seed's name in gate folders: its --rl-run folder's name, or rl, rl1, ... for runs made here."""
-    return Path(rl_runs[k]).name if rl_runs else seed_dir("rl", k)
+def _run_name(rl_runs: list[str], seeds: list[int], k: int) -> str:
+    """The k-th seed's name in gate folders: its --rl-run folder's name, or seed_dir("rl", seed) for runs made here."""
+    return Path(rl_runs[k]).name if rl_runs else seed_dir("rl", seeds[k])
 
 
 def _known(count: Callable[..., Budget], *inputs: Any) -> Budget | None:
@@ -592,9 +592,10 @@ def _rate(result: dict) -> float:
     return sum(bool(r["success"]) for r in result["episodes"]) / len(result["episodes"])
 
 
-def seed_dir(name: str, k: int) -> str:
-    """The folder of the k-th seed's run or evaluation: the first keeps the single-seed name (rl, eval_rl)."""
-    return name if k == 0 else f"{name}{k}"
+def seed_dir(name: str, seed: int) -> str:
+    """The folder of one seed's run or evaluation, named by the seed's value so that a later `--seeds 2` finds
+    (and resumes) the folder a `--seeds 0 1 2` run made: seed 0 keeps the single-seed name (rl, eval_rl)."""
+    return name if seed == 0 else f"{name}{seed}"
 
 
 if __name__ == "__main__":

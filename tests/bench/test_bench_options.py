@@ -272,6 +272,36 @@ def test_rl_gain_scores_every_arm_and_the_own_gain_against_the_best_control(tmp_
     assert "control - start: +25.0 points" in text and "recipe2 - start: +45.0 points" in text
 
 
+def test_rl_gain_names_a_seeds_folders_by_its_value_so_a_later_lone_seed_resumes_them(tmp_path, monkeypatch,
+                                                                                      capsys):
+    """`--seeds 2` alone runs RL in rl2 and scores it in eval_rl2, the folders a `--seeds 0 1 2` run made, instead
+    of seed 0's rl and eval_rl."""
+    rl_gain = _load("rl_gain")
+    bc, wm, data = tmp_path / "bc.pt", tmp_path / "wm.pt", tmp_path / "data"
+    bc.write_bytes(b"weights")
+    wm.write_bytes(b"weights")
+    data.mkdir()
+    out = tmp_path / "bench"
+    ran: list = []
+
+    def run_counted(cfgs):
+        ran.extend(cfgs)
+        return [{"policy_path": str(Path(c.out_dir) / "policy.pt"), "history": [], "first": {}, "last": {},
+                 "seconds": 1.0, "iterations": 1} for c in cfgs], 0
+
+    monkeypatch.setattr(rl_gain, "run_counted", run_counted)
+    _finished_eval(out / "eval_bc", str(bc), [False, False, True, False])
+    (out / "rl2").mkdir(parents=True)
+    (out / "rl2" / "policy.pt").write_bytes(b"weights")  # before its evaluation, which is then reused
+    _finished_eval(out / "eval_rl2", str(out / "rl2" / "policy.pt"), [True, False, True, True])
+    rl_gain.main(["--bc", str(bc), "--world-model", str(wm), "--data", str(data), "--out-dir", str(out),
+                  "--tasks", "0", "1", "--episodes-per-task", "2", "--arms", "start", "recipe", "--seeds", "2",
+                  "--min-seeds", "1"])
+    assert [(Path(c.out_dir).name, c.seed) for c in ran] == [("rl2", 2)]
+    assert not (out / "rl").exists() and not (out / "eval_rl").exists()
+    assert "BENCH rl_gain episodes=4" in capsys.readouterr().out
+
+
 def test_rl_gain_on_a_suite_runs_the_setting_chosen_for_it(tmp_path, monkeypatch, capsys):
     rl_gain = _load("rl_gain")
     root = tmp_path / "object"
