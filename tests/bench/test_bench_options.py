@@ -84,27 +84,6 @@ def test_rl_gain_rejects_a_run_from_another_policy_or_an_unfinished_one(tmp_path
         rl_gain.finished_rl_run(run, "bc/policy.pt")
 
 
-def test_rl_gain_prints_per_task_changes_and_how_failures_happened():
-    from imagination.eval.evaluate import summarize
-
-    rl_gain = _load("rl_gain")
-
-    def result(outcomes: list[str], with_outcome: bool = True) -> dict:
-        records = [{"task_id": 0, "success": o == "success", "steps": 10, **({"outcome": o} if with_outcome else {})}
-                   for o in outcomes]
-        return summarize(records, {0: "pick up the bowl"})
-
-    before = result(["success", "never lifted", "never lifted", "lifted, not placed"])
-    after = result(["success", "success", "never lifted", "success"])
-    history = [{"imagined_success_task0": v} for v in (0.2, 0.4, 0.6, 0.8)]
-    lines = rl_gain.per_task_lines(before, after, history)
-    assert lines[0].startswith("task 0: BC 1/4  ->  RL 3/4   imagined during RL 0.30 -> 0.70")
-    assert lines[1:] == ["BC failures: never lifted 2, lifted, not placed 1", "RL failures: never lifted 1"]
-    # results written before outcomes existed: no failure lines
-    old = result(["success", "never lifted"], with_outcome=False)
-    assert len(rl_gain.per_task_lines(old, old, history)) == 1
-
-
 def _finished_eval(folder: Path, checkpoint: str, successes: list[bool], tasks=(0, 1), per_task=2, offset=20,
                    env: str = "libero_spatial") -> None:
     from imagination.eval.evaluate import summarize
@@ -196,14 +175,6 @@ def test_rl_gain_builds_a_protocol_variant_under_its_own_root(tmp_path, monkeypa
     out = capsys.readouterr().out
     assert f"reusing {root / 'run' / 'eval_bc'}" in out  # the arms default to <root>/run
     assert "BENCH rl_gain episodes=4 before=0.500 after=0.750" in out
-
-
-def test_rl_gain_headroom_line_names_tasks_at_ceiling_or_floor():
-    rl_gain = _load("rl_gain")
-    res = {"per_task": {"0": {"success_rate": 0.2}, "1": {"success_rate": 1.0}, "2": {"success_rate": 0.5}}}
-    assert rl_gain.headroom_line(res).startswith("BC headroom: tasks outside 15-65%: task 1 100%")
-    res["per_task"]["1"]["success_rate"] = 0.65
-    assert rl_gain.headroom_line(res) == "BC headroom: every task within 15-65% real success"
 
 
 def test_reward_ceiling_names_a_missing_input_in_one_line(tmp_path, capsys):
@@ -388,14 +359,6 @@ def test_rl_gain_acts_holding_switches_every_arm_but_the_start_and_is_its_own_re
     with pytest.raises(SystemExit):
         rl_gain.main([*args, "--gate", "task"])
     assert "--acts holding: not with --gate task" in capsys.readouterr().err
-
-
-def test_rl_gain_says_when_the_held_out_check_kept_no_rl_update():
-    rl_gain = _load("rl_gain")
-    assert "kept iteration 0: this seed's policy is the recipe's start, no RL update" in rl_gain.kept_line(
-        {"scores": [[0, 0.05], [2, 0.05]], "best_iteration": 0})
-    assert rl_gain.kept_line({"best_iteration": 2}) == "; the held-out check kept iteration 2"
-    assert rl_gain.kept_line(None) == "" and rl_gain.kept_line({}) == ""  # no check: the last iteration, unsaid
 
 
 @pytest.mark.parametrize("override", ["policy=other/policy.pt", "world_model=wm.pt", " start_data =d", "out_dir=x"])

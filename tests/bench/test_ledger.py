@@ -16,7 +16,7 @@ def test_the_ledger_counts_each_recipe_once(tmp_path):
 def test_a_recipe_is_its_config_whatever_its_seed_folder_or_device(tmp_path):
     from dataclasses import replace
 
-    from bench.rl_gain import recipe_identity
+    from bench.rl_gain_report import recipe_identity
     from imagination.rl.training import ImagineRLConfig
     from infra.cli import load_config
 
@@ -38,7 +38,7 @@ def test_a_field_added_since_an_entry_was_written_does_not_count_the_recipe_twic
     a recipe that sets it is another one."""
     from dataclasses import replace
 
-    from bench.rl_gain import canonical_entry, recipe_identity
+    from bench.rl_gain_report import canonical_entry, recipe_identity
     from imagination.rl.training import ImagineRLConfig
     from infra.cli import load_config
 
