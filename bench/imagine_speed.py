@@ -33,7 +33,8 @@ from policies.vla import VLAConfig, VLAPolicy
 from robot_data.dataset import is_dataset
 from world_models.model import WorldModel
 from world_models.proprio import ProprioConfig, ProprioModel
-from world_models.training import TrainWorldModelConfig, model_config_for_data
+from world_models.train_setup import model_config_for_data
+from world_models.training import TrainWorldModelConfig
 
 
 def timed_rollout(env, policy, chunks: int, seed: int = 0) -> float:

@@ -121,7 +121,8 @@ def imagined_inputs(data: str, folder: Path) -> list[str]:
     from policies.vla import VLAConfig, VLAPolicy
     from world_models.model import WorldModel
     from world_models.proprio import ProprioConfig, ProprioModel
-    from world_models.training import TrainWorldModelConfig, model_config_for_data
+    from world_models.train_setup import model_config_for_data
+    from world_models.training import TrainWorldModelConfig
 
     torch.manual_seed(0)
     wm = WorldModel(model_config_for_data(load_config(TrainWorldModelConfig, "quick", group="world_model"), 64))

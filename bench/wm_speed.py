@@ -28,7 +28,8 @@ from bench.inputs import report_missing
 from infra.cli import load_config
 from infra.errors import run_main
 from world_models.model import WorldModel
-from world_models.training import TrainWorldModelConfig, model_config_for_data
+from world_models.train_setup import model_config_for_data
+from world_models.training import TrainWorldModelConfig
 
 
 def imagined_fps(model: WorldModel, batch: int, steps: int, seconds: float) -> float:

@@ -29,7 +29,8 @@ def odd_keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list]:
 
 def test_odd_keys_train_and_start_through_the_configured_mapping(odd_keys, tmp_path: Path) -> None:
     from imagination.imagine import _fit_arrays
-    from imagination.rl.training import ImagineRLConfig, load_rl_env
+    from imagination.rl.run_envs import load_rl_env
+    from imagination.rl.training import ImagineRLConfig
     from policies.bc import BCConfig, train_bc_on_data
     from robot_data.dataset import EpisodeDataset
     from tests.policies.conftest import tiny_config

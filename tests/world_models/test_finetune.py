@@ -258,7 +258,7 @@ def test_init_from_must_fit_the_data(square_data, tmp_path):
 def test_fine_tune_keeps_the_parent_held_out_episodes_out_of_training(tmp_path):
     from types import SimpleNamespace
 
-    from world_models.training import inherit_split
+    from world_models.train_setup import inherit_split
 
     data = tmp_path / "data"
     data.mkdir()

@@ -17,7 +17,8 @@ from world_models.autoencoder_training import TrainAutoencoderConfig, train_auto
 from world_models.clips import load_episodes
 from world_models.model import WorldModel, WorldModelConfig
 from world_models.proprio import ProprioConfig, ProprioModel
-from world_models.training import Trainer, encode_clips, train
+from world_models.train_setup import encode_clips
+from world_models.training import Trainer, train
 
 
 @pytest.fixture(scope="module")

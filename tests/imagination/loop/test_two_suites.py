@@ -20,7 +20,8 @@ from imagination.eval.evaluate import evaluate
 from imagination.eval.jobs import EvalConfig
 from imagination.eval.suites import suite_config
 from imagination.loop.config import LoopConfig
-from imagination.rl.training import ImagineRLConfig, load_rl_env
+from imagination.rl.run_envs import load_rl_env
+from imagination.rl.training import ImagineRLConfig
 from robot_data.collection import collect
 from robot_data.dataset import EpisodeDataset
 from tests.imagination.loop.test_loop import _tiny

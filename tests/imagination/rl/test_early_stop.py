@@ -69,7 +69,7 @@ def test_the_kept_policy_is_the_one_with_the_best_heldout_score(square_setup, tm
     assert best == min(i for i, s in scores.items() if s == max(scores.values()))  # ties keep the earlier policy
     # the kept file scores what the check recorded for its iteration (same starts, same noise)
     from imagination.rl.early_stop import heldout_success
-    from imagination.rl.training import heldout_env, load_rl_env
+    from imagination.rl.run_envs import heldout_env, load_rl_env
     env = heldout_env(cfg, load_rl_env(cfg, tmp_path / "run", Policy.load(result["policy_path"])))
     assert heldout_success(env, Policy.load(result["policy_path"]), cfg.seed) == pytest.approx(scores[best])
 
@@ -80,7 +80,7 @@ def test_heldout_starts_rl_scores_from_each_episodes_start_under_rls_keyframes(s
     from imagination.env import ImaginationConfig
     from imagination.keyframes import KeyframeConfig
     from imagination.rl.early_stop import heldout_success
-    from imagination.rl.training import heldout_env, load_rl_env
+    from imagination.rl.run_envs import heldout_env, load_rl_env
     from robot_data.dataset import DatasetConfig, EpisodeWriter
     from tests.world_models.conftest import square_episode
 
@@ -140,7 +140,7 @@ def _held_episodes(folder, close_at: int, n: int = 4, length: int = 32):
 
 def test_the_move_is_read_on_the_frames_before_the_first_close(square_setup, tmp_path):
     from imagination.rl.early_stop import approach_observations, mean_chunks, move_from
-    from imagination.rl.training import heldout_env, load_rl_env
+    from imagination.rl.run_envs import heldout_env, load_rl_env
 
     _held_episodes(tmp_path / "held", close_at=12)
     cfg = replace(_config(square_setup, tmp_path / "run", iterations=1),

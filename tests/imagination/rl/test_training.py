@@ -163,7 +163,7 @@ def test_data_exploration_sets_the_starting_policy_noise(square_setup, tmp_path)
 
 def test_state_reward_runs_start_only_from_labelled_episodes(tmp_path, capsys):
     from imagination.env import ImaginationConfig
-    from imagination.rl.training import labelled_starts
+    from imagination.rl.run_envs import labelled_starts
     from robot_data.sim_labels import label_path
 
     label_path(tmp_path, 1).parent.mkdir(parents=True)
