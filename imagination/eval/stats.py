@@ -94,24 +94,35 @@ class SeedAverage:
         return 100.0 * float(np.std(self.per_seed, ddof=1)) if len(self.per_seed) > 1 else 0.0
 
 
-def seed_average(before: list[dict], afters: list[list[dict]], confidence: float = 0.95) -> SeedAverage:
+def seed_average(before: list[dict], afters: list[list[dict]], confidence: float = 0.95,
+                 before_seeds: list[list[dict]] | None = None) -> SeedAverage:
     """Compare a baseline's episode records with those of several seeds of one recipe, all on the same jobs.
 
     Why: the seed of an imagined-RL run moves its real result by as much as the recipe does (docs/notebook/loop.md,
     "Seeds first": 35 to 19 of 50 gate jobs over five seeds of one recipe), so a recipe is judged on its seeds'
     mean. Per job the seeds' mean success minus the baseline's; the interval is Student's t over the jobs, as in
-    `paired_difference` (it covers the job sample, not the seeds, which the spread reports apart)."""
+    `paired_difference` (it covers the job sample, not the seeds, which the spread reports apart).
+    before_seeds: the baseline's other seeds when the baseline is a recipe too (two recipes compared, each on its
+    seeds); the baseline is then the job-by-job mean of `before` and them."""
     if not afters:
         raise ValueError("afters: expected the episode records of at least one seed")
+    befores = [before, *(before_seeds or [])]
     pairs = [paired_difference(before, after, confidence) for after in afters]  # checks every seed's jobs
-    b = {_key(r): float(bool(r["success"])) for r in before}
-    keys = sorted(b)
-    seeds = np.array([[{_key(r): float(bool(r["success"])) for r in after}[k] for k in keys] for after in afters])
-    d = seeds.mean(0) - np.array([b[k] for k in keys])
+    for other in befores[1:]:
+        paired_difference(before, other, confidence)  # and every baseline seed's
+    keys = sorted(_key(r) for r in before)
+
+    def by_job(records: list[dict]) -> list[float]:
+        got = {_key(r): float(bool(r["success"])) for r in records}
+        return [got[k] for k in keys]
+
+    seeds = np.array([by_job(after) for after in afters])
+    base = np.array([by_job(b) for b in befores]).mean(0)
+    d = seeds.mean(0) - base
     n, mean = len(d), float(d.mean())
     half = (float(stats.t.ppf(0.5 + confidence / 2, n - 1) * d.std(ddof=1) / math.sqrt(n))
             if n > 1 and d.std(ddof=1) > 0 else 0.0)
-    diff = PairedDifference(n=n, before=pairs[0].before, after=float(seeds.mean()), diff=mean,
+    diff = PairedDifference(n=n, before=float(base.mean()), after=float(seeds.mean()), diff=mean,
                             ci95=(mean - half, mean + half), improved=int((d > 0).sum()), worsened=int((d < 0).sum()))
     return SeedAverage(diff, tuple(float(p.after) for p in pairs))
 

@@ -80,6 +80,20 @@ def test_seed_average_is_the_job_mean_over_seeds_with_its_spread():
         seed_average(before, [seeds[0][:3]])
 
 
+def test_seed_average_against_a_baseline_run_with_seeds_too_takes_its_job_mean():
+    from imagination.eval.stats import seed_average
+
+    old = [_records([0, 0, 1, 1]), _records([0, 0, 0, 0])]  # per job 0, 0, 0.5, 0.5
+    new = [_records([1, 0, 1, 1]), _records([1, 1, 1, 0])]  # per job 1, 0.5, 1, 0.5
+    avg = seed_average(old[0], new, before_seeds=[old[1]])
+    assert avg.difference.before == pytest.approx(0.25) and avg.difference.after == pytest.approx(0.75)
+    assert avg.difference.gain_points == pytest.approx(50.0)  # per job 1, 0.5, 0.5, 0
+    assert (avg.difference.improved, avg.difference.worsened) == (3, 0)
+    assert seed_average(old[0], new).difference.gain_points == pytest.approx(25.0)  # the first seed alone
+    with pytest.raises(ValueError, match="same jobs"):
+        seed_average(old[0], new, before_seeds=[old[1][:3]])
+
+
 def test_seeds_bench_prints_a_bench_line(tmp_path, capsys):
     import json
 
@@ -92,5 +106,11 @@ def test_seeds_bench_prints_a_bench_line(tmp_path, capsys):
         paths.append(str(p))
     assert main(paths) == 0  # +37.5 points, the interval above 0
     line = capsys.readouterr().out.strip().splitlines()[-1]
-    assert line.startswith("BENCH seeds seeds=2 jobs=40") and "gain_points=+37.5" in line and line.endswith("PASS")
+    assert line.startswith("BENCH seeds seeds=2 baseline_seeds=1 jobs=40") and "gain_points=+37.5" in line
+    assert line.endswith("PASS")
     assert main([paths[0], paths[0], "--threshold", "1"]) == 1
+    # the baseline a recipe with two seeds (bc and s1: per job 0.5, 0, 1, 1, mean 0.625): s0 (all 1) gains 37.5
+    assert main([paths[0], paths[1], "--baseline-seeds", paths[2]]) == 0
+    out = capsys.readouterr().out
+    assert "baseline: 25.0/40, the mean of 2 seeds" in out
+    assert "BENCH seeds seeds=1 baseline_seeds=2 jobs=40 before=0.625 after=1.000 gain_points=+37.5" in out
