@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted(p.name for p in (REPO / "scripts").glob("*.py") if p.name != "__init__.py")
 # modules the benchmarks import, not benchmarks
 LIBRARY = ("__init__.py", "protocol.py", "inputs.py", "gate_side.py", "ledger.py", "task_gate.py",
-           "rl_gain_args.py")
+           "rl_gain_args.py", "rl_gain_report.py")
 BENCHES = sorted(p.name for p in (REPO / "bench").glob("*.py") if p.name not in LIBRARY)
 
 
@@ -31,6 +31,14 @@ def test_every_script_has_a_main_and_no_library_code():
         text = (REPO / "scripts" / name).read_text()
         assert "def main(cfg" in text, name
         assert len(text.splitlines()) <= 60, f"{name}: a script is a thin main(cfg) over the library"
+
+
+def test_every_bench_file_is_a_benchmark_or_a_listed_library_module():
+    # a new helper module must be listed in LIBRARY, and a benchmark must run as a file; this fast check says which
+    # file broke that before the slow --help runs below do
+    for p in sorted((REPO / "bench").glob("*.py")):
+        is_entry = 'if __name__ == "__main__":' in p.read_text()
+        assert is_entry == (p.name in BENCHES), f"bench/{p.name}: add it to LIBRARY or give it a main"
 
 
 @pytest.mark.slow
