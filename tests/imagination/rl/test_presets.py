@@ -135,3 +135,19 @@ def test_spatial_grasp_is_goal_grasp_on_spatials_tasks():
         "imagination.keyframes.balance_tasks=true", "out_dir=x"], group="rl")
     got = load_config(ImagineRLConfig, "spatial_grasp", ["out_dir=x"], group="rl")
     assert asdict(got) == asdict(expected)
+
+
+def test_spatial_reader_is_the_scored_reader_judge_recipe():
+    """configs/rl/spatial_reader.yaml = `spatial_grasp` with the --rl overrides docs/results.md gives for "The 8-start
+    setting judged by the object reader" and the near-miss labels `--near-miss-kinds near_miss` makes; nothing else
+    differs, so the preset is the recipe that was measured."""
+    from dataclasses import asdict
+
+    R = "outputs/bench/rl_gain_v2"
+    expected = load_config(ImagineRLConfig, "spatial_grasp", [
+        "init_log_std=-3.0", "rl.lr=0.00025", "imagination.observe=recorded_image", "imagination.grasp_until=release",
+        "imagination.grasp_held=fail", "imagination.imagined_steps=120", "num_groups=40", "group_size=4",
+        "imagination.noise_group=4", f"imagination.object_reader={R}/object_reader/reader_200_8000_big+t79/reader.pt",
+        f"imagination.grasp_label_dirs=[{R}/near_miss_labels_s16_near_miss]", "out_dir=x"], group="rl")
+    got = load_config(ImagineRLConfig, "spatial_reader", ["out_dir=x"], group="rl")
+    assert asdict(got) == asdict(expected)
