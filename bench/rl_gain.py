@@ -48,8 +48,10 @@ results; <root>/scored.json for any other), and
 `BENCH rl_gain ... own_gain_points=.. own_gain_ci95=[..] ... PASS|FAIL`. The own gain is the recipe's seeds,
 job-averaged, minus the best control arm. PASS needs an own gain >= --threshold points (+10) with its interval's
 lower end above 0, at least --min-seeds seeds (3), 0 real env steps during RL, and a judge that reads no simulator
-quantity at RL time; the exit status is 1 otherwise. Each step's results are kept in --out-dir and reused by a
-re-run (RL resumes).
+quantity at RL time; the exit status is 1 otherwise. On jobs that hold the init states the recipe trained on
+(the choose jobs, init states 0-19), the own gain is also printed on those and on the held-out ones apart
+(`heldout_own_gain_points`), and PASS needs the held-out part to pass too: a recipe that learns its training
+layouts gains there only. Each step's results are kept in --out-dir and reused by a re-run (RL resumes).
 """
 from __future__ import annotations
 
