@@ -202,6 +202,8 @@ def anchor_control(rl_cfg: ImagineRLConfig, rl_result: dict, out_dir: str) -> di
         except ValueError:  # a run made before its updates were logged: its control is checked on the rest
             pass
         check_same_anchor(record, anchor_of, done)
+        if "max_param_change" not in record:  # written before the field existed: measured from the saved weights
+            record = {**record, "max_param_change": _max_change(Policy.load(record["policy_path"]), Policy.load(start))}
         return record
     n = anchor_updates(rl_result)
     torch.manual_seed(rl_cfg.seed)
@@ -218,7 +220,7 @@ def anchor_control(rl_cfg: ImagineRLConfig, rl_result: dict, out_dir: str) -> di
     policy.save(path)
     # an anchor towards the start's own chunks has (up to rounding) nothing to pull while no RL moves the policy;
     # where its updates left every weight exactly as it was, arm c is the start itself and plays its episodes
-    change = max((float((p.detach() - q).abs().max()) for p, q in zip(policy.parameters(), before)), default=0.0)
+    change = _max_change(policy, before)
     out = {"policy_path": str(path), "updates": n, "max_param_change": change, **anchor_of}
     atomic_write_text(done, json.dumps(out, indent=2))
     return out
@@ -234,6 +236,13 @@ def check_same_anchor(record: dict, anchor_of: dict, done: Path) -> None:
         said = ", ".join(f"{k} {record[k]!r} (now {anchor_of[k]!r})" for k in differ)
         raise ValueError(f"anchor control: {done} applied another anchor than the recipe's: {said}; give the run "
                          "another out_dir")
+
+
+def _max_change(policy: Policy, start: Policy | list[torch.Tensor]) -> float:
+    """The largest absolute difference of any weight of `policy` from `start` (a policy or its parameters)."""
+    before = list(start.parameters()) if isinstance(start, Policy) else start
+    return max((float((p.detach() - q.detach()).abs().max()) for p, q in zip(policy.parameters(), before)),
+               default=0.0)
 
 
 def own_gain(controls: dict[str, list[dict]], seeds: list[list[dict]]) -> tuple[str, SeedAverage]:

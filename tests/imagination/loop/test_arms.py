@@ -262,3 +262,11 @@ def test_the_anchor_control_records_how_far_its_updates_moved_the_start(recipe, 
     assert all(torch.equal(start[k], same[k]) for k in start if isinstance(start[k], torch.Tensor))
     moved = anchor_control(recipe, {"history": [{"iteration": 1, "updates": 3.0}]}, str(tmp_path / "moved"))
     assert moved["max_param_change"] > 0.0
+    # a record written before the field existed gets it from its saved weights when it is reused
+    for folder, expect_zero in (("still", True), ("moved", False)):
+        done = tmp_path / folder / "control.json"
+        record = json.loads(done.read_text())
+        done.write_text(json.dumps({k: v for k, v in record.items() if k != "max_param_change"}))
+        updates = 0.0 if expect_zero else 3.0
+        again = anchor_control(recipe, {"history": [{"iteration": 1, "updates": updates}]}, str(tmp_path / folder))
+        assert (again["max_param_change"] == 0.0) == expect_zero and again["max_param_change"] >= 0.0
