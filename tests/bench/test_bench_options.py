@@ -217,7 +217,8 @@ def test_rl_gain_scores_every_arm_and_the_own_gain_against_the_best_control(tmp_
         (out / arm).mkdir(parents=True)
         (tmp_path / f"{arm}.pt").write_bytes(b"weights")
         (out / arm / "control.json").write_text(json.dumps({"policy_path": str(tmp_path / f"{arm}.pt"),
-                                                            "episodes": 7, "env_steps": 700, "updates": 6}))
+                                                            "episodes": 7, "env_steps": 700, "updates": 6,
+                                                            "max_param_change": 0.5}))  # an anchor that moved
     per_task = 10
     start = [j % 2 == 0 for j in range(2 * per_task)]  # 10 of 20
     _finished_eval(out / "eval_bc", str(bc), start, per_task=per_task)
