@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -203,7 +204,8 @@ def anchor_control(rl_cfg: ImagineRLConfig, rl_result: dict, out_dir: str) -> di
             pass
         check_same_anchor(record, anchor_of, done)
         if "max_param_change" not in record:  # written before the field existed: measured from the saved weights
-            record = {**record, "max_param_change": _max_change(Policy.load(record["policy_path"]), Policy.load(start))}
+            weights = list(Policy.load(start).parameters())
+            record = {**record, "max_param_change": _max_change(Policy.load(record["policy_path"]), weights)}
         return record
     n = anchor_updates(rl_result)
     torch.manual_seed(rl_cfg.seed)
@@ -238,9 +240,8 @@ def check_same_anchor(record: dict, anchor_of: dict, done: Path) -> None:
                          "another out_dir")
 
 
-def _max_change(policy: Policy, start: Policy | list[torch.Tensor]) -> float:
-    """The largest absolute difference of any weight of `policy` from `start` (a policy or its parameters)."""
-    before = list(start.parameters()) if isinstance(start, Policy) else start
+def _max_change(policy: Policy, before: Sequence[torch.Tensor]) -> float:
+    """The largest absolute difference of any weight of `policy` from `before` (the start's parameters)."""
     return max((float((p.detach() - q.detach()).abs().max()) for p, q in zip(policy.parameters(), before)),
                default=0.0)
 
