@@ -74,8 +74,9 @@ class LiberoEnv(gym.Env[Observation, np.ndarray]):
     """A single real LIBERO task. Observation/action spaces: see `envs.spaces`.
 
     reset(options) accepts {"init_state_id": int, "task_id": int}; without an init state id one is
-    drawn from the suite's official init states with the env's seeded RNG. Changing the task rebuilds
-    the simulator (~8 s).
+    drawn from the suite's official init states with the env's seeded RNG. An id of
+    libero_suites.DRAWN_LAYOUT_BASE + k starts drawn layout k instead (a fresh placement, its id's
+    alone). Changing the task rebuilds the simulator (~8 s).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
@@ -186,18 +187,22 @@ class LiberoEnv(gym.Env[Observation, np.ndarray]):
         init_id = opts.get("init_state_id")
         if init_id is None:
             init_id = int(self.np_random.integers(self.num_init_states))
-        if not (0 <= int(init_id) < self.num_init_states):
+        drawn = libero_suites.is_drawn_layout(init_id)
+        if not (drawn or 0 <= int(init_id) < self.num_init_states):
             raise ValueError(
-                f"init_state_id: expected an integer in [0, {self.num_init_states - 1}] "
-                f"for {self.cfg.suite} task {self.task_id}, got {init_id}"
+                f"init_state_id: expected an integer in [0, {self.num_init_states - 1}] (an official init state) "
+                f"or >= {libero_suites.DRAWN_LAYOUT_BASE} (a drawn layout) for {self.cfg.suite} task {self.task_id}, "
+                f"got {init_id}"
             )
         self.init_state_id = int(init_id)
-        # A seed drawn from the env's own generator makes a seeded reset exactly reproducible.
+        # A seed drawn from the env's own generator makes a seeded reset exactly reproducible; a drawn layout's
+        # scene is its id's alone, so that every arm evaluated on it meets the same one.
+        reset_seed = int(self.np_random.integers(2**31))
         raw_obs = libero_suites.start_episode(
             self._raw,
-            self.init_states[self.init_state_id],
+            None if drawn else self.init_states[self.init_state_id],
             self.cfg.settle_steps,
-            reset_seed=int(self.np_random.integers(2**31)),
+            reset_seed=libero_suites.drawn_layout_seed(self.task_id, init_id) if drawn else reset_seed,
         )
         self.raw_obs = raw_obs
         self.tracker.reset(self._raw, raw_obs)

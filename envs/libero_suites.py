@@ -146,30 +146,54 @@ def reset_scene(raw_env) -> dict:
 
 SETTLE_ACTION = np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float32)
 
+# An init-state id at or above this names a drawn layout, not an official init state: drawn layout k of a task is
+# the placement LIBERO's own reset draws (every object and fixture, from the task's BDDL regions, the distribution
+# its official init states were drawn from) with numpy seeded by drawn_layout_seed(task, k). Why: a task has 50
+# official init states, and the benchmark's must stay unseen; drawn layouts give a recipe as many more real starts
+# as it pays for, each reproducible from its id (an evaluation, a recording and its replay agree on the scene).
+DRAWN_LAYOUT_BASE = 10_000
 
-def start_episode(raw_env, init_state: np.ndarray, settle_steps: int = 10, reset_seed: int | None = None) -> dict:
+
+def is_drawn_layout(init_state_id: int) -> bool:
+    """Whether an init-state id names a drawn layout (DRAWN_LAYOUT_BASE + k) rather than an official init state."""
+    return int(init_state_id) >= DRAWN_LAYOUT_BASE
+
+
+def drawn_layout_seed(task_id: int, init_state_id: int) -> int:
+    """The numpy seed of the reset that draws layout `init_state_id` (DRAWN_LAYOUT_BASE + k) of task `task_id`."""
+    if not is_drawn_layout(init_state_id):
+        raise ValueError(f"init_state_id: a drawn layout's id is DRAWN_LAYOUT_BASE ({DRAWN_LAYOUT_BASE}) + k, got "
+                         f"{init_state_id}")
+    k = int(init_state_id) - DRAWN_LAYOUT_BASE
+    return int(np.random.SeedSequence([int(task_id), k]).generate_state(1)[0] % 2**31)
+
+
+def start_episode(raw_env, init_state: np.ndarray | None, settle_steps: int = 10,
+                  reset_seed: int | None = None) -> dict:
     """The standard LIBERO episode start; returns the raw observation after settling.
 
     Reload the scene, set an official init state, then `settle_steps` no-op steps with the gripper
     open so objects come to rest. The reload re-samples the placement of fixed fixtures (cabinet,
     stove) from numpy's global RNG, which the init states do not cover: `reset_seed` makes that
-    draw reproducible, and the caller's global RNG state is restored.
+    draw reproducible, and the caller's global RNG state is restored. `init_state` None keeps the
+    reload's own placement of every object (a drawn layout: reset_seed then decides the whole scene).
     """
     saved = np.random.get_state()
     if reset_seed is not None:
         np.random.seed(int(reset_seed))
     try:
-        reset_scene(raw_env)
+        drawn = reset_scene(raw_env)
     finally:
         if reset_seed is not None:
             np.random.set_state(saved)
     if settle_steps < 1:
-        return raw_env.set_init_state(init_state)
+        return raw_env.set_init_state(init_state) if init_state is not None else drawn
     # Only the last settle step's observation is returned, so the frames before it are not rendered (software
     # rendering is most of an episode start's time). Rendering reads the simulation and never writes it, and the
     # observables keep their sampling schedule, so the states are unchanged.
     with _blank_renders(raw_env):
-        raw_env.set_init_state(init_state)
+        if init_state is not None:
+            raw_env.set_init_state(init_state)
         for _ in range(settle_steps - 1):
             raw_env.step(SETTLE_ACTION.copy())
     obs, _, _, _ = raw_env.step(SETTLE_ACTION.copy())

@@ -98,13 +98,17 @@ def evaluate_or_reuse(cfg: EvalConfig, label: str) -> dict:
 
 
 def plan_jobs(cfg: EvalConfig, tasks: list[int], num_init_states: Callable[[int], int]) -> list[Job]:
-    """Episodes in task order; seeds from (seed, task, j) so they do not depend on scheduling."""
+    """Episodes in task order; seeds from (seed, task, j) so they do not depend on scheduling. Episode j starts
+    from init state (init_state_offset + j) modulo the task's count, or, with an offset at or above
+    DRAWN_LAYOUT_BASE, from drawn layout init_state_offset + j (envs/libero_suites.py), of which there is no end."""
     jobs: list[Job] = []
+    drawn = libero_suites.is_drawn_layout(cfg.init_state_offset)
     for task in tasks:
         n = num_init_states(task)
         for j in range(cfg.episodes_per_task):
             seed = int(np.random.SeedSequence([cfg.seed, task, j]).generate_state(1)[0] % 2**31)
-            jobs.append(Job(len(jobs), task, j, (cfg.init_state_offset + j) % n, seed))
+            init = cfg.init_state_offset + j if drawn else (cfg.init_state_offset + j) % n
+            jobs.append(Job(len(jobs), task, j, init, seed))
     return jobs
 
 

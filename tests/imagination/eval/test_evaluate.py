@@ -120,6 +120,14 @@ def test_plan_seeds_depend_on_task_and_episode_only():
     assert plan_jobs(EvalConfig(episodes_per_task=7, seed=2), [1], lambda t: 5)[0].seed != one[0].seed
 
 
+def test_plan_on_drawn_layouts_never_wraps():
+    from envs.libero_suites import DRAWN_LAYOUT_BASE
+
+    cfg = EvalConfig(episodes_per_task=7, init_state_offset=DRAWN_LAYOUT_BASE + 40, seed=1)
+    ids = [j.init_state_id for j in plan_jobs(cfg, [1], lambda t: 5)]
+    assert ids == [DRAWN_LAYOUT_BASE + 40 + j for j in range(7)]  # layouts 40-46, however few init states
+
+
 def test_success_per_task_records_and_videos(fake, tmp_path):
     result = run(tmp_path)
     assert [r["index"] for r in result["episodes"]] == list(range(9))
