@@ -82,6 +82,9 @@ class RLGainProtocol:
     # clean expert: the judge still sees the grasp boundary, the real-data control imitates fewer clean grasps.
     near_miss_kinds: tuple[str, ...] = ()
     proprio_steps: int = 3000
+    # the start's own rollouts also on this many drawn layouts per task (envs/libero_suites.py DRAWN_LAYOUT_BASE;
+    # reward "grasp"): more real starts for RL than the training init states, in the recipe's budget and so arm b's
+    own_drawn_layouts: int = 0
     # a recipe with reward "goal" (configs/rl/goal.yaml): its goal reader's training steps (loop/goal_inputs.py)
     goal_reader_steps: int = 2000
 
@@ -101,8 +104,9 @@ class RLGainProtocol:
 
     def path(self, name: str) -> str:
         """data, world_model, bc, rl, eval_bc, eval_rl, gate (folders) and the files inside them."""
+        own = f"own_rollouts_drawn{self.own_drawn_layouts}" if self.own_drawn_layouts else "own_rollouts"
         files = {"world_model_file": "world_model/world_model.pt", "bc_file": "bc/policy.pt",
-                 "proprio_file": "proprio.pt", "own_proprio_file": "own_rollouts/proprio.pt"}
+                 "proprio_file": "proprio.pt", "own_proprio_file": f"{own}/proprio.pt", "own_rollouts": own}
         return str(Path(self.root) / files.get(name, name))
 
     def default_rl_policy(self) -> str:
@@ -324,7 +328,8 @@ def _inputs_config(p: RLGainProtocol) -> GraspInputsConfig:
     return GraspInputsConfig(own_rollout_seed=p.own_rollout_seed,
                              near_miss_episodes_per_task=p.near_miss_episodes_per_task,
                              near_miss_strength=p.near_miss_strength, proprio_steps=p.proprio_steps,
-                             near_miss_kinds=list(p.near_miss_kinds) or GraspInputsConfig().near_miss_kinds)
+                             near_miss_kinds=list(p.near_miss_kinds) or GraspInputsConfig().near_miss_kinds,
+                             own_drawn_layouts=p.own_drawn_layouts)
 
 
 def recipe_reward(p: RLGainProtocol) -> str:
@@ -347,6 +352,9 @@ def build_recipe(p: RLGainProtocol, paths: dict[str, str], loop: LoopConfig,
     jobs = replace(loop.eval, env=p.suite, tasks=list(p.tasks), episodes_per_task=p.train_init_states,
                    init_state_offset=0)
     if recipe_reward(p) == "goal":
+        if p.own_drawn_layouts:
+            raise ValueError("own_drawn_layouts: only a recipe with reward grasp records the start's own rollouts on "
+                             f"drawn layouts; {p.recipe!r} has reward goal")
         reader = replace(quick_reader(), steps=p.goal_reader_steps)
         goal_paths = GoalInputPaths(own_rollouts=p.path("own_rollouts"), goal_reader=p.path("goal_reader"))
         built = build_goal_inputs(goal_paths, paths["data"], paths["bc"], jobs,

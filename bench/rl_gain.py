@@ -164,9 +164,12 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--rl-from control: RL starts from the real-data control, which must be scored beside it: "
                 "--arms must hold control and recipe")
     elsewhere = args.run or args.bc or args.world_model or args.data or args.rl_run
-    if args.near_miss_kinds and elsewhere:
-        p.error("--near-miss-kinds: the protocol simulates its recipe's near-miss grasps itself; not with --run, --bc, "
-                "--world-model, --data or --rl-run")
+    for flag, given in (("--near-miss-kinds", args.near_miss_kinds), ("--own-drawn-layouts", args.own_drawn_layouts)):
+        if given and elsewhere:
+            p.error(f"{flag}: the protocol records its recipe's inputs itself; not with --run, --bc, --world-model, "
+                    "--data or --rl-run")
+    if args.own_drawn_layouts is not None and args.own_drawn_layouts < 0:
+        p.error(f"--own-drawn-layouts: expected an integer >= 0, got {args.own_drawn_layouts}")
     if args.refine_world_model and elsewhere:
         p.error("--refine-world-model: refines the protocol's own world model on its own rollouts; not with --run, "
                 "--bc, --world-model, --data or --rl-run")
@@ -198,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                 "itself; give another start with --bc (with --world-model and --data), another folder with --out-dir")
     base_proto = suite_protocol(args.suite, args.root, smoke=args.smoke) if args.suite else PROTOCOLS[args.protocol]
     changes: dict[str, Any] = {"recipe": args.recipe or base_proto.recipe, "root": args.root or base_proto.root}
-    for name in ("bc_augment_noise", "bc_steps", "bc_task_weights", "tasks", "near_miss_kinds"):
+    for name in ("bc_augment_noise", "bc_steps", "bc_task_weights", "tasks", "near_miss_kinds", "own_drawn_layouts"):
         value = getattr(args, name)
         if value is not None:
             changes[name] = tuple(value) if isinstance(value, list) else value
@@ -232,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.near_miss_kinds and not (dry.imagination.reward == "grasp" and dry.imagination.grasp_label_dirs):
                 p.error(f"--near-miss-kinds: the recipe {proto.recipe!r} reads no near-miss grasp (reward "
                         f"{dry.imagination.reward!r}, grasp_label_dirs {dry.imagination.grasp_label_dirs})")
+            if args.own_drawn_layouts and not (dry.imagination.reward == "grasp" and dry.sources == ["policy"]):
+                p.error(f"--own-drawn-layouts: the recipe {proto.recipe!r} does not start from the start's own "
+                        f"rollouts with reward grasp (reward {dry.imagination.reward!r}, sources {dry.sources})")
             if args.loop_rounds:
                 try:
                     check_round_recipe(dry)

@@ -37,6 +37,10 @@ def parser(doc: str) -> argparse.ArgumentParser:
                    help="the recipe's near-miss grasps: episode j of a task runs KIND[j %% len] (expert or a "
                         "perturbation kind; default three near_miss and one expert in four); e.g. near_miss: no clean "
                         "expert among them. Its own folder of grasps; the real-data control imitates their successes")
+    p.add_argument("--own-drawn-layouts", type=int, default=None, metavar="N",
+                   help="record the start's own rollouts also on N drawn layouts of each task (fresh placements, "
+                        "never a benchmark init state): more real starts for RL, in the recipe's real budget and so "
+                        "in the real-data control's; reward grasp recipes, their own folder own_rollouts_drawnN")
     p.add_argument("--run", default="",
                    help="a finished loop run (make demo): takes bc/, world_model/ and data/ from it")
     p.add_argument("--bc", default="", help="BC policy (Policy.save file); with none of --run/--bc/--world-model/"

@@ -24,6 +24,7 @@ import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from envs.libero_suites import DRAWN_LAYOUT_BASE
 from imagination.eval.jobs import EvalConfig
 from imagination.eval.real_rollouts import evaluate_and_record
 from infra.atomic import atomic_write_text
@@ -46,6 +47,9 @@ class GraspInputsConfig:
     # the plan (LabelCollectConfig.kinds): episode j of a task runs kinds[j % len(kinds)]
     near_miss_kinds: list[str] = field(default_factory=lambda: list(LabelCollectConfig().kinds))
     proprio_steps: int = 3000
+    # the start's own rollouts also on this many drawn layouts of each task (own_rollouts): RL's starts and the
+    # judge's and the real-data control's episodes beyond the training init states
+    own_drawn_layouts: int = 0
 
 
 @dataclass(frozen=True)
@@ -57,10 +61,13 @@ class GraspInputPaths:
     proprio: str
 
 
-def own_rollouts(root: str, policy: str, data: str, eval_cfg: EvalConfig, seed: int, sim_labels: bool = True) -> str:
-    """The policy's real episodes on eval_cfg's jobs, recorded into root/data (source "policy"), with their simulator
+def own_rollouts(root: str, policy: str, data: str, eval_cfg: EvalConfig, seed: int, sim_labels: bool = True,
+                 drawn_layouts: int = 0) -> str:
+    """The policy's real episodes on eval_cfg's jobs, and on drawn layouts 0..drawn_layouts-1 of each of its tasks
+    (envs/libero_suites.py, DRAWN_LAYOUT_BASE), recorded into root/data (source "policy"), with their simulator
     labels unless `sim_labels` is False (a judge that reads other labels). `data` gives the dataset layout (views,
-    image size)."""
+    image size). Why drawn layouts: imagined RL that starts only from the training init states learns those
+    layouts; each drawn one is another real start (a real episode of the recipe's budget)."""
     own, done = str(Path(root) / "data"), Path(root) / "result.json"
     if not done.is_file():
         # an interrupted recording would be appended to twice on a re-run: start it over (it is derived)
@@ -68,10 +75,21 @@ def own_rollouts(root: str, policy: str, data: str, eval_cfg: EvalConfig, seed: 
         EpisodeWriter(own, EpisodeDataset(data, verify=False).config).close()
         cfg = replace(eval_cfg, checkpoint=policy, seed=seed, fast_render=True, videos=0,
                       out_dir=str(Path(root) / "eval"))
-        print(f"[own rollouts] recording {policy}'s own rollouts: {len(cfg.tasks)} tasks x {cfg.episodes_per_task} "
-              f"from init state {cfg.init_state_offset}")
-        result = evaluate_and_record(cfg, Policy.load(policy), own, {"policy": policy, "phase": "own_rollouts"})
-        atomic_write_text(done, json.dumps({"recorded": result["recorded"], "policy": policy}, indent=2))
+        plans = [cfg] + ([replace(cfg, init_state_offset=DRAWN_LAYOUT_BASE, episodes_per_task=drawn_layouts,
+                                  out_dir=str(Path(root) / "eval_drawn"))] if drawn_layouts else [])
+        recorded: dict[str, int] = {}
+        for plan in plans:
+            first = ("drawn layout 0" if plan.init_state_offset >= DRAWN_LAYOUT_BASE
+                     else f"init state {plan.init_state_offset}")
+            print(f"[own rollouts] recording {policy}'s own rollouts: {len(plan.tasks)} tasks x "
+                  f"{plan.episodes_per_task} from {first}")
+            result = evaluate_and_record(plan, Policy.load(policy), own, {"policy": policy, "phase": "own_rollouts"})
+            recorded = {k: recorded.get(k, 0) + v for k, v in result["recorded"].items()}
+        atomic_write_text(done, json.dumps({"recorded": recorded, "policy": policy, "drawn_layouts": drawn_layouts},
+                                           indent=2))
+    elif (made := json.loads(done.read_text()).get("drawn_layouts", 0)) != drawn_layouts:
+        raise ValueError(f"own rollouts: {root} holds the start's rollouts on {made} drawn layouts per task, not the "
+                         f"{drawn_layouts} asked for; give each count its own folder")
     if sim_labels:
         label_dataset(own, progress=False)
     return own
@@ -86,7 +104,8 @@ def build_grasp_inputs(paths: GraspInputPaths, data: str, policy: str, world_mod
     near_miss_labels and proprio: the paths ImagineRLConfig's grasp_train_data, grasp_label_dirs and proprio
     take."""
     label_dataset(data, progress=False)  # replays only episodes not labelled yet
-    own = own_rollouts(paths.own_rollouts, policy, data, eval_cfg, cfg.own_rollout_seed)
+    own = own_rollouts(paths.own_rollouts, policy, data, eval_cfg, cfg.own_rollout_seed,
+                       drawn_layouts=cfg.own_drawn_layouts)
     if paths.near_miss_labels:  # "" for a judge that reads no scripted grasp
         # resumes from the episodes already written
         collect_labels(LabelCollectConfig(out_dir=paths.near_miss_labels, suite=eval_cfg.env,

@@ -474,7 +474,8 @@ def test_rl_gain_gives_a_goal_reader_only_to_a_recipe_that_pays_the_goal(tmp_pat
 
 @pytest.mark.parametrize(("given", "says"), [
     (["--near-miss-kinds", "jitter_grasp"], "--near-miss-kinds: expected a non-empty list of"),
-    (["--near-miss-kinds", "near_miss", "--bc", "bc.pt"], "simulates its recipe's near-miss grasps itself"),
+    (["--near-miss-kinds", "near_miss", "--bc", "bc.pt"], "--near-miss-kinds: the protocol records its recipe's "
+                                                           "inputs itself"),
     (["--near-miss-kinds", "near_miss", "--recipe", "goal"], "reads no near-miss grasp (reward 'goal'"),
     (["--near-miss-kinds", "near_miss", "--recipe", "goal_grasp", "--rl", "imagination.grasp_label_dirs=[]"],
      "reads no near-miss grasp (reward 'grasp', grasp_label_dirs []"),
@@ -483,6 +484,18 @@ def test_rl_gain_takes_a_near_miss_plan_only_for_grasps_it_simulates(given, says
     """--near-miss-kinds changes the near-miss grasps the protocol simulates for its recipe's judge: a plan the label
     collection would refuse, a start from elsewhere, or a recipe that reads no near-miss grasp is refused with one
     error naming the flag, before anything is built."""
+    _refused_before_building(given, says, tmp_path, capsys)
+
+
+@pytest.mark.parametrize(("given", "says"), [
+    (["--own-drawn-layouts", "-2", "--recipe", "spatial_reader"], "--own-drawn-layouts: expected an integer >= 0"),
+    (["--own-drawn-layouts", "20", "--bc", "bc.pt"], "--own-drawn-layouts: the protocol records its recipe's inputs"),
+    (["--own-drawn-layouts", "20", "--recipe", "goal"], "--own-drawn-layouts: the recipe 'goal' does not start from"),
+])
+def test_rl_gain_records_drawn_layouts_only_for_a_recipe_that_starts_from_them(given, says, tmp_path, capsys):
+    """--own-drawn-layouts records the start's own rollouts on drawn layouts as the recipe's starts: a start from
+    elsewhere, or a recipe that does not start from the own rollouts with the grasp judge, is refused before anything
+    is built."""
     _refused_before_building(given, says, tmp_path, capsys)
 
 

@@ -164,6 +164,33 @@ def test_build_recipe_makes_its_inputs_on_the_training_init_states_only(tmp_path
     assert cfg.imagination.reward == "grasp" and cfg.rl.group_std_floor == 0.1 and cfg.seed == 3  # the preset's
 
 
+def test_own_rollouts_on_drawn_layouts_go_to_their_own_folder_and_budget(tmp_path, recipe_recorded):
+    """own_drawn_layouts: the start's own rollouts on the training init states, then on drawn layouts 0..N-1 of each
+    task, into one dataset of its own folder (a count is never mixed with another); the proprio model beside it."""
+    from envs.libero_suites import DRAWN_LAYOUT_BASE
+    from robot_data.dataset import DatasetConfig, EpisodeWriter
+
+    p = protocol.RLGainProtocol(root=str(tmp_path / "rl_gain"), own_drawn_layouts=20)
+    loop = load_config(LoopConfig, "quick", [], group="loop")
+    EpisodeWriter(p.path("data"), DatasetConfig(views=("agentview",), image_size=(8, 8))).close()
+    paths = {"data": p.path("data"), "world_model": p.path("world_model_file"), "bc": p.path("bc_file")}
+    got = protocol.build_recipe(p, paths, loop)
+    (official, own), (drawn, own2) = recipe_recorded["rollouts"]
+    assert own == own2 == got["own_rollouts"] == str(tmp_path / "rl_gain" / "own_rollouts_drawn20" / "data")
+    assert (official.init_state_offset, official.episodes_per_task) == (0, p.train_init_states)
+    assert (drawn.init_state_offset, drawn.episodes_per_task) == (DRAWN_LAYOUT_BASE, 20)
+    assert drawn.tasks == official.tasks and drawn.out_dir != official.out_dir
+    assert got["proprio"] == str(tmp_path / "rl_gain" / "own_rollouts_drawn20" / "proprio.pt")
+    record = json.loads((tmp_path / "rl_gain" / "own_rollouts_drawn20" / "result.json").read_text())
+    assert record["drawn_layouts"] == 20 and record["recorded"]["episodes"] == 100  # both recordings counted
+    # the folder of 20 refuses another count rather than mixing it in
+    from imagination.loop.grasp_inputs import own_rollouts
+
+    with pytest.raises(ValueError, match="on 20 drawn layouts per task, not the 5"):
+        own_rollouts(str(tmp_path / "rl_gain" / "own_rollouts_drawn20"), paths["bc"], paths["data"], official, 1,
+                     drawn_layouts=5)
+
+
 def test_goal_grasp_makes_near_misses_of_its_task_and_starts_from_the_own_rollouts(tmp_path, recipe_recorded):
     """configs/rl/goal_grasp.yaml on LIBERO-Goal: near-miss grasps on the pick-and-place tasks it imagines only (the
     drawer tasks have no grasp point), the own rollouts of every task (the anchor holds all five), imagined episodes
