@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict, replace
+from pathlib import Path
 
 from bench.ledger import record_scored, scored_recipes
 from bench.protocol import RLGainProtocol, ledger_path
+from envs.libero_suites import DRAWN_LAYOUT_BASE, is_drawn_layout
 from imagination.eval.stats import PairedDifference, SeedAverage, paired_difference, seed_average
 from imagination.loop.arms import Budget, own_gain
 from imagination.rewards.base import reads_simulator
@@ -75,10 +77,11 @@ def kept_line(heldout: dict | None) -> str:
 
 
 def split_by_training_layouts(controls: dict[str, list[dict]], seeds: list[list[dict]],
-                              train_init_states: int) -> dict[str, tuple[str, SeedAverage]]:
+                              train_init_states: int, drawn: int = 0) -> dict[str, tuple[str, SeedAverage]]:
     """Imagination's own gain on the jobs whose init state the recipe trained on (its data, world model, judge and
-    imagined starts come from init states 0..train_init_states-1) and on the others, apart: {"trained": ...,
-    "held out": ...}, each (best control there, the paired comparison); empty unless the jobs hold both kinds.
+    imagined starts come from init states 0..train_init_states-1, and drawn layouts 0..drawn-1 when its own rollouts
+    hold some) and on the others, apart: {"trained": ..., "held out": ...}, each (best control there, the paired
+    comparison); empty unless the jobs hold both kinds.
     Why: the choose jobs (init states 0-19) hold the training layouts; a recipe that learns those layouts gains
     there and not on the benchmark's held-out ones, so a choice is read on the held-out part."""
     every = [r for records in (*controls.values(), *seeds) for r in records]
@@ -86,7 +89,7 @@ def split_by_training_layouts(controls: dict[str, list[dict]], seeds: list[list[
         return {}
 
     def part(records: list[dict], trained: bool) -> list[dict]:
-        return [r for r in records if (int(r["init_state_id"]) < train_init_states) == trained]
+        return [r for r in records if _trained_on(int(r["init_state_id"]), train_init_states, drawn) == trained]
 
     parts: dict[str, tuple[str, SeedAverage]] = {}
     for name, trained in (("trained", True), ("held out", False)):
@@ -96,14 +99,21 @@ def split_by_training_layouts(controls: dict[str, list[dict]], seeds: list[list[
     return parts
 
 
-def split_lines(parts: dict[str, tuple[str, SeedAverage]], train_init_states: int) -> list[str]:
+def _trained_on(init_state_id: int, train_init_states: int, drawn: int) -> bool:
+    if is_drawn_layout(init_state_id):
+        return init_state_id - DRAWN_LAYOUT_BASE < drawn
+    return init_state_id < train_init_states
+
+
+def split_lines(parts: dict[str, tuple[str, SeedAverage]], train_init_states: int, drawn: int = 0) -> list[str]:
     """One line per part of split_by_training_layouts."""
     lines = []
+    also = f" and drawn layouts 0-{drawn - 1}" if drawn else ""
     for name, (best, avg) in parts.items():
         d = avg.difference
         lo, hi = d.ci95_points
-        where = (f"init states 0-{train_init_states - 1}, which the recipe trained on" if name == "trained"
-                 else f"held-out init states ({train_init_states} and up)")
+        where = (f"init states 0-{train_init_states - 1}{also}, which the recipe trained on" if name == "trained"
+                 else "held-out layouts")
         lines.append(f"own gain on {where}: {d.gain_points:+.1f} points [{lo:+.1f}, {hi:+.1f}] against {best} "
                      f"({d.n} jobs)")
     return lines
@@ -162,8 +172,9 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
     print(f"imagination's own gain: recipe ({len(seeds)} seeds, job-averaged) - {best} (the best control) = "
           f"{d.gain_points:+.1f} points [{lo:+.1f}, {hi:+.1f}] ({d.improved} jobs gained, {d.worsened} lost); "
           f"recipes scored on these jobs: {scored}")
-    parts = split_by_training_layouts(controls, [r["episodes"] for r in seeds], proto.train_init_states)
-    print("\n".join(split_lines(parts, proto.train_init_states)))
+    drawn = drawn_layouts(recipe_cfg)
+    parts = split_by_training_layouts(controls, [r["episodes"] for r in seeds], proto.train_init_states, drawn)
+    print("\n".join(split_lines(parts, proto.train_init_states, drawn)))
     held = parts["held out"][1].difference if parts else None
     split_fields = (f"heldout_own_gain_points={held.gain_points:+.1f} "
                     f"heldout_own_gain_ci95=[{held.ci95_points[0]:+.1f},{held.ci95_points[1]:+.1f}] " if held else "")
@@ -189,10 +200,20 @@ def report(args: argparse.Namespace, proto: RLGainProtocol, arms: dict[str, dict
           f"recipe_world_model={args.recipe_world_model or 'none'} "
           f"recipe_goal_reader={args.recipe_goal_reader or 'none'} "
           f"near_miss_kinds={'-'.join(args.near_miss_kinds) if args.near_miss_kinds else 'default'} "
+          f"own_drawn_layouts={drawn} "
           f"minutes={minutes:.0f} recipes_scored={scored} "
           f"threshold_points={args.threshold:+.0f} "
           f"{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
+
+
+def drawn_layouts(recipe_cfg: ImagineRLConfig | None) -> int:
+    """Drawn layouts per task the recipe's start data holds the start's own rollouts on (imagination/loop/
+    grasp_inputs.py own_rollouts records the count beside the dataset); 0 without a recipe or a record."""
+    record = Path(recipe_cfg.start_data).parent / "result.json" if recipe_cfg is not None else None
+    if record is None or not record.is_file():
+        return 0
+    return int(json.loads(record.read_text()).get("drawn_layouts", 0))
 
 
 def _shows(d: PairedDifference, threshold: float) -> bool:

@@ -57,7 +57,22 @@ def test_the_own_gain_is_split_into_training_and_held_out_init_states():
     assert (best, held.difference.n) == ("control", 10) and abs(held.difference.gain_points + 20.0) < 1e-9
     lines = split_lines(parts, 2)
     assert lines[0].startswith("own gain on init states 0-1, which the recipe trained on: +90.0 points")
-    assert lines[1].startswith("own gain on held-out init states (2 and up): -20.0 points")
+    assert lines[1].startswith("own gain on held-out layouts: -20.0 points")
+
+
+def test_drawn_layouts_the_recipe_started_from_count_as_trained():
+    from bench.rl_gain_report import split_by_training_layouts, split_lines
+    from envs.libero_suites import DRAWN_LAYOUT_BASE as D
+
+    # drawn layouts 0-1 were the recipe's starts (trained), drawn layout 5 and init state 3 were not
+    start = _records({0: [False] * 4, D: [False] * 4, D + 1: [False] * 4, D + 5: [True] * 4, 3: [False] * 4})
+    seed = _records({0: [True] * 4, D: [True] * 4, D + 1: [True] * 4, D + 5: [False] * 4, 3: [False] * 4})
+    parts = split_by_training_layouts({"start": start}, [seed], train_init_states=2, drawn=2)
+    assert parts["trained"][1].difference.n == 12 and abs(parts["trained"][1].difference.gain_points - 100.0) < 1e-9
+    assert parts["held out"][1].difference.n == 8 and abs(parts["held out"][1].difference.gain_points + 50.0) < 1e-9
+    assert "init states 0-1 and drawn layouts 0-1, which" in split_lines(parts, 2, drawn=2)[0]
+    # without the drawn starts, every drawn layout is held out
+    assert split_by_training_layouts({"start": start}, [seed], train_init_states=2)["held out"][1].difference.n == 16
 
 
 def test_no_split_on_jobs_of_one_kind_or_records_without_init_states():
