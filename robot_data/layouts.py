@@ -121,16 +121,8 @@ def render_layouts(cfg: LayoutConfig, progress: bool = True) -> dict[str, np.nda
 def _drawn_layout(env, seed: int, libero_suites) -> dict:
     """A fresh placement of env's scene (LIBERO's reset draws it from numpy's global RNG, seeded here and
     restored), settled as an official start is; returns the raw observation."""
-    saved = np.random.get_state()
-    np.random.seed(seed)
-    try:
-        raw_obs = libero_suites.reset_scene(env.raw)
-    finally:
-        np.random.set_state(saved)
-    for _ in range(env.cfg.settle_steps):
-        raw_obs, _, _, _ = env.raw.step(libero_suites.SETTLE_ACTION.copy())
-    env.raw_obs = raw_obs
-    return raw_obs
+    env.raw_obs = libero_suites.start_episode(env.raw, None, env.cfg.settle_steps, reset_seed=seed)
+    return env.raw_obs
 
 
 def write_layouts(path: str | os.PathLike, arrays: dict[str, np.ndarray], info: dict) -> None:

@@ -11,7 +11,9 @@ of the same task and init state (policy ranking compares the two):
     python scripts/eval_policy.py checkpoint=policy.pt env=imagination \\
         world_model=outputs/world_model/quick/world_model.pt start_data=outputs/data/libero_spatial_quick
 Episode j of a task starts from official init state (init_state_offset + j) with a seed fixed by
-(seed, task, j), so two checkpoints evaluated with the same command face the same episodes.
+(seed, task, j), so two checkpoints evaluated with the same command face the same episodes. An
+init_state_offset of 10000 + k starts episode j on drawn layout k + j instead: a fresh placement of
+the task's objects that no official init state holds (envs/libero_suites.py, DRAWN_LAYOUT_BASE).
 Render as the training data was rendered (fast_render, image size; the policy's views and size are
 read from its checkpoint).
 
