@@ -9,7 +9,7 @@ successes, and both rewards fail it. This bench says which stage loses the signa
 (world_models/grasp_point.py: where the gripper first closes relative to the object's start position) is
 fit on training-side episodes with known outcomes (by default what the rl_gain recipe fits it on: the
 protocol's labelled data, the BC policy's own labelled rollouts and near-miss label episodes, init states
-0-9 only; bench/protocol.py `build_recipe`) and then reads the gate's real episodes of the policy (init
+0-9 only; bench/recipe_inputs.py `build_recipe`) and then reads the gate's real episodes of the policy (init
 states 10-19) three ways (imagination/eval/grasp_gate.py):
 
     recorded     the robot states the simulator recorded: how much of the outcome the grasp point holds

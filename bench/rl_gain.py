@@ -72,16 +72,13 @@ from bench.protocol import (
     PROTOCOLS,
     SMOKE_LOOP,
     SMOKE_RL,
-    Unbuilt,
     build,
-    build_recipe,
     ledger_path,
-    override_key,
-    recipe_config,
     smoke_protocol,
     start_bc_config,
     suite_protocol,
 )
+from bench.recipe_inputs import Unbuilt, build_recipe, override_key, recipe_config
 from bench.rl_gain_args import parser
 from bench.rl_gain_report import headroom_line, report
 from bench.task_gate import decision_lines, gate_config, gate_seed, gate_start, merge_tasks

@@ -26,10 +26,11 @@ def test_grasp_floor_is_the_grasp_recipe_plus_what_docs_loop_says():
 
 def test_grasp_floor_gpu_is_the_benchmark_recipe_on_the_gpu_world_model():
     """configs/rl/grasp_floor_gpu.yaml = what bench/rl_gain.py runs (grasp_floor pointed at the protocol's
-    inputs by bench.protocol.recipe_config), except the world model, the device and the out_dir."""
+    inputs by bench.recipe_inputs.recipe_config), except the world model, the device and the out_dir."""
     from dataclasses import asdict
 
-    from bench.protocol import RLGainProtocol, recipe_config
+    from bench.protocol import RLGainProtocol
+    from bench.recipe_inputs import recipe_config
 
     proto = RLGainProtocol()
     paths = {"data": proto.path("data"), "bc": proto.path("bc_file"), "world_model": proto.path("world_model_file"),
