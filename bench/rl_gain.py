@@ -83,6 +83,7 @@ from bench.rl_gain_args import parser
 from bench.rl_gain_report import headroom_line, report
 from bench.task_gate import decision_lines, gate_config, gate_seed, gate_start, merge_tasks
 from envs.libero_env import LiberoEnv
+from envs.libero_suites import DRAWN_LAYOUT_BASE, is_drawn_layout
 from imagination.eval.evaluate import evaluate_or_reuse
 from imagination.loop.arms import (
     Budget,
@@ -276,8 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"protocol {args.protocol}: {proto.describe()}; recipes scored on these jobs so far: "
           f"{len(scored_recipes(ledger_path(proto.root)))}")
     if offset != proto.bench_offset:  # e.g. a recipe choice on the choose jobs: say so before anything runs
-        print(f"evaluating on init states {offset}-{offset + per_task - 1} of tasks {tasks}, not the benchmark's "
-              f"jobs: nothing is recorded as scored")
+        where = (f"drawn layouts {offset - DRAWN_LAYOUT_BASE}-{offset - DRAWN_LAYOUT_BASE + per_task - 1}"
+                 if is_drawn_layout(offset) else f"init states {offset}-{offset + per_task - 1}")
+        print(f"evaluating on {where} of tasks {tasks}, not the benchmark's jobs: nothing is recorded as scored")
 
     if args.acts == "holding" and args.gate == "task":
         p.error("--acts holding: not with --gate task (one composition of the start and an arm at a time)")

@@ -63,7 +63,8 @@ def parser(doc: str) -> argparse.ArgumentParser:
     p.add_argument("--episodes-per-task", type=int, default=None, help="default: the protocol's (30 x 5 tasks = "
                                                                        "150 episodes per arm)")
     p.add_argument("--init-state-offset", type=int, default=None,
-                   help="first init state of the benchmark's jobs (default: the protocol's, 20)")
+                   help="first init state of the benchmark's jobs (default: the protocol's, 20); 10000 + k: drawn "
+                        "layouts from k (choose jobs without limit: 11000 starts at drawn layout 1000)")
     p.add_argument("--num-envs", type=int, default=2, help="real simulators in parallel (one per core)")
     p.add_argument("--image-size", type=int, default=0,
                    help="render every arm at this size, which the policy resizes to its own (0: the policy's size)")
