@@ -24,7 +24,7 @@ import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from envs.libero_suites import DRAWN_LAYOUT_BASE
+from envs.libero_suites import DRAWN_LAYOUT_BASE, is_drawn_layout
 from imagination.eval.jobs import EvalConfig
 from imagination.eval.real_rollouts import evaluate_and_record
 from infra.atomic import atomic_write_text
@@ -79,7 +79,7 @@ def own_rollouts(root: str, policy: str, data: str, eval_cfg: EvalConfig, seed: 
                                   out_dir=str(Path(root) / "eval_drawn"))] if drawn_layouts else [])
         recorded: dict[str, int] = {}
         for plan in plans:
-            first = ("drawn layout 0" if plan.init_state_offset >= DRAWN_LAYOUT_BASE
+            first = ("drawn layout 0" if is_drawn_layout(plan.init_state_offset)
                      else f"init state {plan.init_state_offset}")
             print(f"[own rollouts] recording {policy}'s own rollouts: {len(plan.tasks)} tasks x "
                   f"{plan.episodes_per_task} from {first}")
