@@ -24,7 +24,7 @@ import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from envs.libero_suites import DRAWN_LAYOUT_BASE, is_drawn_layout
+from envs.libero_suites import DRAWN_LAYOUT_BASE
 from imagination.eval.jobs import EvalConfig
 from imagination.eval.real_rollouts import evaluate_and_record
 from infra.atomic import atomic_write_text
@@ -75,15 +75,15 @@ def own_rollouts(root: str, policy: str, data: str, eval_cfg: EvalConfig, seed: 
         EpisodeWriter(own, EpisodeDataset(data, verify=False).config).close()
         cfg = replace(eval_cfg, checkpoint=policy, seed=seed, fast_render=True, videos=0,
                       out_dir=str(Path(root) / "eval"))
-        plans = [cfg] + ([replace(cfg, init_state_offset=DRAWN_LAYOUT_BASE, episodes_per_task=drawn_layouts,
-                                  out_dir=str(Path(root) / "eval_drawn"))] if drawn_layouts else [])
+        drawn = replace(cfg, init_state_offset=DRAWN_LAYOUT_BASE, episodes_per_task=drawn_layouts,
+                        out_dir=str(Path(root) / "eval_drawn"))
+        plans = [(cfg, f"init state {cfg.init_state_offset}")] + ([(drawn, "drawn layout 0")] if drawn_layouts else [])
+        start = Policy.load(policy)  # one policy for both recordings
         recorded: dict[str, int] = {}
-        for plan in plans:
-            first = ("drawn layout 0" if is_drawn_layout(plan.init_state_offset)
-                     else f"init state {plan.init_state_offset}")
+        for plan, first in plans:
             print(f"[own rollouts] recording {policy}'s own rollouts: {len(plan.tasks)} tasks x "
                   f"{plan.episodes_per_task} from {first}")
-            result = evaluate_and_record(plan, Policy.load(policy), own, {"policy": policy, "phase": "own_rollouts"})
+            result = evaluate_and_record(plan, start, own, {"policy": policy, "phase": "own_rollouts"})
             recorded = {k: recorded.get(k, 0) + v for k, v in result["recorded"].items()}
         atomic_write_text(done, json.dumps({"recorded": recorded, "policy": policy, "drawn_layouts": drawn_layouts},
                                            indent=2))
