@@ -94,7 +94,11 @@ def render_layouts(cfg: LayoutConfig, progress: bool = True) -> dict[str, np.nda
                 else:
                     init_id = -1
                     env.raw.env.hard_reset = k % cfg.reload_every == 0
-                    raw_obs = _drawn_layout(env, int(rng.integers(2**31)), libero_suites)
+                    # a fresh placement (LIBERO's reset draws it from numpy's global RNG, seeded and restored),
+                    # settled as an official start is
+                    raw_obs = libero_suites.start_episode(env.raw, None, env.cfg.settle_steps,
+                                                          reset_seed=int(rng.integers(2**31)))
+                    env.raw_obs = raw_obs
                     obs = env._obs(raw_obs)
                 objects = pick_place_objects(env.raw, raw_obs)
                 if objects is None:
@@ -116,13 +120,6 @@ def render_layouts(cfg: LayoutConfig, progress: bool = True) -> dict[str, np.nda
             "seed": cfg.seed}
     write_layouts(cfg.out, out, info)
     return out
-
-
-def _drawn_layout(env, seed: int, libero_suites) -> dict:
-    """A fresh placement of env's scene (LIBERO's reset draws it from numpy's global RNG, seeded here and
-    restored), settled as an official start is; returns the raw observation."""
-    env.raw_obs = libero_suites.start_episode(env.raw, None, env.cfg.settle_steps, reset_seed=seed)
-    return env.raw_obs
 
 
 def write_layouts(path: str | os.PathLike, arrays: dict[str, np.ndarray], info: dict) -> None:
