@@ -78,8 +78,8 @@ from bench.protocol import (
     start_bc_config,
     suite_protocol,
 )
-from bench.recipe_inputs import Unbuilt, build_recipe, override_key, recipe_config
-from bench.rl_gain_args import parser
+from bench.recipe_inputs import Unbuilt, build_recipe, recipe_config
+from bench.rl_gain_args import check_args, parser
 from bench.rl_gain_report import headroom_line, report
 from bench.task_gate import decision_lines, gate_config, gate_seed, gate_start, merge_tasks
 from envs.libero_env import LiberoEnv
@@ -147,56 +147,11 @@ def switched(start: str, policy: str, path: Path) -> str:
     return str(path)
 
 
-# the recipe's fields every run takes from the protocol or from --bc/--world-model/--data, never from --rl (with the
-# protocol's own start, recipe_config's dry run refuses the rest it sets: a goal recipe's reader, a grasp judge's data)
-SET_BY_THE_PROTOCOL = ("policy", "world_model", "start_data", "out_dir")
-
-
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__ or "")
     args = p.parse_args(argv)
     loop = load_config(LoopConfig, args.preset, list(SMOKE_LOOP) if args.smoke else [], group="loop")
-    if args.suite and args.protocol != "v2":
-        p.error(f"--suite: runs protocol v2 on a suite; --protocol {args.protocol} is LIBERO-Spatial's recorded one")
-    if args.rl_from == "control" and not {"control", "recipe"} <= set(args.arms):
-        p.error("--rl-from control: RL starts from the real-data control, which must be scored beside it: "
-                "--arms must hold control and recipe")
-    elsewhere = args.run or args.bc or args.world_model or args.data or args.rl_run
-    for flag, given in (("--near-miss-kinds", args.near_miss_kinds), ("--own-drawn-layouts", args.own_drawn_layouts)):
-        if given and elsewhere:
-            p.error(f"{flag}: the protocol records its recipe's inputs itself; not with --run, --bc, --world-model, "
-                    "--data or --rl-run")
-    if args.own_drawn_layouts is not None and args.own_drawn_layouts < 0:
-        p.error(f"--own-drawn-layouts: expected an integer >= 0, got {args.own_drawn_layouts}")
-    if args.refine_world_model and elsewhere:
-        p.error("--refine-world-model: refines the protocol's own world model on its own rollouts; not with --run, "
-                "--bc, --world-model, --data or --rl-run")
-    if args.world_model_preset and (elsewhere or args.refine_world_model):
-        p.error("--world-model-preset: trains the protocol's world model afresh on its data and own rollouts; not "
-                "with --refine-world-model, --run, --bc, --world-model, --data or --rl-run")
-    if args.recipe_world_model:
-        if elsewhere or args.refine_world_model or args.world_model_preset:
-            p.error("--recipe-world-model: the recipe imagines in this model beside the protocol's own inputs; not "
-                    "with --refine-world-model, --world-model-preset, --run, --bc, --world-model, --data or --rl-run")
-        if not Path(args.recipe_world_model).is_file():
-            p.error(f"--recipe-world-model: {args.recipe_world_model} is not a file (expected a world_model.pt "
-                    "written by scripts/train_world_model.py)")
-    if args.recipe_goal_reader and not Path(args.recipe_goal_reader).is_file():
-        p.error(f"--recipe-goal-reader: {args.recipe_goal_reader} is not a file (expected a reader.pt written by "
-                "scripts/train_goal_reader.py)")
-    if args.loop_rounds < 0:
-        p.error(f"--loop-rounds: expected a number of rounds >= 0 (0: off), got {args.loop_rounds}")
-    if args.loop_rounds and (elsewhere or args.gate == "task" or args.acts == "holding" or "recipe" not in args.arms):
-        p.error("--loop-rounds: records and retrains the recipe's own seeds from the protocol's start; needs the "
-                "recipe arm, and not with --run, --bc, --world-model, --data, --rl-run, --gate task or --acts holding")
-    if not 0 <= args.loop_adopt_margin <= 1:
-        p.error(f"--loop-adopt-margin: expected a success-rate difference in [0, 1], got {args.loop_adopt_margin}")
-    if args.refine_world_model < 0:
-        p.error(f"--refine-world-model: expected fine-tune steps >= 0 (0: off), got {args.refine_world_model}")
-    if set_here := [o for o in args.rl if override_key(o) in SET_BY_THE_PROTOCOL]:
-        # they would be replaced by the protocol's own inputs without a word: the run would not be the one asked for
-        p.error(f"--rl {' '.join(set_here)}: the benchmark sets the recipe's {', '.join(SET_BY_THE_PROTOCOL)} "
-                "itself; give another start with --bc (with --world-model and --data), another folder with --out-dir")
+    check_args(p, args)
     base_proto = suite_protocol(args.suite, args.root, smoke=args.smoke) if args.suite else PROTOCOLS[args.protocol]
     changes: dict[str, Any] = {"recipe": args.recipe or base_proto.recipe, "root": args.root or base_proto.root}
     for name in ("bc_augment_noise", "bc_steps", "bc_task_weights", "tasks", "near_miss_kinds", "own_drawn_layouts"):
@@ -280,9 +235,6 @@ def main(argv: list[str] | None = None) -> int:
         where = (f"drawn layouts {offset - DRAWN_LAYOUT_BASE}-{offset - DRAWN_LAYOUT_BASE + per_task - 1}"
                  if is_drawn_layout(offset) else f"init states {offset}-{offset + per_task - 1}")
         print(f"evaluating on {where} of tasks {tasks}, not the benchmark's jobs: nothing is recorded as scored")
-
-    if args.acts == "holding" and args.gate == "task":
-        p.error("--acts holding: not with --gate task (one composition of the start and an arm at a time)")
 
     def score(policy: str, folder: str, label: str) -> dict:
         if args.acts == "holding" and policy != bc:  # every arm but the start: the start while the gripper is open

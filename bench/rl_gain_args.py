@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from bench.protocol import PROTOCOLS, SUITE_ROOTS
+from bench.recipe_inputs import override_key
 from imagination.loop.config import LoopConfig
 
 ARMS = ("start", "control", "anchor", "recipe")  # imagination/loop/arms.py
@@ -126,4 +128,58 @@ def parser(doc: str) -> argparse.ArgumentParser:
     return p
 
 
-__all__ = ["ARMS", "parser"]
+
+# the recipe's fields every run takes from the protocol or from --bc/--world-model/--data, never from --rl (with the
+# protocol's own start, recipe_config's dry run refuses the rest it sets: a goal recipe's reader, a grasp judge's data)
+SET_BY_THE_PROTOCOL = ("policy", "world_model", "start_data", "out_dir")
+
+
+def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse, through `p.error` (one line, exit 2), options that contradict each other or are out of range, before
+    anything is built: what can be told from the command line alone."""
+    if args.suite and args.protocol != "v2":
+        p.error(f"--suite: runs protocol v2 on a suite; --protocol {args.protocol} is LIBERO-Spatial's recorded one")
+    if args.rl_from == "control" and not {"control", "recipe"} <= set(args.arms):
+        p.error("--rl-from control: RL starts from the real-data control, which must be scored beside it: "
+                "--arms must hold control and recipe")
+    elsewhere = args.run or args.bc or args.world_model or args.data or args.rl_run
+    for flag, given in (("--near-miss-kinds", args.near_miss_kinds), ("--own-drawn-layouts", args.own_drawn_layouts)):
+        if given and elsewhere:
+            p.error(f"{flag}: the protocol records its recipe's inputs itself; not with --run, --bc, --world-model, "
+                    "--data or --rl-run")
+    if args.own_drawn_layouts is not None and args.own_drawn_layouts < 0:
+        p.error(f"--own-drawn-layouts: expected an integer >= 0, got {args.own_drawn_layouts}")
+    if args.refine_world_model and elsewhere:
+        p.error("--refine-world-model: refines the protocol's own world model on its own rollouts; not with --run, "
+                "--bc, --world-model, --data or --rl-run")
+    if args.world_model_preset and (elsewhere or args.refine_world_model):
+        p.error("--world-model-preset: trains the protocol's world model afresh on its data and own rollouts; not "
+                "with --refine-world-model, --run, --bc, --world-model, --data or --rl-run")
+    if args.recipe_world_model:
+        if elsewhere or args.refine_world_model or args.world_model_preset:
+            p.error("--recipe-world-model: the recipe imagines in this model beside the protocol's own inputs; not "
+                    "with --refine-world-model, --world-model-preset, --run, --bc, --world-model, --data or --rl-run")
+        if not Path(args.recipe_world_model).is_file():
+            p.error(f"--recipe-world-model: {args.recipe_world_model} is not a file (expected a world_model.pt "
+                    "written by scripts/train_world_model.py)")
+    if args.recipe_goal_reader and not Path(args.recipe_goal_reader).is_file():
+        p.error(f"--recipe-goal-reader: {args.recipe_goal_reader} is not a file (expected a reader.pt written by "
+                "scripts/train_goal_reader.py)")
+    if args.loop_rounds < 0:
+        p.error(f"--loop-rounds: expected a number of rounds >= 0 (0: off), got {args.loop_rounds}")
+    if args.loop_rounds and (elsewhere or args.gate == "task" or args.acts == "holding" or "recipe" not in args.arms):
+        p.error("--loop-rounds: records and retrains the recipe's own seeds from the protocol's start; needs the "
+                "recipe arm, and not with --run, --bc, --world-model, --data, --rl-run, --gate task or --acts holding")
+    if not 0 <= args.loop_adopt_margin <= 1:
+        p.error(f"--loop-adopt-margin: expected a success-rate difference in [0, 1], got {args.loop_adopt_margin}")
+    if args.refine_world_model < 0:
+        p.error(f"--refine-world-model: expected fine-tune steps >= 0 (0: off), got {args.refine_world_model}")
+    if set_here := [o for o in args.rl if override_key(o) in SET_BY_THE_PROTOCOL]:
+        # they would be replaced by the protocol's own inputs without a word: the run would not be the one asked for
+        p.error(f"--rl {' '.join(set_here)}: the benchmark sets the recipe's {', '.join(SET_BY_THE_PROTOCOL)} "
+                "itself; give another start with --bc (with --world-model and --data), another folder with --out-dir")
+    if args.acts == "holding" and args.gate == "task":
+        p.error("--acts holding: not with --gate task (one composition of the start and an arm at a time)")
+
+
+__all__ = ["ARMS", "SET_BY_THE_PROTOCOL", "check_args", "parser"]
