@@ -86,7 +86,7 @@ def make_anchor(cfg: AnchorConfig, policy: Policy, start_data: str, tasks: list[
     """A closure returning cfg.coef x the anchor's MSE of `policy` on a fresh batch of `batch_size` frames
     (start_data read through `features`). generator: what draws the batches (default: one seeded with
     `seed`); a caller that checkpoints its state resumes the same sequence of batches."""
-    from policies.bc import ChunkData, bc_loss
+    from policies.bc_batch import ChunkData, bc_loss
     from policies.vla import VLAConfig
 
     if cfg.target not in TARGETS or cfg.phase not in PHASES:

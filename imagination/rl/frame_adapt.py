@@ -28,7 +28,7 @@ from imagination.imagine import open_imagination
 from imagination.keyframes import Keyframe, placement_starts
 from infra.atomic import atomic_write_text
 from policies.base import Policy
-from policies.bc import bc_loss
+from policies.bc_batch import bc_loss
 
 
 @dataclass

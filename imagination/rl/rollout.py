@@ -18,7 +18,7 @@ from imagination.env import ImaginationVectorEnv
 from imagination.imagine import ActionSource, imagine, policy_sample
 from imagination.rl.algo import Batch, RLConfig, gae, group_advantages
 from policies.base import Policy
-from policies.bc import pixel_noise
+from policies.bc_batch import pixel_noise
 
 
 @dataclass
@@ -71,7 +71,7 @@ def uncertainty_spread(chunks: np.ndarray, threshold: float) -> dict[str, float]
 
 
 class NoisyObservations:
-    """An action source that acts on the imagined images plus Gaussian pixel noise (`policies.bc.pixel_noise`:
+    """An action source that acts on the imagined images plus Gaussian pixel noise (`policies.bc_batch.pixel_noise`:
     std per image from U(0, max_std), 0-255 units) and records what it acted on as the extra "image" [B, V, H, W, 3],
     so that the update scores each chunk on the very images it was sampled from."""
 

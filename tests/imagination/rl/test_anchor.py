@@ -26,7 +26,7 @@ def data(tmp_path_factory):
 
 @pytest.fixture
 def seen(monkeypatch) -> list[torch.Tensor]:
-    """The frame indices of every batch the anchor draws (policies.bc.ChunkData.batch, spied on)."""
+    """The frame indices of every batch the anchor draws (policies.bc_batch.ChunkData.batch, spied on)."""
     import policies.bc as bc
 
     drawn: list[torch.Tensor] = []

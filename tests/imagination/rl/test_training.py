@@ -177,7 +177,7 @@ def test_state_reward_runs_start_only_from_labelled_episodes(tmp_path, capsys):
 
 def test_bc_anchor_is_the_bc_loss_on_expert_episodes_and_reaches_the_update(square_setup, tmp_path):
     from imagination.rl.training import bc_anchor
-    from policies.bc import bc_loss
+    from policies.bc_batch import bc_loss
 
     cfg = replace(_config(square_setup, tmp_path / "bc", iterations=1), bc_coef=2.0)
     policy = Policy.load(square_setup[2])
@@ -204,7 +204,7 @@ def test_bc_anchor_is_the_bc_loss_on_expert_episodes_and_reaches_the_update(squa
 
 
 def _expert_batch(ep: StartEpisode) -> tuple[dict, torch.Tensor, torch.Tensor]:
-    """obs, target [T, K, 7], mask of every step of one start episode, as policies.bc.ChunkData builds them."""
+    """obs, target [T, K, 7], mask of every step of one start episode, as policies.bc_batch.ChunkData builds them."""
     T, K = len(ep.action), 4
     idx = np.minimum(np.arange(T)[:, None] + np.arange(K)[None], T - 1)
     obs = {"image": torch.tensor(ep.frames), "state": torch.tensor(ep.state), "instruction": [ep.instruction] * T}
