@@ -8,15 +8,9 @@ into report_assets/linked/, so the folder can be moved or zipped. Missing pieces
 """
 from __future__ import annotations
 
-import csv
-import hashlib
 import html
-import json
-import shutil
 import sys
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -24,105 +18,18 @@ from matplotlib.figure import Figure
 from envs.outcome import OUTCOMES
 from imagination.eval.closed_loop import paired_separation
 from imagination.loop.adopt import adoption_lines
+from imagination.loop.report_files import RunFiles, load_loop, read_csv, tensorboard_scalars
 from imagination.loop.report_gain import own_gain_lines
-from infra.atomic import atomic_write, atomic_write_text
+from infra.atomic import atomic_write_text
 from infra.provenance import provenance_markdown
 
 NOT_RUN = "not run"
-ASSETS = "report_assets"
 REAL_VIDEOS_PER_PHASE = 4
 SIGNAL_AUC = 0.6  # within-task AUC under which the report warns that the reward does not see real failures
 CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}
 th{background:#f3f3f3}img{max-width:100%}code{background:#f3f3f3;padding:0 3px}
 blockquote{margin:1em 0;padding:.6em 1em;border-left:6px solid #d9480f;background:#fff4e6}"""
-
-
-class _Run:
-    """Paths of one run: resolves the paths in loop.json and turns files into relative links."""
-
-    def __init__(self, run_dir: Path, loop: dict):
-        self.dir, self.assets = run_dir, run_dir / ASSETS
-        self.notes: list[str] = []
-        recorded = loop.get("run_dir")
-        self.recorded = Path(recorded) if isinstance(recorded, str) and recorded else None
-
-    def path(self, p: Any) -> Path | None:
-        """A path from loop.json. Paths under the run_dir recorded at write time are re-rooted here:
-        the loop writes them as it was given out_dir (`outputs/demo/bc/...`, relative to the working
-        directory it ran in) and the folder may have been moved since. Other relative paths are
-        under run_dir; other absolute ones stay as they are."""
-        if not isinstance(p, str) or not p:
-            return None
-        path = Path(p)
-        plain = path if path.is_absolute() else self.dir / path
-        if self.recorded is not None:
-            try:
-                rerooted = self.dir / path.relative_to(self.recorded)
-            except ValueError:
-                return plain
-            if rerooted.exists() or not plain.exists():
-                return rerooted
-        return plain
-
-    def find(self, p: Any, *folders: Path | None) -> Path | None:
-        """The first existing file among `p` and its name in each of `folders` (paths written by
-        another process may be relative to that process's working directory)."""
-        path = self.path(p)
-        candidates = [path] + [f / Path(p).name for f in folders if f is not None and isinstance(p, str) and p]
-        return next((c for c in candidates if c is not None and c.is_file()), None)
-
-    def link(self, path: Path) -> str:
-        """`path` relative to run_dir, URL-quoted; a file outside run_dir is copied in first."""
-        try:
-            rel = path.resolve().relative_to(self.dir.resolve())
-        except ValueError:
-            digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]
-            rel = Path(ASSETS) / "linked" / f"{digest}_{path.name}"
-            dest = self.dir / rel
-            if not dest.exists() or dest.stat().st_size != path.stat().st_size:
-                atomic_write(dest, lambda tmp: shutil.copyfile(path, tmp))
-        return quote(rel.as_posix())
-
-    def json(self, p: Any, results: bool = False) -> dict | None:
-        """An optional JSON file: None when it is not there; unreadable ones are noted, not fatal.
-        results=True also requires evaluate()'s figures, which the tables index without checks."""
-        path = self.path(p)
-        if path is None or not path.is_file():
-            return None
-        try:
-            data = json.loads(path.read_text())
-            blocks = [data["overall"], *data.get("per_task", {}).values()] if results else []
-            if isinstance(data, dict) and all({"success_rate", "successes", "episodes", "ci95"} <= b.keys()
-                                              for b in blocks):
-                return data
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            pass
-        self.notes.append(f"`{path.name}` could not be read and was skipped")
-        return None
-
-    def save(self, fig: Figure, name: str) -> str:
-        """Write `fig` to report_assets/name (atomically); returns its relative link."""
-        atomic_write(self.assets / name, lambda tmp: fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight"))
-        return f"{ASSETS}/{name}"
-
-
-def load_loop(run_dir: str | Path) -> dict:
-    """run_dir/loop.json, checked for the parts every report needs; errors name the file."""
-    path = Path(run_dir) / "loop.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no loop.json here; is this a loop run folder?")
-    try:
-        loop = json.loads(path.read_text())
-    except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise ValueError(f"{path}: not valid JSON ({e})") from e
-    if not isinstance(loop, dict):
-        raise ValueError(f"{path}: expected a JSON object, got {type(loop).__name__}")
-    for key in ("stages", "phases", "world_models", "guard"):
-        items, named = loop.get(key) or [], key != "guard"
-        if not isinstance(items, list) or not all(isinstance(i, dict) and (not named or "name" in i) for i in items):
-            raise ValueError(f"{path}: '{key}' must be a list of objects" + (" with a 'name'" if named else ""))
-    return loop
 
 
 def _pct(x: float) -> str:
@@ -147,37 +54,6 @@ def _short(text: str, n: int = 48) -> str:
     return text if len(text) <= n else text[: n - 1].rstrip() + "…"
 
 
-def _read_csv(path: Path | None) -> dict[str, np.ndarray]:
-    """Numeric columns of a CSV (blank cells become NaN); empty when there is no such file."""
-    if path is None or not path.is_file():
-        return {}
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    out = {}
-    for key in rows[0] if rows else []:
-        try:
-            out[key] = np.array([float(r[key]) if r[key] not in ("", None) else np.nan for r in rows])
-        except ValueError:  # a text column
-            pass
-    return out
-
-
-def tensorboard_scalars(folder: Path | None, tag: str) -> tuple[np.ndarray, np.ndarray]:
-    """(steps, values) of `tag` in the event files under `folder`; later files win (a resumed run)."""
-    if folder is None or not folder.is_dir():
-        return np.zeros(0), np.zeros(0)
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    merged: dict[int, float] = {}
-    for f in sorted(folder.rglob("events.out.tfevents.*"), key=lambda f: f.name):  # the name starts with its time
-        acc = EventAccumulator(str(f), size_guidance={"scalars": 0})
-        acc.Reload()
-        if tag in acc.Tags().get("scalars", []):
-            merged.update({e.step: e.value for e in acc.Scalars(tag)})
-    steps = np.array(sorted(merged))
-    return steps, np.array([merged[s] for s in steps])
-
-
 def _stages(loop: dict) -> list[str]:
     stages = loop.get("stages", [])
     total = sum(float(s.get("seconds") or 0) for s in stages)
@@ -187,7 +63,7 @@ def _stages(loop: dict) -> list[str]:
         _table(["stage", "status", "minutes"], rows) if rows else [f"No stages: {NOT_RUN}.", ""])
 
 
-def _real(run: _Run, phases: list[dict], real: dict[str, dict | None]) -> list[str]:
+def _real(run: RunFiles, phases: list[dict], real: dict[str, dict | None]) -> list[str]:
     out = ["## Real LIBERO success", "",
            "Success rate (successes/episodes) [95% Wilson interval, %] per task, one column per policy.", ""]
     if not phases:
@@ -308,7 +184,7 @@ def _threshold(wm: dict) -> str:
     return f"{cal['threshold']:.2f} ({cal['balanced_accuracy']:.2f}; {cal['balanced_accuracy_at_default']:.2f})"
 
 
-def _world_models(run: _Run, wms: list[dict]) -> list[str]:
+def _world_models(run: RunFiles, wms: list[dict]) -> list[str]:
     out, evals, rows = ["## World-model fidelity", ""], {}, []
     for wm in wms:
         ev = run.json(wm.get("eval"))
@@ -344,10 +220,10 @@ def _world_models(run: _Run, wms: list[dict]) -> list[str]:
     return out
 
 
-def _curves(run: _Run, loop: dict, rl_phases: list[dict]) -> list[str]:
+def _curves(run: RunFiles, loop: dict, rl_phases: list[dict]) -> list[str]:
     out = ["## Learning curves", ""]
     bc_dir = run.path(loop.get("bc_dir"))
-    bc = _read_csv(bc_dir / "loss.csv" if bc_dir else None)
+    bc = read_csv(bc_dir / "loss.csv" if bc_dir else None)
     bc_xy = (bc["step"], bc["loss"]) if "step" in bc and "loss" in bc else \
         tensorboard_scalars(bc_dir / "logs" if bc_dir else None, "bc/loss")
     wm_xy = {wm["name"]: tensorboard_scalars(d / "logs" if (d := run.path(wm.get("train_dir"))) else None,
@@ -355,7 +231,7 @@ def _curves(run: _Run, loop: dict, rl_phases: list[dict]) -> list[str]:
     metrics, rows = {}, []
     for p in rl_phases:
         rl_dir = run.path(p.get("rl"))
-        m = _read_csv(rl_dir / "metrics.csv" if rl_dir else None)
+        m = read_csv(rl_dir / "metrics.csv" if rl_dir else None)
         res = run.json(str(rl_dir / "result.json")) if rl_dir else None
         if not m and rl_dir is not None:  # metrics.csv comes at the end; a run in progress has its logs only
             (x, rate), (_, ret) = (tensorboard_scalars(rl_dir / "logs", f"imagined_{k}")
@@ -406,7 +282,7 @@ def _data(loop: dict) -> list[str]:
     return ["## Data", ""] + _table(["", "episodes"], [[k.replace("_", " "), str(data.get(k, NOT_RUN))] for k in keys])
 
 
-def _videos(run: _Run, loop: dict, phases: list[dict], real: dict) -> list[str]:
+def _videos(run: RunFiles, loop: dict, phases: list[dict], real: dict) -> list[str]:
     out = ["## Videos", "", "### World model (real | imagined | difference)", ""]
     for wm in loop.get("world_models") or []:
         ev_path = run.path(wm.get("eval"))
@@ -439,7 +315,7 @@ def write_report(run_dir: str | Path) -> tuple[Path, Path]:
 
     run_dir = Path(run_dir)
     loop = load_loop(run_dir)
-    run = _Run(run_dir, loop)
+    run = RunFiles(run_dir, loop)
     phases = [{**p, "label": str(p.get("label") or p["name"])} for p in loop.get("phases", [])]
     real = {p["name"]: run.json(p.get("real"), results=True) for p in phases}
     imagined = {p["name"]: run.json(p.get("imagined"), results=True) for p in phases}
