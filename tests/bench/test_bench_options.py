@@ -186,7 +186,7 @@ def test_reward_ceiling_names_a_missing_input_in_one_line(tmp_path, capsys):
 
 
 def test_rank_takes_extra_policies_files_or_servers(tmp_path):
-    from bench.rank import extra_candidates
+    from bench.rank_candidates import extra_candidates
 
     f = tmp_path / "p.pt"
     f.write_bytes(b"x")

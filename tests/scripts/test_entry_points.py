@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted(p.name for p in (REPO / "scripts").glob("*.py") if p.name != "__init__.py")
 # modules the benchmarks import, not benchmarks
 LIBRARY = ("__init__.py", "protocol.py", "inputs.py", "gate_side.py", "ledger.py", "task_gate.py",
-           "recipe_inputs.py", "rl_gain_args.py", "rl_gain_report.py")
+           "rank_candidates.py", "recipe_inputs.py", "rl_gain_args.py", "rl_gain_report.py")
 BENCHES = sorted(p.name for p in (REPO / "bench").glob("*.py") if p.name not in LIBRARY)
 
 
