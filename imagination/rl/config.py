@@ -94,6 +94,10 @@ class ImagineRLConfig:
     # +14.0 and +2.7 points over two seeds, and the judge on the RL policy 0.55: it does not keep the judge, so it
     # stays off.
     obs_noise: float = 0.0
+    # Random image shift of up to this many pixels (edges replicated) in the imagined images the policy acts on and
+    # is updated on, before obs_noise, as BCConfig.augment_shift does in BC; 0 = off. Why: RL on recorded frames
+    # changes the policy on those frames only; a shift makes a change hold on frames near them.
+    obs_shift: int = 0
     # Adapt the start to the world model's frames before RL (imagination/rl/frame_adapt.py); adapt.steps 0 = off.
     # Its policy, world model, proprio model and threads are the run's, its out_dir (when empty) <out_dir>/adapt
     # (runs given one folder share one adaptation), its data (when empty) bc_data, else start_data: the start's own

@@ -18,7 +18,7 @@ from imagination.env import ImaginationVectorEnv
 from imagination.imagine import ActionSource, imagine, policy_sample
 from imagination.rl.algo import Batch, RLConfig, gae, group_advantages
 from policies.base import Policy
-from policies.bc_batch import pixel_noise
+from policies.bc_batch import pixel_noise, random_shift
 
 
 @dataclass
@@ -70,13 +70,14 @@ def uncertainty_spread(chunks: np.ndarray, threshold: float) -> dict[str, float]
             "uncertain_fraction": float((chunks > threshold).mean())}
 
 
-class NoisyObservations:
-    """An action source that acts on the imagined images plus Gaussian pixel noise (`policies.bc_batch.pixel_noise`:
-    std per image from U(0, max_std), 0-255 units) and records what it acted on as the extra "image" [B, V, H, W, 3],
-    so that the update scores each chunk on the very images it was sampled from."""
+class AugmentedObservations:
+    """An action source that acts on the imagined images augmented as BC's training images are
+    (`policies.bc_batch`): each image [B, V, H, W, 3] shifted by up to `shift` pixels (edges replicated), then given
+    Gaussian pixel noise of a std from U(0, noise) (0-255 units); 0 turns either off. It records what it acted on as
+    the extra "image" [B, V, H, W, 3], so that the update scores each chunk on the very images it was sampled from."""
 
-    def __init__(self, source: ActionSource, max_std: float, generator: torch.Generator):
-        self.source, self.max_std, self.generator = source, max_std, generator
+    def __init__(self, source: ActionSource, shift: int, noise: float, generator: torch.Generator):
+        self.source, self.shift, self.noise, self.generator = source, shift, noise, generator
 
     def reset(self, keyframes: list) -> None:
         reset = getattr(self.source, "reset", None)
@@ -84,21 +85,25 @@ class NoisyObservations:
             reset(keyframes)
 
     def __call__(self, obs: dict) -> dict:
-        image = pixel_noise(torch.from_numpy(np.asarray(obs["image"])), self.max_std, self.generator).numpy()
-        out = self.source({**obs, "image": image})
+        image = torch.from_numpy(np.asarray(obs["image"]))
+        if self.shift > 0:
+            image = random_shift(image, self.shift, self.generator)
+        if self.noise > 0:
+            image = pixel_noise(image, self.noise, self.generator)
+        out = self.source({**obs, "image": image.numpy()})
         if not isinstance(out, dict):
-            raise TypeError("NoisyObservations: the wrapped source must return a dict of actions and extras")
-        return {**out, "image": image}
+            raise TypeError("AugmentedObservations: the wrapped source must return a dict of actions and extras")
+        return {**out, "image": image.numpy()}
 
 
 def collect_rollouts(env: ImaginationVectorEnv, policy: Policy, num_groups: int, group_size: int, seed: int,
-                     max_chunks: int = 1000, obs_noise: float = 0.0) -> Rollouts:
+                     max_chunks: int = 1000, obs_noise: float = 0.0, obs_shift: int = 0) -> Rollouts:
     """Run num_groups * group_size (= env.num_envs) imagined episodes to their ends with policy.sample.
 
     `seed` fixes everything random here: the keyframes, the world model's noise and the policy's
     action noise, so a resumed training run re-collects exactly the batch it would have collected.
-    obs_noise > 0: the policy acts on the images plus pixel noise up to that std (`NoisyObservations`), and the
-    rollouts hold those noisy images.
+    obs_noise > 0 or obs_shift > 0: the policy acts on the images shifted by up to obs_shift pixels and given pixel
+    noise up to std obs_noise (`AugmentedObservations`), and the rollouts hold those augmented images.
     """
     B = env.num_envs
     if num_groups * group_size != B:
@@ -108,12 +113,13 @@ def collect_rollouts(env: ImaginationVectorEnv, policy: Policy, num_groups: int,
     keyframes = [kf for kf in starts for _ in range(group_size)]
     gen = torch.Generator(device=policy.device).manual_seed(seed)
     act: ActionSource = policy_sample(policy, gen)
-    if obs_noise > 0:  # its own stream: the action noise stays what it is without image noise
+    augment = obs_noise > 0 or obs_shift > 0
+    if augment:  # its own stream: the action noise stays what it is without augmentation
         noise_seed = int(np.random.SeedSequence([seed, 1]).generate_state(1)[0])
-        act = NoisyObservations(act, obs_noise, torch.Generator().manual_seed(noise_seed))
-    # with obs_noise the source records the noisy images the policy acted on: the clean ones are not kept
-    run = imagine(env, act, keyframes, seed=seed, keep_obs=True, keep_images=obs_noise <= 0, max_chunks=max_chunks)
-    images = run.extras.pop("image") if obs_noise > 0 else run.image
+        act = AugmentedObservations(act, obs_shift, obs_noise, torch.Generator().manual_seed(noise_seed))
+    # augmented, the source records the images the policy acted on: the clean ones are not kept
+    run = imagine(env, act, keyframes, seed=seed, keep_obs=True, keep_images=not augment, max_chunks=max_chunks)
+    images = run.extras.pop("image") if augment else run.image
     assert images is not None and run.state is not None and run.instruction is not None  # keep_obs=True
     return Rollouts(
         image=np.asarray(images),
@@ -176,4 +182,4 @@ def to_batch(r: Rollouts, cfg: RLConfig, policy: Policy | None = None, reference
     return Batch(obs, r.actions, old, adv.float(), ret.float(), ref)
 
 
-__all__ = ["NoisyObservations", "Rollouts", "advantages", "collect_rollouts", "to_batch", "uncertainty_spread"]
+__all__ = ["AugmentedObservations", "Rollouts", "advantages", "collect_rollouts", "to_batch", "uncertainty_spread"]

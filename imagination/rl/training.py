@@ -135,6 +135,8 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
                          f"{cfg.checkpoint_every}")
     if not cfg.obs_noise >= 0:
         raise ValueError(f"obs_noise: expected a pixel-noise std >= 0 (0-255 units), got {cfg.obs_noise}")
+    if cfg.obs_shift < 0:
+        raise ValueError(f"obs_shift: expected a shift >= 0 in pixels, got {cfg.obs_shift}")
     identity = run_identity(cfg)  # before the run fills in its own paths (adapted start, judge file)
     stored = Path(cfg.out_dir) / "checkpoint.pt"
     if cfg.resume and stored.exists():  # refused before anything is built
@@ -235,7 +237,8 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
         # with several processes each imagines its own groups: its own keyframes and noise
         seed = int(np.random.SeedSequence([cfg.seed, it, *([rank] if acc else [])]).generate_state(1)[0])
         policy.eval()
-        rollouts = collect_rollouts(env, policy, groups, cfg.group_size, seed, obs_noise=cfg.obs_noise)
+        rollouts = collect_rollouts(env, policy, groups, cfg.group_size, seed, obs_noise=cfg.obs_noise,
+                                    obs_shift=cfg.obs_shift)
         batch = to_batch(rollouts, cfg.rl, policy, reference)
         logs = update(policy, optimizer, batch, cfg.rl, np.random.default_rng(seed), anchor, sync, schedule)
         if acc:  # every process logged the same figures (the keys depend on the config only): their means

@@ -129,6 +129,8 @@ def test_bad_inputs_give_clear_errors(square_setup, tmp_path):
         train_rl(replace(cfg, exploration="data", exploration_data_scale=0.0), progress=False)
     with pytest.raises(ValueError, match="obs_noise: expected a pixel-noise std >= 0"):
         train_rl(replace(cfg, obs_noise=-1.0), progress=False)
+    with pytest.raises(ValueError, match="obs_shift: expected a shift >= 0"):
+        train_rl(replace(cfg, obs_shift=-1), progress=False)
     wrong = VLAPolicy(VLAConfig(views=["agentview", "wrist"], image_size=SIZE, chunk_len=4, conv_channels=[8],
                                 image_features=8, language_features=8, state_features=8, hidden=16))
     wrong.save(tmp_path / "two_views.pt")
@@ -277,3 +279,31 @@ def test_obs_noise_rollouts_hold_the_noisy_images_the_policy_sampled_on(square_s
         on_clean = policy.evaluate({**obs, "image": swapped}, noisy.actions)[0]
     rows = torch.from_numpy(first)
     assert not torch.allclose(on_clean[rows], noisy.log_prob[rows], atol=1e-4)
+
+
+def test_obs_shift_rollouts_hold_the_shifted_images_the_policy_sampled_on(square_setup):
+    data, wm, policy_path, proprio = square_setup
+    env = ImaginationVectorEnv(WorldModel.load(wm), ProprioModel.load(proprio),
+                               load_start_episodes(str(data), ["agentview"]), 8,
+                               ImaginationConfig(max_steps=12, keyframes=KeyframeConfig(mode="start")))
+    policy = Policy.load(policy_path)
+    clean = collect_rollouts(env, policy, 2, 4, seed=5)
+    shifted = collect_rollouts(env, policy, 2, 4, seed=5, obs_shift=4)
+    first_s, first_c = shifted.image[shifted.step == 0], clean.image[clean.step == 0]
+    assert first_s.dtype == np.uint8 and first_s.shape == first_c.shape
+    # a shift moves pixels, it adds none: every shifted image is its clean one displaced by at most 4 pixels
+    H, W = first_c.shape[-3:-1]
+    moved = 0
+    for s_img, c_img in zip(first_s.reshape(-1, H, W, 3), first_c.reshape(-1, H, W, 3)):
+        pad = np.pad(c_img, ((4, 4), (4, 4), (0, 0)), mode="edge")
+        hits = [(dy, dx) for dy in range(9) for dx in range(9)
+                if np.array_equal(pad[dy:dy + H, dx:dx + W], s_img)]
+        assert hits, "a shifted image is not its clean image displaced by up to 4 pixels"
+        moved += (4, 4) not in hits
+    assert moved > 0, "no image was shifted"
+    # the recorded log-probs are those of the stored (shifted) images
+    obs = {"image": shifted.image, "state": shifted.state, "instruction": shifted.instruction}
+    with torch.no_grad():
+        again = policy.evaluate(obs, shifted.actions)[0]
+    assert torch.allclose(again, shifted.log_prob, atol=1e-4)
+
