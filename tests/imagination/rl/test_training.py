@@ -13,7 +13,7 @@ from imagination.episodes import StartEpisode, load_start_episodes
 from imagination.keyframes import KeyframeConfig
 from imagination.rl import training
 from imagination.rl.algo import RLConfig
-from imagination.rl.rollout import collect_rollouts
+from imagination.rl.rollout import Rollouts, collect_rollouts
 from imagination.rl.training import ImagineRLConfig, exploration_log_std, train_rl
 from policies.base import Policy
 from policies.vla import VLAConfig, VLAPolicy
@@ -252,13 +252,18 @@ def test_rollout_stats_say_how_often_the_uncertainty_threshold_fires(square_setu
     assert not off.chunk_uncertainty.any() and "uncertain_fraction" not in off_stats
 
 
-def test_obs_noise_rollouts_hold_the_noisy_images_the_policy_sampled_on(square_setup):
+def _clean_rollouts(square_setup) -> tuple[ImaginationVectorEnv, Policy, Rollouts]:
+    """An 8-env imagination from the episodes' first frames, the policy, and its rollouts there at seed 5."""
     data, wm, policy_path, proprio = square_setup
     env = ImaginationVectorEnv(WorldModel.load(wm), ProprioModel.load(proprio),
                                load_start_episodes(str(data), ["agentview"]), 8,
                                ImaginationConfig(max_steps=12, keyframes=KeyframeConfig(mode="start")))
     policy = Policy.load(policy_path)
-    clean = collect_rollouts(env, policy, 2, 4, seed=5)
+    return env, policy, collect_rollouts(env, policy, 2, 4, seed=5)
+
+
+def test_obs_noise_rollouts_hold_the_noisy_images_the_policy_sampled_on(square_setup):
+    env, policy, clean = _clean_rollouts(square_setup)
     noisy = collect_rollouts(env, policy, 2, 4, seed=5, obs_noise=16.0)
     assert noisy.image.dtype == np.uint8 and noisy.image.shape[1:] == clean.image.shape[1:]
     # the first chunk starts from the same keyframes and world-model noise: the same frames, plus noise
@@ -282,12 +287,7 @@ def test_obs_noise_rollouts_hold_the_noisy_images_the_policy_sampled_on(square_s
 
 
 def test_obs_shift_rollouts_hold_the_shifted_images_the_policy_sampled_on(square_setup):
-    data, wm, policy_path, proprio = square_setup
-    env = ImaginationVectorEnv(WorldModel.load(wm), ProprioModel.load(proprio),
-                               load_start_episodes(str(data), ["agentview"]), 8,
-                               ImaginationConfig(max_steps=12, keyframes=KeyframeConfig(mode="start")))
-    policy = Policy.load(policy_path)
-    clean = collect_rollouts(env, policy, 2, 4, seed=5)
+    env, policy, clean = _clean_rollouts(square_setup)
     shifted = collect_rollouts(env, policy, 2, 4, seed=5, obs_shift=4)
     first_s, first_c = shifted.image[shifted.step == 0], clean.image[clean.step == 0]
     assert first_s.dtype == np.uint8 and first_s.shape == first_c.shape
