@@ -101,8 +101,8 @@ class GoalReader(nn.Module):
         """images uint8 [N, H, W, 3] of the reader's view (or float [N, 3, H, W] in [-1, 1]), task ids [N] ->
         P(holds) [N, P] and progress [N, P] in the predicate's units; nan in slots the task does not have.
 
-        Read `batch` frames at a time: a dataset's every frame in one pass (about 40,000 on LIBERO-10's 100
-        episodes) would hold every conv activation at once, tens of GB."""
+        Read `batch` frames at a time: a dataset's every frame in one pass holds every conv activation at once, and
+        on LIBERO-10's episodes that ran a 24 GiB machine out of memory (docs/notebook/protocol_v2.md, section 57)."""
         if isinstance(images, np.ndarray) and (images.ndim != 4 or images.dtype != np.uint8
                                                or images.shape[1:] != (self.image_size, self.image_size, 3)):
             raise ValueError(f"goal reader: expected images uint8 [N, {self.image_size}, {self.image_size}, 3] "

@@ -97,9 +97,8 @@ class ImagineRLConfig:
     # Random image shift of up to this many pixels (edges replicated) in the imagined images the policy acts on and
     # is updated on, before obs_noise, as BCConfig.augment_shift does in BC; 0 = off. Why it exists: RL on recorded
     # frames changes the policy on those frames only, and a shift was to make a change hold on frames near them.
-    # Measured with 4 on LIBERO-Spatial's fresh drawn layouts: -18.0 [-26.6, -9.4] points against the start, the
-    # policy moved far from it (docs/results.md, "Twice the layouts, each imagined as often as the ten were"), so it
-    # stays off.
+    # Measured with 4 on LIBERO-Spatial's fresh drawn layouts, it lost to the start and moved the policy far from it
+    # (the figures: docs/results.md, "Twice the layouts, each imagined as often as the ten were"), so it stays off.
     obs_shift: int = 0
     # Adapt the start to the world model's frames before RL (imagination/rl/frame_adapt.py); adapt.steps 0 = off.
     # Its policy, world model, proprio model and threads are the run's, its out_dir (when empty) <out_dir>/adapt
