@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from imagination.eval.stats import SeedAverage, seed_average
-from imagination.rl.algo import make_optimizer, optimizer_step
+from imagination.rl.algo import freeze, make_optimizer, optimizer_step
 from imagination.rl.training import ImagineRLConfig, bc_anchor
 from infra.atomic import atomic_write_text
 from policies.base import Policy
@@ -195,7 +195,8 @@ def anchor_control(rl_cfg: ImagineRLConfig, rl_result: dict, out_dir: str) -> di
     done, path = Path(out_dir) / "control.json", Path(out_dir) / "policy.pt"
     start = rl_result.get("start_policy") or rl_cfg.policy  # the adapted start when the recipe adapts (cfg.adapt)
     anchor_of = {"start": str(start), "bc_coef": rl_cfg.bc_coef, "bc_data": rl_cfg.bc_data,
-                 "bc_target": rl_cfg.bc_target, "bc_tasks": list(rl_cfg.bc_tasks), "seed": rl_cfg.seed}
+                 "bc_target": rl_cfg.bc_target, "bc_tasks": list(rl_cfg.bc_tasks), "seed": rl_cfg.seed,
+                 "frozen": list(rl_cfg.frozen)}
     if done.is_file():
         record = json.loads(done.read_text())
         try:
@@ -211,6 +212,7 @@ def anchor_control(rl_cfg: ImagineRLConfig, rl_result: dict, out_dir: str) -> di
     torch.manual_seed(rl_cfg.seed)
     policy = Policy.load(start)
     anchor = bc_anchor(replace(rl_cfg, policy=start), policy, torch.Generator().manual_seed(rl_cfg.seed))
+    freeze(policy, rl_cfg.frozen)  # the recipe's anchor moves only what its RL may move
     optimizer, schedule = make_optimizer(policy, rl_cfg.rl)  # the recipe's warmup too
     print(f"[anchor control] {n} anchor updates from {start}, no RL")
     before = [p.detach().clone() for p in policy.parameters()]

@@ -26,7 +26,7 @@ is skipped and counted (`skipped_fraction`), so one bad minibatch cannot turn th
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -193,10 +193,29 @@ class Batch:
                      None if self.ref_log_prob is None else take(self.ref_log_prob))
 
 
+def freeze(policy: Policy, prefixes: Sequence[str]) -> int:
+    """Leave the policy's parameters whose names start with any of `prefixes` (e.g. "image_encoder") as they are:
+    requires_grad off, so neither RL nor an anchor moves them. Returns how many tensors were frozen. ValueError
+    naming the policy's top-level modules when a prefix matches no parameter (a typo would otherwise train all)."""
+    names = [name for name, _ in policy.named_parameters()]
+    for prefix in prefixes:
+        if not any(n == prefix or n.startswith(prefix + ".") for n in names):
+            tops = sorted({n.split(".")[0] for n in names})
+            raise ValueError(f"frozen: {prefix!r} names no parameter of {type(policy).__name__}; expected a "
+                             f"parameter name or a module prefix of it, e.g. one of {tops}")
+    frozen = 0
+    for name, param in policy.named_parameters():
+        if any(name == p or name.startswith(p + ".") for p in prefixes):
+            param.requires_grad_(False)
+            frozen += 1
+    return frozen
+
+
 def make_optimizer(policy: Policy, cfg: RLConfig) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
-    """The RL optimiser (Adam at cfg.lr) and its schedule: a linear warmup over cfg.warmup_updates minibatch
-    updates, then constant. Step the schedule once per optimiser step; save both to resume."""
-    optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
+    """The RL optimiser (Adam at cfg.lr over the parameters that require a gradient: `freeze` leaves the rest out)
+    and its schedule: a linear warmup over cfg.warmup_updates minibatch updates, then constant. Step the schedule
+    once per optimiser step; save both to resume."""
+    optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=cfg.lr)
     warmup = cfg.warmup_updates
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0)

@@ -99,6 +99,12 @@ class ImagineRLConfig:
     # Measured with 4 on LIBERO-Spatial's fresh drawn layouts, it lost to the start and moved the policy far from it
     # (the figures: docs/results.md, "Twice the layouts, each imagined as often as the ten were"), so it stays off.
     obs_shift: int = 0
+    # Parameters RL leaves as the start has them: names or module prefixes of the policy's parameters (e.g.
+    # [image_encoder, view_embedding] for VLAPolicy's image encoder); the anchor control freezes the same ones.
+    # Why: with observe "recorded_image" RL updates the policy on the few recorded frames it starts from, and what
+    # it learns there can be a new reading of those frames rather than new actions; with the encoder frozen, only
+    # the map from what the start sees to its actions moves, the same map every layout goes through.
+    frozen: list[str] = field(default_factory=list)
     # Adapt the start to the world model's frames before RL (imagination/rl/frame_adapt.py); adapt.steps 0 = off.
     # Its policy, world model, proprio model and threads are the run's, its out_dir (when empty) <out_dir>/adapt
     # (runs given one folder share one adaptation), its data (when empty) bc_data, else start_data: the start's own

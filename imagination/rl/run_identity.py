@@ -33,24 +33,28 @@ def run_identity(cfg: Any) -> dict:
     return json.loads(json.dumps(d, default=str))  # tuples as lists: what the checkpoint gives back
 
 
-def differing(stored: dict, identity: dict, prefix: str = "") -> list[str]:
-    """The dotted names of the fields whose values differ between two identities (nested configs by field)."""
-    out = []
+def differing(stored: dict, identity: dict, prefix: str = "", defaults: dict | None = None) -> list[str]:
+    """The dotted names of the fields whose values differ between two identities (nested configs by field). A field
+    `stored` lacks reads as its value in `defaults` (the identity of the config's defaults), when given: a checkpoint
+    written before the field existed ran with its default."""
+    out, defaults = [], defaults or {}
     for key in sorted(set(stored) | set(identity)):
-        a, b = stored.get(key), identity.get(key)
+        a, b = stored.get(key, defaults.get(key)), identity.get(key)
         if isinstance(a, dict) and isinstance(b, dict):
-            out += differing(a, b, f"{prefix}{key}.")
+            sub = defaults.get(key)
+            out += differing(a, b, f"{prefix}{key}.", sub if isinstance(sub, dict) else None)
         elif a != b:
             out.append(f"{prefix}{key}")
     return out
 
 
-def check_same_run(stored: dict | None, identity: dict, path: Path) -> None:
+def check_same_run(stored: dict | None, identity: dict, path: Path, defaults: dict | None = None) -> None:
     """ValueError unless the checkpoint at `path`, whose stored identity is `stored` (None: written before identities
-    were kept, resumed as before), was written by a run with this `identity`."""
+    were kept, resumed as before), was written by a run with this `identity`. `defaults`: the identity of the config's
+    defaults, which fields added since the checkpoint was written read as."""
     if stored is None:
         return
-    names = differing(stored, identity)
+    names = differing(stored, identity, defaults=defaults)
     if names:
         shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
         raise ValueError(f"resume: {path} was written by another run ({shown} differ); give this run another "

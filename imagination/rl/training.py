@@ -36,7 +36,7 @@ from tqdm import tqdm
 
 from envs.frames import tile_views
 from envs.libero_env import LiberoEnv
-from imagination.rl.algo import make_optimizer, update
+from imagination.rl.algo import freeze, make_optimizer, update
 from imagination.rl.anchor import AnchorConfig, make_anchor
 from imagination.rl.checkpoint import load_checkpoint, save_checkpoint, stored_identity
 from imagination.rl.config import EXPLORATION_MODES, ImagineRLConfig
@@ -140,7 +140,7 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
     identity = run_identity(cfg)  # before the run fills in its own paths (adapted start, judge file)
     stored = Path(cfg.out_dir) / "checkpoint.pt"
     if cfg.resume and stored.exists():  # refused before anything is built
-        check_same_run(stored_identity(stored), identity, stored)
+        check_same_run(stored_identity(stored), identity, stored, defaults=run_identity(ImagineRLConfig()))
     torch.set_num_threads(cfg.num_threads)
     acc = data_parallel(cfg.device)  # None unless started by `accelerate launch` with several processes
     rank, processes = (acc.process_index, acc.num_processes) if acc else (0, 1)
@@ -181,6 +181,7 @@ def train_rl(cfg: ImagineRLConfig, progress: bool = True) -> dict:
             log_std.copy_(exploration_log_std(cfg, actions).to(log_std).expand_as(log_std))
     # The reference shares the exploration noise, so the KL measures how far the mean has moved.
     reference = copy.deepcopy(policy).eval() if cfg.rl.kl_coef > 0 else None
+    freeze(policy, cfg.frozen)
     optimizer, schedule = make_optimizer(policy, cfg.rl)
     anchor_gen = torch.Generator().manual_seed(cfg.seed) if cfg.bc_coef > 0 else None
     anchor = bc_anchor(cfg, policy, anchor_gen) if anchor_gen is not None else None

@@ -113,6 +113,21 @@ def test_a_run_does_not_resume_another_runs_checkpoint(square_setup, tmp_path):
     assert longer["history"][0] == again["history"][0] and len(longer["history"]) == 2
 
 
+def test_frozen_parameters_stay_as_the_start_had_them_and_the_rest_moves(square_setup, tmp_path):
+    """frozen=[image_encoder, view_embedding]: RL (with its anchor) moves the head and leaves the image encoder's
+    weights bit for bit; a prefix that names no parameter is refused by name before anything trains."""
+    cfg = _config(square_setup, tmp_path / "f", iterations=2, frozen=["image_encoder", "view_embedding"],
+                  bc_coef=1.0)
+    train_rl(cfg, progress=False)
+    start = dict(Policy.load(square_setup[2]).named_parameters())
+    trained = dict(Policy.load(tmp_path / "f" / "policy.pt").named_parameters())
+    encoder = [n for n in start if n.startswith(("image_encoder.", "view_embedding"))]
+    assert encoder and all(torch.equal(start[n], trained[n]) for n in encoder)
+    assert not torch.equal(start["action_head.weight"], trained["action_head.weight"])
+    with pytest.raises(ValueError, match=r"frozen: 'image_encodr' names no parameter of VLAPolicy.*'image_encoder'"):
+        train_rl(replace(cfg, out_dir=str(tmp_path / "typo"), frozen=["image_encodr"]), progress=False)
+
+
 def test_bad_inputs_give_clear_errors(square_setup, tmp_path):
     cfg = _config(square_setup, tmp_path / "c", iterations=1)
     with pytest.raises(FileNotFoundError, match="policy"):
