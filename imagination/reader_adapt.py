@@ -34,7 +34,8 @@ from imagination.imagine import open_imagination
 from imagination.keyframes import Keyframe, align_down, placement_starts
 from infra.atomic import atomic_write_text
 from robot_data.goal_labels import read_goal_labels
-from world_models.goal_reader import GoalReader, fit_goal_reader, goal_frames
+from world_models.goal_reader import GoalReader, fit_goal_reader
+from world_models.goal_reader_training import goal_frames
 from world_models.grasp_point import first_close, release_after
 
 

@@ -21,7 +21,7 @@ reads it the same way: judge a short imagined window from before the grasp (imag
 from __future__ import annotations
 
 from infra.cli import run_script
-from world_models.goal_reader import TrainGoalReaderConfig, train_goal_reader
+from world_models.goal_reader_training import TrainGoalReaderConfig, train_goal_reader
 
 
 def main(cfg: TrainGoalReaderConfig) -> dict:

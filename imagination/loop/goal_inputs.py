@@ -20,7 +20,8 @@ from pathlib import Path
 from imagination.eval.jobs import EvalConfig
 from imagination.loop.grasp_inputs import own_rollouts
 from robot_data.goal_labels import label_goal_dataset
-from world_models.goal_reader import GoalReaderConfig, TrainGoalReaderConfig, train_goal_reader
+from world_models.goal_reader import GoalReaderConfig
+from world_models.goal_reader_training import TrainGoalReaderConfig, train_goal_reader
 
 
 def quick_reader() -> GoalReaderConfig:

@@ -9,7 +9,7 @@ import torch
 from bench import goal_judge
 from tests.world_models.conftest import tiny_model_config, write_square_dataset
 from tests.world_models.test_goal_reader import TINY, label_squares
-from world_models.goal_reader import TrainGoalReaderConfig, train_goal_reader
+from world_models.goal_reader_training import TrainGoalReaderConfig, train_goal_reader
 from world_models.model import WorldModel
 
 

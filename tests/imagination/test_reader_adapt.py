@@ -21,7 +21,8 @@ from imagination.reader_adapt import (
 )
 from tests.world_models.conftest import SIZE, tiny_model_config, write_square_dataset
 from tests.world_models.test_goal_reader import TINY, label_squares
-from world_models.goal_reader import GoalReader, TrainGoalReaderConfig, train_goal_reader
+from world_models.goal_reader import GoalReader
+from world_models.goal_reader_training import TrainGoalReaderConfig, train_goal_reader
 from world_models.model import WorldModel
 
 

@@ -13,8 +13,10 @@ from tests.world_models.conftest import SIZE, SQ, write_square_dataset
 from world_models.goal_reader import (
     GoalReader,
     GoalReaderConfig,
-    TrainGoalReaderConfig,
     fit_goal_reader,
+)
+from world_models.goal_reader_training import (
+    TrainGoalReaderConfig,
     goal_frames,
     progress_anchors,
     train_goal_reader,

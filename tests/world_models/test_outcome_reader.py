@@ -6,7 +6,8 @@ import torch
 
 from robot_data.dataset import DatasetConfig, EpisodeWriter
 from tests.world_models.conftest import SIZE, square_episode
-from world_models.goal_reader import GoalReader, GoalReaderConfig, TrainGoalReaderConfig, train_goal_reader
+from world_models.goal_reader import GoalReader, GoalReaderConfig
+from world_models.goal_reader_training import TrainGoalReaderConfig, train_goal_reader
 from world_models.outcome_reader import OUTCOME_PREDICATE, outcome_frames, outcome_window_start
 
 TINY = GoalReaderConfig(channels=[8, 8], keypoints=8, steps=300, batch_size=32)
