@@ -13,9 +13,8 @@ import numpy as np
 from robot_data.experts.goal import (
     _problem,
 )
-from robot_data.experts.primitives import collision_boxes, planar_turn
+from robot_data.experts.primitives import collision_boxes, grasp_rotation, planar_turn
 from robot_data.experts.skills import DOWN, ServoSkill, SkillConfig, slide_joint
-from robot_data.experts.spatial import grasp_rotation
 
 
 @dataclass

@@ -16,9 +16,16 @@ from robot_data.experts.goal import (
     UnsupportedGoal,
 )
 from robot_data.experts.object import ObjectExpertConfig
-from robot_data.experts.primitives import Boxes, collision_boxes, container_drop, planar_turn, side_opening
+from robot_data.experts.primitives import (
+    Boxes,
+    collision_boxes,
+    container_drop,
+    grasp_rotation,
+    mat_to_rotvec,
+    planar_turn,
+    side_opening,
+)
 from robot_data.experts.skills import DOWN
-from robot_data.experts.spatial import grasp_rotation, mat_to_rotvec
 
 
 class HandlePlace(ItemPlace):

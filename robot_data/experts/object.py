@@ -18,9 +18,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robot_data.experts.primitives import Boxes, collision_boxes, container_drop, finger_probes, plan_top_grasp
+from robot_data.experts.primitives import (
+    Boxes,
+    collision_boxes,
+    container_drop,
+    finger_probes,
+    grasp_rotation,
+    mat_to_rotvec,
+    plan_top_grasp,
+    quat_xyzw_to_mat,
+)
 from robot_data.experts.servo import ServoControl
-from robot_data.experts.spatial import grasp_rotation, mat_to_rotvec, quat_xyzw_to_mat
 
 OBJECT_PHASES = (
     "approach",  # fly above the grasp point (staying high), turn the closing axis

@@ -1,4 +1,5 @@
-"""Geometry primitives shared by scripted experts: collision boxes, top grasps, container drops.
+"""Geometry primitives shared by scripted experts: collision boxes, top grasps, container drops, and the rotation
+maths of the grip site (quaternion to matrix, matrix to axis-angle, the grasp frame).
 
 Everything here reads privileged MuJoCo state once (at planning time) and turns it into plain
 arrays, so the pure helpers (footprint widths, grasp planning, box distances) are unit-testable
@@ -252,3 +253,37 @@ def planar_turn(a: np.ndarray, b: np.ndarray) -> float:
     """Signed angle (rad, in (-pi, pi]) that turns the 2-D direction ``a`` onto ``b`` about +z."""
     return float(np.arctan2(a[0] * b[1] - a[1] * b[0], a @ b))
 
+
+def quat_xyzw_to_mat(q: np.ndarray) -> np.ndarray:
+    """Unit quaternion (x, y, z, w) -> rotation matrix [3, 3]."""
+    x, y, z, w = np.asarray(q, dtype=np.float64) / np.linalg.norm(q)
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+
+
+def mat_to_rotvec(r: np.ndarray) -> np.ndarray:
+    """Rotation matrix [3, 3] -> axis-angle vector [3] (rad), robust near 0 and pi."""
+    cos = np.clip((np.trace(r) - 1.0) / 2.0, -1.0, 1.0)
+    angle = float(np.arccos(cos))
+    if angle < 1e-6:
+        return np.zeros(3)
+    if np.pi - angle < 1e-3:
+        # sin(angle) ~ 0, R ~ 2 a a^T - I: read the axis from the symmetric part instead.
+        k = int(np.argmax(np.diag(r)))
+        axis = r[k] + np.eye(3)[k]  # = 2 a_k a
+        return angle * axis / np.linalg.norm(axis)
+    axis = np.array([r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]]) / (2.0 * np.sin(angle))
+    return angle * axis
+
+
+def grasp_rotation(closing: np.ndarray, down: np.ndarray) -> np.ndarray:
+    """Grip-site rotation [3, 3] with x (finger closing axis) ~ ``closing``, z (approach) = ``down``."""
+    z = down / np.linalg.norm(down)
+    x = closing - (closing @ z) * z
+    x /= np.linalg.norm(x)
+    return np.stack([x, np.cross(z, x), z], axis=1)

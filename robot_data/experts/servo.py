@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from robot_data.experts.spatial import OSC_POS_SCALE, OSC_ROT_SCALE, mat_to_rotvec, quat_xyzw_to_mat
+from robot_data.experts.primitives import mat_to_rotvec, quat_xyzw_to_mat
+from robot_data.experts.spatial import OSC_POS_SCALE, OSC_ROT_SCALE
 
 
 class ServoControl:

@@ -13,9 +13,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robot_data.experts.primitives import collision_boxes, container_drop, handle_point, plan_top_grasp, push_pose
+from robot_data.experts.primitives import (
+    collision_boxes,
+    container_drop,
+    grasp_rotation,
+    handle_point,
+    mat_to_rotvec,
+    plan_top_grasp,
+    push_pose,
+    quat_xyzw_to_mat,
+)
 from robot_data.experts.servo import ServoControl
-from robot_data.experts.spatial import grasp_rotation, mat_to_rotvec, quat_xyzw_to_mat
 
 DOWN = np.array([0.0, 0.0, -1.0])
 

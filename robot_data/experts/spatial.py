@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robot_data.experts.primitives import collision_boxes
+from robot_data.experts.primitives import collision_boxes, grasp_rotation, mat_to_rotvec, quat_xyzw_to_mat
 
 # OSC_POSE default output limits: a unit action moves the goal by this much (m, rad).
 OSC_POS_SCALE = 0.05
@@ -77,41 +77,6 @@ class ExpertConfig:
     reach_limit: float = 0.75  # comfortable shoulder-to-wrist distance of the Panda
     reach_penalty: float = 10.0  # score cost per metre beyond reach_limit
     wrist_height: float = 0.21  # wrist centre above the grip site when pointing down
-
-
-def quat_xyzw_to_mat(q: np.ndarray) -> np.ndarray:
-    """Unit quaternion (x, y, z, w) -> rotation matrix [3, 3]."""
-    x, y, z, w = np.asarray(q, dtype=np.float64) / np.linalg.norm(q)
-    return np.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-        ]
-    )
-
-
-def mat_to_rotvec(r: np.ndarray) -> np.ndarray:
-    """Rotation matrix [3, 3] -> axis-angle vector [3] (rad), robust near 0 and pi."""
-    cos = np.clip((np.trace(r) - 1.0) / 2.0, -1.0, 1.0)
-    angle = float(np.arccos(cos))
-    if angle < 1e-6:
-        return np.zeros(3)
-    if np.pi - angle < 1e-3:
-        # sin(angle) ~ 0, R ~ 2 a a^T - I: read the axis from the symmetric part instead.
-        k = int(np.argmax(np.diag(r)))
-        axis = r[k] + np.eye(3)[k]  # = 2 a_k a
-        return angle * axis / np.linalg.norm(axis)
-    axis = np.array([r[2, 1] - r[1, 2], r[0, 2] - r[2, 0], r[1, 0] - r[0, 1]]) / (2.0 * np.sin(angle))
-    return angle * axis
-
-
-def grasp_rotation(closing: np.ndarray, down: np.ndarray) -> np.ndarray:
-    """Grip-site rotation [3, 3] with x (finger closing axis) ~ ``closing``, z (approach) = ``down``."""
-    z = down / np.linalg.norm(down)
-    x = closing - (closing @ z) * z
-    x /= np.linalg.norm(x)
-    return np.stack([x, np.cross(z, x), z], axis=1)
 
 
 class SpatialExpert:
