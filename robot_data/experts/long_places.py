@@ -21,7 +21,6 @@ from robot_data.experts.primitives import (
     collision_boxes,
     container_drop,
     grasp_rotation,
-    mat_to_rotvec,
     planar_turn,
     side_opening,
 )
@@ -296,6 +295,3 @@ class InsertPlace(HandlePlace):
                 self._phase = "done"
             return self._servo(obs, np.array([eef[0], eef[1], top]), r_down, 1.0)
         raise RuntimeError(f"unknown phase {self._phase!r}")
-
-    def _rot_err(self, obs: dict, r_goal: np.ndarray) -> float:
-        return float(np.linalg.norm(mat_to_rotvec(r_goal @ self._site_rotation(obs).T)))

@@ -24,7 +24,6 @@ from robot_data.experts.primitives import (
     container_drop,
     finger_probes,
     grasp_rotation,
-    mat_to_rotvec,
     plan_top_grasp,
     quat_xyzw_to_mat,
 )
@@ -116,9 +115,7 @@ class ObjectExpert(ServoControl):
             if key not in raw_obs:
                 raise ValueError(f"raw observation lacks {key!r}; is this a LIBERO env?")
         sim = raw_env.sim
-        site = sim.model.site_name2id("gripper0_grip_site")
-        r_site = np.array(sim.data.site_xmat[site]).reshape(3, 3)
-        self._r_hand_to_site = quat_xyzw_to_mat(raw_obs["robot0_eef_quat"]).T @ r_site
+        self._read_grip_site(sim, raw_obs)
         # Item corners in the item's own frame: re-posed from the observation at every re-plan.
         pos, rot = self._pose(raw_obs, self.item)
         corners = collision_boxes(sim, include=(f"{self.item}_",)).corners()
@@ -217,7 +214,7 @@ class ObjectExpert(ServoControl):
         if self._phase == "approach":
             hover = grasp + [0.0, 0.0, self._top_above + cfg.hover + 0.013]
             off = float(np.linalg.norm((eef - grasp)[:2]))
-            rot_err = float(np.linalg.norm(mat_to_rotvec(r_grasp @ self._site_rotation(obs).T)))
+            rot_err = self._rot_err(obs, r_grasp)
             if off < cfg.approach_tol and rot_err < cfg.rot_tol:
                 self._goto("descend")
             elif self._stalled(float(np.linalg.norm(hover - eef)) + 0.01 * rot_err, 3 * cfg.stall_steps):

@@ -18,10 +18,8 @@ from robot_data.experts.primitives import (
     container_drop,
     grasp_rotation,
     handle_point,
-    mat_to_rotvec,
     plan_top_grasp,
     push_pose,
-    quat_xyzw_to_mat,
 )
 from robot_data.experts.servo import ServoControl
 
@@ -80,15 +78,8 @@ class ServoSkill(ServoControl, abc.ABC):
         return self._phase
 
     def _setup(self, raw_env, raw_obs: dict) -> None:
-        sim = raw_env.sim
-        site = sim.model.site_name2id("gripper0_grip_site")
-        r_site = np.array(sim.data.site_xmat[site]).reshape(3, 3)
-        # robot0_eef_quat is the hand body; the grip site is rotated w.r.t. it (fixed offset).
-        self._r_hand_to_site = quat_xyzw_to_mat(raw_obs["robot0_eef_quat"]).T @ r_site
-        self._sim = sim
-
-    def _rot_err(self, obs: dict, r_goal: np.ndarray) -> float:
-        return float(np.linalg.norm(mat_to_rotvec(r_goal @ self._site_rotation(obs).T)))
+        self._read_grip_site(raw_env.sim, raw_obs)
+        self._sim = raw_env.sim
 
     def act(self, raw_obs: dict) -> np.ndarray:
         action = self._policy(raw_obs)
