@@ -38,15 +38,17 @@ if TYPE_CHECKING:
 
 class TrainerCheckpoints:
     """The checkpoint half of the Trainer: it reads the Trainer's accelerator, out dir, config, train state
-    (step, clip sampler, generator) and model, and writes nothing else."""
+    (step, clip sampler, generator) and the model inside its prepared objective, and writes nothing else."""
 
     acc: Accelerator
     out: Path
     cfg: TrainWorldModelConfig
     state: Any
+    objective: Any  # the accelerate-prepared WorldModelObjective; its .model is the WorldModel
 
     def unwrapped(self) -> WorldModel:
-        raise NotImplementedError
+        """The WorldModel inside the (possibly DDP-wrapped) objective."""
+        return self.acc.unwrap_model(self.objective).model
 
     def checkpoint_dir(self) -> Path:
         return self.out / "checkpoints"

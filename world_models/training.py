@@ -199,9 +199,6 @@ class Trainer(TrainerCheckpoints):
     def step_count(self) -> int:
         return self.state.step
 
-    def unwrapped(self) -> WorldModel:
-        return self.acc.unwrap_model(self.objective).model
-
     # ------------------------------------------------------------------ one step
     def step(self) -> dict[str, float]:
         cfg, gen = self.cfg, self.state.generator
