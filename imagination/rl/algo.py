@@ -193,22 +193,19 @@ class Batch:
                      None if self.ref_log_prob is None else take(self.ref_log_prob))
 
 
-def freeze(policy: Policy, prefixes: Sequence[str]) -> int:
+def freeze(policy: Policy, prefixes: Sequence[str]) -> None:
     """Leave the policy's parameters whose names start with any of `prefixes` (e.g. "image_encoder") as they are:
-    requires_grad off, so neither RL nor an anchor moves them. Returns how many tensors were frozen. ValueError
-    naming the policy's top-level modules when a prefix matches no parameter (a typo would otherwise train all)."""
-    names = [name for name, _ in policy.named_parameters()]
+    requires_grad off, so neither RL nor an anchor moves them. ValueError naming the policy's top-level modules when
+    a prefix matches no parameter (a typo would otherwise train all)."""
+    params = dict(policy.named_parameters())
     for prefix in prefixes:
-        if not any(n == prefix or n.startswith(prefix + ".") for n in names):
-            tops = sorted({n.split(".")[0] for n in names})
+        named = [p for n, p in params.items() if n == prefix or n.startswith(prefix + ".")]
+        if not named:
+            tops = sorted({n.split(".")[0] for n in params})
             raise ValueError(f"frozen: {prefix!r} names no parameter of {type(policy).__name__}; expected a "
                              f"parameter name or a module prefix of it, e.g. one of {tops}")
-    frozen = 0
-    for name, param in policy.named_parameters():
-        if any(name == p or name.startswith(p + ".") for p in prefixes):
+        for param in named:
             param.requires_grad_(False)
-            frozen += 1
-    return frozen
 
 
 def make_optimizer(policy: Policy, cfg: RLConfig) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
