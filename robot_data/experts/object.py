@@ -24,6 +24,7 @@ from robot_data.experts.primitives import (
     container_drop,
     finger_probes,
     grasp_rotation,
+    hand_to_site,
     plan_top_grasp,
     quat_xyzw_to_mat,
 )
@@ -115,7 +116,7 @@ class ObjectExpert(ServoControl):
             if key not in raw_obs:
                 raise ValueError(f"raw observation lacks {key!r}; is this a LIBERO env?")
         sim = raw_env.sim
-        self._read_grip_site(sim, raw_obs)
+        self._r_hand_to_site = hand_to_site(sim, raw_obs)
         # Item corners in the item's own frame: re-posed from the observation at every re-plan.
         pos, rot = self._pose(raw_obs, self.item)
         corners = collision_boxes(sim, include=(f"{self.item}_",)).corners()

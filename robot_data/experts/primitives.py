@@ -281,6 +281,14 @@ def mat_to_rotvec(r: np.ndarray) -> np.ndarray:
     return angle * axis
 
 
+def hand_to_site(sim, raw_obs: dict) -> np.ndarray:
+    """The grip site's fixed rotation [3, 3] w.r.t. the hand body, read once at reset: robot0_eef_quat is the hand's,
+    so the site's rotation at any later step is quat_xyzw_to_mat(robot0_eef_quat) @ this, from the observation
+    alone."""
+    r_site = np.array(sim.data.site_xmat[sim.model.site_name2id("gripper0_grip_site")]).reshape(3, 3)
+    return quat_xyzw_to_mat(raw_obs["robot0_eef_quat"]).T @ r_site
+
+
 def grasp_rotation(closing: np.ndarray, down: np.ndarray) -> np.ndarray:
     """Grip-site rotation [3, 3] with x (finger closing axis) ~ ``closing``, z (approach) = ``down``."""
     z = down / np.linalg.norm(down)

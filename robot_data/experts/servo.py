@@ -2,7 +2,7 @@
 target position and rotation, and the phase bookkeeping around it (a phase's step count, stall detection).
 
 A class using it sets `self.cfg` (with pos_gain, rot_gain, stall_steps), `self._r_hand_to_site` (the grip
-site's fixed rotation w.r.t. the hand body, read at reset by `_read_grip_site`), `self._phase`, `self._t` and
+site's fixed rotation w.r.t. the hand body, read at reset by primitives.hand_to_site), `self._phase`, `self._t` and
 `self._history`.
 """
 from __future__ import annotations
@@ -23,11 +23,6 @@ class ServoControl:
     _phase: str
     _t: int
     _history: list[float]
-
-    def _read_grip_site(self, sim: Any, raw_obs: dict) -> None:
-        """Read, once at reset, the grip site's fixed rotation w.r.t. the hand body (robot0_eef_quat is the hand's)."""
-        r_site = np.array(sim.data.site_xmat[sim.model.site_name2id("gripper0_grip_site")]).reshape(3, 3)
-        self._r_hand_to_site = quat_xyzw_to_mat(raw_obs["robot0_eef_quat"]).T @ r_site
 
     def _rot_err(self, obs: dict, r_goal: np.ndarray) -> float:
         """The angle (rad) from the grip site's rotation to r_goal [3, 3]."""

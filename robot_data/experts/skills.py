@@ -17,6 +17,7 @@ from robot_data.experts.primitives import (
     collision_boxes,
     container_drop,
     grasp_rotation,
+    hand_to_site,
     handle_point,
     plan_top_grasp,
     push_pose,
@@ -78,7 +79,7 @@ class ServoSkill(ServoControl, abc.ABC):
         return self._phase
 
     def _setup(self, raw_env, raw_obs: dict) -> None:
-        self._read_grip_site(raw_env.sim, raw_obs)
+        self._r_hand_to_site = hand_to_site(raw_env.sim, raw_obs)
         self._sim = raw_env.sim
 
     def act(self, raw_obs: dict) -> np.ndarray:

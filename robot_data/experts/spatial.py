@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robot_data.experts.primitives import collision_boxes, grasp_rotation, mat_to_rotvec, quat_xyzw_to_mat
+from robot_data.experts.primitives import collision_boxes, grasp_rotation, hand_to_site, mat_to_rotvec, quat_xyzw_to_mat
 
 # OSC_POSE default output limits: a unit action moves the goal by this much (m, rad).
 OSC_POS_SCALE = 0.05
@@ -117,11 +117,7 @@ class SpatialExpert:
             if key not in raw_obs:
                 raise ValueError(f"raw observation lacks {key!r}; is this a LIBERO env?")
         sim = raw_env.sim
-        # robot0_eef_quat is the hand body; the grip site (= robot0_eef_pos) is rotated w.r.t. it.
-        # The fixed offset lets act() work from the observation alone.
-        site = sim.model.site_name2id("gripper0_grip_site")
-        r_site = np.array(sim.data.site_xmat[site]).reshape(3, 3)
-        self._r_hand_to_site = quat_xyzw_to_mat(raw_obs["robot0_eef_quat"]).T @ r_site
+        self._r_hand_to_site = hand_to_site(sim, raw_obs)  # the grip site (= robot0_eef_pos) w.r.t. the hand
         self._boxes = self._obstacle_boxes(sim)
         self._grasp_shift = self._grasp_offset()
         # Panda shoulder (joint 2 axis); grasps far from it end at the workspace boundary.
